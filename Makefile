@@ -1,0 +1,126 @@
+# MLSys Lab build. `make run` opens the lab, `make test` runs every test; both install the
+# Debian packages they need first. Capabilities are probed and printed as one line each.
+# Quiet unless V=1.
+
+PKGS_REQUIRED := build-essential pkg-config libncurses-dev libopenmpi-dev openmpi-bin check \
+                 libmd4c-dev libcjson-dev libhwloc-dev tmux
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2 -g
+CFLAGS  ?=
+CFLAGS  += -std=c11 -Wall -Wextra -Werror $(OPT) -D_GNU_SOURCE -ftree-vectorize \
+           -fvect-cost-model=dynamic -fno-strict-aliasing -MMD -MP
+LDLIBS  += -lm -lpthread
+SAN     ?=
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---- capability probes (each prints one line on `make features`) ----
+HAVE_NCURSES := $(shell pkg-config --exists ncursesw && echo 1)
+HAVE_CHECK   := $(shell pkg-config --exists check && echo 1)
+HAVE_MPI     := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
+HAVE_MD4C    := $(shell pkg-config --exists md4c && echo 1)
+HAVE_CJSON   := $(shell pkg-config --exists libcjson && echo 1)
+HAVE_HWLOC   := $(shell pkg-config --exists hwloc && echo 1)
+CUDA_HOME    ?= /usr/local/cuda
+HAVE_NCCL    := $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
+
+ifeq ($(HAVE_NCURSES),1)
+CFLAGS += -DHAVE_NCURSES $(shell pkg-config --cflags ncursesw)
+LDLIBS += $(shell pkg-config --libs ncursesw) -lpanelw
+endif
+ifeq ($(HAVE_MD4C),1)
+CFLAGS += -DHAVE_MD4C
+LDLIBS += $(shell pkg-config --libs md4c)
+endif
+ifeq ($(HAVE_CJSON),1)
+CFLAGS += -DHAVE_CJSON $(shell pkg-config --cflags libcjson)
+LDLIBS += $(shell pkg-config --libs libcjson)
+endif
+ifeq ($(HAVE_HWLOC),1)
+CFLAGS += -DHAVE_HWLOC
+LDLIBS += $(shell pkg-config --libs hwloc)
+endif
+
+CORE_SRC := $(wildcard core/*.c core/coll/*.c)
+LAB_SRC  := $(filter-out lab/main.c,$(wildcard lab/*.c lab/views/*.c chapters/*/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+LAB_OBJ  := $(LAB_SRC:%.c=$(BUILD)/%.o)
+BIN      := $(BUILD)/mlsys-lab
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all run test unit deps features asan bench clean lab-tests
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libmlsys.a: $(CORE_OBJ)
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/liblab.a: $(LAB_OBJ)
+	$(Q)ar rcs $@ $^
+
+$(BIN): $(BUILD)/lab/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(BUILD)/liblab.a -Wl,--no-whole-archive \
+	    $(BUILD)/libmlsys.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblab.a $(BUILD)/libmlsys.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC $<")
+	$(Q)$(CC) $(CFLAGS) $(shell pkg-config --cflags check) $(LDFLAGS) -o $@ $< \
+	    -Wl,--whole-archive $(BUILD)/liblab.a -Wl,--no-whole-archive $(BUILD)/libmlsys.a \
+	    $(shell pkg-config --libs check) $(LDLIBS)
+
+# The MPI reference program for `make bench` (Debian's OpenMPI, vader transport).
+$(BUILD)/bench/mpi_allreduce: tests/bench/mpi_allreduce.c
+	@mkdir -p $(dir $@)
+	$(Q)mpicc -O2 -std=c11 -D_GNU_SOURCE -o $@ $<
+
+deps:
+	$(Q)sh tests/deps.sh $(PKGS_REQUIRED)
+
+features:
+	@printf '%s ncursesw (terminal UI)\n'     "$(if $(HAVE_NCURSES),✓,✗)"
+	@printf '%s Check (unit tests)\n'         "$(if $(HAVE_CHECK),✓,✗)"
+	@printf '%s OpenMPI (mpicc)\n'            "$(if $(HAVE_MPI),✓,✗)"
+	@printf '%s md4c (chapter texts)\n'       "$(if $(HAVE_MD4C),✓,✗)"
+	@printf '%s cJSON (JSON output, replay)\n' "$(if $(HAVE_CJSON),✓,✗)"
+	@printf '%s hwloc (topology)\n'           "$(if $(HAVE_HWLOC),✓,✗)"
+	@printf '%s CUDA + NCCL ($(CUDA_HOME))\n' "$(if $(HAVE_NCCL),✓,✗)"
+
+run: deps
+	$(Q)$(MAKE) --no-print-directory features all
+	$(Q)$(BIN)
+
+unit: $(UNIT_BIN) $(BIN)
+	$(Q)sh tests/run-unit.sh $(BUILD) $(UNIT_BIN)
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory features
+	$(Q)$(MAKE) --no-print-directory unit
+
+asan:
+	$(Q)$(MAKE) --no-print-directory deps
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined OPT="-O1 -g" unit
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all $(if $(HAVE_MPI),$(BUILD)/bench/mpi_allreduce)
+	$(Q)sh tests/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build build-asan
+
+-include $(CORE_OBJ:.o=.d) $(LAB_OBJ:.o=.d) $(BUILD)/lab/main.d

@@ -1,0 +1,155 @@
+/* internal.h - what core/ files share and nobody else sees: the communicator, the job
+ * segment's layout, the transport interface and the progress loop. Labs and the UI use
+ * mlsys.h only. */
+#ifndef MLSYS_INTERNAL_H
+#define MLSYS_INTERNAL_H
+
+#include "mlsys.h"
+#include <stdatomic.h>
+
+/* ---- job segment (one memfd per job, mapped by the runner and every rank) ----
+ * header | rank_state[N] | channel[N*N] (src-major: sender src, receiver dst) | rings[N]
+ * No name in /dev/shm: the memory disappears when the last process holding it exits. */
+#define SHM_MAGIC 0x4d4c5359534c4142ull   /* "MLSYSLAB" */
+#define SHM_SLOTS 8                        /* outstanding messages per (src, dst) pair */
+#define SHM_INLINE 2048                    /* messages up to this size travel in the slot */
+
+enum { SLOT_FREE = 0, SLOT_POSTED = 1, SLOT_DONE = 2 };
+enum { WAIT_NONE = 0, WAIT_SEND = 1, WAIT_RECV = 2, WAIT_GATE = 3, WAIT_DONE = 4 };
+
+typedef struct shm_slot {
+    _Atomic uint32_t state;     /* only the sender moves FREE->POSTED and DONE->FREE */
+    uint32_t ctx;               /* communicator context: user p2p and collectives differ */
+    int32_t tag;
+    int32_t pid;                /* sender's pid, for process_vm_readv */
+    uint64_t seq;               /* per (src, dst) sequence: matching is in posting order */
+    uint64_t bytes;
+    uint64_t addr;              /* sender's buffer address when bytes > SHM_INLINE */
+    int32_t status;             /* receiver's verdict: 0 or MLSYS_ERR_TRUNCATE */
+    int32_t pad[5];
+    unsigned char data[SHM_INLINE];
+} shm_slot;
+
+typedef struct shm_rank_state {
+    _Atomic uint32_t bell;      /* eventcount: bumped on anything this rank may wait for */
+    _Atomic uint32_t sleepers;  /* >0: someone sleeps on bell (futex) */
+    _Atomic int32_t pid;
+    _Atomic int32_t wait_kind;  /* WAIT_* published for the deadlock report */
+    _Atomic int32_t wait_peer;  /* world rank */
+    _Atomic int32_t wait_tag;
+    _Atomic uint64_t wait_bytes;
+    _Atomic uint64_t gate_passed;   /* steps this rank has passed in gated mode */
+    _Atomic int32_t gate_step;      /* the step it waits at */
+    char pad[64 - 4 * 8];
+} shm_rank_state;
+
+typedef struct shm_ring {
+    _Atomic uint64_t head;      /* written by the rank */
+    _Atomic uint64_t tail;      /* written by the runner */
+    _Atomic uint64_t lost;      /* events dropped after back-pressure gave up */
+    uint64_t pad[5];
+    /* mlsys_event ev[cap] follows */
+} shm_ring;
+
+typedef struct shm_header {
+    uint64_t magic;
+    int32_t world;
+    int32_t gated;
+    uint64_t ring_cap;          /* events per ring, 0 = tracing off */
+    uint64_t size;              /* bytes in the segment */
+    uint64_t off_ranks, off_chan, off_rings, ring_stride;
+    _Atomic int32_t abort;      /* set by the runner when the job is torn down */
+    _Atomic int32_t runner_waiting;
+    _Atomic uint32_t runner_bell;   /* bumped when a ring fills; the runner drains */
+    _Atomic uint64_t gate_credit;   /* gated mode: steps every rank may pass */
+    uint64_t t0_ns;
+    char pad[64];
+} shm_header;
+
+size_t shm_segment_size(int world, uint64_t ring_cap);
+void shm_segment_layout(shm_header *h, int world, uint64_t ring_cap);
+shm_rank_state *shm_rank(shm_header *h, int r);
+shm_slot *shm_channel(shm_header *h, int src, int dst);   /* SHM_SLOTS slots */
+shm_ring *shm_ring_of(shm_header *h, int r);
+mlsys_event *shm_ring_events(shm_ring *ring);
+void shm_bell_ring(shm_header *h, int r);                 /* bump and wake rank r */
+/* Wait until *bell != seen or timeout_ms passes (spin, then futex). */
+void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms);
+
+/* ---- requests ---- */
+enum { REQ_SEND = 1, REQ_RECV = 2 };
+
+struct mlsys_request {
+    mlsys_comm *comm;
+    int kind;
+    int peer_world;             /* world rank of the peer */
+    int tag;
+    uint32_t ctx;
+    size_t bytes;
+    const void *sbuf;           /* send: data; recv-reduce: the "in" operand */
+    void *rbuf;
+    mlsys_dtype dt;
+    mlsys_op op;                /* MLSYS_OP_NONE for a plain receive */
+    int done;
+    int status;
+    int slot;                   /* send: slot index once posted; -1 before */
+    uint64_t seq;
+    uint64_t msg_id;
+    uint64_t span_id;
+    struct mlsys_request *next, *prev;   /* in the world's pending list */
+};
+
+/* ---- the world (one per process) and communicators ---- */
+typedef struct mlsys_world {
+    shm_header *h;
+    size_t map_len;
+    int rank, size, local_rank;
+    uint64_t *send_seq;         /* [size]: next sequence number per destination */
+    uint64_t *recv_seq;         /* [size]: last sequence consumed per source (diagnostics) */
+    mlsys_request *pending;     /* all unfinished requests of this process, oldest first */
+    mlsys_request *pending_tail;
+    unsigned char *scratch;     /* page-aligned bounce for recv-reduce */
+    size_t scratch_len;
+    int cma_ok;                 /* process_vm_readv works here */
+    uint32_t next_ctx;
+    struct mlsys_comm *comms;   /* every communicator of this process, for finalize */
+    int gated;
+    uint64_t spans;             /* trace span counter */
+} mlsys_world;
+
+struct mlsys_comm {
+    mlsys_world *w;
+    int rank, size;
+    int *world_of;              /* [size]: group rank -> world rank */
+    uint32_t ctx;               /* user p2p context; collectives use ctx + 1 */
+    int in_coll;                /* >0 while inside a collective */
+    int timeout_ms;
+    int algo_forced[MLSYS_COLL_COUNT];   /* index into the table, -1 = rule */
+    const char *last_algo;
+    int split_count;
+    mlsys_counters counters;
+    int err;
+    char errmsg[512];
+    int cur_coll;               /* collective running now, -1 */
+    int cur_algo;
+    struct mlsys_comm *next_comm;
+};
+
+/* p2p.c */
+int p2p_progress(mlsys_world *w);               /* advance every pending request once */
+int p2p_wait_req(mlsys_request *r);
+const char *p2p_wait_graph(mlsys_comm *c, char *buf, size_t n);
+
+/* comm.c */
+mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t ctx);
+mlsys_world *world_attach(int fd, int rank, int size, int local_rank);
+
+/* trace.c */
+void trace_ev(mlsys_comm *c, int kind, int peer_world, int tag, uint64_t bytes,
+              uint64_t msg_id, uint64_t span_id);
+int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max);
+
+/* coll.c */
+void coll_init_comm(mlsys_comm *c);              /* algorithm choice from MLSYS_ALGO */
+
+#endif

@@ -1,0 +1,268 @@
+/* mlsys.h - the public face of the MLSys Lab runtime: communicators, point-to-point,
+ * collectives, events and the launcher. This header is the table of contents of core/:
+ * prototypes are grouped under the file that implements them. core/ knows nothing of
+ * chapters or of the terminal UI. */
+#ifndef MLSYS_H
+#define MLSYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <sys/types.h>
+
+#define MLSYS_VERSION "0.1.0"
+
+/* ---- types.c: element types, reduction operators, reduction kernels ---- */
+typedef enum { MLSYS_F32, MLSYS_F64, MLSYS_I32, MLSYS_I64, MLSYS_DTYPE_COUNT } mlsys_dtype;
+typedef enum { MLSYS_SUM, MLSYS_PROD, MLSYS_MIN, MLSYS_MAX, MLSYS_AVG, MLSYS_OP_COUNT,
+               MLSYS_OP_NONE = -1 } mlsys_op;
+
+size_t mlsys_dtype_size(mlsys_dtype dt);
+const char *mlsys_dtype_name(mlsys_dtype dt);   /* "float", "double", "int32", "int64" */
+const char *mlsys_op_name(mlsys_op op);         /* "sum", "prod", "min", "max", "avg" */
+int mlsys_dtype_parse(const char *s, mlsys_dtype *out);  /* 0 on success, -1 unknown */
+int mlsys_op_parse(const char *s, mlsys_op *out);
+/* out[i] = a[i] (op) b[i] for i < count; out may alias a or b. AVG reduces as SUM
+ * (the collective divides once at the end). Integer arithmetic wraps (no UB). */
+void mlsys_reduce_local(void *out, const void *a, const void *b, size_t count,
+                        mlsys_dtype dt, mlsys_op op);
+/* buf[i] /= n for AVG; integers divide with truncation toward zero. */
+void mlsys_scale_avg(void *buf, size_t count, mlsys_dtype dt, int n);
+
+/* ---- error codes (every runtime call returns one; the message names who and what) ---- */
+enum {
+    MLSYS_OK = 0,
+    MLSYS_ERR_ARG = -1,       /* bad argument: null buffer, peer out of range, bad type */
+    MLSYS_ERR_TIMEOUT = -2,   /* waited longer than the timeout: deadlock suspected */
+    MLSYS_ERR_ABORTED = -3,   /* the job is being torn down (another rank failed) */
+    MLSYS_ERR_TRUNCATE = -4,  /* the message is larger than the receive buffer */
+    MLSYS_ERR_SYS = -5,       /* a system call failed */
+    MLSYS_ERR_UNSUPPORTED = -6/* the backend or algorithm cannot do this */
+};
+
+typedef struct mlsys_comm mlsys_comm;
+typedef struct mlsys_request mlsys_request;
+
+/* ---- comm.c: communicators, groups, counters, errors ---- */
+/* Join the job described by the environment the launcher exported (MLSYS_JOB_FD, RANK,
+ * WORLD_SIZE, ...). Returns NULL with a message on stderr when not started by a launcher. */
+mlsys_comm *mlsys_init(void);
+void mlsys_finalize(mlsys_comm *c);     /* frees c and every communicator split from it */
+int mlsys_rank(const mlsys_comm *c);
+int mlsys_size(const mlsys_comm *c);
+int mlsys_world_rank(const mlsys_comm *c);   /* this process's rank in the whole job */
+int mlsys_local_rank(const mlsys_comm *c);
+const char *mlsys_backend_name(const mlsys_comm *c);
+/* Collective over c: ranks with the same color form a new communicator, ordered by
+ * (key, old rank). color < 0 returns *out = NULL for that rank. */
+int mlsys_split(mlsys_comm *c, int color, int key, mlsys_comm **out);
+/* The last error's message ("rank 1: recv from rank 0 tag 3 (16 B): ..."). */
+const char *mlsys_errmsg(const mlsys_comm *c);
+void mlsys_set_error(mlsys_comm *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int mlsys_timeout_ms(const mlsys_comm *c);
+void mlsys_set_timeout_ms(mlsys_comm *c, int ms);
+
+/* Per-communicator counters, for tests and exercise checks (e.g. "2(N-1) sends"). */
+typedef struct mlsys_counters {
+    uint64_t sends, recvs;              /* point-to-point messages, including collectives' */
+    uint64_t bytes_sent, bytes_recv;
+    uint64_t coll_calls[16];            /* indexed by mlsys_coll */
+} mlsys_counters;
+const mlsys_counters *mlsys_get_counters(const mlsys_comm *c);
+void mlsys_reset_counters(mlsys_comm *c);
+
+/* ---- p2p.c: point-to-point ---- */
+/* send is synchronous: it returns once the receiver has the data (like MPI_Ssend), so two
+ * ranks that both send first deadlock, and the timeout reports it. Tags are >= 0. */
+int mlsys_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer, int tag);
+int mlsys_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag);
+/* Non-blocking forms: the buffer belongs to the runtime until wait/test says done. The
+ * transport is zero-copy (the receiver reads the sender's buffer), so writing a send buffer
+ * before wait corrupts the message. */
+int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer,
+                int tag, mlsys_request **req);
+int mlsys_irecv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag,
+                mlsys_request **req);
+/* Receive with reduction: out[i] = in[i] (op) message[i]. in may equal out. The transport
+ * reduces piece by piece while copying, so no temporary of the message size is needed. */
+int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                       mlsys_op op, int peer, int tag, mlsys_request **req);
+int mlsys_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                      mlsys_op op, int peer, int tag);
+int mlsys_wait(mlsys_request *req);                 /* completes and frees req; NULL is ok */
+int mlsys_waitall(mlsys_request **reqs, int n);     /* sets each to NULL */
+int mlsys_test(mlsys_request *req, int *done);      /* on done, still call wait to free */
+/* Send to dst and receive from src at the same time (no deadlock in a ring). */
+int mlsys_sendrecv(mlsys_comm *c, const void *sbuf, size_t scount, int dst, int stag,
+                   void *rbuf, size_t rcount, int src, int rtag, mlsys_dtype dt);
+
+/* ---- coll.c and core/coll/: collectives, algorithms behind one table per collective ---- */
+typedef enum {
+    MLSYS_COLL_BROADCAST, MLSYS_COLL_REDUCE, MLSYS_COLL_ALLREDUCE, MLSYS_COLL_ALLGATHER,
+    MLSYS_COLL_REDUCE_SCATTER, MLSYS_COLL_GATHER, MLSYS_COLL_SCATTER, MLSYS_COLL_ALLTOALL,
+    MLSYS_COLL_BARRIER, MLSYS_COLL_COUNT
+} mlsys_coll;
+
+/* In-place conventions (as NCCL): allreduce/bcast/reduce/alltoall: sendbuf == recvbuf;
+ * allgather/gather: sendbuf == recvbuf + rank*count; reduce_scatter/scatter:
+ * recvbuf == sendbuf + rank*count. count is per rank for allgather, reduce_scatter, gather,
+ * scatter and alltoall (per pair); the whole vector for the others. Buffers that a rank does
+ * not use (recvbuf of reduce/gather on a non-root, sendbuf of scatter on a non-root) may be
+ * NULL and are never written. */
+int mlsys_broadcast(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int root);
+int mlsys_reduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                 mlsys_dtype dt, mlsys_op op, int root);
+int mlsys_allreduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    mlsys_dtype dt, mlsys_op op);
+int mlsys_allgather(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    mlsys_dtype dt);
+int mlsys_reduce_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                         mlsys_dtype dt, mlsys_op op);
+int mlsys_gather(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                 mlsys_dtype dt, int root);
+int mlsys_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                  mlsys_dtype dt, int root);
+int mlsys_alltoall(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                   mlsys_dtype dt);
+int mlsys_barrier(mlsys_comm *c);
+
+/* Algorithm choice. name NULL or "auto" restores the size/rank rule. Returns
+ * MLSYS_ERR_ARG when the collective has no such algorithm. */
+int mlsys_set_algo(mlsys_comm *c, mlsys_coll coll, const char *name);
+/* Same algorithm name for every collective that has it ("ring" for all); the others keep
+ * their rule. Returns the number of collectives that took it (0: unknown name). */
+int mlsys_set_algo_all(mlsys_comm *c, const char *name);
+/* Which algorithm a call of this size would use, and in *why a sentence saying why. */
+const char *mlsys_algo_decide(const mlsys_comm *c, mlsys_coll coll, size_t bytes,
+                              const char **why);
+const char *mlsys_coll_name(mlsys_coll coll);   /* "all_reduce", ... (the curriculum's names) */
+int mlsys_coll_parse(const char *s, mlsys_coll *out);
+/* The algorithm names of one collective, NULL-terminated, for help texts and pickers. */
+const char *const *mlsys_algo_names(mlsys_coll coll);
+const char *mlsys_last_algo(const mlsys_comm *c);   /* name of the algorithm the last call ran */
+
+/* ---- trace.c: typed events in per-rank rings ---- */
+typedef enum {
+    MLSYS_EV_SEND_BEGIN, MLSYS_EV_SEND_END, MLSYS_EV_RECV_BEGIN, MLSYS_EV_RECV_END,
+    MLSYS_EV_REDUCE, MLSYS_EV_COLL_BEGIN, MLSYS_EV_COLL_END, MLSYS_EV_STEP,
+    MLSYS_EV_COMPUTE_BEGIN, MLSYS_EV_COMPUTE_END, MLSYS_EV_MEM, MLSYS_EV_FLOW, MLSYS_EV_MARK,
+    MLSYS_EV_KIND_COUNT
+} mlsys_event_kind;
+
+/* One fixed-size record (128 bytes). Fields a kind does not use are -1 or 0. */
+typedef struct mlsys_event {
+    uint64_t t_ns;       /* CLOCK_MONOTONIC */
+    uint64_t bytes;
+    uint64_t msg_id;     /* pairs a send with its receive: (src world rank << 40) | seq */
+    uint64_t span_id;    /* pairs a begin with its end on one rank (p2p ops overlap) */
+    int32_t rank;        /* world rank that emitted it */
+    int32_t peer;        /* world rank of the other side, or -1 */
+    int32_t tag;
+    int16_t kind;        /* mlsys_event_kind */
+    int16_t coll;        /* mlsys_coll or -1 */
+    int16_t algo;        /* index in the collective's algorithm table, or -1 */
+    int16_t op;          /* mlsys_op or -1 */
+    int32_t step;        /* algorithm step, or -1 */
+    int32_t chunk;       /* chunk index, or -1 */
+    int32_t dtype;
+    double val[4];       /* a few values for the views */
+    char label[32];
+} mlsys_event;
+
+int mlsys_tracing(const mlsys_comm *c);        /* cheap: is anyone collecting events? */
+void mlsys_emit(mlsys_comm *c, const mlsys_event *ev);   /* fills t_ns and rank */
+/* Mark an algorithm step boundary: emits a STEP event and, in gated mode, waits here until
+ * the viewer grants the next step. */
+int mlsys_step(mlsys_comm *c, int step, const char *label);
+void mlsys_compute_begin(mlsys_comm *c, const char *label);
+void mlsys_compute_end(mlsys_comm *c, const char *label);
+const char *mlsys_event_kind_name(int kind);
+/* Chrome Trace Event JSON (Perfetto, chrome://tracing): p2p ops as async spans, collectives
+ * and compute as nested spans, one flow arrow per message. 0 on success. */
+int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns);
+
+/* ---- print.c: output in rank order ---- */
+/* Every rank calls it; rank 0 prints the lines of ranks 0..N-1 in order. Collective. */
+int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Only rank 0 prints; others do nothing (not collective). */
+void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- util.c: time, allocation, random numbers, sizes ---- */
+uint64_t mlsys_now_ns(void);
+double mlsys_now_s(void);
+void *mlsys_xmalloc(size_t n);                 /* never returns NULL: exits with a message */
+void *mlsys_xcalloc(size_t n, size_t size);
+void *mlsys_alloc_aligned(size_t n);           /* page-aligned, zeroed; free with mlsys_free_aligned */
+void mlsys_free_aligned(void *p, size_t n);
+char *mlsys_xstrdup(const char *s);
+/* "64K" "1M" "8" "2G" (binary units) -> bytes; -1 on anything else. */
+int mlsys_parse_size(const char *s, uint64_t *out);
+/* strtol with full validation: 0 on success. */
+int mlsys_parse_long(const char *s, long *out);
+void mlsys_format_size(uint64_t bytes, char *out, size_t n);   /* "64 MiB" */
+
+/* Counter-based generator: the same seed gives the same stream on every rank. */
+typedef struct mlsys_rng { uint64_t key, ctr; int have_spare; double spare; } mlsys_rng;
+void mlsys_rng_seed(mlsys_rng *r, uint64_t seed);
+uint64_t mlsys_rng_u64(mlsys_rng *r);
+double mlsys_rng_uniform(mlsys_rng *r);        /* [0, 1) */
+double mlsys_rng_normal(mlsys_rng *r);         /* Box-Muller */
+
+/* ---- launch.c: the fork launcher ---- */
+typedef struct mlsys_launch_opts {
+    int world_size;
+    int timeout_ms;          /* p2p wait limit before "deadlock suspected"; 0 = default */
+    int master_port;         /* exported as MASTER_PORT (informational for shm) */
+    int trace_capacity;      /* events per rank ring; 0 = tracing off */
+    int gated;               /* ranks wait at each step for a credit */
+    const char *algo;        /* exported as MLSYS_ALGO, NULL = auto */
+    const char *backend;     /* "shm" */
+    int capture_output;      /* 1: stdout/stderr of ranks through pipes to the runner */
+} mlsys_launch_opts;
+
+typedef struct mlsys_job mlsys_job;
+/* Rank outcome after the job ended. */
+typedef struct mlsys_rank_status {
+    pid_t pid;
+    int exited;      /* 1: normal exit with code; 0: killed by signal */
+    int code;        /* exit code or signal number */
+    int killed_by_us;/* we stopped it because another rank failed or on Ctrl-C */
+} mlsys_rank_status;
+
+/* Start a job: fork N ranks; each runs argv (exec) when argv != NULL, else calls
+ * fn(comm, arg) in the forked child and exits with its return value. */
+mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
+                           int (*fn)(mlsys_comm *, void *), void *arg, char *err, size_t errlen);
+/* Callbacks the runner gets while it waits: a line of output, a batch of events. */
+typedef struct mlsys_job_sink {
+    void (*out_line)(void *u, int rank, int is_err, const char *line);
+    void (*events)(void *u, const mlsys_event *ev, size_t n);
+    void *u;
+} mlsys_job_sink;
+/* Wait for the job, pumping output and events into sink (may be NULL: output is printed,
+ * stdout as is and stderr prefixed "[rank r] "). Returns 0 if every rank exited 0; else
+ * non-zero, with a one-line reason in why ("rank 2 died by signal 11 (Segmentation fault)").
+ * A poll step of at most step_ms lets an interactive caller regain control: then it returns
+ * 1 while the job still runs (call again). step_ms < 0 waits to the end. */
+int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *why,
+                   size_t whylen);
+void mlsys_job_stop(mlsys_job *j);             /* SIGTERM, then SIGKILL after a grace */
+const mlsys_rank_status *mlsys_job_status(const mlsys_job *j, int rank);
+int mlsys_job_world_size(const mlsys_job *j);
+uint64_t mlsys_job_events_lost(const mlsys_job *j);
+/* Gate: in gated mode, let every rank pass one more step (returns the new credit). */
+uint64_t mlsys_job_grant_step(mlsys_job *j);
+void mlsys_job_free(mlsys_job *j);             /* stops it if still running, frees all */
+int mlsys_job_failed_rank(const mlsys_job *j); /* first rank that failed, -1 */
+uint64_t mlsys_job_t0_ns(const mlsys_job *j);  /* when the job started (event time base) */
+int mlsys_job_gate_step(const mlsys_job *j, int rank);   /* step a rank waits at, -1 */
+/* SIGINT/SIGTERM/SIGHUP then only set a flag that mlsys_job_wait turns into a clean stop. */
+void mlsys_job_install_signal_stop(void);
+int mlsys_job_stop_requested(void);
+/* Convenience for tests: run fn on N ranks and wait. 0 when all ranks returned 0. */
+int mlsys_run_fn(int world_size, int timeout_ms, int (*fn)(mlsys_comm *, void *), void *arg,
+                 char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,510 @@
+/* p2p.c - point-to-point over the job segment. A send posts a descriptor in a slot of the
+ * (sender, receiver) channel: small messages carry their bytes inline, large ones carry the
+ * sender's address, which the receiver reads with one process_vm_readv (single copy). The
+ * receiver marks the slot done, and only then does the send complete: synchronous sends,
+ * zero-copy non-blocking sends. Every wait drives the progress of all pending requests, so
+ * an irecv posted earlier completes while its rank blocks in a send. */
+#include "internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define SCRATCH_BYTES (256 * 1024)    /* recv-reduce bounce: stays in L2 */
+
+static void pending_add(mlsys_world *w, mlsys_request *r)
+{
+    r->next = NULL;
+    r->prev = w->pending_tail;
+    if (w->pending_tail)
+        w->pending_tail->next = r;
+    else
+        w->pending = r;
+    w->pending_tail = r;
+}
+
+static void pending_remove(mlsys_world *w, mlsys_request *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        w->pending = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        w->pending_tail = r->prev;
+    r->next = r->prev = NULL;
+}
+
+static void complete(mlsys_request *r, int status)
+{
+    mlsys_comm *c = r->comm;
+    r->done = 1;
+    r->status = status;
+    pending_remove(c->w, r);
+    if (r->kind == REQ_SEND) {
+        c->counters.sends++;
+        c->counters.bytes_sent += r->bytes;
+    } else {
+        c->counters.recvs++;
+        c->counters.bytes_recv += r->bytes;
+    }
+    if (mlsys_tracing(c))
+        trace_ev(c, r->kind == REQ_SEND ? MLSYS_EV_SEND_END : MLSYS_EV_RECV_END, r->peer_world,
+                 r->tag, r->bytes, r->msg_id, r->span_id);
+}
+
+/* ---- sender side ---- */
+
+static int try_post(mlsys_request *r)
+{
+    mlsys_world *w = r->comm->w;
+    shm_slot *ch = shm_channel(w->h, w->rank, r->peer_world);
+    for (int i = 0; i < SHM_SLOTS; i++) {
+        shm_slot *s = &ch[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FREE)
+            continue;
+        s->ctx = r->ctx;
+        s->tag = r->tag;
+        s->pid = (int32_t)getpid();
+        s->seq = r->seq;
+        s->bytes = r->bytes;
+        s->status = 0;
+        if (r->bytes <= SHM_INLINE) {
+            if (r->bytes)
+                memcpy(s->data, r->sbuf, r->bytes);
+            s->addr = 0;
+        } else {
+            s->addr = (uint64_t)(uintptr_t)r->sbuf;
+        }
+        atomic_store_explicit(&s->state, SLOT_POSTED, memory_order_release);
+        shm_bell_ring(w->h, r->peer_world);
+        r->slot = i;
+        return 1;
+    }
+    return 0;
+}
+
+static void progress_send(mlsys_request *r)
+{
+    mlsys_world *w = r->comm->w;
+    if (r->slot < 0 && !try_post(r))
+        return;
+    shm_slot *s = &shm_channel(w->h, w->rank, r->peer_world)[r->slot];
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
+        return;
+    int st = s->status;
+    atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+    if (st)
+        mlsys_set_error(r->comm, st, "rank %d: send to rank %d tag %d (%zu B): the receiver's "
+                        "buffer is smaller than the message", r->comm->rank, r->peer_world,
+                        r->tag, r->bytes);
+    complete(r, st);
+}
+
+/* ---- receiver side ---- */
+
+static int read_remote(mlsys_world *w, pid_t pid, void *dst, uint64_t addr, size_t n)
+{
+    if (pid == getpid()) {
+        memcpy(dst, (const void *)(uintptr_t)addr, n);
+        return 0;
+    }
+    while (n) {
+        struct iovec l = {dst, n}, rv = {(void *)(uintptr_t)addr, n};
+        ssize_t got = process_vm_readv(pid, &l, 1, &rv, 1, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (got == 0)
+            return -EFAULT;
+        dst = (char *)dst + got;
+        addr += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    (void)w;
+    return 0;
+}
+
+/* Copy (or reduce) the slot's message into the request's buffer. */
+static int deliver(mlsys_request *r, shm_slot *s)
+{
+    mlsys_world *w = r->comm->w;
+    size_t n = (size_t)s->bytes;
+    if (r->op == MLSYS_OP_NONE) {
+        if (n <= SHM_INLINE)
+            memcpy(r->rbuf, s->data, n);
+        else
+            return read_remote(w, s->pid, r->rbuf, s->addr, n);
+        return 0;
+    }
+    size_t es = mlsys_dtype_size(r->dt);
+    if (n <= SHM_INLINE) {
+        mlsys_reduce_local(r->rbuf, r->sbuf, s->data, n / es, r->dt, r->op);
+        return 0;
+    }
+    if (s->pid == getpid()) {
+        mlsys_reduce_local(r->rbuf, r->sbuf, (const void *)(uintptr_t)s->addr, n / es, r->dt,
+                           r->op);
+        return 0;
+    }
+    if (!w->scratch) {
+        w->scratch_len = SCRATCH_BYTES;
+        w->scratch = mlsys_alloc_aligned(w->scratch_len);
+    }
+    size_t piece = w->scratch_len / es * es;
+    for (size_t off = 0; off < n; off += piece) {
+        size_t len = n - off < piece ? n - off : piece;
+        int rc = read_remote(w, s->pid, w->scratch, s->addr + off, len);
+        if (rc)
+            return rc;
+        mlsys_reduce_local((char *)r->rbuf + off, (const char *)r->sbuf + off, w->scratch,
+                           len / es, r->dt, r->op);
+    }
+    return 0;
+}
+
+/* An older unmatched receive with the same source, context and tag goes first (MPI's
+ * non-overtaking rule); so does every older one when this one would match the same slot. */
+static int older_same_key(const mlsys_request *r)
+{
+    for (const mlsys_request *o = r->prev; o; o = o->prev)
+        if (o->kind == REQ_RECV && o->peer_world == r->peer_world && o->ctx == r->ctx &&
+            o->tag == r->tag)
+            return 1;
+    return 0;
+}
+
+static void progress_recv(mlsys_request *r)
+{
+    mlsys_world *w = r->comm->w;
+    if (older_same_key(r))
+        return;
+    shm_slot *ch = shm_channel(w->h, r->peer_world, w->rank), *best = NULL;
+    for (int i = 0; i < SHM_SLOTS; i++) {
+        shm_slot *s = &ch[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_POSTED)
+            continue;
+        if (s->ctx != r->ctx || s->tag != r->tag)
+            continue;
+        if (!best || s->seq < best->seq)
+            best = s;
+    }
+    if (!best)
+        return;
+    mlsys_comm *c = r->comm;
+    int st = 0;
+    if (best->bytes > r->bytes || (r->op != MLSYS_OP_NONE && best->bytes != r->bytes)) {
+        mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
+                        "%llu B does not fit the %zu B buffer", c->rank, r->peer_world, r->tag,
+                        (unsigned long long)best->bytes, r->bytes);
+        st = MLSYS_ERR_TRUNCATE;
+    } else {
+        int rc = deliver(r, best);
+        if (rc) {
+            mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: recv from rank %d tag %d (%llu B): "
+                            "cannot read the sender's memory: %s", c->rank, r->peer_world,
+                            r->tag, (unsigned long long)best->bytes, strerror(-rc));
+            st = MLSYS_ERR_SYS;
+        }
+        r->bytes = (size_t)best->bytes;
+    }
+    r->msg_id = ((uint64_t)r->peer_world << 40) | best->seq;
+    w->recv_seq[r->peer_world] = best->seq;
+    best->status = st;
+    atomic_store_explicit(&best->state, SLOT_DONE, memory_order_release);
+    shm_bell_ring(w->h, r->peer_world);
+    complete(r, st);
+}
+
+int p2p_progress(mlsys_world *w)
+{
+    mlsys_request *r = w->pending, *next;
+    int n = 0;
+    for (; r; r = next) {
+        next = r->next;
+        if (r->kind == REQ_SEND)
+            progress_send(r);
+        else
+            progress_recv(r);
+        n += r->done;
+    }
+    return n;
+}
+
+/* ---- waiting, and what to say when waiting takes too long ---- */
+
+static const char *wait_kind_name(int k)
+{
+    switch (k) {
+    case WAIT_SEND: return "send to";
+    case WAIT_RECV: return "recv from";
+    case WAIT_GATE: return "the step gate";
+    case WAIT_DONE: return "nothing (finished)";
+    default: return "nothing (running)";
+    }
+}
+
+/* One line naming who waits for whom, following the chain from this rank: the wait-for
+ * graph of the job as the ranks published it. */
+const char *p2p_wait_graph(mlsys_comm *c, char *buf, size_t n)
+{
+    mlsys_world *w = c->w;
+    size_t len = 0;
+    int cur = w->rank, hops = 0;
+    int *seen = mlsys_xcalloc((size_t)w->size, sizeof(int));
+    buf[0] = 0;
+    while (cur >= 0 && cur < w->size && len < n) {
+        if (seen[cur]) {
+            snprintf(buf + len, n - len, "; back to rank %d: a cycle", cur);
+            break;
+        }
+        seen[cur] = 1;
+        shm_rank_state *s = shm_rank(w->h, cur);
+        int k = atomic_load(&s->wait_kind), peer = atomic_load(&s->wait_peer);
+        if (k != WAIT_SEND && k != WAIT_RECV) {
+            snprintf(buf + len, n - len, "%srank %d waits for %s", hops ? "; " : "", cur,
+                     wait_kind_name(k));
+            break;
+        }
+        len += (size_t)snprintf(buf + len, n - len, "%srank %d waits in %s rank %d (tag %d, "
+                                "%llu B)", hops ? "; " : "", cur, wait_kind_name(k), peer,
+                                atomic_load(&s->wait_tag),
+                                (unsigned long long)atomic_load(&s->wait_bytes));
+        cur = peer;
+        hops++;
+    }
+    free(seen);
+    return buf;
+}
+
+static void publish_wait(mlsys_world *w, const mlsys_request *r)
+{
+    shm_rank_state *s = shm_rank(w->h, w->rank);
+    atomic_store(&s->wait_peer, r ? r->peer_world : -1);
+    atomic_store(&s->wait_tag, r ? r->tag : -1);
+    atomic_store(&s->wait_bytes, r ? r->bytes : 0);
+    atomic_store(&s->wait_kind, r ? (r->kind == REQ_SEND ? WAIT_SEND : WAIT_RECV) : WAIT_NONE);
+}
+
+int p2p_wait_req(mlsys_request *r)
+{
+    mlsys_comm *c = r->comm;
+    mlsys_world *w = c->w;
+    uint64_t start = mlsys_now_ns();
+    uint64_t limit = c->timeout_ms > 0 ? (uint64_t)c->timeout_ms * 1000000ull : 0;
+    int published = 0;
+    while (!r->done) {
+        uint32_t seen = atomic_load_explicit(&shm_rank(w->h, w->rank)->bell, memory_order_acquire);
+        p2p_progress(w);
+        if (r->done)
+            break;
+        if (atomic_load(&w->h->abort)) {
+            mlsys_set_error(c, MLSYS_ERR_ABORTED, "rank %d: job aborted while waiting in %s "
+                            "rank %d", c->rank, r->kind == REQ_SEND ? "send to" : "recv from",
+                            r->peer_world);
+            publish_wait(w, NULL);
+            return MLSYS_ERR_ABORTED;
+        }
+        if (!published) {
+            publish_wait(w, r);
+            published = 1;
+        }
+        uint64_t waited = mlsys_now_ns() - start;
+        if (limit && waited > limit) {
+            char graph[400];
+            p2p_wait_graph(c, graph, sizeof graph);
+            mlsys_set_error(c, MLSYS_ERR_TIMEOUT, "deadlock suspected after %.1f s: %s",
+                            (double)waited * 1e-9, graph);
+            publish_wait(w, NULL);
+            return MLSYS_ERR_TIMEOUT;
+        }
+        int sleep_ms = 50;
+        if (limit && (limit - waited) / 1000000ull < (uint64_t)sleep_ms)
+            sleep_ms = (int)((limit - waited) / 1000000ull) + 1;
+        shm_bell_wait(w->h, w->rank, seen, sleep_ms);
+    }
+    if (published)
+        publish_wait(w, NULL);
+    return r->status;
+}
+
+/* ---- public calls ---- */
+
+static int check_peer(mlsys_comm *c, const char *what, int peer, int tag, const void *buf,
+                      size_t count, mlsys_dtype dt)
+{
+    if (peer < 0 || peer >= c->size)
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s rank %d: no such rank (world of %d)",
+                        c->rank, what, peer, c->size);
+    else if (tag < 0)
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s rank %d: tag %d is negative", c->rank,
+                        what, peer, tag);
+    else if ((unsigned)dt >= MLSYS_DTYPE_COUNT)
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s rank %d: unknown element type", c->rank,
+                        what, peer);
+    else if (count && !buf)
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s rank %d: null buffer for %zu elements",
+                        c->rank, what, peer, count);
+    else
+        return 0;
+    return MLSYS_ERR_ARG;
+}
+
+static mlsys_request *req_new(mlsys_comm *c, int kind, int peer, int tag, size_t bytes)
+{
+    mlsys_request *r = mlsys_xcalloc(1, sizeof *r);
+    r->comm = c;
+    r->kind = kind;
+    r->peer_world = c->world_of[peer];
+    r->tag = tag;
+    r->ctx = c->ctx + (c->in_coll ? 1u : 0u);
+    r->bytes = bytes;
+    r->op = MLSYS_OP_NONE;
+    r->slot = -1;
+    return r;
+}
+
+int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer, int tag,
+                mlsys_request **req)
+{
+    *req = NULL;
+    int rc = check_peer(c, "send to", peer, tag, buf, count, dt);
+    if (rc)
+        return rc;
+    mlsys_request *r = req_new(c, REQ_SEND, peer, tag, count * mlsys_dtype_size(dt));
+    r->sbuf = buf;
+    r->dt = dt;
+    r->seq = ++c->w->send_seq[r->peer_world];
+    r->msg_id = ((uint64_t)c->w->rank << 40) | r->seq;
+    pending_add(c->w, r);
+    if (mlsys_tracing(c)) {
+        r->span_id = ((uint64_t)c->w->rank << 40) | ++c->w->spans;
+        trace_ev(c, MLSYS_EV_SEND_BEGIN, r->peer_world, tag, r->bytes, r->msg_id, r->span_id);
+    }
+    progress_send(r);
+    *req = r;
+    return 0;
+}
+
+static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                        mlsys_op op, int peer, int tag, mlsys_request **req)
+{
+    *req = NULL;
+    int rc = check_peer(c, "recv from", peer, tag, out, count, dt);
+    if (rc)
+        return rc;
+    if (op != MLSYS_OP_NONE && ((unsigned)op >= MLSYS_OP_COUNT || (count && !in))) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce from rank %d: bad operator or "
+                        "null input", c->rank, peer);
+        return MLSYS_ERR_ARG;
+    }
+    mlsys_request *r = req_new(c, REQ_RECV, peer, tag, count * mlsys_dtype_size(dt));
+    r->rbuf = out;
+    r->sbuf = in;
+    r->dt = dt;
+    r->op = op;
+    pending_add(c->w, r);
+    if (mlsys_tracing(c)) {
+        r->span_id = ((uint64_t)c->w->rank << 40) | ++c->w->spans;
+        trace_ev(c, MLSYS_EV_RECV_BEGIN, r->peer_world, tag, r->bytes, 0, r->span_id);
+    }
+    progress_recv(r);
+    *req = r;
+    return 0;
+}
+
+int mlsys_irecv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag,
+                mlsys_request **req)
+{
+    return irecv_common(c, NULL, buf, count, dt, MLSYS_OP_NONE, peer, tag, req);
+}
+
+int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                       mlsys_op op, int peer, int tag, mlsys_request **req)
+{
+    if (op == MLSYS_OP_NONE) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce needs an operator", c->rank);
+        return MLSYS_ERR_ARG;
+    }
+    return irecv_common(c, in, out, count, dt, op, peer, tag, req);
+}
+
+int mlsys_wait(mlsys_request *r)
+{
+    if (!r)
+        return 0;
+    int rc = p2p_wait_req(r);
+    if (!r->done) {
+        /* Timed out or aborted: leave nothing in flight that points at the caller's buffer. */
+        pending_remove(r->comm->w, r);
+        if (r->kind == REQ_SEND && r->slot >= 0) {
+            shm_slot *s = &shm_channel(r->comm->w->h, r->comm->w->rank, r->peer_world)[r->slot];
+            uint32_t expect = SLOT_POSTED;
+            atomic_compare_exchange_strong(&s->state, &expect, SLOT_FREE);
+        }
+    }
+    free(r);
+    return rc;
+}
+
+int mlsys_waitall(mlsys_request **reqs, int n)
+{
+    int first = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = mlsys_wait(reqs[i]);
+        reqs[i] = NULL;
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+int mlsys_test(mlsys_request *r, int *done)
+{
+    if (!r) {
+        *done = 1;
+        return 0;
+    }
+    if (!r->done)
+        p2p_progress(r->comm->w);
+    *done = r->done;
+    return r->done ? r->status : 0;
+}
+
+int mlsys_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer, int tag)
+{
+    mlsys_request *r;
+    int rc = mlsys_isend(c, buf, count, dt, peer, tag, &r);
+    return rc ? rc : mlsys_wait(r);
+}
+
+int mlsys_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag)
+{
+    mlsys_request *r;
+    int rc = mlsys_irecv(c, buf, count, dt, peer, tag, &r);
+    return rc ? rc : mlsys_wait(r);
+}
+
+int mlsys_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                      mlsys_op op, int peer, int tag)
+{
+    mlsys_request *r;
+    int rc = mlsys_irecv_reduce(c, in, out, count, dt, op, peer, tag, &r);
+    return rc ? rc : mlsys_wait(r);
+}
+
+int mlsys_sendrecv(mlsys_comm *c, const void *sbuf, size_t scount, int dst, int stag, void *rbuf,
+                   size_t rcount, int src, int rtag, mlsys_dtype dt)
+{
+    mlsys_request *r[2] = {NULL, NULL};
+    int rc = mlsys_irecv(c, rbuf, rcount, dt, src, rtag, &r[0]);
+    if (!rc)
+        rc = mlsys_isend(c, sbuf, scount, dt, dst, stag, &r[1]);
+    int rc2 = mlsys_waitall(r, 2);
+    return rc ? rc : rc2;
+}

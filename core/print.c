@@ -1,0 +1,76 @@
+/* print.c - output in rank order. Ranks that print at the same moment interleave in no
+ * fixed order; here every rank hands its text to rank 0, which prints ranks 0..N-1 in turn,
+ * so headless output is deterministic and tests can compare it. */
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(mlsys_event) == 128, "events are 128-byte records");
+
+#define PRINT_TAG 11
+
+static char *vformat(const char *fmt, va_list ap, size_t *len)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        n = 0;
+    char *s = mlsys_xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    *len = (size_t)n;
+    return s;
+}
+
+/* Text travels as int32 words (the runtime has no byte type): n bytes in ceil(n/4) words. */
+int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
+{
+    va_list ap;
+    size_t len;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap, &len);
+    va_end(ap);
+    int rc = 0;
+    c->in_coll++;
+    if (c->rank == 0) {
+        fputs(s, stdout);
+        for (int i = 1; i < c->size && !rc; i++) {
+            int64_t n = 0;
+            rc = mlsys_recv(c, &n, 1, MLSYS_I64, i, PRINT_TAG);
+            if (rc)
+                break;
+            size_t words = ((size_t)n + 3) / 4;
+            char *t = mlsys_xcalloc(words * 4 + 1, 1);
+            rc = mlsys_recv(c, t, words, MLSYS_I32, i, PRINT_TAG);
+            if (!rc)
+                fwrite(t, 1, (size_t)n, stdout);
+            free(t);
+        }
+        fflush(stdout);
+    } else {
+        int64_t n = (int64_t)len;
+        size_t words = (len + 3) / 4;
+        char *t = mlsys_xcalloc(words * 4 + 1, 1);
+        memcpy(t, s, len);
+        rc = mlsys_send(c, &n, 1, MLSYS_I64, 0, PRINT_TAG);
+        if (!rc)
+            rc = mlsys_send(c, t, words, MLSYS_I32, 0, PRINT_TAG);
+        free(t);
+    }
+    c->in_coll--;
+    free(s);
+    return rc;
+}
+
+void mlsys_print_root(mlsys_comm *c, const char *fmt, ...)
+{
+    if (c->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}

@@ -1,0 +1,97 @@
+/* shm.c - the job segment: its layout (header, per-rank state, one channel of slots per
+ * ordered pair of ranks, per-rank event rings) and the doorbells through which ranks wake
+ * each other. A waiter spins briefly, then sleeps on a futex, so that more ranks than cores
+ * still make progress and an idle rank costs no CPU. */
+#include "internal.h"
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALIGN_UP(x, a) (((x) + (a)-1) & ~((uint64_t)(a)-1))
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
+#endif
+
+void shm_segment_layout(shm_header *h, int world, uint64_t ring_cap)
+{
+    uint64_t off = ALIGN_UP(sizeof(shm_header), 4096);
+    h->off_ranks = off;
+    off = ALIGN_UP(off + (uint64_t)world * sizeof(shm_rank_state), 4096);
+    h->off_chan = off;
+    off = ALIGN_UP(off + (uint64_t)world * world * SHM_SLOTS * sizeof(shm_slot), 4096);
+    h->off_rings = off;
+    h->ring_stride = ring_cap ? ALIGN_UP(sizeof(shm_ring) + ring_cap * sizeof(mlsys_event), 4096) : 0;
+    off += h->ring_stride * (uint64_t)world;
+    h->world = world;
+    h->ring_cap = ring_cap;
+    h->size = off;
+}
+
+size_t shm_segment_size(int world, uint64_t ring_cap)
+{
+    shm_header h;
+    shm_segment_layout(&h, world, ring_cap);
+    return (size_t)h.size;
+}
+
+shm_rank_state *shm_rank(shm_header *h, int r)
+{
+    return (shm_rank_state *)((char *)h + h->off_ranks) + r;
+}
+
+shm_slot *shm_channel(shm_header *h, int src, int dst)
+{
+    return (shm_slot *)((char *)h + h->off_chan) + ((size_t)src * h->world + dst) * SHM_SLOTS;
+}
+
+shm_ring *shm_ring_of(shm_header *h, int r)
+{
+    return (shm_ring *)((char *)h + h->off_rings + h->ring_stride * (uint64_t)r);
+}
+
+mlsys_event *shm_ring_events(shm_ring *ring)
+{
+    return (mlsys_event *)(ring + 1);
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void shm_bell_ring(shm_header *h, int r)
+{
+    shm_rank_state *s = shm_rank(h, r);
+    atomic_fetch_add_explicit(&s->bell, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->sleepers, memory_order_seq_cst))
+        futex(&s->bell, FUTEX_WAKE, 1 << 30, NULL);
+}
+
+/* Spin a little (a message from a rank on the other core arrives within microseconds),
+ * yield a little (the sender may need this core), then sleep on the futex. The caller
+ * re-checks its condition after every return, so spurious wake-ups are harmless. */
+void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms)
+{
+    shm_rank_state *s = shm_rank(h, r);
+    for (int i = 0; i < 2000; i++) {
+        if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)
+            return;
+        cpu_relax();
+    }
+    for (int i = 0; i < 4; i++) {
+        sched_yield();
+        if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)
+            return;
+    }
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    atomic_fetch_add_explicit(&s->sleepers, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->bell, memory_order_seq_cst) == seen)
+        futex(&s->bell, FUTEX_WAIT, seen, &ts);
+    atomic_fetch_sub_explicit(&s->sleepers, 1, memory_order_seq_cst);
+}

@@ -1,0 +1,220 @@
+/* trace.c - typed events: each rank writes fixed-size records into its own single-producer
+ * ring in the job segment; the runner drains the rings. A full ring makes the rank wait for
+ * the runner (back-pressure); only if the runner stops draining for seconds are events
+ * dropped, and then they are counted. Also the step gate and Chrome-trace export. */
+#include "internal.h"
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define BACKPRESSURE_NS 2000000000ull    /* wait this long for room before dropping */
+
+int mlsys_tracing(const mlsys_comm *c)
+{
+    return c->w->h->ring_cap != 0;
+}
+
+void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
+{
+    shm_header *h = c->w->h;
+    if (!h->ring_cap)
+        return;
+    shm_ring *ring = shm_ring_of(h, c->w->rank);
+    uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
+    uint64_t waited_since = 0;
+    while (head - atomic_load_explicit(&ring->tail, memory_order_acquire) >= h->ring_cap) {
+        uint64_t now = mlsys_now_ns();
+        if (!waited_since)
+            waited_since = now;
+        if (now - waited_since > BACKPRESSURE_NS || atomic_load(&h->abort)) {
+            atomic_fetch_add(&ring->lost, 1);
+            return;
+        }
+        atomic_fetch_add(&h->runner_bell, 1);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    mlsys_event *slot = &shm_ring_events(ring)[head % h->ring_cap];
+    *slot = *ev;
+    slot->t_ns = mlsys_now_ns();
+    slot->rank = c->w->rank;
+    atomic_store_explicit(&ring->head, head + 1, memory_order_release);
+}
+
+static void ev_init(mlsys_comm *c, mlsys_event *e, int kind)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = (int16_t)kind;
+    e->peer = -1;
+    e->tag = -1;
+    e->coll = (int16_t)c->cur_coll;
+    e->algo = (int16_t)c->cur_algo;
+    e->op = -1;
+    e->step = -1;
+    e->chunk = -1;
+    e->dtype = -1;
+}
+
+void trace_ev(mlsys_comm *c, int kind, int peer_world, int tag, uint64_t bytes, uint64_t msg_id,
+              uint64_t span_id)
+{
+    mlsys_event e;
+    ev_init(c, &e, kind);
+    e.peer = peer_world;
+    e.tag = tag;
+    e.bytes = bytes;
+    e.msg_id = msg_id;
+    e.span_id = span_id;
+    mlsys_emit(c, &e);
+}
+
+static void labelled(mlsys_comm *c, int kind, int step, const char *label)
+{
+    mlsys_event e;
+    ev_init(c, &e, kind);
+    e.step = step;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    mlsys_emit(c, &e);
+}
+
+void mlsys_compute_begin(mlsys_comm *c, const char *label)
+{
+    if (mlsys_tracing(c))
+        labelled(c, MLSYS_EV_COMPUTE_BEGIN, -1, label);
+}
+
+void mlsys_compute_end(mlsys_comm *c, const char *label)
+{
+    if (mlsys_tracing(c))
+        labelled(c, MLSYS_EV_COMPUTE_END, -1, label);
+}
+
+/* In gated mode every rank counts the steps it has passed and waits until the viewer's
+ * credit covers the next one; the viewer grants one step to all ranks at a time. */
+int mlsys_step(mlsys_comm *c, int step, const char *label)
+{
+    mlsys_world *w = c->w;
+    if (mlsys_tracing(c))
+        labelled(c, MLSYS_EV_STEP, step, label);
+    if (!w->gated)
+        return 0;
+    shm_rank_state *s = shm_rank(w->h, w->rank);
+    uint64_t want = atomic_fetch_add(&s->gate_passed, 1) + 1;
+    atomic_store(&s->gate_step, step);
+    atomic_store(&s->wait_kind, WAIT_GATE);
+    while (atomic_load(&w->h->gate_credit) < want) {
+        if (atomic_load(&w->h->abort)) {
+            atomic_store(&s->wait_kind, WAIT_NONE);
+            mlsys_set_error(c, MLSYS_ERR_ABORTED, "rank %d: job aborted at step %d", c->rank, step);
+            return MLSYS_ERR_ABORTED;
+        }
+        uint32_t seen = atomic_load(&s->bell);
+        if (atomic_load(&w->h->gate_credit) >= want)
+            break;
+        shm_bell_wait(w->h, w->rank, seen, 100);
+    }
+    atomic_store(&s->wait_kind, WAIT_NONE);
+    return 0;
+}
+
+/* Runner side: move up to max events out of the rings, rank by rank. */
+int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max)
+{
+    size_t n = 0;
+    if (!h->ring_cap)
+        return 0;
+    for (int r = 0; r < world && n < max; r++) {
+        shm_ring *ring = shm_ring_of(h, r);
+        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+        uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+        while (tail < head && n < max)
+            out[n++] = shm_ring_events(ring)[tail++ % h->ring_cap];
+        atomic_store_explicit(&ring->tail, tail, memory_order_release);
+    }
+    return (int)n;
+}
+
+/* ---- Chrome Trace Event JSON: a complete span per op, flow arrows per message ---- */
+
+static const char *const kind_names[MLSYS_EV_KIND_COUNT] = {
+    "send", "send_end", "recv", "recv_end", "reduce", "collective", "collective_end", "step",
+    "compute", "compute_end", "mem", "flow", "mark",
+};
+
+const char *mlsys_event_kind_name(int kind)
+{
+    return kind >= 0 && kind < MLSYS_EV_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* Collectives and compute nest on the rank's track, so they become "B"/"E" spans; p2p ops
+ * overlap (isend + irecv), so they become async "b"/"e" spans keyed by span_id; each message
+ * gets a flow arrow ("s" at its send, "f" at its receive's end). */
+int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"mlsys-lab job\"}}");
+    for (size_t i = 0; i < n; i++) {
+        const mlsys_event *e = &ev[i];
+        double ts = (double)(e->t_ns - t0_ns) / 1000.0;
+        const char *ph;
+        char name[80];
+        int async = 0;
+        switch (e->kind) {
+        case MLSYS_EV_SEND_BEGIN: case MLSYS_EV_RECV_BEGIN: ph = "b"; async = 1; break;
+        case MLSYS_EV_SEND_END: case MLSYS_EV_RECV_END: ph = "e"; async = 1; break;
+        case MLSYS_EV_COMPUTE_BEGIN: case MLSYS_EV_COLL_BEGIN: ph = "B"; break;
+        case MLSYS_EV_COMPUTE_END: case MLSYS_EV_COLL_END: ph = "E"; break;
+        default: ph = "i"; break;
+        }
+        switch (e->kind) {
+        case MLSYS_EV_SEND_BEGIN: case MLSYS_EV_SEND_END:
+            snprintf(name, sizeof name, "send to %d", e->peer); break;
+        case MLSYS_EV_RECV_BEGIN: case MLSYS_EV_RECV_END:
+            snprintf(name, sizeof name, "recv from %d", e->peer); break;
+        case MLSYS_EV_COLL_BEGIN: case MLSYS_EV_COLL_END:
+            snprintf(name, sizeof name, "%s %s", e->coll >= 0 ? mlsys_coll_name((mlsys_coll)e->coll)
+                     : "collective", e->label); break;
+        case MLSYS_EV_STEP:
+            snprintf(name, sizeof name, "step %d %s", e->step, e->label); break;
+        default:
+            snprintf(name, sizeof name, "%s", e->label[0] ? e->label : mlsys_event_kind_name(e->kind));
+        }
+        fprintf(f, ",\n{\"name\":");
+        json_str(f, name);
+        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":0,\"tid\":%d",
+                async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts, e->rank);
+        if (async)
+            fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
+        if (ph[0] == 'i')
+            fprintf(f, ",\"s\":\"t\"");
+        fprintf(f, ",\"args\":{\"bytes\":%llu,\"peer\":%d,\"tag\":%d,\"step\":%d}}",
+                (unsigned long long)e->bytes, e->peer, e->tag, e->step);
+        if (e->msg_id && (e->kind == MLSYS_EV_SEND_BEGIN || e->kind == MLSYS_EV_RECV_END))
+            fprintf(f, ",\n{\"name\":\"message\",\"cat\":\"msg\",\"ph\":\"%s\",\"id\":%llu,"
+                       "\"ts\":%.3f,\"pid\":0,\"tid\":%d%s}",
+                    e->kind == MLSYS_EV_SEND_BEGIN ? "s" : "f", (unsigned long long)e->msg_id, ts,
+                    e->rank, e->kind == MLSYS_EV_RECV_END ? ",\"bp\":\"e\"" : "");
+    }
+    fprintf(f, "\n]}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,164 @@
+/* util.c - small things every part of the runtime needs: clocks, allocation that never
+ * returns NULL, page-aligned buffers, a counter-based random generator and the parsing of
+ * sizes and integers given on command lines. */
+#include "mlsys.h"
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+uint64_t mlsys_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+double mlsys_now_s(void)
+{
+    return (double)mlsys_now_ns() * 1e-9;
+}
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "mlsys-lab: out of memory allocating %zu bytes\n", n);
+    exit(70);
+}
+
+void *mlsys_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom(n);
+    return p;
+}
+
+void *mlsys_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        oom(n * size);
+    return p;
+}
+
+char *mlsys_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(mlsys_xmalloc(n), s, n);
+}
+
+/* Communication buffers come from mmap: page-aligned (glibc's memcpy is slow when a
+ * destination sits just past a page-aligned source) and zeroed. */
+void *mlsys_alloc_aligned(size_t n)
+{
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        oom(n);
+    return p;
+}
+
+void mlsys_free_aligned(void *p, size_t n)
+{
+    if (p)
+        munmap(p, n ? n : 1);
+}
+
+int mlsys_parse_long(const char *s, long *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int mlsys_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I'))
+        end++;
+    if (shift && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end)
+        return -1;
+    if (shift && v > (ULLONG_MAX >> shift))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+void mlsys_format_size(uint64_t b, char *out, size_t n)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (u < 4 && b >= 1024 && b % 1024 == 0) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(out, n, "%llu %s", (unsigned long long)b, units[u]);
+}
+
+/* splitmix64 over a counter: the stream of a seed is the same on every rank and every
+ * machine, which is all the labs need ("same seed => same data"). */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void mlsys_rng_seed(mlsys_rng *r, uint64_t seed)
+{
+    r->key = mix64(seed + 0x9e3779b97f4a7c15ull);
+    r->ctr = 0;
+    r->have_spare = 0;
+    r->spare = 0;
+}
+
+uint64_t mlsys_rng_u64(mlsys_rng *r)
+{
+    return mix64(r->key + 0x9e3779b97f4a7c15ull * ++r->ctr);
+}
+
+double mlsys_rng_uniform(mlsys_rng *r)
+{
+    return (double)(mlsys_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double mlsys_rng_normal(mlsys_rng *r)
+{
+    if (r->have_spare) {
+        r->have_spare = 0;
+        return r->spare;
+    }
+    double u1, u2;
+    do
+        u1 = mlsys_rng_uniform(r);
+    while (u1 <= 0.0);
+    u2 = mlsys_rng_uniform(r);
+    double m = sqrt(-2.0 * log(u1));
+    r->spare = m * sin(2.0 * M_PI * u2);
+    r->have_spare = 1;
+    return m * cos(2.0 * M_PI * u2);
+}
