@@ -1,0 +1,517 @@
+/* coll.c - the collective dispatcher: argument checks, the choice of an algorithm from the
+ * collective's table (forced by mlsys_set_algo / MLSYS_ALGO, or the table's decide() rule),
+ * the fallback to "direct" when an algorithm's constraints are not met, events, counters and
+ * the one AVG division. Also the helpers every algorithm in coll/ shares. */
+#include "coll/coll.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const coll_table *const tables[MLSYS_COLL_COUNT] = {
+    [MLSYS_COLL_BROADCAST] = &coll_broadcast_table,
+    [MLSYS_COLL_REDUCE] = &coll_reduce_table,
+    [MLSYS_COLL_ALLREDUCE] = &coll_allreduce_table,
+    [MLSYS_COLL_ALLGATHER] = &coll_allgather_table,
+    [MLSYS_COLL_REDUCE_SCATTER] = &coll_reduce_scatter_table,
+    [MLSYS_COLL_GATHER] = &coll_gather_table,
+    [MLSYS_COLL_SCATTER] = &coll_scatter_table,
+    [MLSYS_COLL_ALLTOALL] = &coll_alltoall_table,
+    [MLSYS_COLL_BARRIER] = &coll_barrier_table,
+};
+
+static const char *const coll_names[MLSYS_COLL_COUNT] = {
+    "broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter",
+    "gather", "scatter", "all_to_all", "barrier",
+};
+
+const coll_table *coll_table_of(mlsys_coll coll)
+{
+    return (unsigned)coll < MLSYS_COLL_COUNT ? tables[coll] : NULL;
+}
+
+const char *mlsys_coll_name(mlsys_coll coll)
+{
+    return (unsigned)coll < MLSYS_COLL_COUNT ? coll_names[coll] : "?";
+}
+
+/* Lower case without '_', '-' and spaces: "All-Reduce", "allreduce", "all_reduce" agree. */
+static void squash(const char *s, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *s && k + 1 < n; s++)
+        if (*s != '_' && *s != '-' && *s != ' ')
+            out[k++] = (char)tolower((unsigned char)*s);
+    out[k] = 0;
+}
+
+int mlsys_coll_parse(const char *s, mlsys_coll *out)
+{
+    static const struct { const char *alias; mlsys_coll coll; } aliases[] = {
+        {"bcast", MLSYS_COLL_BROADCAST}, {"alltoall", MLSYS_COLL_ALLTOALL},
+        {"a2a", MLSYS_COLL_ALLTOALL}, {"reducescatter", MLSYS_COLL_REDUCE_SCATTER},
+    };
+    char want[32], have[32];
+    if (!s)
+        return -1;
+    squash(s, want, sizeof want);
+    for (int i = 0; i < MLSYS_COLL_COUNT; i++) {
+        squash(coll_names[i], have, sizeof have);
+        if (strcmp(want, have) == 0) {
+            *out = (mlsys_coll)i;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(want, aliases[i].alias) == 0) {
+            *out = aliases[i].coll;
+            return 0;
+        }
+    return -1;
+}
+
+const char *const *mlsys_algo_names(mlsys_coll coll)
+{
+    const coll_table *t = coll_table_of(coll);
+    return t ? t->names : NULL;
+}
+
+const char *mlsys_last_algo(const mlsys_comm *c)
+{
+    return c && c->last_algo ? c->last_algo : "none";
+}
+
+static int find_algo(const coll_table *t, const char *name)
+{
+    for (int i = 0; i < t->nalgos; i++)
+        if (strcmp(t->algos[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int is_auto(const char *name)
+{
+    return !name || !*name || strcmp(name, "auto") == 0;
+}
+
+int mlsys_set_algo(mlsys_comm *c, mlsys_coll coll, const char *name)
+{
+    const coll_table *t = coll_table_of(coll);
+    if (!t) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: set algorithm: unknown collective %d",
+                        c->rank, (int)coll);
+        return MLSYS_ERR_ARG;
+    }
+    if (is_auto(name)) {
+        c->algo_forced[coll] = -1;
+        return MLSYS_OK;
+    }
+    int i = find_algo(t, name);
+    if (i < 0) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s has no algorithm \"%s\"", c->rank,
+                        t->name, name);
+        return MLSYS_ERR_ARG;
+    }
+    c->algo_forced[coll] = i;
+    return MLSYS_OK;
+}
+
+int mlsys_set_algo_all(mlsys_comm *c, const char *name)
+{
+    int took = 0;
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
+        if (is_auto(name)) {
+            c->algo_forced[k] = -1;
+            took++;
+            continue;
+        }
+        int i = find_algo(tables[k], name);
+        if (i >= 0) {
+            c->algo_forced[k] = i;
+            took++;
+        }
+    }
+    return took;
+}
+
+/* MLSYS_ALGO is one algorithm name for every collective that has it ("ring"), or a list of
+ * coll=algo pairs ("all_reduce=ring,broadcast=tree"); a bare name in the list applies to all. */
+void coll_init_comm(mlsys_comm *c)
+{
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++)
+        c->algo_forced[k] = -1;
+    c->cur_coll = c->cur_algo = -1;
+    const char *env = getenv("MLSYS_ALGO");
+    if (is_auto(env))
+        return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", env);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            if (mlsys_set_algo_all(c, item) == 0)
+                fprintf(stderr, "mlsys-lab: rank %d: MLSYS_ALGO: no collective has an algorithm "
+                        "\"%s\"\n", c->rank, item);
+            continue;
+        }
+        *eq = 0;
+        mlsys_coll coll;
+        if (mlsys_coll_parse(item, &coll) != 0 || mlsys_set_algo(c, coll, eq + 1) != 0)
+            fprintf(stderr, "mlsys-lab: rank %d: MLSYS_ALGO: ignoring \"%s=%s\"\n", c->rank, item,
+                    eq + 1);
+    }
+}
+
+const char *mlsys_algo_decide(const mlsys_comm *c, mlsys_coll coll, size_t bytes,
+                              const char **why)
+{
+    static const char *dummy;
+    const coll_table *t = coll_table_of(coll);
+    if (!why)
+        why = &dummy;
+    if (!t) {
+        *why = "unknown collective";
+        return NULL;
+    }
+    if (c && c->algo_forced[coll] >= 0) {
+        *why = "forced (mlsys_set_algo or MLSYS_ALGO)";
+        return t->algos[c->algo_forced[coll]].name;
+    }
+    int i = t->decide(c ? c->size : 1, bytes, why);
+    return t->algos[i].name;
+}
+
+/* ---- the dispatcher ---- */
+
+static int debug_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *s = getenv("MLSYS_DEBUG");
+        on = s && *s && strcmp(s, "0") != 0;
+    }
+    return on;
+}
+
+static int is_rooted(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_BROADCAST || coll == MLSYS_COLL_REDUCE ||
+           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER;
+}
+
+static int is_reduction(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_ALLREDUCE ||
+           coll == MLSYS_COLL_REDUCE_SCATTER;
+}
+
+/* Which buffers this rank must pass for this call: bit 0 sendbuf, bit 1 recvbuf. */
+static unsigned needed_buffers(mlsys_coll coll, int is_root)
+{
+    switch (coll) {
+    case MLSYS_COLL_BROADCAST: return 2;
+    case MLSYS_COLL_REDUCE: case MLSYS_COLL_GATHER: return is_root ? 3 : 1;
+    case MLSYS_COLL_SCATTER: return is_root ? 3 : 2;
+    case MLSYS_COLL_BARRIER: return 0;
+    default: return 3;
+    }
+}
+
+static int check_args(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
+{
+    const char *name = coll_names[coll];
+    if (coll == MLSYS_COLL_BARRIER)
+        return 0;
+    if ((unsigned)a->dt >= MLSYS_DTYPE_COUNT) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: unknown element type %d", c->rank, name,
+                        (int)a->dt);
+        return MLSYS_ERR_ARG;
+    }
+    if (is_reduction(coll) && (unsigned)a->op >= MLSYS_OP_COUNT) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: unknown reduction operator %d", c->rank,
+                        name, (int)a->op);
+        return MLSYS_ERR_ARG;
+    }
+    if (is_rooted(coll) && (a->root < 0 || a->root >= c->size)) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: root %d out of range (%d ranks)",
+                        c->rank, name, a->root, c->size);
+        return MLSYS_ERR_ARG;
+    }
+    /* count * size * N must fit in memory arithmetic */
+    size_t es = mlsys_dtype_size(a->dt);
+    if (a->count && a->count > SIZE_MAX / es / (size_t)c->size) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: count %zu overflows", c->rank, name,
+                        a->count);
+        return MLSYS_ERR_ARG;
+    }
+    unsigned need = needed_buffers(coll, c->rank == a->root);
+    if (a->count && (need & 1) && !a->sendbuf) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: null sendbuf (count %zu)", c->rank, name,
+                        a->count);
+        return MLSYS_ERR_ARG;
+    }
+    if (a->count && (need & 2) && !a->recvbuf) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: null %s (count %zu)", c->rank, name,
+                        coll == MLSYS_COLL_BROADCAST ? "buffer" : "recvbuf", a->count);
+        return MLSYS_ERR_ARG;
+    }
+    return 0;
+}
+
+static int constraints_met(const coll_algo *al, int n, size_t count)
+{
+    if ((al->constraints & COLL_NEEDS_POW2) && !coll_is_pow2(n))
+        return 0;
+    if ((al->constraints & COLL_NEEDS_COUNT_GE_RANKS) && count < (size_t)n)
+        return 0;
+    return 1;
+}
+
+/* One rank: what every collective leaves behind is a copy (or nothing). */
+static void run_single(mlsys_coll coll, const coll_args *a)
+{
+    switch (coll) {
+    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_BARRIER:
+        break;
+    default:
+        if (a->recvbuf && a->sendbuf)
+            coll_copy(a->recvbuf, a->sendbuf, a->count, a->dt);
+    }
+}
+
+static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const coll_args *a,
+                      size_t bytes, const char *label)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = (int16_t)kind;
+    e.coll = (int16_t)coll;
+    e.algo = (int16_t)algo;
+    e.op = (int16_t)(is_reduction(coll) ? a->op : -1);
+    e.dtype = coll == MLSYS_COLL_BARRIER ? -1 : (int32_t)a->dt;
+    e.bytes = bytes;
+    e.peer = -1;
+    e.tag = -1;
+    e.step = -1;
+    e.chunk = -1;
+    snprintf(e.label, sizeof e.label, "%s", label);
+    mlsys_emit(c, &e);
+}
+
+int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
+{
+    if (!c || !a)
+        return MLSYS_ERR_ARG;
+    const coll_table *t = coll_table_of(coll);
+    if (!t) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: unknown collective %d", c->rank, (int)coll);
+        return MLSYS_ERR_ARG;
+    }
+    int rc = check_args(c, coll, a);
+    if (rc)
+        return rc;
+
+    int n = c->size;
+    size_t bytes = coll == MLSYS_COLL_BARRIER ? 0 : a->count * mlsys_dtype_size(a->dt);
+    const char *why = "forced";
+    int idx = c->algo_forced[coll];
+    if (idx < 0 || idx >= t->nalgos)
+        idx = t->decide(n, bytes, &why);
+    size_t count = coll == MLSYS_COLL_BARRIER ? (size_t)n : a->count;
+    if (n == 1) {
+        idx = 0;
+    } else if (!constraints_met(&t->algos[idx], n, count)) {
+        if (debug_on())
+            fprintf(stderr, "mlsys-lab: rank %d: %s: %s does not fit %d ranks and count %zu, "
+                    "using %s\n", c->rank, t->name, t->algos[idx].name, n, a->count,
+                    t->algos[0].name);
+        idx = 0;
+    }
+    const coll_algo *al = &t->algos[idx];
+    if (debug_on() && c->rank == 0)
+        fprintf(stderr, "mlsys-lab: %s of %zu B on %d ranks: %s (%s)\n", t->name, bytes, n,
+                al->name, why);
+
+    c->in_coll++;
+    int saved_coll = c->cur_coll, saved_algo = c->cur_algo;
+    c->cur_coll = coll;
+    c->cur_algo = idx;
+    c->counters.coll_calls[coll]++;
+    int tracing = mlsys_tracing(c);
+    if (tracing)
+        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, idx, a, bytes, al->name);
+
+    if (n == 1)
+        run_single(coll, a);
+    else if (a->count > 0 || coll == MLSYS_COLL_BARRIER)
+        rc = al->fn(c, a);
+
+    if (!rc && a->op == MLSYS_AVG && is_reduction(coll) && a->recvbuf) {
+        if (coll != MLSYS_COLL_REDUCE || c->rank == a->root)
+            mlsys_scale_avg(a->recvbuf, a->count, a->dt, n);
+    }
+    if (tracing)
+        emit_coll(c, MLSYS_EV_COLL_END, coll, idx, a, bytes, al->name);
+    c->last_algo = al->name;
+    c->cur_coll = saved_coll;
+    c->cur_algo = saved_algo;
+    c->in_coll--;
+    return rc;
+}
+
+/* ---- the public calls: pack the arguments, dispatch ---- */
+
+int mlsys_broadcast(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int root)
+{
+    coll_args a = {buf, buf, count, dt, MLSYS_OP_NONE, root};
+    return coll_run(c, MLSYS_COLL_BROADCAST, &a);
+}
+
+int mlsys_reduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                 mlsys_dtype dt, mlsys_op op, int root)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, op, root};
+    return coll_run(c, MLSYS_COLL_REDUCE, &a);
+}
+
+int mlsys_allreduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    mlsys_dtype dt, mlsys_op op)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, op, 0};
+    return coll_run(c, MLSYS_COLL_ALLREDUCE, &a);
+}
+
+int mlsys_allgather(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    mlsys_dtype dt)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, MLSYS_OP_NONE, 0};
+    return coll_run(c, MLSYS_COLL_ALLGATHER, &a);
+}
+
+int mlsys_reduce_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                         mlsys_dtype dt, mlsys_op op)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, op, 0};
+    return coll_run(c, MLSYS_COLL_REDUCE_SCATTER, &a);
+}
+
+int mlsys_gather(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                 mlsys_dtype dt, int root)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, MLSYS_OP_NONE, root};
+    return coll_run(c, MLSYS_COLL_GATHER, &a);
+}
+
+int mlsys_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                  mlsys_dtype dt, int root)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, MLSYS_OP_NONE, root};
+    return coll_run(c, MLSYS_COLL_SCATTER, &a);
+}
+
+int mlsys_alltoall(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                   mlsys_dtype dt)
+{
+    coll_args a = {sendbuf, recvbuf, count, dt, MLSYS_OP_NONE, 0};
+    return coll_run(c, MLSYS_COLL_ALLTOALL, &a);
+}
+
+int mlsys_barrier(mlsys_comm *c)
+{
+    coll_args a = {NULL, NULL, 0, MLSYS_I32, MLSYS_OP_NONE, 0};
+    return coll_run(c, MLSYS_COLL_BARRIER, &a);
+}
+
+/* ---- helpers for the algorithms ---- */
+
+void coll_chunk(size_t total, int n, int k, size_t *off, size_t *len)
+{
+    size_t base = total / (size_t)n, rem = total % (size_t)n, uk = (size_t)k;
+    *off = uk * base + (uk < rem ? uk : rem);
+    *len = base + (uk < rem ? 1 : 0);
+}
+
+void coll_copy(void *dst, const void *src, size_t count, mlsys_dtype dt)
+{
+    if (count && dst != src)
+        memmove(dst, src, count * mlsys_dtype_size(dt));
+}
+
+void *coll_scratch(size_t n)
+{
+    return mlsys_xmalloc(n ? n : 1);
+}
+
+int coll_is_pow2(int n)
+{
+    return n > 0 && (n & (n - 1)) == 0;
+}
+
+int coll_log2_ceil(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+int coll_pow2_floor(int n)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
+}
+
+int coll_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer, int tag)
+{
+    return count ? mlsys_send(c, buf, count, dt, peer, tag) : 0;
+}
+
+int coll_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag)
+{
+    return count ? mlsys_recv(c, buf, count, dt, peer, tag) : 0;
+}
+
+int coll_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                     mlsys_op op, int peer, int tag)
+{
+    return count ? mlsys_recv_reduce(c, in, out, count, dt, op, peer, tag) : 0;
+}
+
+/* Post the receive first, then the send, then wait for both: neither side can block the
+ * other, whatever order the two ranks call in. */
+static int exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, const void *in,
+                    void *out, size_t rcount, int src, int tag, mlsys_dtype dt, mlsys_op op)
+{
+    mlsys_request *req[2] = {NULL, NULL};
+    int nreq = 0, rc = 0;
+    if (rcount && src >= 0) {
+        rc = op == MLSYS_OP_NONE
+                 ? mlsys_irecv(c, out, rcount, dt, src, tag, &req[nreq])
+                 : mlsys_irecv_reduce(c, in, out, rcount, dt, op, src, tag, &req[nreq]);
+        if (!rc)
+            nreq++;
+    }
+    if (!rc && scount && dst >= 0) {
+        rc = mlsys_isend(c, sbuf, scount, dt, dst, tag, &req[nreq]);
+        if (!rc)
+            nreq++;
+    }
+    int rc2 = mlsys_waitall(req, nreq);
+    return rc ? rc : rc2;
+}
+
+int coll_exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                  size_t rcount, int src, int tag, mlsys_dtype dt)
+{
+    return exchange(c, sbuf, scount, dst, NULL, rbuf, rcount, src, tag, dt, MLSYS_OP_NONE);
+}
+
+int coll_exchange_reduce(mlsys_comm *c, const void *sbuf, size_t scount, int dst,
+                         const void *in, void *out, size_t rcount, int src, int tag,
+                         mlsys_dtype dt, mlsys_op op)
+{
+    return exchange(c, sbuf, scount, dst, in, out, rcount, src, tag, dt, op);
+}

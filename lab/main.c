@@ -1,0 +1,123 @@
+/* main.c - the `mlsys-lab` program: a table of commands (list, run, doctor, bench, worker,
+ * help) and the dispatch to them. With no command it opens the lab's front end when the
+ * terminal allows, otherwise it prints the chapter list and how to run a lab. */
+#include "runner.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    const char *args;
+    const char *help;
+    int (*fn)(int argc, char **argv);   /* argv[0] is the command name */
+    int hidden;
+} command;
+
+static int cmd_help(int argc, char **argv);
+
+static void print_list(FILE *out)
+{
+    for (int i = 0; lab_chapters[i]; i++) {
+        const chapter *ch = lab_chapters[i];
+        if (i == 0 || strcmp(ch->part, lab_chapters[i - 1]->part) != 0)
+            fprintf(out, "\n%s\n", ch->part);
+        fprintf(out, "  Chapter %2d  %s%s\n", ch->number, ch->title,
+                ch->text_asset ? "" : "  (text not written yet)");
+        for (int k = 0; ch->labs && ch->labs[k]; k++)
+            fprintf(out, "      %-34s %s\n", ch->labs[k]->id, ch->labs[k]->summary);
+    }
+}
+
+static int cmd_list(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("MLSys Lab %s: chapters and labs", MLSYS_VERSION);
+    print_list(stdout);
+    printf("\nRun a lab:  mlsys-lab run LAB [--world-size N] [flags]   (flags: mlsys-lab run LAB --help)\n");
+    return 0;
+}
+
+static const lab *find_or_complain(const char *id)
+{
+    const lab *l = id ? lab_find(id) : NULL;
+    if (!l)
+        fprintf(stderr, "mlsys-lab: unknown lab '%s' (see `mlsys-lab list`)\n", id ? id : "");
+    return l;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "mlsys-lab: run: which lab? (see `mlsys-lab list`)\n");
+        return 2;
+    }
+    const lab *l = find_or_complain(argv[1]);
+    return l ? runner_run(l, argc - 2, argv + 2) : 2;
+}
+
+static int cmd_worker(int argc, char **argv)
+{
+    const lab *l = argc >= 2 ? find_or_complain(argv[1]) : NULL;
+    return l && l->rank_main ? runner_worker(l, argc - 2, argv + 2) : 2;
+}
+
+static int cmd_doctor(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return lab_doctor_main();
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    return bench_main(argc, argv);
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("mlsys-lab %s\n", MLSYS_VERSION);
+    return 0;
+}
+
+static const command commands[] = {
+    {"list", "", "chapters, labs and exercises", cmd_list, 0},
+    {"run", "LAB [flags]", "run a lab headless (LAB --help shows its flags)", cmd_run, 0},
+    {"doctor", "", "what works on this machine, with a real self-test", cmd_doctor, 0},
+    {"bench", "[COLLECTIVE] [flags]", "nccl-tests-style benchmark (all_reduce by default)", cmd_bench, 0},
+    {"version", "", "print the version", cmd_version, 0},
+    {"help", "", "this text", cmd_help, 0},
+    {"worker", "LAB [flags]", "one rank of a job (started by the launcher)", cmd_worker, 1},
+    {NULL, NULL, NULL, NULL, 0},
+};
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("usage: mlsys-lab [COMMAND] [ARGS]\n\n"
+           "With no command, opens the lab. Commands:\n");
+    for (const command *c = commands; c->name; c++)
+        if (!c->hidden)
+            printf("  %-8s %-22s %s\n", c->name, c->args, c->help);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return cmd_list(argc, argv);
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h"))
+        name = "help";
+    if (!strcmp(name, "--version"))
+        name = "version";
+    for (const command *c = commands; c->name; c++)
+        if (!strcmp(c->name, name))
+            return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "mlsys-lab: unknown command '%s' (try `mlsys-lab help`)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,176 @@
+/* runner.c - runs one lab headless: parses its flags, prints the parent's banner, starts the
+ * ranks through the launcher (fork + exec of `mlsys-lab worker`), prints their output as it
+ * comes, writes the trace, and says in one line how the job ended. Also the worker side:
+ * what each rank process does once exec'd. */
+#include "runner.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TRACE_RING_EVENTS 65536
+
+typedef struct trace_buf {
+    mlsys_event *ev;
+    size_t n, cap;
+} trace_buf;
+
+static void collect_events(void *u, const mlsys_event *ev, size_t n)
+{
+    trace_buf *t = u;
+    if (t->n + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->n + n)
+            cap *= 2;
+        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
+            exit(70);
+        }
+        t->ev = p;
+        t->cap = cap;
+    }
+    memcpy(t->ev + t->n, ev, n * sizeof *ev);
+    t->n += n;
+}
+
+/* Every algorithm name any collective knows, for validating --algo. */
+static int algo_known(const char *name)
+{
+    if (!name || strcmp(name, "auto") == 0)
+        return 1;
+    for (int c = 0; c < MLSYS_COLL_COUNT; c++) {
+        const char *const *names = mlsys_algo_names((mlsys_coll)c);
+        for (int i = 0; names && names[i]; i++)
+            if (strcmp(names[i], name) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* Backends other than shm answer here with the reason, before anything starts. */
+int runner_check_backend(const lab *l, const char *backend, char *err, size_t n)
+{
+    if (!backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm"))
+        return 0;
+    if (!strcmp(backend, "nccl"))
+        snprintf(err, n, "mlsys-lab: %s: NCCL needs one GPU per rank: 0 GPUs found; use "
+                 "--backend shm", l->id);
+    else
+        snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
+                 "--backend shm", l->id, backend);
+    return 2;
+}
+
+int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n)
+{
+    memset(o, 0, sizeof *o);
+    o->world_size = l->rank_main ? (int)lab_arg_int(a, "world-size") : 1;
+    if (l->rank_main && o->world_size < 1)
+        o->world_size = l->min_ranks > 0 ? l->min_ranks : 1;
+    double t = lab_arg_double(a, "timeout");
+    o->timeout_ms = t > 0 ? (int)(t * 1000.0) : 30000;
+    o->master_port = l->port ? l->port : 29500;
+    o->backend = "shm";
+    o->capture_output = 1;
+    o->gated = lab_arg_bool(a, "gated");
+    const char *algo = lab_arg_str(a, "algo");
+    if (!algo_known(algo)) {
+        snprintf(err, n, "mlsys-lab: %s: --algo: unknown algorithm '%s' (try ring, tree, "
+                 "recursive_doubling, recursive_halving, direct or auto)", l->id, algo);
+        return 2;
+    }
+    o->algo = algo && strcmp(algo, "auto") ? algo : NULL;
+    if (lab_arg_str(a, "trace"))
+        o->trace_capacity = TRACE_RING_EVENTS;
+    return runner_check_backend(l, lab_arg_str(a, "backend"), err, n);
+}
+
+int runner_run(const lab *l, int argc, char **argv)
+{
+    lab_args a;
+    char err[512];
+    int rc = lab_args_parse(l, argc, argv, &a, err, sizeof err);
+    if (rc == 1)
+        return 0;
+    if (rc) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    mlsys_launch_opts o;
+    if ((rc = runner_fill_opts(l, &a, &o, err, sizeof err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        lab_args_free(&a);
+        return rc;
+    }
+    if (l->before && (rc = l->before(&a)) >= 0) {
+        lab_args_free(&a);
+        return rc;
+    }
+    if (!l->rank_main) {
+        rc = l->main ? l->main(&a) : 0;
+        lab_args_free(&a);
+        return rc;
+    }
+
+    /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
+    char **wargv = mlsys_xcalloc((size_t)argc + 4, sizeof(char *));
+    wargv[0] = "/proc/self/exe";
+    wargv[1] = "worker";
+    wargv[2] = (char *)l->id;
+    for (int i = 0; i < argc; i++)
+        wargv[3 + i] = argv[i];
+    mlsys_job *j = mlsys_job_start(&o, wargv, NULL, NULL, err, sizeof err);
+    free(wargv);
+    if (!j) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
+        lab_args_free(&a);
+        return 2;
+    }
+    mlsys_job_install_signal_stop();
+    trace_buf tb = {0};
+    mlsys_job_sink sink = {NULL, collect_events, &tb};
+    char why[256];
+    rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
+    const char *trace = lab_arg_str(&a, "trace");
+    if (trace) {
+        uint64_t lost = mlsys_job_events_lost(j);
+        if (mlsys_trace_write_json(trace, tb.ev, tb.n, mlsys_job_t0_ns(j)) != 0)
+            fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
+        else
+            fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
+                    trace, (unsigned long long)lost);
+    }
+    free(tb.ev);
+    int interrupted = mlsys_job_stop_requested();
+    mlsys_job_free(j);
+    if (rc) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, why);
+        rc = interrupted ? 130 : 1;
+    }
+    if (l->after)
+        l->after(&a, rc);
+    lab_args_free(&a);
+    return rc;
+}
+
+int runner_worker(const lab *l, int argc, char **argv)
+{
+    lab_args a;
+    char err[512];
+    if (lab_args_parse(l, argc, argv, &a, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    mlsys_comm *c = mlsys_init();
+    if (!c) {
+        lab_args_free(&a);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int rc = l->rank_main(c, &a);
+    fflush(stdout);
+    mlsys_finalize(c);
+    lab_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,18 @@
+/* runner.h - the program's commands: running a lab headless (runner.c) and the worker entry
+ * point every rank process starts in. main.c dispatches to these. */
+#ifndef MLSYS_RUNNER_H
+#define MLSYS_RUNNER_H
+
+#include "lab.h"
+
+/* runner.c */
+int runner_run(const lab *l, int argc, char **argv);       /* exit status */
+int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
+int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);
+int runner_check_backend(const lab *l, const char *backend, char *err, size_t n);
+
+/* defined by chapters/ch01 (verify-setup grown up) and lab/bench.c */
+int lab_doctor_main(void);
+int bench_main(int argc, char **argv);
+
+#endif
