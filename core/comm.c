@@ -46,6 +46,7 @@ mlsys_world *world_attach(int fd, int rank, int size, int local_rank)
     w->next_ctx = 1;
     w->gated = w->h->gated;
     atomic_store(&shm_rank(w->h, rank)->pid, (int32_t)getpid());
+    heap_attach(w);              /* without a heap, large messages use process_vm_readv */
     return w;
 }
 
@@ -106,6 +107,7 @@ void mlsys_finalize(mlsys_comm *c)
         free(x);
     }
     mlsys_free_aligned(w->scratch, w->scratch_len);
+    heap_detach(w);
     munmap(w->h, w->map_len);
     free(w->send_seq);
     free(w->recv_seq);

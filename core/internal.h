@@ -13,6 +13,7 @@
 #define SHM_MAGIC 0x4d4c5359534c4142ull   /* "MLSYSLAB" */
 #define SHM_SLOTS 8                        /* outstanding messages per (src, dst) pair */
 #define SHM_INLINE 2048                    /* messages up to this size travel in the slot */
+#define SHM_MAX_RANKS 64
 
 enum { SLOT_FREE = 0, SLOT_POSTED = 1, SLOT_DONE = 2 };
 enum { WAIT_NONE = 0, WAIT_SEND = 1, WAIT_RECV = 2, WAIT_GATE = 3, WAIT_DONE = 4 };
@@ -24,9 +25,10 @@ typedef struct shm_slot {
     int32_t pid;                /* sender's pid, for process_vm_readv */
     uint64_t seq;               /* per (src, dst) sequence: matching is in posting order */
     uint64_t bytes;
-    uint64_t addr;              /* sender's buffer address when bytes > SHM_INLINE */
+    uint64_t addr;              /* bytes > SHM_INLINE: sender's address, or heap offset */
+    int32_t in_heap;            /* 1: addr is an offset in the sender's heap */
     int32_t status;             /* receiver's verdict: 0 or MLSYS_ERR_TRUNCATE */
-    int32_t pad[5];
+    int32_t pad[4];
     unsigned char data[SHM_INLINE];
 } shm_slot;
 
@@ -63,6 +65,8 @@ typedef struct shm_header {
     _Atomic uint32_t runner_bell;   /* bumped when a ring fills; the runner drains */
     _Atomic uint64_t gate_credit;   /* gated mode: steps every rank may pass */
     uint64_t t0_ns;
+    uint64_t heap_size;         /* bytes of each rank's communication heap */
+    int32_t heap_fd[SHM_MAX_RANKS];  /* memfd of each rank's heap (same number everywhere) */
     char pad[64];
 } shm_header;
 
@@ -115,6 +119,7 @@ typedef struct mlsys_world {
     struct mlsys_comm *comms;   /* every communicator of this process, for finalize */
     int gated;
     uint64_t spans;             /* trace span counter */
+    char **peer_heap;           /* [size]: mappings of the ranks' heaps, lazily */
 } mlsys_world;
 
 struct mlsys_comm {
@@ -143,6 +148,14 @@ const char *p2p_wait_graph(mlsys_comm *c, char *buf, size_t n);
 /* comm.c */
 mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t ctx);
 mlsys_world *world_attach(int fd, int rank, int size, int local_rank);
+
+/* heap.c */
+int heap_attach(mlsys_world *w);
+void heap_detach(mlsys_world *w);
+void *heap_alloc(size_t n);
+int heap_free(void *p, size_t n);
+int heap_offset(const void *p, size_t n, uint64_t *off);
+const void *heap_peer(mlsys_world *w, int r, uint64_t off);
 
 /* trace.c */
 void trace_ev(mlsys_comm *c, int kind, int peer_world, int tag, uint64_t bytes,

@@ -15,7 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_RANKS 64
+#define MAX_RANKS SHM_MAX_RANKS
+#define HEAP_BYTES (2ull << 30)     /* per rank, virtual: pages exist only once touched */
 #define STOP_GRACE_NS 500000000ull
 #define EVBATCH 4096
 
@@ -92,6 +93,8 @@ static void child_setup(mlsys_job *j, int rank, pid_t parent)
         dup2(j->pipes[rank][1], STDERR_FILENO);
     }
     int jfd = dup(j->fd);      /* dup clears close-on-exec: the rank keeps the segment */
+    for (int r = 0; r < j->n; r++)  /* and every rank's heap, at the same fd numbers */
+        fcntl(j->h->heap_fd[r], F_SETFD, 0);
     set_env_int("MLSYS_JOB_FD", jfd);
     set_env_int("RANK", rank);
     set_env_int("WORLD_SIZE", j->n);
@@ -135,6 +138,23 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
     }
     shm_segment_layout(j->h, j->n, (uint64_t)(o->trace_capacity > 0 ? o->trace_capacity : 0));
     j->h->gated = o->gated;
+    const char *hb = getenv("MLSYS_HEAP_BYTES");
+    uint64_t heap = HEAP_BYTES;
+    if (hb && mlsys_parse_size(hb, &heap) != 0)
+        heap = HEAP_BYTES;
+    j->h->heap_size = heap;
+    for (int r = 0; r < SHM_MAX_RANKS; r++)
+        j->h->heap_fd[r] = -1;
+    for (int r = 0; r < j->n; r++) {
+        int fd = memfd_create("mlsys-heap", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)heap) != 0) {
+            if (fd >= 0)
+                close(fd);
+            j->h->heap_size = 0;         /* no heaps: ranks fall back to process_vm_readv */
+            break;
+        }
+        j->h->heap_fd[r] = fd;
+    }
     j->h->t0_ns = mlsys_now_ns();
     j->h->magic = SHM_MAGIC;
 
@@ -453,6 +473,9 @@ void mlsys_job_free(mlsys_job *j)
                 close(j->pipes[r][k]);
             free(j->lines[r][k].buf);
         }
+    for (int r = 0; r < j->n; r++)
+        if (j->h->heap_fd[r] >= 0)
+            close(j->h->heap_fd[r]);
     munmap(j->h, j->len);
     close(j->fd);
     free(j->pid);

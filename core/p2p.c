@@ -76,8 +76,11 @@ static int try_post(mlsys_request *r)
             if (r->bytes)
                 memcpy(s->data, r->sbuf, r->bytes);
             s->addr = 0;
+            s->in_heap = 0;
         } else {
-            s->addr = (uint64_t)(uintptr_t)r->sbuf;
+            uint64_t off;
+            s->in_heap = heap_offset(r->sbuf, r->bytes, &off);
+            s->addr = s->in_heap ? off : (uint64_t)(uintptr_t)r->sbuf;
         }
         atomic_store_explicit(&s->state, SLOT_POSTED, memory_order_release);
         shm_bell_ring(w->h, r->peer_world);
@@ -135,6 +138,16 @@ static int deliver(mlsys_request *r, shm_slot *s)
 {
     mlsys_world *w = r->comm->w;
     size_t n = (size_t)s->bytes;
+    if (n > SHM_INLINE && s->in_heap) {     /* straight from the sender's heap */
+        const void *src = heap_peer(w, r->peer_world, s->addr);
+        if (!src)
+            return -EFAULT;
+        if (r->op == MLSYS_OP_NONE)
+            memcpy(r->rbuf, src, n);
+        else
+            mlsys_reduce_local(r->rbuf, r->sbuf, src, n / mlsys_dtype_size(r->dt), r->dt, r->op);
+        return 0;
+    }
     if (r->op == MLSYS_OP_NONE) {
         if (n <= SHM_INLINE)
             memcpy(r->rbuf, s->data, n);

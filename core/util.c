@@ -1,7 +1,7 @@
 /* util.c - small things every part of the runtime needs: clocks, allocation that never
  * returns NULL, page-aligned buffers, a counter-based random generator and the parsing of
  * sizes and integers given on command lines. */
-#include "mlsys.h"
+#include "internal.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -51,10 +51,13 @@ char *mlsys_xstrdup(const char *s)
     return memcpy(mlsys_xmalloc(n), s, n);
 }
 
-/* Communication buffers come from mmap: page-aligned (glibc's memcpy is slow when a
+/* Communication buffers come from the rank's heap (or mmap outside a job): page-aligned (glibc's memcpy is slow when a
  * destination sits just past a page-aligned source) and zeroed. */
 void *mlsys_alloc_aligned(size_t n)
 {
+    void *h = heap_alloc(n);     /* in a job: the rank's shared heap, zeroed by the kernel */
+    if (h)
+        return h;
     void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         oom(n);
@@ -63,7 +66,7 @@ void *mlsys_alloc_aligned(size_t n)
 
 void mlsys_free_aligned(void *p, size_t n)
 {
-    if (p)
+    if (p && !heap_free(p, n))
         munmap(p, n ? n : 1);
 }
 

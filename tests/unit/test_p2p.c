@@ -23,12 +23,14 @@ static char why[512];
         }                                                                                      \
     } while (0)
 
-/* Ring exchange of a large and a small buffer, several rounds, checked element by element. */
+/* Ring exchange, several rounds, checked element by element. arg: {count, heap}: buffers
+ * from the rank's shared heap (direct copy) or from malloc (process_vm_readv). */
 static int ring_exchange(mlsys_comm *c, void *arg)
 {
-    size_t count = *(size_t *)arg;
+    size_t count = ((size_t *)arg)[0], heap = ((size_t *)arg)[1];
     int r = mlsys_rank(c), n = mlsys_size(c), right = (r + 1) % n, left = (r - 1 + n) % n;
-    int32_t *a = mlsys_alloc_aligned(count * 4 + 4), *b = mlsys_alloc_aligned(count * 4 + 4);
+    int32_t *a = heap ? mlsys_alloc_aligned(count * 4 + 4) : malloc(count * 4 + 4);
+    int32_t *b = heap ? mlsys_alloc_aligned(count * 4 + 4) : malloc(count * 4 + 4);
     for (int round = 0; round < 3; round++) {
         for (size_t i = 0; i < count; i++)
             a[i] = (int32_t)(r * 1000003 + (int)i + round);
@@ -44,11 +46,13 @@ static int ring_exchange(mlsys_comm *c, void *arg)
 START_TEST(test_ring_sizes)
 {
     static const size_t counts[] = {0, 1, 511, 512, 513, 100000, 1 << 20};
-    for (int n = 1; n <= 5; n++)
-        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-            size_t cnt = counts[k];
-            ck_assert_msg(RUN(n, 10000, ring_exchange, &cnt) == 0, "N=%d count=%zu: %s", n, cnt, why);
-        }
+    for (size_t heap = 0; heap < 2; heap++)
+        for (int n = 1; n <= 5; n++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                size_t arg[2] = {counts[k], heap};
+                ck_assert_msg(RUN(n, 10000, ring_exchange, arg) == 0, "N=%d count=%zu heap=%zu: %s",
+                              n, counts[k], heap, why);
+            }
 }
 END_TEST
 
