@@ -103,8 +103,21 @@ struct mlsys_request {
     struct mlsys_request *next, *prev;   /* in the world's pending list */
 };
 
+typedef struct mlsys_world mlsys_world;
+
+/* ---- transports: how bytes move (shm_p2p.c; an MPI plugin offers the same) ---- */
+typedef struct transport_ops {
+    const char *name;
+    int (*post)(mlsys_request *r);       /* start a send or receive already in the pending list */
+    int (*progress)(mlsys_world *w);     /* advance every pending request once */
+    int (*wait)(mlsys_request *r);       /* until done, timeout or abort; returns its status */
+    void (*cancel)(mlsys_request *r);    /* withdraw a request given up on */
+} transport_ops;
+
+extern const transport_ops shm_transport;
+
 /* ---- the world (one per process) and communicators ---- */
-typedef struct mlsys_world {
+struct mlsys_world {
     shm_header *h;
     size_t map_len;
     int rank, size, local_rank;
@@ -120,7 +133,8 @@ typedef struct mlsys_world {
     int gated;
     uint64_t spans;             /* trace span counter */
     char **peer_heap;           /* [size]: mappings of the ranks' heaps, lazily */
-} mlsys_world;
+    const transport_ops *tp;
+};
 
 struct mlsys_comm {
     mlsys_world *w;
@@ -141,9 +155,9 @@ struct mlsys_comm {
 };
 
 /* p2p.c */
-int p2p_progress(mlsys_world *w);               /* advance every pending request once */
-int p2p_wait_req(mlsys_request *r);
-const char *p2p_wait_graph(mlsys_comm *c, char *buf, size_t n);
+void req_pending_add(mlsys_world *w, mlsys_request *r);
+void req_pending_remove(mlsys_world *w, mlsys_request *r);
+void req_complete(mlsys_request *r, int status);   /* counters, event, off the pending list */
 
 /* comm.c */
 mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t ctx);

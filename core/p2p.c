@@ -1,20 +1,13 @@
-/* p2p.c - point-to-point over the job segment. A send posts a descriptor in a slot of the
- * (sender, receiver) channel: small messages carry their bytes inline, large ones carry the
- * sender's address, which the receiver reads with one process_vm_readv (single copy). The
- * receiver marks the slot done, and only then does the send complete: synchronous sends,
- * zero-copy non-blocking sends. Every wait drives the progress of all pending requests, so
- * an irecv posted earlier completes while its rank blocks in a send. */
+/* p2p.c - the point-to-point API: argument checks, requests, counters and events, common
+ * to every transport; the transport (shm_p2p.c, or a plugin's) moves the bytes. send is
+ * synchronous (completes when the receiver has the data); isend/irecv return requests that
+ * wait/test complete. */
 #include "internal.h"
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/uio.h>
 #include <stdlib.h>
-#include <unistd.h>
+#include <string.h>
 
-#define SCRATCH_BYTES (256 * 1024)    /* recv-reduce bounce: stays in L2 */
-
-static void pending_add(mlsys_world *w, mlsys_request *r)
+void req_pending_add(mlsys_world *w, mlsys_request *r)
 {
     r->next = NULL;
     r->prev = w->pending_tail;
@@ -25,7 +18,7 @@ static void pending_add(mlsys_world *w, mlsys_request *r)
     w->pending_tail = r;
 }
 
-static void pending_remove(mlsys_world *w, mlsys_request *r)
+void req_pending_remove(mlsys_world *w, mlsys_request *r)
 {
     if (r->prev)
         r->prev->next = r->next;
@@ -38,12 +31,12 @@ static void pending_remove(mlsys_world *w, mlsys_request *r)
     r->next = r->prev = NULL;
 }
 
-static void complete(mlsys_request *r, int status)
+void req_complete(mlsys_request *r, int status)
 {
     mlsys_comm *c = r->comm;
     r->done = 1;
     r->status = status;
-    pending_remove(c->w, r);
+    req_pending_remove(c->w, r);
     if (r->kind == REQ_SEND) {
         c->counters.sends++;
         c->counters.bytes_sent += r->bytes;
@@ -54,296 +47,6 @@ static void complete(mlsys_request *r, int status)
     if (mlsys_tracing(c))
         trace_ev(c, r->kind == REQ_SEND ? MLSYS_EV_SEND_END : MLSYS_EV_RECV_END, r->peer_world,
                  r->tag, r->bytes, r->msg_id, r->span_id);
-}
-
-/* ---- sender side ---- */
-
-static int try_post(mlsys_request *r)
-{
-    mlsys_world *w = r->comm->w;
-    shm_slot *ch = shm_channel(w->h, w->rank, r->peer_world);
-    for (int i = 0; i < SHM_SLOTS; i++) {
-        shm_slot *s = &ch[i];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FREE)
-            continue;
-        s->ctx = r->ctx;
-        s->tag = r->tag;
-        s->pid = (int32_t)getpid();
-        s->seq = r->seq;
-        s->bytes = r->bytes;
-        s->status = 0;
-        if (r->bytes <= SHM_INLINE) {
-            if (r->bytes)
-                memcpy(s->data, r->sbuf, r->bytes);
-            s->addr = 0;
-            s->in_heap = 0;
-        } else {
-            uint64_t off;
-            s->in_heap = heap_offset(r->sbuf, r->bytes, &off);
-            s->addr = s->in_heap ? off : (uint64_t)(uintptr_t)r->sbuf;
-        }
-        atomic_store_explicit(&s->state, SLOT_POSTED, memory_order_release);
-        shm_bell_ring(w->h, r->peer_world);
-        r->slot = i;
-        return 1;
-    }
-    return 0;
-}
-
-static void progress_send(mlsys_request *r)
-{
-    mlsys_world *w = r->comm->w;
-    if (r->slot < 0 && !try_post(r))
-        return;
-    shm_slot *s = &shm_channel(w->h, w->rank, r->peer_world)[r->slot];
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
-        return;
-    int st = s->status;
-    atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
-    if (st)
-        mlsys_set_error(r->comm, st, "rank %d: send to rank %d tag %d (%zu B): the receiver's "
-                        "buffer is smaller than the message", r->comm->rank, r->peer_world,
-                        r->tag, r->bytes);
-    complete(r, st);
-}
-
-/* ---- receiver side ---- */
-
-static int read_remote(mlsys_world *w, pid_t pid, void *dst, uint64_t addr, size_t n)
-{
-    if (pid == getpid()) {
-        memcpy(dst, (const void *)(uintptr_t)addr, n);
-        return 0;
-    }
-    while (n) {
-        struct iovec l = {dst, n}, rv = {(void *)(uintptr_t)addr, n};
-        ssize_t got = process_vm_readv(pid, &l, 1, &rv, 1, 0);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (got == 0)
-            return -EFAULT;
-        dst = (char *)dst + got;
-        addr += (uint64_t)got;
-        n -= (size_t)got;
-    }
-    (void)w;
-    return 0;
-}
-
-/* Copy (or reduce) the slot's message into the request's buffer. */
-static int deliver(mlsys_request *r, shm_slot *s)
-{
-    mlsys_world *w = r->comm->w;
-    size_t n = (size_t)s->bytes;
-    if (n > SHM_INLINE && s->in_heap) {     /* straight from the sender's heap */
-        const void *src = heap_peer(w, r->peer_world, s->addr);
-        if (!src)
-            return -EFAULT;
-        if (r->op == MLSYS_OP_NONE)
-            memcpy(r->rbuf, src, n);
-        else
-            mlsys_reduce_local(r->rbuf, r->sbuf, src, n / mlsys_dtype_size(r->dt), r->dt, r->op);
-        return 0;
-    }
-    if (r->op == MLSYS_OP_NONE) {
-        if (n <= SHM_INLINE)
-            memcpy(r->rbuf, s->data, n);
-        else
-            return read_remote(w, s->pid, r->rbuf, s->addr, n);
-        return 0;
-    }
-    size_t es = mlsys_dtype_size(r->dt);
-    if (n <= SHM_INLINE) {
-        mlsys_reduce_local(r->rbuf, r->sbuf, s->data, n / es, r->dt, r->op);
-        return 0;
-    }
-    if (s->pid == getpid()) {
-        mlsys_reduce_local(r->rbuf, r->sbuf, (const void *)(uintptr_t)s->addr, n / es, r->dt,
-                           r->op);
-        return 0;
-    }
-    if (!w->scratch) {
-        w->scratch_len = SCRATCH_BYTES;
-        w->scratch = mlsys_alloc_aligned(w->scratch_len);
-    }
-    size_t piece = w->scratch_len / es * es;
-    for (size_t off = 0; off < n; off += piece) {
-        size_t len = n - off < piece ? n - off : piece;
-        int rc = read_remote(w, s->pid, w->scratch, s->addr + off, len);
-        if (rc)
-            return rc;
-        mlsys_reduce_local((char *)r->rbuf + off, (const char *)r->sbuf + off, w->scratch,
-                           len / es, r->dt, r->op);
-    }
-    return 0;
-}
-
-/* An older unmatched receive with the same source, context and tag goes first (MPI's
- * non-overtaking rule); so does every older one when this one would match the same slot. */
-static int older_same_key(const mlsys_request *r)
-{
-    for (const mlsys_request *o = r->prev; o; o = o->prev)
-        if (o->kind == REQ_RECV && o->peer_world == r->peer_world && o->ctx == r->ctx &&
-            o->tag == r->tag)
-            return 1;
-    return 0;
-}
-
-static void progress_recv(mlsys_request *r)
-{
-    mlsys_world *w = r->comm->w;
-    if (older_same_key(r))
-        return;
-    shm_slot *ch = shm_channel(w->h, r->peer_world, w->rank), *best = NULL;
-    for (int i = 0; i < SHM_SLOTS; i++) {
-        shm_slot *s = &ch[i];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_POSTED)
-            continue;
-        if (s->ctx != r->ctx || s->tag != r->tag)
-            continue;
-        if (!best || s->seq < best->seq)
-            best = s;
-    }
-    if (!best)
-        return;
-    mlsys_comm *c = r->comm;
-    int st = 0;
-    if (best->bytes > r->bytes || (r->op != MLSYS_OP_NONE && best->bytes != r->bytes)) {
-        mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
-                        "%llu B does not fit the %zu B buffer", c->rank, r->peer_world, r->tag,
-                        (unsigned long long)best->bytes, r->bytes);
-        st = MLSYS_ERR_TRUNCATE;
-    } else {
-        int rc = deliver(r, best);
-        if (rc) {
-            mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: recv from rank %d tag %d (%llu B): "
-                            "cannot read the sender's memory: %s", c->rank, r->peer_world,
-                            r->tag, (unsigned long long)best->bytes, strerror(-rc));
-            st = MLSYS_ERR_SYS;
-        }
-        r->bytes = (size_t)best->bytes;
-    }
-    r->msg_id = ((uint64_t)r->peer_world << 40) | best->seq;
-    w->recv_seq[r->peer_world] = best->seq;
-    best->status = st;
-    atomic_store_explicit(&best->state, SLOT_DONE, memory_order_release);
-    shm_bell_ring(w->h, r->peer_world);
-    complete(r, st);
-}
-
-int p2p_progress(mlsys_world *w)
-{
-    mlsys_request *r = w->pending, *next;
-    int n = 0;
-    for (; r; r = next) {
-        next = r->next;
-        if (r->kind == REQ_SEND)
-            progress_send(r);
-        else
-            progress_recv(r);
-        n += r->done;
-    }
-    return n;
-}
-
-/* ---- waiting, and what to say when waiting takes too long ---- */
-
-static const char *wait_kind_name(int k)
-{
-    switch (k) {
-    case WAIT_SEND: return "send to";
-    case WAIT_RECV: return "recv from";
-    case WAIT_GATE: return "the step gate";
-    case WAIT_DONE: return "nothing (finished)";
-    default: return "nothing (running)";
-    }
-}
-
-/* One line naming who waits for whom, following the chain from this rank: the wait-for
- * graph of the job as the ranks published it. */
-const char *p2p_wait_graph(mlsys_comm *c, char *buf, size_t n)
-{
-    mlsys_world *w = c->w;
-    size_t len = 0;
-    int cur = w->rank, hops = 0;
-    int *seen = mlsys_xcalloc((size_t)w->size, sizeof(int));
-    buf[0] = 0;
-    while (cur >= 0 && cur < w->size && len < n) {
-        if (seen[cur]) {
-            snprintf(buf + len, n - len, "; back to rank %d: a cycle", cur);
-            break;
-        }
-        seen[cur] = 1;
-        shm_rank_state *s = shm_rank(w->h, cur);
-        int k = atomic_load(&s->wait_kind), peer = atomic_load(&s->wait_peer);
-        if (k != WAIT_SEND && k != WAIT_RECV) {
-            snprintf(buf + len, n - len, "%srank %d waits for %s", hops ? "; " : "", cur,
-                     wait_kind_name(k));
-            break;
-        }
-        len += (size_t)snprintf(buf + len, n - len, "%srank %d waits in %s rank %d (tag %d, "
-                                "%llu B)", hops ? "; " : "", cur, wait_kind_name(k), peer,
-                                atomic_load(&s->wait_tag),
-                                (unsigned long long)atomic_load(&s->wait_bytes));
-        cur = peer;
-        hops++;
-    }
-    free(seen);
-    return buf;
-}
-
-static void publish_wait(mlsys_world *w, const mlsys_request *r)
-{
-    shm_rank_state *s = shm_rank(w->h, w->rank);
-    atomic_store(&s->wait_peer, r ? r->peer_world : -1);
-    atomic_store(&s->wait_tag, r ? r->tag : -1);
-    atomic_store(&s->wait_bytes, r ? r->bytes : 0);
-    atomic_store(&s->wait_kind, r ? (r->kind == REQ_SEND ? WAIT_SEND : WAIT_RECV) : WAIT_NONE);
-}
-
-int p2p_wait_req(mlsys_request *r)
-{
-    mlsys_comm *c = r->comm;
-    mlsys_world *w = c->w;
-    uint64_t start = mlsys_now_ns();
-    uint64_t limit = c->timeout_ms > 0 ? (uint64_t)c->timeout_ms * 1000000ull : 0;
-    int published = 0;
-    while (!r->done) {
-        uint32_t seen = atomic_load_explicit(&shm_rank(w->h, w->rank)->bell, memory_order_acquire);
-        p2p_progress(w);
-        if (r->done)
-            break;
-        if (atomic_load(&w->h->abort)) {
-            mlsys_set_error(c, MLSYS_ERR_ABORTED, "rank %d: job aborted while waiting in %s "
-                            "rank %d", c->rank, r->kind == REQ_SEND ? "send to" : "recv from",
-                            r->peer_world);
-            publish_wait(w, NULL);
-            return MLSYS_ERR_ABORTED;
-        }
-        if (!published) {
-            publish_wait(w, r);
-            published = 1;
-        }
-        uint64_t waited = mlsys_now_ns() - start;
-        if (limit && waited > limit) {
-            char graph[400];
-            p2p_wait_graph(c, graph, sizeof graph);
-            mlsys_set_error(c, MLSYS_ERR_TIMEOUT, "deadlock suspected after %.1f s: %s",
-                            (double)waited * 1e-9, graph);
-            publish_wait(w, NULL);
-            return MLSYS_ERR_TIMEOUT;
-        }
-        int sleep_ms = 50;
-        if (limit && (limit - waited) / 1000000ull < (uint64_t)sleep_ms)
-            sleep_ms = (int)((limit - waited) / 1000000ull) + 1;
-        shm_bell_wait(w->h, w->rank, seen, sleep_ms);
-    }
-    if (published)
-        publish_wait(w, NULL);
-    return r->status;
 }
 
 /* ---- public calls ---- */
@@ -394,12 +97,12 @@ int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, in
     r->dt = dt;
     r->seq = ++c->w->send_seq[r->peer_world];
     r->msg_id = ((uint64_t)c->w->rank << 40) | r->seq;
-    pending_add(c->w, r);
+    req_pending_add(c->w, r);
     if (mlsys_tracing(c)) {
         r->span_id = ((uint64_t)c->w->rank << 40) | ++c->w->spans;
         trace_ev(c, MLSYS_EV_SEND_BEGIN, r->peer_world, tag, r->bytes, r->msg_id, r->span_id);
     }
-    progress_send(r);
+    c->w->tp->post(r);
     *req = r;
     return 0;
 }
@@ -421,12 +124,12 @@ static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, 
     r->sbuf = in;
     r->dt = dt;
     r->op = op;
-    pending_add(c->w, r);
+    req_pending_add(c->w, r);
     if (mlsys_tracing(c)) {
         r->span_id = ((uint64_t)c->w->rank << 40) | ++c->w->spans;
         trace_ev(c, MLSYS_EV_RECV_BEGIN, r->peer_world, tag, r->bytes, 0, r->span_id);
     }
-    progress_recv(r);
+    c->w->tp->post(r);
     *req = r;
     return 0;
 }
@@ -451,15 +154,12 @@ int mlsys_wait(mlsys_request *r)
 {
     if (!r)
         return 0;
-    int rc = p2p_wait_req(r);
+    mlsys_world *w = r->comm->w;
+    int rc = w->tp->wait(r);
     if (!r->done) {
         /* Timed out or aborted: leave nothing in flight that points at the caller's buffer. */
-        pending_remove(r->comm->w, r);
-        if (r->kind == REQ_SEND && r->slot >= 0) {
-            shm_slot *s = &shm_channel(r->comm->w->h, r->comm->w->rank, r->peer_world)[r->slot];
-            uint32_t expect = SLOT_POSTED;
-            atomic_compare_exchange_strong(&s->state, &expect, SLOT_FREE);
-        }
+        req_pending_remove(w, r);
+        w->tp->cancel(r);
     }
     free(r);
     return rc;
@@ -484,7 +184,7 @@ int mlsys_test(mlsys_request *r, int *done)
         return 0;
     }
     if (!r->done)
-        p2p_progress(r->comm->w);
+        r->comm->w->tp->progress(r->comm->w);
     *done = r->done;
     return r->done ? r->status : 0;
 }

@@ -272,8 +272,8 @@ END_TEST
 START_TEST(help_flag)
 {
     /* --help and -h print the help on stdout and return 1 */
-    const char *variants[][3] = {{"--help", NULL, NULL}, {"-h", NULL, NULL},
-                                 {"-w", "8", "--help"}};
+    const char *variants[][4] = {{"--help", NULL}, {"-h", NULL},
+                                 {"-w", "8", "--help", NULL}};
     for (int v = 0; v < 3; v++) {
         FILE *f = tmpfile();
         int saved = dup(1);

@@ -112,7 +112,9 @@ static int hang_rank1(mlsys_comm *c, void *arg)
         for (;;)
             pause();
     int x, rc = mlsys_recv(c, &x, 1, MLSYS_I32, 1, 0);
-    if (rc == MLSYS_ERR_TIMEOUT && strstr(mlsys_errmsg(c), "rank 0 waits in recv from rank 1"))
+    char want[64];
+    snprintf(want, sizeof want, "rank %d waits in recv from rank 1", mlsys_rank(c));
+    if (rc == MLSYS_ERR_TIMEOUT && strstr(mlsys_errmsg(c), want))
         return 9;
     return 1;
 }
