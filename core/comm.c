@@ -46,6 +46,7 @@ mlsys_world *world_attach(int fd, int rank, int size, int local_rank)
     w->next_ctx = 1;
     w->gated = w->h->gated;
     w->tp = &shm_transport;
+    w->tracing = w->h->ring_cap != 0;
     atomic_store(&shm_rank(w->h, rank)->pid, (int32_t)getpid());
     heap_attach(w);              /* without a heap, large messages use process_vm_readv */
     return w;

@@ -112,6 +112,10 @@ typedef struct transport_ops {
     int (*progress)(mlsys_world *w);     /* advance every pending request once */
     int (*wait)(mlsys_request *r);       /* until done, timeout or abort; returns its status */
     void (*cancel)(mlsys_request *r);    /* withdraw a request given up on */
+    /* The backend's own collective (MPI_Allreduce, ncclAllReduce): the algorithm "native".
+     * NULL, or MLSYS_ERR_UNSUPPORTED for a collective it lacks. args: core/coll/coll.h. */
+    int (*native)(mlsys_comm *c, int coll, const void *args);
+    void (*fini)(mlsys_world *w);        /* at mlsys_finalize */
 } transport_ops;
 
 extern const transport_ops shm_transport;
@@ -134,6 +138,10 @@ struct mlsys_world {
     uint64_t spans;             /* trace span counter */
     char **peer_heap;           /* [size]: mappings of the ranks' heaps, lazily */
     const transport_ops *tp;
+    void *tp_state;             /* the transport's private state */
+    int tracing;                /* someone collects events */
+    /* where events go: NULL = this rank's ring in the job segment; a plugin sends them on */
+    void (*emit)(mlsys_world *w, const mlsys_event *ev);
 };
 
 struct mlsys_comm {

@@ -12,14 +12,21 @@
 
 int mlsys_tracing(const mlsys_comm *c)
 {
-    return c->w->h->ring_cap != 0;
+    return c->w->tracing;
 }
 
 void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
 {
-    shm_header *h = c->w->h;
-    if (!h->ring_cap)
+    if (!c->w->tracing)
         return;
+    if (c->w->emit) {
+        mlsys_event e = *ev;
+        e.t_ns = mlsys_now_ns();
+        e.rank = c->w->rank;
+        c->w->emit(c->w, &e);
+        return;
+    }
+    shm_header *h = c->w->h;
     shm_ring *ring = shm_ring_of(h, c->w->rank);
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
     uint64_t waited_since = 0;

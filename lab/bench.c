@@ -1,0 +1,1235 @@
+/* bench.c - `mlsys-lab bench`: an nccl-tests-style benchmark of our collectives. The runner
+ * parses the flags, works out the sizes and starts N ranks (fork, no exec); every rank times
+ * warm-up + n calls per size, out-of-place and in-place, and rank 0 prints the nccl-tests
+ * table (time, algbw, busbw, #wrong) with the busbw factor explained and the algorithm that
+ * ran and why. `bench --memcpy` measures the one-core memcpy ceiling instead. */
+#include "bench.h"
+#include "../core/mlsys.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BENCH_MAX_SIZES 4096
+#define BENCH_MAX_RANKS 64
+#define BENCH_EXIT_WRONG 3          /* rank 0's status when some results were wrong */
+#define BENCH_SENTINEL (-4194303)   /* never a valid result: not a sum in range, not a +-2^k */
+
+/* What the runner parsed; the ranks inherit it through fork. */
+typedef struct bench_cfg {
+    mlsys_coll coll;
+    uint64_t minbytes, maxbytes, stepbytes;
+    long stepfactor;
+    long iters, warmup;
+    int check;
+    mlsys_op op;
+    mlsys_dtype dt;
+    int root;
+    const char *json_path;
+    int world_size;
+    const char *algo;            /* "auto", "all" or a name of the collective's table */
+    double timeout_s;
+    double alpha_us, beta_gbs;   /* cost model, both > 0 when on */
+    int memcpy_mode;
+    int size_list;               /* sizes came from --sizes */
+    uint64_t *sizes;             /* the requested sizes S (bytes), in order */
+    int nsizes;
+    const char *algos[32];       /* the tables to print: one algorithm name each */
+    int nalgos;
+} bench_cfg;
+
+/* One measured placement (out-of-place or in-place) of one size. */
+typedef struct bench_cell {
+    double time_us, algbw, busbw;
+    uint64_t wrong;
+} bench_cell;
+
+typedef struct bench_row {
+    uint64_t bytes;              /* S actually used: count * esize (* n for per-rank counts) */
+    size_t count;                /* the count argument of the call */
+    bench_cell cell[2];          /* [0] out-of-place, [1] in-place */
+    const char *algo;            /* what ran (mlsys_last_algo), after any fallback */
+    const char *decided;         /* what mlsys_algo_decide names for this size */
+    const char *why;
+    double model_us;             /* alpha-beta prediction, < 0 when unknown */
+} bench_row;
+
+/* ---- the collective's shape: counts, buffers, busbw factor ---- */
+
+/* Collectives whose count is per rank: the table size S is the whole buffer of n blocks. */
+static int per_rank_count(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_ALLGATHER || coll == MLSYS_COLL_REDUCE_SCATTER ||
+           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER ||
+           coll == MLSYS_COLL_ALLTOALL;
+}
+
+static int is_reduction(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_ALLREDUCE || coll == MLSYS_COLL_REDUCE ||
+           coll == MLSYS_COLL_REDUCE_SCATTER;
+}
+
+static int is_rooted(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_BROADCAST || coll == MLSYS_COLL_REDUCE ||
+           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER;
+}
+
+/* Elements of the send and the receive buffer that one call uses. */
+static size_t send_elems(mlsys_coll coll, size_t count, int n)
+{
+    switch (coll) {
+    case MLSYS_COLL_REDUCE_SCATTER: case MLSYS_COLL_SCATTER: case MLSYS_COLL_ALLTOALL:
+        return count * (size_t)n;
+    default:
+        return count;
+    }
+}
+
+static size_t recv_elems(mlsys_coll coll, size_t count, int n)
+{
+    switch (coll) {
+    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER: case MLSYS_COLL_ALLTOALL:
+        return count * (size_t)n;
+    default:
+        return count;
+    }
+}
+
+/* busbw = algbw x factor, the nccl-tests convention (doc/PERFORMANCE.md). */
+static double busbw_factor(mlsys_coll coll, int n)
+{
+    switch (coll) {
+    case MLSYS_COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE: return 1.0;
+    default: return (double)(n - 1) / n;
+    }
+}
+
+static const char *busbw_formula(mlsys_coll coll)
+{
+    switch (coll) {
+    case MLSYS_COLL_ALLREDUCE: return "2(n-1)/n";
+    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE: return "1";
+    default: return "(n-1)/n";
+    }
+}
+
+/* Why that factor, in one line: what the busiest link must carry whatever the algorithm. */
+static const char *busbw_reason(mlsys_coll coll)
+{
+    switch (coll) {
+    case MLSYS_COLL_ALLREDUCE:
+        return "each rank must send and receive 2(n-1)/n of the buffer (a reduce-scatter, then "
+               "an all-gather), so busbw compares with the bandwidth of one link";
+    case MLSYS_COLL_ALLGATHER:
+        return "each rank must receive the n-1 blocks of S/n that it lacks";
+    case MLSYS_COLL_REDUCE_SCATTER:
+        return "each rank must receive n-1 blocks of S/n to reduce into its own block";
+    case MLSYS_COLL_ALLTOALL:
+        return "each rank keeps one block of S/n and must exchange the other n-1";
+    case MLSYS_COLL_BROADCAST:
+        return "the whole buffer must leave the root once and reach every rank";
+    case MLSYS_COLL_REDUCE:
+        return "the whole buffer must reach the root once, reduced on the way";
+    case MLSYS_COLL_GATHER:
+        return "the root's link must carry the n-1 blocks of the other ranks in";
+    case MLSYS_COLL_SCATTER:
+        return "the root's link must carry the n-1 blocks of the other ranks out";
+    default:
+        return "";
+    }
+}
+
+/* ---- the alpha-beta cost model (optional column) ---- */
+
+static int log2_ceil(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+/* Predicted time in us of algorithm algo for a table size of S bytes on n ranks: steps * alpha
+ * plus the bytes on the busiest path / beta. Returns -1 for an algorithm we have no model of.
+ * beta is in GB/s = 1e3 bytes per us. */
+static double model_us(mlsys_coll coll, const char *algo, double S, int n, double a, double b)
+{
+    double B = b * 1e3, L = log2_ceil(n), N = n;
+    if (n < 2 || !algo)
+        return 0.0;
+    int ring = !strcmp(algo, "ring"), tree = !strcmp(algo, "tree");
+    int rd = !strcmp(algo, "recursive_doubling"), rh = !strcmp(algo, "recursive_halving");
+    int direct = !strcmp(algo, "direct");
+    switch (coll) {
+    case MLSYS_COLL_ALLREDUCE:
+        if (ring) return 2 * (N - 1) * (a + S / (N * B));
+        if (tree) return 2 * L * (a + S / B);
+        if (rd) return L * (a + S / B);
+        if (rh) return 2 * L * a + 2 * (N - 1) / N * S / B;
+        break;
+    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_REDUCE_SCATTER:
+        if (ring || direct) return (N - 1) * (a + S / (N * B));
+        if (rd || rh) return L * a + (N - 1) / N * S / B;
+        break;
+    case MLSYS_COLL_ALLTOALL: case MLSYS_COLL_GATHER: case MLSYS_COLL_SCATTER:
+        if (direct) return (N - 1) * (a + S / (N * B));
+        if (tree) return L * a + (N - 1) / N * S / B;
+        break;
+    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE:
+        if (direct) return (N - 1) * (a + S / B);
+        if (tree) return L * (a + S / B);
+        if (!strcmp(algo, "scatter_allgather"))
+            return (L + N - 1) * a + 2 * (N - 1) / N * S / B;
+        break;
+    default:
+        break;
+    }
+    return -1.0;
+}
+
+/* ---- known inputs and the results they must give ----
+ * Rank r's element i is a small integer, so that sums, minima and maxima are exact in every
+ * type and a misplaced block or index shows: 7i + 37r mod 1021 repeats only after 1021
+ * elements or ranks. PROD uses +-1 and 2 so that a product of 64 ranks stays exact. */
+
+static int64_t in_val(mlsys_op op, int r, size_t i)
+{
+    if (op == MLSYS_PROD) {
+        unsigned k = (unsigned)((i * 3 + (size_t)r * 5) % 7);
+        return k == 0 ? 2 : k == 1 ? -1 : 1;
+    }
+    return (int64_t)((i * 7 + (size_t)r * 37) % 1021) - 510;
+}
+
+static void store(void *buf, size_t i, mlsys_dtype dt, int64_t v)
+{
+    switch (dt) {
+    case MLSYS_F32: ((float *)buf)[i] = (float)v; break;
+    case MLSYS_F64: ((double *)buf)[i] = (double)v; break;
+    case MLSYS_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    default: ((int64_t *)buf)[i] = v; break;
+    }
+}
+
+/* An expected value: q for the integer types, d for the floating ones. */
+typedef struct bench_val { int64_t q; double d; } bench_val;
+
+static bench_val val_of(int64_t v)
+{
+    bench_val e = {v, (double)v};
+    return e;
+}
+
+/* Integer results wrap as the type does; the 64-bit product is reduced to 32 bits last,
+ * which gives the same value as wrapping at each step. */
+static int64_t wrap(mlsys_dtype dt, uint64_t u)
+{
+    return dt == MLSYS_I32 ? (int64_t)(int32_t)(uint32_t)u : (int64_t)u;
+}
+
+/* The reduction over ranks 0..n-1 of element i, computed here, independently of the
+ * runtime's kernels. */
+static bench_val expect_red(mlsys_op op, mlsys_dtype dt, int n, size_t i)
+{
+    uint64_t usum = 0, uprod = 1;
+    double dsum = 0, dprod = 1;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int r = 0; r < n; r++) {
+        int64_t v = in_val(op, r, i);
+        usum += (uint64_t)v;
+        uprod *= (uint64_t)v;
+        dsum += (double)v;
+        dprod *= (double)v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    bench_val e;
+    switch (op) {
+    case MLSYS_PROD: e.q = wrap(dt, uprod); e.d = dprod; break;
+    case MLSYS_MIN: e = val_of(lo); break;
+    case MLSYS_MAX: e = val_of(hi); break;
+    case MLSYS_AVG: e.q = wrap(dt, usum) / n; e.d = dsum / n; break;
+    default: e.q = wrap(dt, usum); e.d = dsum; break;
+    }
+    return e;
+}
+
+/* 1 when element i of buf is not e. Only AVG in floating point is inexact (one division). */
+static int differs(const void *buf, size_t i, mlsys_dtype dt, mlsys_op op, bench_val e)
+{
+    double got, tol;
+    switch (dt) {
+    case MLSYS_I32: return ((const int32_t *)buf)[i] != (int32_t)e.q;
+    case MLSYS_I64: return ((const int64_t *)buf)[i] != e.q;
+    case MLSYS_F32: got = ((const float *)buf)[i]; tol = 1e-6; break;
+    default: got = ((const double *)buf)[i]; tol = 1e-12; break;
+    }
+    if (op != MLSYS_AVG)
+        return got != e.d;
+    return !(fabs(got - e.d) <= tol * fmax(1.0, fabs(e.d)));
+}
+
+/* ---- one rank ---- */
+
+typedef struct bench_rank {
+    const bench_cfg *cfg;
+    mlsys_comm *c;
+    int rank, n;
+    size_t esize;
+    void *send, *recv;
+    size_t buf_bytes;
+    mlsys_op op;                 /* the op of the calls (MLSYS_OP_NONE for data movement) */
+    mlsys_op gen_op;             /* which inputs in_val makes */
+    int inject;                  /* test hook: corrupt one checked element (MLSYS_BENCH_INJECT) */
+    bench_row *rows;             /* rank 0: [nalgos][nsizes] */
+} bench_rank;
+
+static char *at(void *base, size_t elems, size_t esize)
+{
+    return (char *)base + elems * esize;
+}
+
+/* The two buffers of one call for a placement (0 out-of-place, 1 in-place), following the
+ * in-place conventions of mlsys.h. Broadcast has one buffer: both placements use recv. */
+static void call_buffers(const bench_rank *b, size_t count, int inplace, const void **s, void **r)
+{
+    mlsys_coll coll = b->cfg->coll;
+    *s = b->send;
+    *r = b->recv;
+    if (coll == MLSYS_COLL_BROADCAST) {
+        *s = b->recv;
+        return;
+    }
+    if (!inplace)
+        return;
+    switch (coll) {
+    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
+        *s = at(b->recv, (size_t)b->rank * count, b->esize);
+        break;
+    case MLSYS_COLL_REDUCE_SCATTER: case MLSYS_COLL_SCATTER:
+        *r = at(b->send, (size_t)b->rank * count, b->esize);
+        break;
+    default:
+        *s = b->recv;
+        break;
+    }
+}
+
+static int call(bench_rank *b, const void *s, void *r, size_t count)
+{
+    const bench_cfg *g = b->cfg;
+    mlsys_comm *c = b->c;
+    switch (g->coll) {
+    case MLSYS_COLL_BROADCAST: return mlsys_broadcast(c, r, count, g->dt, g->root);
+    case MLSYS_COLL_REDUCE: return mlsys_reduce(c, s, r, count, g->dt, g->op, g->root);
+    case MLSYS_COLL_ALLREDUCE: return mlsys_allreduce(c, s, r, count, g->dt, g->op);
+    case MLSYS_COLL_ALLGATHER: return mlsys_allgather(c, s, r, count, g->dt);
+    case MLSYS_COLL_REDUCE_SCATTER: return mlsys_reduce_scatter(c, s, r, count, g->dt, g->op);
+    case MLSYS_COLL_GATHER: return mlsys_gather(c, s, r, count, g->dt, g->root);
+    case MLSYS_COLL_SCATTER: return mlsys_scatter(c, s, r, count, g->dt, g->root);
+    case MLSYS_COLL_ALLTOALL: return mlsys_alltoall(c, s, r, count, g->dt);
+    default: return MLSYS_ERR_ARG;
+    }
+}
+
+static void fill_inputs(const bench_rank *b, void *buf, size_t off, size_t n_elems, int src)
+{
+    for (size_t i = 0; i < n_elems; i++)
+        store(buf, off + i, b->cfg->dt, in_val(b->gen_op, src, i));
+}
+
+static void fill_sentinel(const bench_rank *b, void *buf, size_t n_elems)
+{
+    for (size_t i = 0; i < n_elems; i++)
+        store(buf, i, b->cfg->dt, BENCH_SENTINEL);
+}
+
+/* Put this rank's known inputs where the call reads them and the sentinel where it writes,
+ * so that a call that writes nothing cannot pass the check with an earlier result. */
+static void prepare(const bench_rank *b, size_t count, int inplace)
+{
+    mlsys_coll coll = b->cfg->coll;
+    int n = b->n, me = b->rank, root = b->cfg->root;
+    size_t ns = send_elems(coll, count, n), nr = recv_elems(coll, count, n);
+    if (coll == MLSYS_COLL_BROADCAST) {
+        if (me == root)
+            fill_inputs(b, b->recv, 0, count, root);
+        else
+            fill_sentinel(b, b->recv, count);
+        return;
+    }
+    if (!inplace) {
+        if (coll == MLSYS_COLL_SCATTER && me != root)
+            fill_sentinel(b, b->send, ns);
+        else
+            fill_inputs(b, b->send, 0, ns, me);
+        fill_sentinel(b, b->recv, nr);
+        return;
+    }
+    switch (coll) {
+    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
+        fill_sentinel(b, b->recv, nr);
+        for (size_t j = 0; j < count; j++)
+            store(b->recv, (size_t)me * count + j, b->cfg->dt, in_val(b->gen_op, me, j));
+        break;
+    case MLSYS_COLL_REDUCE_SCATTER:
+        fill_inputs(b, b->send, 0, ns, me);
+        break;
+    case MLSYS_COLL_SCATTER:
+        if (me == root)
+            fill_inputs(b, b->send, 0, ns, me);
+        else
+            fill_sentinel(b, b->send, ns);
+        break;
+    default:      /* all_reduce, reduce, all_to_all: the input is the buffer */
+        fill_inputs(b, b->recv, 0, ns, me);
+        break;
+    }
+}
+
+/* Elements of res (the call's receive pointer) that differ from what the known inputs give. */
+static uint64_t count_wrong(const bench_rank *b, const void *res, size_t count)
+{
+    const bench_cfg *g = b->cfg;
+    mlsys_coll coll = g->coll;
+    int n = b->n, me = b->rank, root = g->root;
+    if ((coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER) && me != root)
+        return 0;
+    size_t nr = recv_elems(coll, count, n);
+    uint64_t wrong = 0;
+    for (size_t k = 0; k < nr; k++) {
+        bench_val e;
+        switch (coll) {
+        case MLSYS_COLL_ALLREDUCE: case MLSYS_COLL_REDUCE:
+            e = expect_red(g->op, g->dt, n, k);
+            break;
+        case MLSYS_COLL_REDUCE_SCATTER:
+            e = expect_red(g->op, g->dt, n, (size_t)me * count + k);
+            break;
+        case MLSYS_COLL_BROADCAST:
+            e = val_of(in_val(b->gen_op, root, k));
+            break;
+        case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
+            e = val_of(in_val(b->gen_op, (int)(k / count), k % count));
+            break;
+        case MLSYS_COLL_SCATTER:
+            e = val_of(in_val(b->gen_op, root, (size_t)me * count + k));
+            break;
+        default:  /* all_to_all: block s of my result is block "me" of rank s's input */
+            e = val_of(in_val(b->gen_op, (int)(k / count), (size_t)me * count + k % count));
+            break;
+        }
+        wrong += (uint64_t)differs(res, k, g->dt, g->op, e);
+    }
+    return wrong;
+}
+
+/* Which rank the test hook corrupts: one whose result is checked. */
+static int inject_rank(const bench_cfg *g, int n)
+{
+    mlsys_coll coll = g->coll;
+    return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER ? g->root : n - 1;
+}
+
+static int fail(bench_rank *b, const char *what, uint64_t bytes, int rc)
+{
+    fprintf(stderr, "mlsys-lab bench: rank %d: %s of %" PRIu64 " B failed (%d): %s\n", b->rank,
+            what, bytes, rc, mlsys_errmsg(b->c));
+    return 1;
+}
+
+/* The bookkeeping all-reduces (max of times, sum of #wrong) run with the automatic rule, so
+ * that a forced algorithm under test only times itself. */
+static int bookkeeping(bench_rank *b, const void *s, void *r, mlsys_dtype dt, mlsys_op op,
+                       const char *algo)
+{
+    int rc = 0;
+    if (b->cfg->coll == MLSYS_COLL_ALLREDUCE)
+        mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, NULL);
+    rc = mlsys_allreduce(b->c, s, r, 1, dt, op);
+    if (b->cfg->coll == MLSYS_COLL_ALLREDUCE)
+        mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, algo);
+    return rc;
+}
+
+/* One placement of one size: warm-up, barrier, n timed calls with nothing else inside the
+ * loop, then the max over ranks of the per-rank average, then the check. */
+static int measure(bench_rank *b, bench_row *row, int inplace, const char *algo,
+                   const char **ran)
+{
+    const bench_cfg *g = b->cfg;
+    const void *s;
+    void *r;
+    int rc;
+    call_buffers(b, row->count, inplace, &s, &r);
+    prepare(b, row->count, inplace);
+    for (long i = 0; i < g->warmup; i++)
+        if ((rc = call(b, s, r, row->count)))
+            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
+    if ((rc = mlsys_barrier(b->c)))
+        return fail(b, "barrier", row->bytes, rc);
+    uint64_t t0 = mlsys_now_ns();
+    for (long i = 0; i < g->iters; i++)
+        if ((rc = call(b, s, r, row->count)))
+            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
+    uint64_t t1 = mlsys_now_ns();
+    *ran = mlsys_last_algo(b->c);
+    double local = (double)(t1 - t0) / 1e3 / (double)g->iters, worst = 0;
+    if ((rc = bookkeeping(b, &local, &worst, MLSYS_F64, MLSYS_MAX, algo)))
+        return fail(b, "time all_reduce", row->bytes, rc);
+
+    int64_t wrong = 0, total = 0;
+    if (g->check) {
+        prepare(b, row->count, inplace);
+        if ((rc = call(b, s, r, row->count)))
+            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
+        if (b->inject && b->rank == inject_rank(g, b->n))
+            store(r, 0, g->dt, BENCH_SENTINEL);
+        wrong = (int64_t)count_wrong(b, r, row->count);
+        if ((rc = bookkeeping(b, &wrong, &total, MLSYS_I64, MLSYS_SUM, algo)))
+            return fail(b, "check all_reduce", row->bytes, rc);
+    }
+    bench_cell *cell = &row->cell[inplace];
+    cell->time_us = worst;
+    cell->algbw = worst > 0 ? (double)row->bytes / (worst * 1e3) : 0.0;
+    cell->busbw = cell->algbw * busbw_factor(g->coll, b->n);
+    cell->wrong = (uint64_t)total;
+    return 0;
+}
+
+/* ---- rank 0's output ---- */
+
+static void print_header(const bench_rank *b)
+{
+    const bench_cfg *g = b->cfg;
+    char lo[32], hi[32];
+    mlsys_format_size(g->sizes[0], lo, sizeof lo);
+    mlsys_format_size(g->sizes[g->nsizes - 1], hi, sizeof hi);   /* first and last, in order */
+    printf("# mlsys-lab bench: %s on %d ranks (%s backend), %s, ", mlsys_coll_name(g->coll),
+           b->n, mlsys_backend_name(b->c), mlsys_dtype_name(g->dt));
+    if (is_reduction(g->coll))
+        printf("op %s, ", mlsys_op_name(g->op));
+    if (is_rooted(g->coll))
+        printf("root %d, ", g->root);
+    printf("algorithm %s\n", g->algo);
+    uint64_t lo_b = g->sizes[0], hi_b = g->sizes[0];
+    for (int i = 1; i < g->nsizes; i++) {
+        lo_b = g->sizes[i] < lo_b ? g->sizes[i] : lo_b;
+        hi_b = g->sizes[i] > hi_b ? g->sizes[i] : hi_b;
+    }
+    if (!g->size_list)
+        hi_b = g->maxbytes;     /* as requested, like nccl-tests, even when the sweep stops short */
+    printf("# minBytes %" PRIu64 " maxBytes %" PRIu64 " ", lo_b, hi_b);
+    if (g->size_list)
+        printf("step: list");
+    else if (g->stepbytes)
+        printf("step: %" PRIu64 "(bytes)", g->stepbytes);
+    else
+        printf("step: %ld(factor)", g->stepfactor);
+    printf(" warmup iters: %ld iters: %ld validation: %d\n", g->warmup, g->iters, g->check);
+    printf("# sizes %s .. %s; time = max over ranks of each rank's average over %ld calls "
+           "(no barrier inside the timed loop)\n", lo, hi, g->iters);
+    if (per_rank_count(g->coll))
+        printf("# size = the whole buffer of %d blocks; count = size / element size, each rank "
+               "passes count/%d\n", b->n, b->n);
+    if (g->coll == MLSYS_COLL_BROADCAST)
+        printf("# broadcast has one buffer: both column groups time the same in-place call\n");
+    printf("#\n# Using ranks\n");
+}
+
+static void print_table_head(const bench_cfg *g)
+{
+    int model = g->alpha_us > 0;
+    printf("#\n#%77s%42s\n", "out-of-place", "in-place");
+    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s%s  %s\n",
+           "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+           "time", "algbw", "busbw", "#wrong", model ? "  model" : "", "algo");
+    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s%s\n",
+           "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+           "(us)", "(GB/s)", "(GB/s)", model ? "          (us)" : "");
+}
+
+static void print_row(const bench_cfg *g, const bench_row *w, int n)
+{
+    size_t es = mlsys_dtype_size(g->dt);
+    printf("%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d", w->bytes, w->bytes / es,
+           mlsys_dtype_name(g->dt), is_reduction(g->coll) ? mlsys_op_name(g->op) : "none",
+           is_rooted(g->coll) ? g->root : -1);
+    for (int k = 0; k < 2; k++) {
+        const bench_cell *x = &w->cell[k];
+        printf("  %8.2f  %7.2f  %7.2f  ", x->time_us, x->algbw, x->busbw);
+        if (g->check)
+            printf("%6" PRIu64, x->wrong);
+        else
+            printf("%6s", "N/A");
+    }
+    if (g->alpha_us > 0) {
+        if (w->model_us >= 0)
+            printf("  %7.2f", w->model_us);
+        else
+            printf("  %7s", "-");
+    }
+    printf("  %s\n", w->algo);
+    (void)n;
+    fflush(stdout);
+}
+
+/* The footer of one table: wrong values, average busbw, the factor, the algorithm and why. */
+static uint64_t print_footer(const bench_cfg *g, const bench_row *rows, int n, const char *algo)
+{
+    uint64_t wrong = 0;
+    double sum = 0;
+    int cnt = 0;
+    for (int i = 0; i < g->nsizes; i++) {
+        if (!rows[i].count)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            wrong += rows[i].cell[k].wrong;
+            sum += rows[i].cell[k].busbw;
+            cnt++;
+        }
+    }
+    if (g->check)
+        printf("# Out of bounds values : %" PRIu64 " %s\n", wrong, wrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %.3f\n", cnt ? sum / cnt : 0.0);
+    printf("# busbw = algbw x %s = algbw x %.3f for %s on %d ranks: %s\n", busbw_formula(g->coll),
+           busbw_factor(g->coll, n), mlsys_coll_name(g->coll), n, busbw_reason(g->coll));
+    /* group consecutive sizes that ran the same algorithm for the same reason */
+    for (int i = 0; i < g->nsizes;) {
+        if (!rows[i].count) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j + 1 < g->nsizes && rows[j + 1].count && !strcmp(rows[j + 1].algo, rows[i].algo) &&
+               !strcmp(rows[j + 1].why, rows[i].why))
+            j++;
+        char lo[32], hi[32];
+        mlsys_format_size(rows[i].bytes, lo, sizeof lo);
+        mlsys_format_size(rows[j].bytes, hi, sizeof hi);
+        printf("# algorithm %s for %s%s%s: ", rows[i].algo, lo, i == j ? "" : " .. ",
+               i == j ? "" : hi);
+        if (strcmp(algo, "auto"))
+            printf("forced with --algo %s", algo);
+        else
+            printf("%s", rows[i].why);
+        if (strcmp(rows[i].decided, rows[i].algo))
+            printf(" (%s does not fit %d ranks and this count: the dispatcher fell back to %s; "
+                   "MLSYS_DEBUG=1 says why)", rows[i].decided, n, rows[i].algo);
+        printf("\n");
+        i = j + 1;
+    }
+    if (g->alpha_us > 0)
+        printf("# model: alpha-beta prediction of the algorithm that ran, alpha %.3g us per "
+               "message, beta %.3g GB/s per link ('-': no model for it)\n", g->alpha_us,
+               g->beta_gbs);
+    printf("#\n");
+    return wrong;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_cell(FILE *f, const char *name, const bench_cell *x, int check)
+{
+    fprintf(f, "\"%s\": {\"time_us\": %.6g, \"algbw_gbs\": %.6g, \"busbw_gbs\": %.6g, ", name,
+            x->time_us, x->algbw, x->busbw);
+    if (check)
+        fprintf(f, "\"wrong\": %" PRIu64 "}", x->wrong);
+    else
+        fprintf(f, "\"wrong\": null}");
+}
+
+static int write_json(const bench_rank *b)
+{
+    const bench_cfg *g = b->cfg;
+    FILE *f = fopen(g->json_path, "w");
+    if (!f) {
+        fprintf(stderr, "mlsys-lab bench: cannot write %s\n", g->json_path);
+        return 1;
+    }
+    fprintf(f, "{\n  \"benchmark\": \"mlsys-lab bench\",\n  \"collective\": ");
+    json_str(f, mlsys_coll_name(g->coll));
+    fprintf(f, ",\n  \"world_size\": %d,\n  \"backend\": ", b->n);
+    json_str(f, mlsys_backend_name(b->c));
+    fprintf(f, ",\n  \"datatype\": ");
+    json_str(f, mlsys_dtype_name(g->dt));
+    fprintf(f, ",\n  \"op\": ");
+    json_str(f, is_reduction(g->coll) ? mlsys_op_name(g->op) : "none");
+    fprintf(f, ",\n  \"root\": %d,\n  \"iters\": %ld,\n  \"warmup_iters\": %ld,\n"
+            "  \"check\": %d,\n  \"busbw_formula\": ", is_rooted(g->coll) ? g->root : -1,
+            g->iters, g->warmup, g->check);
+    json_str(f, busbw_formula(g->coll));
+    fprintf(f, ",\n  \"busbw_factor\": %.6g,\n  \"tables\": [", busbw_factor(g->coll, b->n));
+    for (int t = 0; t < g->nalgos; t++) {
+        const bench_row *rows = b->rows + (size_t)t * (size_t)g->nsizes;
+        double sum = 0;
+        int cnt = 0;
+        fprintf(f, "%s\n    {\"algo\": ", t ? "," : "");
+        json_str(f, g->algos[t]);
+        fprintf(f, ", \"rows\": [");
+        int first = 1;
+        for (int i = 0; i < g->nsizes; i++) {
+            const bench_row *w = &rows[i];
+            if (!w->count)
+                continue;
+            fprintf(f, "%s\n      {\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"algo\": ",
+                    first ? "" : ",", w->bytes, w->bytes / b->esize);
+            first = 0;
+            json_str(f, w->algo);
+            fprintf(f, ", \"why\": ");
+            json_str(f, w->why);
+            fprintf(f, ", ");
+            json_cell(f, "out_of_place", &w->cell[0], g->check);
+            fprintf(f, ", ");
+            json_cell(f, "in_place", &w->cell[1], g->check);
+            if (g->alpha_us > 0 && w->model_us >= 0)
+                fprintf(f, ", \"model_us\": %.6g", w->model_us);
+            fprintf(f, "}");
+            sum += w->cell[0].busbw + w->cell[1].busbw;
+            cnt += 2;
+        }
+        fprintf(f, "\n    ], \"avg_busbw_gbs\": %.6g}", cnt ? sum / cnt : 0.0);
+    }
+    fprintf(f, "\n  ]\n}\n");
+    return fclose(f) == 0 ? 0 : 1;
+}
+
+/* ---- the rank's main ---- */
+
+static int bench_rank_main(mlsys_comm *c, void *arg)
+{
+    const bench_cfg *g = arg;
+    bench_rank b;
+    memset(&b, 0, sizeof b);
+    b.cfg = g;
+    b.c = c;
+    b.rank = mlsys_rank(c);
+    b.n = mlsys_size(c);
+    b.esize = mlsys_dtype_size(g->dt);
+    b.op = is_reduction(g->coll) ? g->op : MLSYS_OP_NONE;
+    b.gen_op = is_reduction(g->coll) ? g->op : MLSYS_SUM;
+    const char *inj = getenv("MLSYS_BENCH_INJECT");
+    b.inject = inj && *inj && strcmp(inj, "0") != 0;
+    size_t es = b.esize, div = per_rank_count(g->coll) ? (size_t)b.n : 1;
+    uint64_t biggest = 0;
+    for (int i = 0; i < g->nsizes; i++) {
+        uint64_t s = g->sizes[i] / es / div * es * div;
+        biggest = s > biggest ? s : biggest;
+    }
+    b.buf_bytes = biggest ? biggest : es;
+    b.send = mlsys_alloc_aligned(b.buf_bytes);
+    b.recv = mlsys_alloc_aligned(b.buf_bytes);
+    if (b.rank == 0) {
+        b.rows = mlsys_xcalloc((size_t)g->nalgos * (size_t)g->nsizes, sizeof *b.rows);
+        print_header(&b);
+    }
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    int rc = mlsys_print_ordered(c, "#  Rank %2d Pid %6d on %10s backend %s\n", b.rank,
+                                 (int)getpid(), host, mlsys_backend_name(c));
+    uint64_t wrong = 0;
+    for (int t = 0; t < g->nalgos && !rc; t++) {
+        const char *algo = g->algos[t];
+        if ((rc = mlsys_set_algo(c, g->coll, algo))) {
+            fail(&b, "set algorithm", 0, rc);
+            break;
+        }
+        bench_row *rows = b.rows ? b.rows + (size_t)t * (size_t)g->nsizes : NULL;
+        if (b.rank == 0) {
+            if (g->nalgos > 1 || strcmp(algo, "auto"))
+                printf("#\n# algorithm: %s\n", algo);
+            print_table_head(g);
+        }
+        for (int i = 0; i < g->nsizes && !rc; i++) {
+            bench_row row;
+            memset(&row, 0, sizeof row);
+            row.count = (size_t)(g->sizes[i] / es / div);
+            row.bytes = (uint64_t)row.count * es * div;
+            if (!row.count) {
+                if (b.rank == 0)
+                    printf("# %" PRIu64 " B skipped: less than one %s per rank\n", g->sizes[i],
+                           mlsys_dtype_name(g->dt));
+                if (rows)
+                    rows[i] = row;
+                continue;
+            }
+            const char *ran[2] = {"?", "?"};
+            for (int k = 0; k < 2 && !rc; k++)
+                rc = measure(&b, &row, k, algo, &ran[k]);
+            if (rc)
+                break;
+            row.decided = mlsys_algo_decide(c, g->coll, row.count * es, &row.why);
+            row.algo = ran[0];
+            if (!row.decided)
+                row.decided = row.algo;
+            if (!row.why)
+                row.why = "";
+            if (strcmp(ran[0], ran[1]) && b.rank == 0)
+                printf("# %" PRIu64 " B: in-place ran %s\n", row.bytes, ran[1]);
+            row.model_us = g->alpha_us > 0 ? model_us(g->coll, row.algo, (double)row.bytes, b.n,
+                                                      g->alpha_us, g->beta_gbs) : -1;
+            if (b.rank == 0) {
+                rows[i] = row;
+                print_row(g, &row, b.n);
+            }
+        }
+        if (!rc && b.rank == 0)
+            wrong += print_footer(g, rows, b.n, algo);
+    }
+    if (!rc && b.rank == 0) {
+        printf("# Collective test concluded: %s\n", mlsys_coll_name(g->coll));
+        fflush(stdout);
+        if (g->json_path)
+            rc = write_json(&b);
+    }
+    mlsys_free_aligned(b.send, b.buf_bytes);
+    mlsys_free_aligned(b.recv, b.buf_bytes);
+    free(b.rows);
+    if (rc)
+        return 1;
+    return wrong ? BENCH_EXIT_WRONG : 0;
+}
+
+/* ---- the memcpy ceiling: one core, one buffer to another ---- */
+
+static int bench_memcpy(const bench_cfg *g)
+{
+    size_t n = (size_t)g->maxbytes;
+    unsigned char *src = mlsys_alloc_aligned(n), *dst = mlsys_alloc_aligned(n);
+    memset(src, 0x5a, n);
+    memset(dst, 0, n);
+    for (long i = 0; i < g->warmup; i++)
+        memcpy(dst, src, n);
+    double best = 1e300;
+    uint64_t t0 = mlsys_now_ns();
+    for (long i = 0; i < g->iters; i++) {
+        uint64_t a = mlsys_now_ns();
+        memcpy(dst, src, n);
+        double dt = (double)(mlsys_now_ns() - a) / 1e3;
+        best = dt < best ? dt : best;
+        src[(size_t)i % n] ^= dst[n - 1 - (size_t)i % n];   /* keeps every copy observable */
+    }
+    double avg = (double)(mlsys_now_ns() - t0) / 1e3 / (double)g->iters;
+    char sz[32];
+    mlsys_format_size(n, sz, sizeof sz);
+    printf("# memcpy ceiling: one core copies %s in %.2f us on average (best %.2f us) over %ld "
+           "copies after %ld warm-up: %.2f GB/s (best %.2f)\n", sz, avg, best, g->iters,
+           g->warmup, (double)n / (avg * 1e3), (double)n / (best * 1e3));
+    printf("memcpy bytes=%zu time_us=%.2f gbs=%.3f best_gbs=%.3f\n", n, avg,
+           (double)n / (avg * 1e3), (double)n / (best * 1e3));
+    mlsys_free_aligned(src, n);
+    mlsys_free_aligned(dst, n);
+    return 0;
+}
+
+/* ---- flags ---- */
+
+enum {
+    OPT_MINBYTES, OPT_MAXBYTES, OPT_STEPFACTOR, OPT_STEPBYTES, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
+    OPT_OP, OPT_DATATYPE, OPT_ROOT, OPT_JSON, OPT_WORLD, OPT_ALGO, OPT_TIMEOUT, OPT_SIZES,
+    OPT_ALPHA, OPT_BETA, OPT_MEMCPY, OPT_HELP
+};
+
+typedef struct bench_opt {
+    const char *name;
+    char short_name;
+    int has_arg;
+    int id;
+    const char *meta;
+    const char *help;
+} bench_opt;
+
+static const bench_opt opts[] = {
+    {"minbytes", 'b', 1, OPT_MINBYTES, "SIZE", "smallest size, e.g. 8, 64K (default 8)"},
+    {"maxbytes", 'e', 1, OPT_MAXBYTES, "SIZE", "largest size, e.g. 64M (default 64M)"},
+    {"stepfactor", 'f', 1, OPT_STEPFACTOR, "N", "multiply the size by N each step (default 2)"},
+    {"stepbytes", 'i', 1, OPT_STEPBYTES, "SIZE", "add SIZE each step instead"},
+    {"sizes", 0, 1, OPT_SIZES, "LIST", "exact sizes instead of a sweep: 1024,1M,100M"},
+    {"iters", 'n', 1, OPT_ITERS, "N", "timed calls per size (default 20)"},
+    {"warmup_iters", 'w', 1, OPT_WARMUP, "N", "untimed calls before (default 5)"},
+    {"check", 'c', 1, OPT_CHECK, "0|1", "check every result against the known inputs (default 1)"},
+    {"op", 'o', 1, OPT_OP, "OP", "sum|prod|min|max|avg (default sum)"},
+    {"datatype", 'd', 1, OPT_DATATYPE, "TYPE", "float|double|int32|int64 (default float)"},
+    {"root", 'r', 1, OPT_ROOT, "N", "root rank of broadcast, reduce, gather, scatter (default 0)"},
+    {"output_file", 'J', 1, OPT_JSON, "FILE", "also write the results as JSON"},
+    {"world-size", 0, 1, OPT_WORLD, "N", "ranks (default 2)"},
+    {"algo", 0, 1, OPT_ALGO, "NAME", "an algorithm of the collective, auto (default) or all"},
+    {"timeout", 0, 1, OPT_TIMEOUT, "SECONDS", "p2p wait before 'deadlock suspected' (default 30)"},
+    {"alpha", 0, 1, OPT_ALPHA, "US", "cost model: latency per message in us (with --beta)"},
+    {"beta", 0, 1, OPT_BETA, "GB/s", "cost model: bandwidth of one link (with --alpha)"},
+    {"memcpy", 0, 0, OPT_MEMCPY, NULL, "measure the one-core memcpy ceiling at -e SIZE instead"},
+    {"help", 'h', 0, OPT_HELP, NULL, "show this help"},
+};
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "usage: mlsys-lab bench [COLLECTIVE] [flags]\n"
+            "An nccl-tests-style benchmark of the runtime's collectives on N local ranks.\n"
+            "COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,\n"
+            "            all_to_all, gather, scatter\n\n");
+    for (int i = 0; i < NOPTS; i++) {
+        const bench_opt *o = &opts[i];
+        char lhs[48];
+        if (o->short_name)
+            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", o->short_name, o->name,
+                     o->meta ? " " : "", o->meta ? o->meta : "");
+        else
+            snprintf(lhs, sizeof lhs, "    --%s%s%s", o->name, o->meta ? " " : "",
+                     o->meta ? o->meta : "");
+        fprintf(out, "  %-30s %s\n", lhs, o->help);
+    }
+    fprintf(out, "\nalgbw = size / time; busbw = algbw x factor: 2(n-1)/n all_reduce; (n-1)/n\n"
+            "all_gather, reduce_scatter, all_to_all, gather, scatter; 1 broadcast, reduce.\n"
+            "For the per-rank collectives the size is the whole buffer of n blocks.\n");
+}
+
+/* One line on stderr and the usage status. */
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "mlsys-lab bench: ");
+    fprintf(stderr, fmt, a, b ? b : "");
+    fprintf(stderr, " (see mlsys-lab bench --help)\n");
+    return 2;
+}
+
+static int parse_count(const char *flag, const char *v, long lo, long hi, long *out)
+{
+    if (mlsys_parse_long(v, out) != 0 || *out < lo || *out > hi) {
+        char range[64];
+        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
+        fprintf(stderr, "mlsys-lab bench: %s: \"%s\" is not a whole number in %s (see "
+                "mlsys-lab bench --help)\n", flag, v, range);
+        return 2;
+    }
+    return 0;
+}
+
+static int parse_positive(const char *flag, const char *v, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x > 0) || !isfinite(x))
+        return usage_error("%s: \"%s\" is not a number above 0", flag, v);
+    *out = x;
+    return 0;
+}
+
+static int parse_size_list(const char *v, bench_cfg *g)
+{
+    char *copy = mlsys_xstrdup(v), *save = NULL;
+    int rc = 0;
+    g->nsizes = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint64_t s;
+        if (mlsys_parse_size(t, &s) != 0 || s == 0) {
+            rc = usage_error("--sizes: \"%s\" is not a size above 0 (use 8, 64K, 64M)", t, NULL);
+            break;
+        }
+        if (g->nsizes == BENCH_MAX_SIZES) {
+            rc = usage_error("--sizes: more than %s sizes", "4096", NULL);
+            break;
+        }
+        g->sizes[g->nsizes++] = s;
+    }
+    if (!rc && g->nsizes == 0)
+        rc = usage_error("--sizes: \"%s\" names no size", v, NULL);
+    free(copy);
+    return rc;
+}
+
+/* Parse argv into g. Returns 0, 2 for a usage error, or 1 after --help. */
+static int parse_args(int argc, char **argv, bench_cfg *g)
+{
+    int have_coll = 0, got_b = 0, got_e = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        const bench_opt *o = NULL;
+        char flag[64];
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            for (int k = 0; k < NOPTS; k++)
+                if (strlen(opts[k].name) == len && !strncmp(opts[k].name, a + 2, len))
+                    o = &opts[k];
+            if (!o)
+                return usage_error("unknown flag %s", a, NULL);
+            if (eq)
+                val = eq + 1;
+        } else if (a[0] == '-' && a[1] && a[1] != '-') {
+            for (int k = 0; k < NOPTS; k++)
+                if (opts[k].short_name == a[1])
+                    o = &opts[k];
+            if (!o)
+                return usage_error("unknown flag %s", a, NULL);
+            if (a[2]) {
+                if (!o->has_arg)
+                    return usage_error("unknown flag %s", a, NULL);
+                val = a + 2;
+            }
+        } else {
+            if (have_coll)
+                return usage_error("one collective only, got \"%s\" after \"%s\"", a,
+                                   mlsys_coll_name(g->coll));
+            if (mlsys_coll_parse(a, &g->coll) != 0 || g->coll == MLSYS_COLL_BARRIER)
+                return usage_error("unknown collective \"%s\": use all_reduce, all_gather, "
+                                   "reduce_scatter, broadcast, reduce, all_to_all, gather, "
+                                   "scatter%s", a, NULL);
+            have_coll = 1;
+            continue;
+        }
+        snprintf(flag, sizeof flag, "--%s", o->name);
+        if (o->has_arg && !val) {
+            if (i + 1 >= argc)
+                return usage_error("%s needs a value", flag, NULL);
+            val = argv[++i];
+        } else if (!o->has_arg && val) {
+            return usage_error("%s takes no value", flag, NULL);
+        }
+        long l;
+        uint64_t s;
+        int rc = 0;
+        switch (o->id) {
+        case OPT_MINBYTES: case OPT_MAXBYTES: case OPT_STEPBYTES:
+            if (mlsys_parse_size(val, &s) != 0 || s == 0)
+                return usage_error("%s: \"%s\" is not a size above 0 (use 8, 64K, 64M)", flag,
+                                   val);
+            if (o->id == OPT_MINBYTES) {
+                g->minbytes = s;
+                got_b = 1;
+            } else if (o->id == OPT_MAXBYTES) {
+                g->maxbytes = s;
+                got_e = 1;
+            } else {
+                g->stepbytes = s;
+            }
+            break;
+        case OPT_STEPFACTOR:
+            rc = parse_count(flag, val, 2, 1024, &l);
+            g->stepfactor = l;
+            g->stepbytes = 0;
+            break;
+        case OPT_SIZES:
+            rc = parse_size_list(val, g);
+            g->size_list = 1;
+            break;
+        case OPT_ITERS:
+            rc = parse_count(flag, val, 1, 100000000, &l);
+            g->iters = l;
+            break;
+        case OPT_WARMUP:
+            rc = parse_count(flag, val, 0, 100000000, &l);
+            g->warmup = l;
+            break;
+        case OPT_CHECK:
+            rc = parse_count(flag, val, 0, 1, &l);
+            g->check = (int)l;
+            break;
+        case OPT_OP:
+            if (mlsys_op_parse(val, &g->op) != 0)
+                return usage_error("%s: unknown operator \"%s\": use sum, prod, min, max, avg",
+                                   flag, val);
+            break;
+        case OPT_DATATYPE:
+            if (mlsys_dtype_parse(val, &g->dt) != 0)
+                return usage_error("%s: unknown type \"%s\": use float, double, int32, int64",
+                                   flag, val);
+            break;
+        case OPT_ROOT:
+            rc = parse_count(flag, val, 0, BENCH_MAX_RANKS - 1, &l);
+            g->root = (int)l;
+            break;
+        case OPT_JSON:
+            if (!*val)
+                return usage_error("%s needs a file name%s", flag, NULL);
+            g->json_path = val;
+            break;
+        case OPT_WORLD:
+            rc = parse_count(flag, val, 1, BENCH_MAX_RANKS, &l);
+            g->world_size = (int)l;
+            break;
+        case OPT_ALGO:
+            g->algo = val;
+            break;
+        case OPT_TIMEOUT:
+            rc = parse_positive(flag, val, &g->timeout_s);
+            if (!rc && g->timeout_s > 86400)
+                rc = usage_error("%s: \"%s\" is more than a day", flag, val);
+            break;
+        case OPT_ALPHA:
+            rc = parse_positive(flag, val, &g->alpha_us);
+            break;
+        case OPT_BETA:
+            rc = parse_positive(flag, val, &g->beta_gbs);
+            break;
+        case OPT_MEMCPY:
+            g->memcpy_mode = 1;
+            break;
+        case OPT_HELP:
+            print_help(stdout);
+            return 1;
+        }
+        if (rc)
+            return rc;
+    }
+    if (g->size_list && (got_b || got_e))
+        return usage_error("--sizes replaces -b/-e: give one or the other%s", "", NULL);
+    return 0;
+}
+
+/* The sweep: min, min*f, ... <= max (or min, min+step, ...), as nccl-tests. */
+static int make_sweep(bench_cfg *g)
+{
+    if (g->minbytes > g->maxbytes) {
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%" PRIu64, g->minbytes);
+        snprintf(hi, sizeof hi, "%" PRIu64, g->maxbytes);
+        return usage_error("-b/--minbytes (%s B) is larger than -e/--maxbytes (%s B)", lo, hi);
+    }
+    g->nsizes = 0;
+    for (uint64_t s = g->minbytes; s <= g->maxbytes;) {
+        if (g->nsizes == BENCH_MAX_SIZES)
+            return usage_error("more than %s sizes: use a larger step", "4096", NULL);
+        g->sizes[g->nsizes++] = s;
+        uint64_t next = g->stepbytes ? s + g->stepbytes : s * (uint64_t)g->stepfactor;
+        if (next <= s)
+            break;
+        s = next;
+    }
+    return 0;
+}
+
+/* Check what needs the rank count and the collective: root, algorithm, memory. */
+static int validate(bench_cfg *g)
+{
+    if (g->root >= g->world_size) {
+        char r[16], n[16];
+        snprintf(r, sizeof r, "%d", g->root);
+        snprintf(n, sizeof n, "%d", g->world_size);
+        return usage_error("--root %s is not a rank of a %s-rank job", r, n);
+    }
+    if ((g->alpha_us > 0) != (g->beta_gbs > 0))
+        return usage_error("--alpha and --beta go together%s", "", NULL);
+    const char *const *names = mlsys_algo_names(g->coll);
+    g->nalgos = 0;
+    if (!strcmp(g->algo, "all")) {
+        for (int i = 0; names && names[i] && g->nalgos < 32; i++)
+            g->algos[g->nalgos++] = names[i];
+    } else {
+        int ok = !strcmp(g->algo, "auto");
+        for (int i = 0; !ok && names && names[i]; i++)
+            ok = !strcmp(names[i], g->algo);
+        if (!ok) {
+            char list[256] = "";
+            for (int i = 0; names && names[i]; i++) {
+                strncat(list, names[i], sizeof list - strlen(list) - 1);
+                strncat(list, ", ", sizeof list - strlen(list) - 1);
+            }
+            strncat(list, "auto, all", sizeof list - strlen(list) - 1);
+            fprintf(stderr, "mlsys-lab bench: --algo: %s has no algorithm \"%s\": use %s\n",
+                    mlsys_coll_name(g->coll), g->algo, list);
+            return 2;
+        }
+        g->algos[g->nalgos++] = g->algo;
+    }
+    if (g->nalgos == 0)
+        return usage_error("--algo all: %s has no algorithms%s", mlsys_coll_name(g->coll), NULL);
+    uint64_t biggest = 0;
+    for (int i = 0; i < g->nsizes; i++)
+        biggest = g->sizes[i] > biggest ? g->sizes[i] : biggest;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    double need = 2.0 * (double)biggest * g->world_size;
+    if (pages > 0 && psize > 0 && need > 0.8 * (double)pages * (double)psize) {
+        char a[32], b[32];
+        mlsys_format_size((uint64_t)need, a, sizeof a);
+        mlsys_format_size((uint64_t)pages * (uint64_t)psize, b, sizeof b);
+        return usage_error("the buffers need %s (2 x the largest size x ranks) and the machine "
+                           "has %s: use a smaller -e", a, b);
+    }
+    if (g->json_path) {
+        FILE *f = fopen(g->json_path, "w");
+        if (!f)
+            return usage_error("-J/--output_file: cannot write \"%s\"%s", g->json_path, NULL);
+        fclose(f);
+    }
+    return 0;
+}
+
+int bench_main(int argc, char **argv)
+{
+    bench_cfg g;
+    memset(&g, 0, sizeof g);
+    g.coll = MLSYS_COLL_ALLREDUCE;
+    g.minbytes = 8;
+    g.maxbytes = 64ull << 20;
+    g.stepfactor = 2;
+    g.iters = 20;
+    g.warmup = 5;
+    g.check = 1;
+    g.op = MLSYS_SUM;
+    g.dt = MLSYS_F32;
+    g.world_size = 2;
+    g.algo = "auto";
+    g.timeout_s = 30;
+    g.sizes = mlsys_xcalloc(BENCH_MAX_SIZES, sizeof *g.sizes);
+    int rc = parse_args(argc, argv, &g);
+    if (rc == 1) {
+        rc = 0;
+        goto out;
+    }
+    if (rc)
+        goto out;
+    if (g.memcpy_mode) {
+        rc = bench_memcpy(&g);
+        goto out;
+    }
+    if (!g.size_list && (rc = make_sweep(&g)))
+        goto out;
+    if ((rc = validate(&g)))
+        goto out;
+
+    mlsys_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.world_size = g.world_size;
+    o.timeout_ms = (int)(g.timeout_s * 1000 + 0.5);
+    o.backend = "shm";
+    char why[256] = "";
+    mlsys_job_install_signal_stop();
+    mlsys_job *j = mlsys_job_start(&o, NULL, bench_rank_main, &g, why, sizeof why);
+    if (!j) {
+        fprintf(stderr, "mlsys-lab bench: %s\n", why);
+        rc = 1;
+        goto out;
+    }
+    rc = mlsys_job_wait(j, NULL, -1, why, sizeof why);
+    if (rc) {
+        const mlsys_rank_status *s0 = mlsys_job_status(j, 0);
+        int only_wrong = mlsys_job_failed_rank(j) == 0 && s0->exited &&
+                         s0->code == BENCH_EXIT_WRONG;
+        if (!only_wrong)
+            fprintf(stderr, "mlsys-lab bench: %s\n", why);
+        rc = 1;
+    }
+    mlsys_job_free(j);
+out:
+    free(g.sizes);
+    return rc;
+}

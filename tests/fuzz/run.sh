@@ -1,0 +1,41 @@
+#!/bin/sh
+# run.sh - build the Markdown reader's libFuzzer target with clang and run it for N seconds
+# (default 60). Usage: tests/fuzz/run.sh [seconds] [build-dir]. Skips, saying why, when clang,
+# libFuzzer or md4c is missing. Crashes land in the build dir; the corpus starts from the
+# shipped chapters so the fuzzer begins with real Markdown.
+secs=${1:-60}
+build=${2:-build-fuzz}
+cd "$(dirname "$0")/../.." || exit 1
+
+if ! command -v clang >/dev/null 2>&1; then
+    echo "fuzz: skipped: clang not found (apt-get install clang)"; exit 0
+fi
+probe=$(mktemp -d) || exit 1
+trap 'rm -rf "$probe"' EXIT
+printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' > "$probe/p.c"
+if ! clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" >/dev/null 2>&1; then
+    echo "fuzz: skipped: clang cannot link -fsanitize=fuzzer (libFuzzer missing)"; exit 0
+fi
+md4c=
+if pkg-config --exists md4c 2>/dev/null; then
+    md4c="-DHAVE_MD4C $(pkg-config --libs md4c)"
+else
+    echo "fuzz: md4c not found: fuzzing the raw-text fallback only"
+fi
+
+rm -rf "$build/fuzz/crashes"
+mkdir -p "$build/fuzz/corpus" "$build/fuzz/crashes" || exit 1
+# shellcheck disable=SC2086
+clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+    -fno-sanitize-recover=undefined -o "$build/fuzz/fuzz_md" \
+    tests/fuzz/fuzz_md.c lab/md.c lab/grid.c $md4c || exit 1
+cp assets/chapters/*.md "$build/fuzz/corpus/" 2>/dev/null
+echo "fuzz: running fuzz_md for $secs s"
+"$build/fuzz/fuzz_md" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="$build/fuzz/crashes/" -print_final_stats=1 "$build/fuzz/corpus" 2>&1 |
+    tail -n 25
+status=$(ls "$build/fuzz/crashes" | wc -l)
+if [ "$status" -ne 0 ]; then
+    echo "fuzz: FAILED: $(ls "$build/fuzz/crashes" | head -5)"; exit 1
+fi
+echo "fuzz: ok: no crash, no hang"
