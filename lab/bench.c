@@ -283,7 +283,6 @@ typedef struct bench_rank {
     size_t esize;
     void *send, *recv;
     size_t buf_bytes;
-    mlsys_op op;                 /* the op of the calls (MLSYS_OP_NONE for data movement) */
     mlsys_op gen_op;             /* which inputs in_val makes */
     int inject;                  /* test hook: corrupt one checked element (MLSYS_BENCH_INJECT) */
     bench_row *rows;             /* rank 0: [nalgos][nsizes] */
@@ -545,16 +544,18 @@ static void print_header(const bench_rank *b)
 static void print_table_head(const bench_cfg *g)
 {
     int model = g->alpha_us > 0;
-    printf("#\n#%77s%42s\n", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s%s  %s\n",
+    /* the two column groups are 36 characters wide each and start at column 52 */
+    printf("#\n#%51s%12s%-12s%12s%14s%s\n", "", "", "out-of-place", "", "", "in-place");
+    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s%s%s  %s\n",
            "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-           "time", "algbw", "busbw", "#wrong", model ? "  model" : "", "algo");
-    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s%s\n",
+           "time", "algbw", "busbw", "#wrong", model ? "    " : "", model ? "model" : "",
+           "algo");
+    printf("#%11s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s%s%s\n",
            "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-           "(us)", "(GB/s)", "(GB/s)", model ? "          (us)" : "");
+           "(us)", "(GB/s)", "(GB/s)", model ? "            " : "", model ? "(us)" : "");
 }
 
-static void print_row(const bench_cfg *g, const bench_row *w, int n)
+static void print_row(const bench_cfg *g, const bench_row *w)
 {
     size_t es = mlsys_dtype_size(g->dt);
     printf("%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d", w->bytes, w->bytes / es,
@@ -575,7 +576,6 @@ static void print_row(const bench_cfg *g, const bench_row *w, int n)
             printf("  %7s", "-");
     }
     printf("  %s\n", w->algo);
-    (void)n;
     fflush(stdout);
 }
 
@@ -724,7 +724,6 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
     b.rank = mlsys_rank(c);
     b.n = mlsys_size(c);
     b.esize = mlsys_dtype_size(g->dt);
-    b.op = is_reduction(g->coll) ? g->op : MLSYS_OP_NONE;
     b.gen_op = is_reduction(g->coll) ? g->op : MLSYS_SUM;
     const char *inj = getenv("MLSYS_BENCH_INJECT");
     b.inject = inj && *inj && strcmp(inj, "0") != 0;
@@ -788,7 +787,7 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
                                                       g->alpha_us, g->beta_gbs) : -1;
             if (b.rank == 0) {
                 rows[i] = row;
-                print_row(g, &row, b.n);
+                print_row(g, &row);
             }
         }
         if (!rc && b.rank == 0)

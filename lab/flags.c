@@ -242,6 +242,23 @@ static void set_value(lab_args *a, int i, const char *v)
     a->values[i] = v ? mlsys_xstrdup(v) : NULL;
 }
 
+/* Do two valid texts mean the same value? ("8" and "08", "1M" and "1048576") */
+static int same_value(const lab_flag *f, const char *x, const char *y)
+{
+    long a, b;
+    uint64_t sa, sb;
+    switch (f->type) {
+    case FLAG_INT:
+        return mlsys_parse_long(x, &a) == 0 && mlsys_parse_long(y, &b) == 0 && a == b;
+    case FLAG_SIZE:
+        return mlsys_parse_size(x, &sa) == 0 && mlsys_parse_size(y, &sb) == 0 && sa == sb;
+    case FLAG_DOUBLE:
+        return strtod(x, NULL) == strtod(y, NULL);
+    default:
+        return strcmp(x, y) == 0;
+    }
+}
+
 /* Store a value given on the command line: validated, and the same flag twice must agree. */
 static int give(lab_args *a, int i, const char *v, char *msg, size_t n)
 {
@@ -250,7 +267,7 @@ static int give(lab_args *a, int i, const char *v, char *msg, size_t n)
         return -1;
     const char *stored = v ? v : "1";
     if (a->given[i]) {
-        if (strcmp(a->values[i], stored) != 0) {
+        if (!same_value(f, a->values[i], stored)) {
             snprintf(msg, n, "--%s given twice with different values ('%s' and '%s')",
                      f->name, a->values[i], stored);
             return -1;
@@ -347,7 +364,10 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
         }
     }
     if (want_help) {
+        /* nothing to run: the values are freed here, like on an error */
         lab_print_help(l, stdout);
+        fflush(stdout);
+        lab_args_free(a);
         return 1;
     }
     return 0;

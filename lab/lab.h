@@ -63,7 +63,8 @@ const lab *lab_find(const char *id);           /* by id; NULL when unknown */
 /* flags.c */
 extern const lab_flag lab_common_flags[];      /* --timeout, --algo, --trace, ... */
 /* Parse argv (after the lab id) into a. On error writes one line to err and returns 2 (the
- * exit status for usage errors); returns 1 when --help was asked (help already printed). */
+ * exit status for usage errors); returns 1 when --help was asked (help already printed).
+ * On 1 and 2, a is already freed. */
 int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, size_t errlen);
 void lab_args_free(lab_args *a);
 void lab_print_help(const lab *l, FILE *out);

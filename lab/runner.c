@@ -34,20 +34,6 @@ static void collect_events(void *u, const mlsys_event *ev, size_t n)
     t->n += n;
 }
 
-/* Every algorithm name any collective knows, for validating --algo. */
-static int algo_known(const char *name)
-{
-    if (!name || strcmp(name, "auto") == 0)
-        return 1;
-    for (int c = 0; c < MLSYS_COLL_COUNT; c++) {
-        const char *const *names = mlsys_algo_names((mlsys_coll)c);
-        for (int i = 0; names && names[i]; i++)
-            if (strcmp(names[i], name) == 0)
-                return 1;
-    }
-    return 0;
-}
-
 /* Backends other than shm answer here with the reason, before anything starts. */
 int runner_check_backend(const lab *l, const char *backend, char *err, size_t n)
 {
@@ -74,12 +60,7 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     o->backend = "shm";
     o->capture_output = 1;
     o->gated = lab_arg_bool(a, "gated");
-    const char *algo = lab_arg_str(a, "algo");
-    if (!algo_known(algo)) {
-        snprintf(err, n, "mlsys-lab: %s: --algo: unknown algorithm '%s' (try ring, tree, "
-                 "recursive_doubling, recursive_halving, direct or auto)", l->id, algo);
-        return 2;
-    }
+    const char *algo = lab_arg_str(a, "algo");     /* validated by the flag parser */
     o->algo = algo && strcmp(algo, "auto") ? algo : NULL;
     if (lab_arg_str(a, "trace"))
         o->trace_capacity = TRACE_RING_EVENTS;

@@ -12,12 +12,12 @@
 #define W 60
 
 static const lab_flag pipe_flags[] = {
-    {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of pipeline stages P (one per rank)"},
+    {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "pipeline stages P, one per rank"},
     {"batch-size", 'b', FLAG_INT, "32", NULL, 1, 1024, "rows per micro-batch B"},
     {"hidden-size", 0, FLAG_INT, "64", NULL, 1, 1024, "layer width H"},
     {"num-microbatches", 'm', FLAG_INT, "4", NULL, 1, 256, "micro-batches M"},
     {"backend", 0, FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport (no short alias: -b is the batch size)"},
+     0, 0, "transport; no short alias here, -b is the batch size"},
     {"visualize", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "draw how micro-batches fill a pipeline, without starting ranks"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
@@ -99,21 +99,28 @@ static void visualize(void)
     printf("  Stage 3: layers 8-11\n");
     printf("  Stage 4: head\n\n");
     printf("Forward passes of 4 micro-batches (MB) over time:\n\n");
-    printf("  time →  ");
+    common_text row = {0};
+    common_text_add(&row, "  time →  ");
     for (int t = 0; t < 8; t++)
-        printf(" t%d  ", t);
-    printf("\n");
+        common_text_add(&row, " t%d  ", t);
+    while (row.len && row.s[row.len - 1] == ' ')
+        row.s[--row.len] = 0;
+    printf("%s\n", common_text_str(&row));
     for (int s = 0; s < 5; s++) {
-        printf("  Stage %d ", s);
+        common_text_free(&row);
+        common_text_add(&row, "  Stage %d ", s);
         for (int t = 0; t < 8; t++) {
             int mb = t - s;
             if (mb >= 0 && mb < 4)
-                printf(" MB%d ", mb);
+                common_text_add(&row, " MB%d ", mb);
             else
-                printf("  .  ");
+                common_text_add(&row, "  .  ");
         }
-        printf("\n");
+        while (row.len && row.s[row.len - 1] == ' ')
+            row.s[--row.len] = 0;          /* no trailing blanks */
+        printf("%s\n", common_text_str(&row));
     }
+    common_text_free(&row);
     printf("\nEach stage starts one slot after the one before it. Once the pipeline is\n");
     printf("full, stage s works on micro-batch t-s at time t: all stages are busy at\n");
     printf("once, on different micro-batches. The dots are the bubble: slots where a\n");

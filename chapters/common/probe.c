@@ -53,6 +53,11 @@ int probe_gpu_count(char *why, size_t n)
         snprintf(why, n, "no CUDA runtime (libcudart) found");
         return 0;
     }
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!drv) {
+        snprintf(why, n, "no NVIDIA driver (libcuda.so.1 not found)");
+        return 0;
+    }
     int (*count_fn)(int *) = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
     const char *(*errstr)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorString");
     if (!count_fn) {

@@ -121,9 +121,12 @@ START_TEST(spellings)
     ck_assert_int_eq(lab_arg_bool(&a, "gated"), 1);
     lab_args_free(&a);
 
-    /* the same value twice is fine */
-    ck_assert_int_eq(PARSE(&a, err, "-w", "8", "--world-size=8"), 0);
+    /* the same value twice is fine, however it is spelled */
+    ck_assert_int_eq(PARSE(&a, err, "-w", "8", "--world-size=8", "-w", "08"), 0);
     ck_assert_int_eq(lab_arg_int(&a, "world-size"), 8);
+    lab_args_free(&a);
+    ck_assert_int_eq(PARSE(&a, err, "--size", "1M", "-s", "1048576", "-v", "--verbose"), 0);
+    ck_assert_uint_eq(lab_arg_size(&a, "size"), 1u << 20);
     lab_args_free(&a);
 }
 END_TEST
@@ -180,6 +183,8 @@ START_TEST(errors)
     EXPECT_ERROR("--world-size given twice with different values ('4' and '8')", "-w", "4",
                  "--world-size", "8");
     EXPECT_ERROR("--backend given twice", "-b", "gloo", "-b", "nccl");
+    EXPECT_ERROR("--size given twice with different values ('1M' and '1K')", "--size", "1M",
+                 "--size", "1K");
     EXPECT_ERROR("--verbose is a switch and takes no value, got '1'", "--verbose=1");
     EXPECT_ERROR("unexpected argument 'extra'", "extra");
     EXPECT_ERROR("unexpected argument 'extra'", "-w", "2", "extra");
