@@ -438,9 +438,32 @@ void coll_copy(void *dst, const void *src, size_t count, mlsys_dtype dt)
         memmove(dst, src, count * mlsys_dtype_size(dt));
 }
 
+/* A 64-byte header in front of the buffer remembers its size and where it came from. Large
+ * scratch lives in the rank's shared heap (mlsys_alloc_aligned): a peer that reads a
+ * partial result out of it copies at memcpy speed instead of through process_vm_readv. */
+#define SCRATCH_HDR 64
+
 void *coll_scratch(size_t n)
 {
-    return mlsys_xmalloc(n ? n : 1);
+    size_t total = n + SCRATCH_HDR;
+    int big = total > SHM_INLINE;
+    char *b = big ? mlsys_alloc_aligned(total) : mlsys_xmalloc(total);
+    size_t *h = (size_t *)(void *)b;
+    h[0] = total;
+    h[1] = (size_t)big;
+    return b + SCRATCH_HDR;
+}
+
+void coll_scratch_free(void *p)
+{
+    if (!p)
+        return;
+    char *b = (char *)p - SCRATCH_HDR;
+    size_t *h = (size_t *)(void *)b;
+    if (h[1])
+        mlsys_free_aligned(b, h[0]);
+    else
+        free(b);
 }
 
 int coll_is_pow2(int n)

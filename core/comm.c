@@ -2,6 +2,9 @@
  * split(color, key) into process groups, counters and the last error. Every communicator of
  * a process shares one "world": the mapping of the job segment and the pending requests. */
 #include "internal.h"
+#include "net_events.h"
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,18 +75,73 @@ mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t 
     return c;
 }
 
-mlsys_comm *mlsys_init(void)
+/* A transport plugin may follow mlsys_split with its own split (MPI_Comm_split). */
+static int (*g_split_hook)(mlsys_comm *parent, int color, int key, mlsys_comm *child);
+
+/* MLSYS_BACKEND=mpi: load libmlsys-mpi.so (MLSYS_MPI_PLUGIN, or next to the program) and let
+ * it join the job: rank, size and transport come from MPI; there is no job segment. */
+static mlsys_world *world_attach_plugin(void)
 {
-    int fd = env_int("MLSYS_JOB_FD", -1), rank = env_int("RANK", -1);
-    int size = env_int("WORLD_SIZE", -1), local = env_int("LOCAL_RANK", rank);
-    if (fd < 0 || rank < 0 || size < 1) {
-        fprintf(stderr, "mlsys-lab: this process was not started by the launcher (MLSYS_JOB_FD, "
-                        "RANK and WORLD_SIZE are not set); use `mlsys-lab run LAB`\n");
+    char path[PATH_MAX + 32], err[512];
+    const char *p = getenv("MLSYS_MPI_PLUGIN");
+    if (p && *p) {
+        snprintf(path, sizeof path, "%s", p);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", path, PATH_MAX);
+        n = n < 0 ? 0 : n;
+        path[n] = 0;
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
+                 "libmlsys-mpi.so");
+    }
+    void *so = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    int (*attach)(mlsys_world *, char *, size_t) = NULL;
+    if (so)
+        attach = (int (*)(mlsys_world *, char *, size_t))dlsym(so, "mlsys_mpi_attach");
+    if (!attach) {
+        const char *why = dlerror();
+        fprintf(stderr, "mlsys-lab: backend mpi: cannot load the MPI plugin: %s (%s)\n", why,
+                why && strstr(why, "undefined symbol") ? "the program must be linked with "
+                "-rdynamic so the plugin finds the runtime" : "build it with `make`, which "
+                "needs mpicc, or set MLSYS_MPI_PLUGIN");
         return NULL;
     }
-    mlsys_world *w = world_attach(fd, rank, size, local);
+    g_split_hook = (int (*)(mlsys_comm *, int, int, mlsys_comm *))dlsym(so, "mlsys_mpi_split");
+    mlsys_world *w = mlsys_xcalloc(1, sizeof *w);
+    if (attach(w, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: backend mpi: %s\n", err);
+        free(w);
+        return NULL;
+    }
+    w->send_seq = mlsys_xcalloc((size_t)w->size, sizeof(uint64_t));
+    w->recv_seq = mlsys_xcalloc((size_t)w->size, sizeof(uint64_t));
+    w->next_ctx = 1;
+    const char *ev = getenv("MLSYS_EVENTS_ADDR");
+    if (ev && *ev)
+        net_events_start(w, ev, getenv("MLSYS_EVENTS_TOKEN"));
+    return w;
+}
+
+mlsys_comm *mlsys_init(void)
+{
+    const char *backend = getenv("MLSYS_BACKEND");
+    mlsys_world *w;
+    if (backend && !strcmp(backend, "mpi")) {
+        w = world_attach_plugin();
+    } else {
+        int fd = env_int("MLSYS_JOB_FD", -1), rank = env_int("RANK", -1);
+        int size = env_int("WORLD_SIZE", -1), local = env_int("LOCAL_RANK", rank);
+        if (fd < 0 || rank < 0 || size < 1) {
+            fprintf(stderr, "mlsys-lab: this process was not started by the launcher "
+                            "(MLSYS_JOB_FD, RANK and WORLD_SIZE are not set); use `mlsys-lab "
+                            "run LAB`\n");
+            return NULL;
+        }
+        w = world_attach(fd, rank, size, local);
+    }
     if (!w)
         return NULL;
+    int size = w->size;
     int *ident = mlsys_xmalloc((size_t)size * sizeof(int));
     for (int i = 0; i < size; i++)
         ident[i] = i;
@@ -97,7 +155,11 @@ void mlsys_finalize(mlsys_comm *c)
     if (!c)
         return;
     mlsys_world *w = c->w;
-    atomic_store(&shm_rank(w->h, w->rank)->wait_kind, WAIT_DONE);
+    if (w->h)
+        atomic_store(&shm_rank(w->h, w->rank)->wait_kind, WAIT_DONE);
+    net_events_stop(w);
+    if (w->tp->fini)
+        w->tp->fini(w);
     while (w->pending) {          /* requests never waited for: drop them */
         mlsys_request *r = w->pending;
         w->pending = r->next;
@@ -109,8 +171,10 @@ void mlsys_finalize(mlsys_comm *c)
         free(x);
     }
     mlsys_free_aligned(w->scratch, w->scratch_len);
-    heap_detach(w);
-    munmap(w->h, w->map_len);
+    if (w->h) {
+        heap_detach(w);
+        munmap(w->h, w->map_len);
+    }
     free(w->send_seq);
     free(w->recv_seq);
     free(w);
@@ -120,7 +184,7 @@ int mlsys_rank(const mlsys_comm *c) { return c->rank; }
 int mlsys_size(const mlsys_comm *c) { return c->size; }
 int mlsys_world_rank(const mlsys_comm *c) { return c->w->rank; }
 int mlsys_local_rank(const mlsys_comm *c) { return c->w->local_rank; }
-const char *mlsys_backend_name(const mlsys_comm *c) { (void)c; return "shm"; }
+const char *mlsys_backend_name(const mlsys_comm *c) { return c->w->tp->name; }
 const char *mlsys_errmsg(const mlsys_comm *c) { return c->errmsg[0] ? c->errmsg : "no error"; }
 int mlsys_timeout_ms(const mlsys_comm *c) { return c->timeout_ms; }
 void mlsys_set_timeout_ms(mlsys_comm *c, int ms) { c->timeout_ms = ms; }
@@ -217,6 +281,8 @@ int mlsys_split(mlsys_comm *c, int color, int key, mlsys_comm **out)
         *out = comm_create(c->w, reply[1], reply + 2, (uint32_t)reply[0]);
     if (*out)
         (*out)->timeout_ms = c->timeout_ms;
+    if (!rc && g_split_hook && (rc = g_split_hook(c, color, key, *out)) != 0)
+        *out = NULL;            /* freed with the others at finalize */
     free(reply);
     return rc;
 }

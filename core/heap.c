@@ -25,6 +25,8 @@ static struct {
 
 int heap_attach(mlsys_world *w)
 {
+    if (!w->h)
+        return -1;
     int fd = w->h->heap_fd[w->rank];
     if (fd < 0 || !w->h->heap_size)
         return -1;

@@ -165,14 +165,24 @@ int mlsys_wait(mlsys_request *r)
     return rc;
 }
 
+/* After the first failure the rest are withdrawn, not waited for: one timeout is enough. */
 int mlsys_waitall(mlsys_request **reqs, int n)
 {
     int first = 0;
     for (int i = 0; i < n; i++) {
-        int rc = mlsys_wait(reqs[i]);
+        mlsys_request *r = reqs[i];
         reqs[i] = NULL;
-        if (rc && !first)
-            first = rc;
+        if (!r)
+            continue;
+        if (!first) {
+            first = mlsys_wait(r);
+            continue;
+        }
+        if (!r->done) {
+            req_pending_remove(r->comm->w, r);
+            r->comm->w->tp->cancel(r);
+        }
+        free(r);
     }
     return first;
 }

@@ -27,6 +27,8 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
         return;
     }
     shm_header *h = c->w->h;
+    if (!h)
+        return;
     shm_ring *ring = shm_ring_of(h, c->w->rank);
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
     uint64_t waited_since = 0;
@@ -105,7 +107,7 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
     mlsys_world *w = c->w;
     if (mlsys_tracing(c))
         labelled(c, MLSYS_EV_STEP, step, label);
-    if (!w->gated)
+    if (!w->gated || !w->h)
         return 0;
     shm_rank_state *s = shm_rank(w->h, w->rank);
     uint64_t want = atomic_fetch_add(&s->gate_passed, 1) + 1;

@@ -1158,8 +1158,8 @@ static int validate(bench_cfg *g)
     double need = 2.0 * (double)biggest * g->world_size;
     if (pages > 0 && psize > 0 && need > 0.8 * (double)pages * (double)psize) {
         char a[32], b[32];
-        mlsys_format_size((uint64_t)need, a, sizeof a);
-        mlsys_format_size((uint64_t)pages * (uint64_t)psize, b, sizeof b);
+        snprintf(a, sizeof a, "%.1f GiB", need / (1u << 30));
+        snprintf(b, sizeof b, "%.1f GiB", (double)pages * (double)psize / (1u << 30));
         return usage_error("the buffers need %s (2 x the largest size x ranks) and the machine "
                            "has %s: use a smaller -e", a, b);
     }

@@ -19,6 +19,12 @@ const lab_flag lab_common_flags[] = {
      "collective algorithm (ring, tree, direct, ...) or auto"},
     {"trace", 0, FLAG_STR, NULL, NULL, 0, 0, "write a Chrome trace (Perfetto) to FILE"},
     {"gated", 0, FLAG_BOOL, NULL, NULL, 0, 0, "ranks wait at every step for the viewer"},
+    {"hostfile", 0, FLAG_STR, NULL, NULL, 0, 0,
+     "--backend mpi: mpirun's hostfile (a host per line, slots=N)"},
+    {"host", 0, FLAG_STR, NULL, NULL, 0, 0, "--backend mpi: hosts for mpirun (a,b:2,...)"},
+    {"events-addr", 0, FLAG_STR, NULL, NULL, 0, 0,
+     "--backend mpi: address the ranks send events to (default loopback; HOST[:PORT])"},
+    {"verbose", 'v', FLAG_BOOL, NULL, NULL, 0, 0, "say more (--backend mpi: the mpirun line)"},
     {"help", 'h', FLAG_BOOL, NULL, NULL, 0, 0, "show this help"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };

@@ -2,6 +2,8 @@
  * help) and the dispatch to them. With no command it opens the lab's front end when the
  * terminal allows, otherwise it prints the chapter list and how to run a lab. */
 #include "runner.h"
+#include "exercise.h"
+#include "ui.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,15 @@ static const command commands[] = {
     {"run", "LAB [flags]", "run a lab headless (LAB --help shows its flags)", cmd_run, 0},
     {"doctor", "", "what works on this machine, with a real self-test", cmd_doctor, 0},
     {"bench", "[COLLECTIVE] [flags]", "nccl-tests-style benchmark (all_reduce by default)", cmd_bench, 0},
+    {"exercises", "[--chapter N]", "the exercises, with what is done", exercises_main, 0},
+    {"check", "[ID|--all]", "check an exercise (or answer a predict question)", ex_check_main, 0},
+    {"hint", "ID", "the next hint for an exercise, one at a time", ex_hint_main, 0},
+    {"watch", "[ID]", "check again whenever an exercise file is saved", ex_watch_main, 0},
+    {"reset", "ID|--all", "put the starter back (the old file is kept as .bak)", ex_reset_main, 0},
+    {"solution", "ID [--force]", "the reference solution, once the exercise passes", ex_solution_main, 0},
+    {"dev-check", "", "prove the exercises consistent (every starter fails, every solution passes)", ex_dev_check_main, 1},
+    {"ui", "[--no-color] [--ascii] [--no-mouse]", "open the lab (what no command does in a terminal)", ui_main, 0},
+    {"replay", "FILE [--no-color] ...", "play a trace written with --trace in the lab's views", replay_main, 0},
     {"version", "", "print the version", cmd_version, 0},
     {"help", "", "this text", cmd_help, 0},
     {"worker", "LAB [flags]", "one rank of a job (started by the launcher)", cmd_worker, 1},
@@ -108,8 +119,8 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2)
-        return cmd_list(argc, argv);
+    if (argc < 2 || ui_is_flag(argv[1]))
+        return ui_is_terminal() ? ui_main(argc, argv) : cmd_list(argc, argv);
     const char *name = argv[1];
     if (!strcmp(name, "--help") || !strcmp(name, "-h"))
         name = "help";

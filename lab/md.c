@@ -936,16 +936,15 @@ static int on_leave_block(MD_BLOCKTYPE type, void *detail, void *u)
     case MD_BLOCK_H: {
         int level = r->heading;
         r->heading = 0;
-        r->need_blank = 1;
-        if (r->inl.n == 0)
-            break;
-        start_block(r);
-        int first = r->doc->nlines;
-        add_heading(r, first, level);
-        flush_inline(r, MD_LINE_HEADING, level);
-        if (r->doc->nlines > first && level <= 2)
-            emit_rule(r, grid_line_cp(level == 1 ? GRID_DH : GRID_H, r->ascii),
-                      GRID_PAIR(MD_PAIR_RULE), MD_LINE_RULE, level);
+        if (r->inl.n > 0) {
+            start_block(r);
+            int first = r->doc->nlines;
+            add_heading(r, first, level);
+            flush_inline(r, MD_LINE_HEADING, level);
+            if (level <= 2)
+                emit_rule(r, grid_line_cp(level == 1 ? GRID_DH : GRID_H, r->ascii),
+                          GRID_PAIR(MD_PAIR_RULE), MD_LINE_RULE, level);
+        }
         r->need_blank = 1;
         break;
     }

@@ -3,6 +3,7 @@
  * comes, writes the trace, and says in one line how the job ended. Also the worker side:
  * what each rank process does once exec'd. */
 #include "runner.h"
+#include "mpirun.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,9 @@ static void collect_events(void *u, const mlsys_event *ev, size_t n)
 /* Backends other than shm answer here with the reason, before anything starts. */
 int runner_check_backend(const lab *l, const char *backend, char *err, size_t n)
 {
-    if (!backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm"))
-        return 0;
+    if (!backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm") ||
+        !strcmp(backend, "mpi"))
+        return 0;       /* mpi: runner_run_mpi says what is missing (mpirun, the plugin) */
     if (!strcmp(backend, "nccl"))
         snprintf(err, n, "mlsys-lab: %s: NCCL needs one GPU per rank: 0 GPUs found; use "
                  "--backend shm", l->id);
@@ -90,6 +92,14 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     if (!l->rank_main) {
         rc = l->main ? l->main(&a) : 0;
+        lab_args_free(&a);
+        return rc;
+    }
+    const char *backend = lab_arg_str(&a, "backend");
+    if (backend && !strcmp(backend, "mpi")) {
+        rc = runner_run_mpi(l, &a, argc, argv);
+        if (l->after)
+            l->after(&a, rc);
         lab_args_free(&a);
         return rc;
     }

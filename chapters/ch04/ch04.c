@@ -1,8 +1,12 @@
-/* ch04.c - Chapter 4, "NCCL algorithms and GPU topology": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch04.c - Chapter 4, "NCCL algorithms and GPU topology": ring and tree all-reduce, the
+ * alpha-beta cost model, NCCL's protocols and knobs, and what connects the GPUs of a machine.
+ * One line per lab in the table below. */
 #include "../../lab/lab.h"
 
+extern const lab ch04_topology_inspector_lab;
+
 static const lab *const ch04_labs[] = {
+    &ch04_topology_inspector_lab,
     NULL
 };
 

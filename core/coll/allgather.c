@@ -39,7 +39,7 @@ int coll_allgather_direct(mlsys_comm *c, const coll_args *a)
     if ((rc = mlsys_step(c, 0, "everyone sends to all")))
         return rc;
     place_own(c, a);
-    mlsys_request **req = coll_scratch(2 * (size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc(2 * (size_t)n * sizeof *req);
     for (int k = 1; k < n; k++) {
         int from = (r - k + n) % n, to = (r + k) % n;
         rc = mlsys_irecv(c, coll_at(a->recvbuf, (size_t)from * a->count, a->dt), a->count, a->dt,

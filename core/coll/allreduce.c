@@ -83,7 +83,7 @@ int coll_allreduce_direct(mlsys_comm *c, const coll_args *a)
         rc = mlsys_step(c, 1, "rank 0 sends to all");
     if (rc)
         return rc;
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     int nreq = 0;
     for (int i = 1; i < n && !rc; i++) {
         rc = mlsys_isend(c, a->recvbuf, a->count, a->dt, i, tag1, &req[nreq]);
@@ -178,7 +178,7 @@ int coll_allreduce_recursive_doubling(mlsys_comm *c, const coll_args *a)
         tmp = coll_scratch(bytes);
         void *first = (reductions & 1) ? a->recvbuf : tmp;
         if (first == a->sendbuf)
-            first = tmp;          /* in place with an odd count: one copy at the end */
+            first = tmp;          /* in place and an odd number of reductions: one copy */
         outs[0] = first;
         outs[1] = first == tmp ? a->recvbuf : tmp;
     }
@@ -221,7 +221,7 @@ int coll_allreduce_recursive_doubling(mlsys_comm *c, const coll_args *a)
             rc = mlsys_recv(c, a->recvbuf, a->count, a->dt, r + 1, tag);
     }
 out:
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 
@@ -234,6 +234,7 @@ int coll_allreduce_recursive_halving(mlsys_comm *c, const coll_args *a)
     int n = c->size, r = c->rank, rc = 0, step = 0;
     fold f = fold_of(n, r);
     const void *src = a->sendbuf;
+    size_t cnt = a->count;
     if (f.rem) {
         if ((rc = mlsys_step(c, step, "fold")))
             return rc;
@@ -257,8 +258,8 @@ int coll_allreduce_recursive_halving(mlsys_comm *c, const coll_args *a)
         int mid = lo + (hi - lo) / 2, peer = fold_real(&f, f.newr ^ mask);
         int keep_lo = (f.newr & mask) ? mid : lo, keep_hi = (f.newr & mask) ? hi : mid;
         int give_lo = (f.newr & mask) ? lo : mid, give_hi = (f.newr & mask) ? mid : hi;
-        size_t ko = chunk_off(a->count, f.p, keep_lo), kl = chunk_off(a->count, f.p, keep_hi) - ko;
-        size_t go = chunk_off(a->count, f.p, give_lo), gl = chunk_off(a->count, f.p, give_hi) - go;
+        size_t ko = chunk_off(cnt, f.p, keep_lo), kl = chunk_off(cnt, f.p, keep_hi) - ko;
+        size_t go = chunk_off(cnt, f.p, give_lo), gl = chunk_off(cnt, f.p, give_hi) - go;
         rc = coll_exchange_reduce(c, coll_at(src, go, a->dt), gl, peer, coll_at(src, ko, a->dt),
                                   coll_at(a->recvbuf, ko, a->dt), kl, peer, tag, a->dt, a->op);
         if (rc)
@@ -275,8 +276,8 @@ int coll_allreduce_recursive_halving(mlsys_comm *c, const coll_args *a)
             continue;
         int width = hi - lo, peer = fold_real(&f, f.newr ^ mask);
         int plo = (f.newr & mask) ? lo - width : hi, phi = plo + width;
-        size_t mo = chunk_off(a->count, f.p, lo), ml = chunk_off(a->count, f.p, hi) - mo;
-        size_t po = chunk_off(a->count, f.p, plo), pl = chunk_off(a->count, f.p, phi) - po;
+        size_t mo = chunk_off(cnt, f.p, lo), ml = chunk_off(cnt, f.p, hi) - mo;
+        size_t po = chunk_off(cnt, f.p, plo), pl = chunk_off(cnt, f.p, phi) - po;
         rc = coll_exchange(c, coll_at(a->recvbuf, mo, a->dt), ml, peer,
                            coll_at(a->recvbuf, po, a->dt), pl, peer, tag, a->dt);
         if (rc)

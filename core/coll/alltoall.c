@@ -41,7 +41,7 @@ int coll_alltoall_direct(mlsys_comm *c, const coll_args *a)
         if (rc)
             break;
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 

@@ -36,7 +36,7 @@ int coll_barrier_direct(mlsys_comm *c, const coll_args *a)
         rc = mlsys_step(c, 1, "release");
     if (rc)
         return rc;
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     int nreq = 0;
     for (int i = 1; i < n && !rc; i++) {
         rc = mlsys_isend(c, &token, 1, MLSYS_I32, i, tag1, &req[nreq]);

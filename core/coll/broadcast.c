@@ -42,7 +42,7 @@ int coll_broadcast_direct(mlsys_comm *c, const coll_args *a)
     int tag = COLL_TAG(MLSYS_COLL_BROADCAST, 0);
     if (r != a->root)
         return mlsys_recv(c, a->recvbuf, a->count, a->dt, a->root, tag);
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     int nreq = 0;
     for (int i = 1; i < n && !rc; i++) {
         rc = mlsys_isend(c, a->recvbuf, a->count, a->dt, real(i, a->root, n), tag, &req[nreq]);

@@ -79,8 +79,10 @@ int coll_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int 
 int coll_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag);
 int coll_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
                      mlsys_op op, int peer, int tag);
-/* Scratch of n bytes (never NULL, also for n == 0); free with free(). */
+/* Scratch of n bytes (never NULL, also for n == 0), from the shared heap when large so that
+ * peers read it fast; free with coll_scratch_free (NULL is fine). */
 void *coll_scratch(size_t n);
+void coll_scratch_free(void *p);
 int coll_is_pow2(int n);
 int coll_log2_ceil(int n);      /* steps of a binomial tree: ceil(log2 n), 0 for n <= 1 */
 int coll_pow2_floor(int n);     /* largest power of two <= n */

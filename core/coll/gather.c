@@ -28,7 +28,7 @@ int coll_gather_direct(mlsys_comm *c, const coll_args *a)
     if (r != a->root)
         return mlsys_send(c, a->sendbuf, a->count, a->dt, a->root, tag);
     coll_copy(coll_at(a->recvbuf, (size_t)r * a->count, a->dt), a->sendbuf, a->count, a->dt);
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     for (int i = 0; i < n && !rc; i++) {
         if (i == r)
             continue;
@@ -78,7 +78,7 @@ int coll_gather_tree(mlsys_comm *c, const coll_args *a)
         for (int j = 0; j < n; j++)      /* block of vr j belongs to rank (j + root) mod N */
             coll_copy(coll_at(a->recvbuf, (size_t)((j + root) % n) * cnt, a->dt),
                       coll_at(work, (size_t)j * cnt, a->dt), cnt, a->dt);
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 

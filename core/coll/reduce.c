@@ -51,7 +51,7 @@ int coll_reduce_direct(mlsys_comm *c, const coll_args *a)
             rc = mlsys_recv_reduce(c, i == 1 && root == 0 ? own : acc, acc, a->count, a->dt,
                                    a->op, i, tag);
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 
@@ -78,7 +78,7 @@ int coll_tree_reduce(mlsys_comm *c, const void *sendbuf, void *work, size_t coun
             acc = work;
         }
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 
@@ -107,7 +107,7 @@ int coll_reduce_ring(mlsys_comm *c, const coll_args *a)
     if (!rc && r != a->root) {
         rc = coll_send(c, mine, len, a->dt, a->root, tag);
     } else if (!rc) {
-        mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+        mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
         int nreq = 0;
         for (int i = 0; i < n && !rc; i++) {
             size_t o, l;
@@ -123,7 +123,7 @@ int coll_reduce_ring(mlsys_comm *c, const coll_args *a)
         if (!rc)
             rc = rc2;
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 

@@ -32,7 +32,7 @@ int coll_reduce_scatter_direct(mlsys_comm *c, const coll_args *a)
     int tag = COLL_TAG(MLSYS_COLL_REDUCE_SCATTER, 0);
     if ((rc = mlsys_step(c, 0, "blocks go to their owners")))
         return rc;
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     for (int k = 1; k < n && !rc; k++) {
         int to = (r + k) % n;
         rc = mlsys_isend(c, coll_at(a->sendbuf, (size_t)to * a->count, a->dt), a->count, a->dt,
@@ -77,7 +77,7 @@ int coll_ring_reduce_scatter(mlsys_comm *c, const void *sendbuf, void *out, size
         cur = dst;
         sl = rl;
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 
@@ -113,7 +113,7 @@ int coll_reduce_scatter_recursive_halving(mlsys_comm *c, const coll_args *a)
         hi = keep_lo + (hi - lo) / 2;
         lo = keep_lo;
     }
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 

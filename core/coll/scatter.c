@@ -25,7 +25,7 @@ int coll_scatter_direct(mlsys_comm *c, const coll_args *a)
         return rc;
     if (r != a->root)
         return mlsys_recv(c, a->recvbuf, a->count, a->dt, a->root, tag);
-    mlsys_request **req = coll_scratch((size_t)n * sizeof *req);
+    mlsys_request **req = mlsys_xmalloc((size_t)n * sizeof *req);
     for (int i = 0; i < n && !rc; i++) {
         if (i == r)
             continue;
@@ -79,7 +79,7 @@ int coll_scatter_tree(mlsys_comm *c, const coll_args *a)
     if (!rc)
         coll_copy(a->recvbuf, vr == 0 ? coll_at(a->sendbuf, (size_t)root * cnt, a->dt) : out, cnt,
                   a->dt);
-    free(tmp);
+    coll_scratch_free(tmp);
     return rc;
 }
 

@@ -30,13 +30,15 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # clock tick; the same on both sides.
 iters_of() {
     case $1 in
-    8) echo 10000 ;;
-    65536) echo 2000 ;;
-    1048576) echo 200 ;;
-    *) echo 20 ;;
+    8) echo 5000 ;;
+    65536) echo 1000 ;;
+    1048576) echo 100 ;;
+    *) echo 10 ;;
     esac
 }
-warmup_of() { echo $(( $(iters_of "$1") / 10 < 5 ? 5 : $(iters_of "$1") / 10 )); }
+warmup_of() { echo $(( $(iters_of "$1") / 10 < 3 ? 3 : $(iters_of "$1") / 10 )); }
+
+load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
 
 median() {
     sort -g | awk '{ v[NR] = $1 } END {
@@ -69,7 +71,7 @@ mpi_time() {
 busbw() {
     awk -v b="$1" -v n="$2" -v t="$3" 'BEGIN {
         if (t == "fail" || t == "" || t + 0 <= 0) print "n/a";
-        else printf "%.4f", b / t / 1e3 * 2 * (n - 1) / n }'
+        else printf "%.4g", b / t / 1e3 * 2 * (n - 1) / n }'
 }
 
 echo "== make bench: all_reduce, float sum, out-of-place, median of $repeat runs per point"
@@ -80,6 +82,8 @@ else
     echo "   OpenMPI: not available (no mpirun or $mpi_ar not built): its columns say n/a"
 fi
 echo "   same method both sides: warm-up, barrier, n calls, time = max over ranks of the average"
+echo "   machine: $(nproc) cores, load average $(load) at the start (other jobs make every number noisy;"
+echo "   more ranks than cores oversubscribes both sides)"
 echo
 printf '%-11s %5s %9s %12s %14s %8s %11s %11s\n' op ranks size "ours busbw" "OpenMPI busbw" \
     ratio "ours us" "OpenMPI us"
@@ -130,6 +134,15 @@ frac=$(awk -v a="$ours64" -v c="$ceiling" 'BEGIN {
     if (a == "n/a" || c == "n/a" || c + 0 <= 0) print "n/a"; else printf "%.2f", a / c }')
 echo "memcpy ceiling (one core, 64 MiB, average of 20 copies): $ceiling GB/s"
 echo "ours, 2 ranks, 64 MiB busbw / memcpy ceiling: $frac"
+# What our transport's one copy can reach: process_vm_readv from another process.
+mkdir -p "$build/bench"
+if ${CC:-cc} -O2 -std=c11 -Wall -Wextra -o "$build/bench/cma" tests/bench/cma.c 2>"$tmp/cc.err" &&
+    "$build/bench/cma" 64 >"$tmp/cma.out" 2>&1; then
+    cma=$(sed -n 's/^cma .*chunk=262144 gbs=\([0-9.]*\).*/\1/p' "$tmp/cma.out")
+    cma_big=$(sed -n 's/^cma .*chunk=67108864 gbs=\([0-9.]*\).*/\1/p' "$tmp/cma.out")
+    echo "single-copy ceiling (process_vm_readv, what p2p uses for large messages, best of 5):"
+    echo "  $cma GB/s in 256 KiB pieces, $cma_big GB/s in one 64 MiB call"
+fi
 
 # ---- start-to-exit wall time of a 4-rank job, median of 5 ----
 wall_ms() {
@@ -151,7 +164,6 @@ wall5() {
 echo
 hello_ours=$(wall5 "$bin" run ch01/hello-distributed --world-size 4)
 hello_mpi=n/a
-mkdir -p "$build/bench"
 if [ $have_mpi = 1 ] && command -v mpicc >/dev/null 2>&1 &&
     mpicc -O2 -o "$mpi_hello" tests/bench/mpi_hello.c 2>"$tmp/cc.err"; then
     hello_mpi=$(wall5 mpirun $mpirun_flags -np 4 "$mpi_hello")
@@ -162,6 +174,7 @@ printf '  %-52s %10s ms\n' "mpirun -np 4 mpi_hello" "$hello_mpi"
 
 # ---- the targets of the issue, reported ----
 echo
+echo "load average at the end: $(load) on $(nproc) cores"
 echo "targets (reported, not asserted):"
 awk -v frac="$frac" '
 function verdict(ok) { return ok ? "met" : "NOT met" }

@@ -151,12 +151,30 @@ typedef struct checker {
     int quiet;          /* stop printing after the first failure */
 } checker;
 
+static int is_reduction(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_ALLREDUCE ||
+           coll == MLSYS_COLL_REDUCE_SCATTER;
+}
+
+static int is_rooted(mlsys_coll coll)
+{
+    return coll == MLSYS_COLL_BROADCAST || coll == MLSYS_COLL_REDUCE ||
+           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER;
+}
+
+/* "rank 2/5: all_reduce algo ring float sum count 7 in place" */
 static void describe(const checker *ck, char *s, size_t n)
 {
     const tcase *k = ck->k;
-    snprintf(s, n, "rank %d/%d: %s algo %s %s %s count %zu %s root %d", mlsys_rank(ck->c),
+    char root[24] = "";
+    if (is_rooted(k->coll))
+        snprintf(root, sizeof root, " root %d", k->root);
+    snprintf(s, n, "rank %d/%d: %s algo %s %s%s%s count %zu%s%s", mlsys_rank(ck->c),
              mlsys_size(ck->c), mlsys_coll_name(k->coll), algo_label(k), mlsys_dtype_name(k->dt),
-             mlsys_op_name(k->op), k->count, k->inplace ? "in place" : "out of place", k->root);
+             is_reduction(k->coll) ? " " : "", is_reduction(k->coll) ? mlsys_op_name(k->op) : "",
+             k->count, k->coll == MLSYS_COLL_BROADCAST ? "" : k->inplace ? " in place"
+                                                                        : " out of place", root);
 }
 
 static void fail_at(checker *ck, const char *what, size_t idx, mlsys_dtype dt, tval want, tval got)
@@ -224,35 +242,55 @@ static void check_elems(checker *ck, const char *what, const void *b, size_t len
     }
 }
 
-/* Inputs: rank r's vector (reductions), its sendbuf (movement), and the expected outputs. */
-static tval in_red(const tcase *k, int n, int r, size_t i) { (void)n; return tv_of(k->dt, rval(k->op, r, i)); }
-static tval out_red(const tcase *k, int n, int r, size_t i) { (void)r; return ref_reduce(k->dt, k->op, n, i); }
-static tval out_rs(const tcase *k, int n, int r, size_t i)
+/* The element functions: what element i of a buffer holds on rank r of n, before (inputs)
+ * or after (expected outputs). The parameters a function does not need are ignored. */
+/* reductions: rank r's vector; the reduced vector; block r of the reduced N-block vector */
+static tval red_input(const tcase *k, int n, int r, size_t i)
+{
+    (void)n;
+    return tv_of(k->dt, rval(k->op, r, i));
+}
+
+static tval red_result(const tcase *k, int n, int r, size_t i)
+{
+    (void)r;
+    return ref_reduce(k->dt, k->op, n, i);
+}
+
+static tval red_block(const tcase *k, int n, int r, size_t i)
 {
     return ref_reduce(k->dt, k->op, n, (size_t)r * k->count + i);
 }
-static tval in_bcast(const tcase *k, int n, int r, size_t i) { (void)n; return tv_of(k->dt, mval(r, 0, i)); }
-static tval out_bcast(const tcase *k, int n, int r, size_t i) { (void)n; (void)r; return tv_of(k->dt, mval(k->root, 0, i)); }
-static tval in_block(const tcase *k, int n, int r, size_t i) { (void)n; return tv_of(k->dt, mval(r, 0, i)); }
-/* rank-ordered blocks: block j element e is rank j's block */
-static tval out_blocks(const tcase *k, int n, int r, size_t i)
+
+/* data movement: rank r's own block; the root's block; all N blocks in rank order */
+static tval own_block(const tcase *k, int n, int r, size_t i)
 {
-    (void)n; (void)r;
+    (void)n;
+    return tv_of(k->dt, mval(r, 0, i));
+}
+
+static tval root_block(const tcase *k, int n, int r, size_t i)
+{
+    (void)n;
+    (void)r;
+    return tv_of(k->dt, mval(k->root, 0, i));
+}
+
+static tval all_blocks(const tcase *k, int n, int r, size_t i)
+{
+    (void)n;
+    (void)r;
     return tv_of(k->dt, mval((int)(i / k->count), 0, i % k->count));
 }
-static tval in_scatter(const tcase *k, int n, int r, size_t i)
-{
-    (void)n; (void)r;
-    return tv_of(k->dt, mval((int)(i / k->count), 0, i % k->count));
-}
-static tval out_scatter(const tcase *k, int n, int r, size_t i) { (void)n; return tv_of(k->dt, mval(r, 0, i)); }
+
 /* all-to-all: rank r's block j is mval(r, j, .); after, rank r's block j is mval(j, r, .) */
-static tval in_a2a(const tcase *k, int n, int r, size_t i)
+static tval a2a_input(const tcase *k, int n, int r, size_t i)
 {
     (void)n;
     return tv_of(k->dt, mval(r, (int)(i / k->count), i % k->count));
 }
-static tval out_a2a(const tcase *k, int n, int r, size_t i)
+
+static tval a2a_result(const tcase *k, int n, int r, size_t i)
 {
     (void)n;
     return tv_of(k->dt, mval((int)(i / k->count), r, i % k->count));
@@ -272,19 +310,20 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
     void *rp = NULL;
     ck->k = k;
     ck->c = c;
-    if (k->algo >= 0)
-        ck_assert_int_eq(mlsys_set_algo(c, k->coll, t->algos[k->algo].name), 0);
-    else
-        ck_assert_int_eq(mlsys_set_algo(c, k->coll, NULL), 0);
+    rc = mlsys_set_algo(c, k->coll, k->algo >= 0 ? t->algos[k->algo].name : NULL);
+    if (rc) {
+        fprintf(stderr, "rank %d: set algorithm: %s\n", r, mlsys_errmsg(c));
+        return rc;
+    }
 
     switch (k->coll) {
     case MLSYS_COLL_BROADCAST:
         rb = buf_new(cnt, dt, JUNK);
         if (r == root)
-            fill(rb, cnt, k, n, r, in_bcast);
+            fill(rb, cnt, k, n, r, root_block);
         rc = mlsys_broadcast(c, rb, cnt, dt, root);
         if (!rc) {
-            check_elems(ck, "buf", rb, cnt, n, r, out_bcast);
+            check_elems(ck, "buf", rb, cnt, n, r, root_block);
             check_guard(ck, "buf", rb, cnt, dt);
         }
         break;
@@ -293,7 +332,7 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
     case MLSYS_COLL_ALLREDUCE: {
         int is_reduce = k->coll == MLSYS_COLL_REDUCE, writes = !is_reduce || r == root;
         sb = buf_new(cnt, dt, 0);
-        fill(sb, cnt, k, n, r, in_red);
+        fill(sb, cnt, k, n, r, red_input);
         sp = sb;
         if (k->inplace && writes) {
             rp = sb;
@@ -306,11 +345,11 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
         if (rc)
             break;
         if (writes)
-            check_elems(ck, "recvbuf", rp, cnt, n, r, out_red);
+            check_elems(ck, "recvbuf", rp, cnt, n, r, red_result);
         else if (rb)
             check_all(ck, "non-root recvbuf", rb, cnt, dt, SENTINEL);
         if (sp != rp)
-            check_elems(ck, "sendbuf (must not change)", sp, cnt, n, r, in_red);
+            check_elems(ck, "sendbuf (must not change)", sp, cnt, n, r, red_input);
         check_guard(ck, "sendbuf", sb, cnt, dt);
         check_guard(ck, "recvbuf", rb, cnt, dt);
         break;
@@ -320,26 +359,26 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
         rb = buf_new(ncnt, dt, JUNK);
         rp = rb;
         if (k->inplace) {
-            fill(coll_at(rb, (size_t)r * cnt, dt), cnt, k, n, r, in_block);
+            fill(coll_at(rb, (size_t)r * cnt, dt), cnt, k, n, r, own_block);
             sp = coll_at(rb, (size_t)r * cnt, dt);
         } else {
             sb = buf_new(cnt, dt, 0);
-            fill(sb, cnt, k, n, r, in_block);
+            fill(sb, cnt, k, n, r, own_block);
             sp = sb;
         }
         rc = mlsys_allgather(c, sp, rp, cnt, dt);
         if (rc)
             break;
-        check_elems(ck, "recvbuf", rp, ncnt, n, r, out_blocks);
+        check_elems(ck, "recvbuf", rp, ncnt, n, r, all_blocks);
         if (sb)
-            check_elems(ck, "sendbuf (must not change)", sb, cnt, n, r, in_block);
+            check_elems(ck, "sendbuf (must not change)", sb, cnt, n, r, own_block);
         check_guard(ck, "sendbuf", sb, cnt, dt);
         check_guard(ck, "recvbuf", rb, ncnt, dt);
         break;
 
     case MLSYS_COLL_REDUCE_SCATTER:
         sb = buf_new(ncnt, dt, 0);
-        fill(sb, ncnt, k, n, r, in_red);
+        fill(sb, ncnt, k, n, r, red_input);
         sp = sb;
         if (k->inplace) {
             rp = coll_at(sb, (size_t)r * cnt, dt);
@@ -350,9 +389,9 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
         rc = mlsys_reduce_scatter(c, sp, rp, cnt, dt, k->op);
         if (rc)
             break;
-        check_elems(ck, "recvbuf", rp, cnt, n, r, out_rs);
+        check_elems(ck, "recvbuf", rp, cnt, n, r, red_block);
         if (!k->inplace)
-            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, in_red);
+            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, red_input);
         check_guard(ck, "sendbuf", sb, ncnt, dt);
         check_guard(ck, "recvbuf", rb, cnt, dt);
         break;
@@ -363,22 +402,22 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
             rp = rb;
         }
         if (r == root && k->inplace) {
-            fill(coll_at(rb, (size_t)r * cnt, dt), cnt, k, n, r, in_block);
+            fill(coll_at(rb, (size_t)r * cnt, dt), cnt, k, n, r, own_block);
             sp = coll_at(rb, (size_t)r * cnt, dt);
         } else {
             sb = buf_new(cnt, dt, 0);
-            fill(sb, cnt, k, n, r, in_block);
+            fill(sb, cnt, k, n, r, own_block);
             sp = sb;
         }
         rc = mlsys_gather(c, sp, rp, cnt, dt, root);
         if (rc)
             break;
         if (r == root)
-            check_elems(ck, "recvbuf", rb, ncnt, n, r, out_blocks);
+            check_elems(ck, "recvbuf", rb, ncnt, n, r, all_blocks);
         else if (rb)
             check_all(ck, "non-root recvbuf", rb, ncnt, dt, SENTINEL);
         if (sb)
-            check_elems(ck, "sendbuf (must not change)", sb, cnt, n, r, in_block);
+            check_elems(ck, "sendbuf (must not change)", sb, cnt, n, r, own_block);
         check_guard(ck, "sendbuf", sb, cnt, dt);
         check_guard(ck, "recvbuf", rb, ncnt, dt);
         break;
@@ -386,7 +425,7 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
     case MLSYS_COLL_SCATTER:
         if (r == root) {
             sb = buf_new(ncnt, dt, 0);
-            fill(sb, ncnt, k, n, r, in_scatter);
+            fill(sb, ncnt, k, n, r, all_blocks);
             sp = sb;
         } else if (cnt % 2 == 0) {
             sb = buf_new(ncnt, dt, SENTINEL);      /* ignored on a non-root */
@@ -401,9 +440,9 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
         rc = mlsys_scatter(c, sp, rp, cnt, dt, root);
         if (rc)
             break;
-        check_elems(ck, "recvbuf", rp, cnt, n, r, out_scatter);
+        check_elems(ck, "recvbuf", rp, cnt, n, r, own_block);
         if (r == root && !k->inplace)
-            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, in_scatter);
+            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, all_blocks);
         else if (r != root && sb)
             check_all(ck, "non-root sendbuf", sb, ncnt, dt, SENTINEL);
         check_guard(ck, "sendbuf", sb, ncnt, dt);
@@ -412,7 +451,7 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
 
     case MLSYS_COLL_ALLTOALL:
         sb = buf_new(ncnt, dt, 0);
-        fill(sb, ncnt, k, n, r, in_a2a);
+        fill(sb, ncnt, k, n, r, a2a_input);
         sp = sb;
         if (k->inplace) {
             rp = sb;
@@ -423,9 +462,9 @@ static int run_case(mlsys_comm *c, const tcase *k, checker *ck)
         rc = mlsys_alltoall(c, sp, rp, cnt, dt);
         if (rc)
             break;
-        check_elems(ck, "recvbuf", rp, ncnt, n, r, out_a2a);
+        check_elems(ck, "recvbuf", rp, ncnt, n, r, a2a_result);
         if (!k->inplace)
-            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, in_a2a);
+            check_elems(ck, "sendbuf (must not change)", sb, ncnt, n, r, a2a_input);
         check_guard(ck, "sendbuf", sb, ncnt, dt);
         check_guard(ck, "recvbuf", rb, ncnt, dt);
         break;
@@ -462,18 +501,6 @@ typedef struct plan {
     int standard_counts;        /* {0, 1, 7, N-1, N, 13} */
     int roots_all;              /* every root for each case instead of a rotating one */
 } plan;
-
-static int is_reduction(mlsys_coll coll)
-{
-    return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_ALLREDUCE ||
-           coll == MLSYS_COLL_REDUCE_SCATTER;
-}
-
-static int is_rooted(mlsys_coll coll)
-{
-    return coll == MLSYS_COLL_BROADCAST || coll == MLSYS_COLL_REDUCE ||
-           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER;
-}
 
 static int add_unique(size_t *v, int n, size_t x)
 {
@@ -866,6 +893,52 @@ START_TEST(test_choice)
 }
 END_TEST
 
+/* The launcher's algo option travels as MLSYS_ALGO and every communicator, including one
+ * made by split, starts with it: here "ring" for all, then all_reduce overridden to tree. */
+static int env_algo_check(mlsys_comm *k, int rc, const char *coll, const char *want)
+{
+    if (!rc && strcmp(mlsys_last_algo(k), want) == 0)
+        return 0;
+    fprintf(stderr, "rank %d of %d: %s: rc %d, ran %s, expected %s\n", mlsys_rank(k),
+            mlsys_size(k), coll, rc, mlsys_last_algo(k), want);
+    return 1;
+}
+
+static int env_algo_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    int r = mlsys_rank(c), bad = 0;
+    int32_t x[40] = {0}, y[40 * 4];
+    mlsys_comm *half = NULL;
+    if (mlsys_split(c, r % 2, r, &half) || !half)
+        return 2;
+    mlsys_comm *comms[2] = {c, half};
+    for (int i = 0; i < 2 && !bad; i++) {
+        mlsys_comm *k = comms[i];
+        bad |= env_algo_check(k, mlsys_allreduce(k, x, y, 40, MLSYS_I32, MLSYS_SUM), "all_reduce",
+                              "tree");
+        bad |= env_algo_check(k, mlsys_broadcast(k, x, 40, MLSYS_I32, 0), "broadcast", "ring");
+        bad |= env_algo_check(k, mlsys_allgather(k, x, y, 10, MLSYS_I32), "all_gather", "ring");
+        /* gather has no ring and keeps its rule: tree on 4 ranks, direct on 2 */
+        bad |= env_algo_check(k, mlsys_gather(k, x, y, 10, MLSYS_I32, 0), "gather",
+                              i == 0 ? "tree" : "direct");
+    }
+    return bad;
+}
+
+START_TEST(test_env_algo)
+{
+    char why[512] = "";
+    mlsys_launch_opts o = {.world_size = 4, .timeout_ms = TIMEOUT_MS,
+                           .algo = "ring,all_reduce=tree"};
+    mlsys_job *j = mlsys_job_start(&o, NULL, env_algo_rank, NULL, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    int rc = mlsys_job_wait(j, NULL, -1, why, sizeof why);
+    mlsys_job_free(j);
+    ck_assert_msg(rc == 0, "%s", why);
+}
+END_TEST
+
 /* ---- errors: every rank gets the same verdict before any message moves ---- */
 
 /* Each call must fail with MLSYS_ERR_ARG and a message naming the rank and the problem. */
@@ -975,10 +1048,16 @@ START_TEST(test_counters)
 }
 END_TEST
 
-/* ---- events: begin/end around each collective, one STEP per algorithm step ---- */
+/* ---- events: begin/end around each collective, STEP events at the step boundaries ---- */
 
-#define EV_RANKS 4
-static int ev_count[EV_RANKS][MLSYS_EV_KIND_COUNT];
+/* Gated mode grants "one more step" to all ranks at once, so within one call every rank
+ * must pass the same number of step boundaries: checked for every algorithm, on a rank
+ * count that is not a power of two (the recursive algorithms fold) and one that is. */
+#define EV_MAX_RANKS 8
+#define EV_MAX_CALLS 64
+static int ev_steps[EV_MAX_RANKS][EV_MAX_CALLS], ev_calls[EV_MAX_RANKS];
+static int ev_sends[EV_MAX_RANKS][EV_MAX_CALLS];
+static mlsys_event ev_first[EV_MAX_RANKS][2];   /* begin and end of the first call */
 static int ev_bad;
 
 static void ev_sink(void *u, const mlsys_event *ev, size_t n)
@@ -986,34 +1065,63 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
     (void)u;
     for (size_t i = 0; i < n; i++) {
         const mlsys_event *e = &ev[i];
-        if (e->rank < 0 || e->rank >= EV_RANKS || e->kind < 0 || e->kind >= MLSYS_EV_KIND_COUNT) {
+        if (e->rank < 0 || e->rank >= EV_MAX_RANKS || ev_calls[e->rank] >= EV_MAX_CALLS) {
             ev_bad = 1;
             continue;
         }
-        ev_count[e->rank][e->kind]++;
-        if ((e->kind == MLSYS_EV_COLL_BEGIN || e->kind == MLSYS_EV_COLL_END) &&
-            (e->coll != MLSYS_COLL_ALLREDUCE || e->algo != 1 || strcmp(e->label, "ring") != 0 ||
-             e->op != MLSYS_SUM || e->dtype != MLSYS_F32 || e->bytes != 64 * 4 || e->peer != -1))
-            ev_bad = 2;
-        if (e->kind == MLSYS_EV_STEP && (e->coll != MLSYS_COLL_ALLREDUCE || e->step < 0 ||
-                                         e->step >= 2 * (EV_RANKS - 1)))
-            ev_bad = 3;
+        int r = e->rank, k = ev_calls[r];
+        if (e->kind == MLSYS_EV_COLL_BEGIN || e->kind == MLSYS_EV_COLL_END) {
+            const coll_table *t = coll_table_of((mlsys_coll)e->coll);
+            if (!t || e->algo < 0 || e->algo >= t->nalgos ||
+                strcmp(e->label, t->algos[e->algo].name) != 0 || e->peer != -1)
+                ev_bad = 2;
+            if (k == 0)
+                ev_first[r][e->kind == MLSYS_EV_COLL_END] = *e;
+            if (e->kind == MLSYS_EV_COLL_END)
+                ev_calls[r]++;
+        } else if (e->kind == MLSYS_EV_STEP) {
+            if (e->step < 0)
+                ev_bad = 3;
+            ev_steps[r][k]++;
+        } else if (e->kind == MLSYS_EV_SEND_BEGIN) {
+            ev_sends[r][k]++;
+        }
     }
 }
 
 static int events_rank(mlsys_comm *c, void *arg)
 {
     (void)arg;
-    float x[64] = {0}, y[64];
+    float x[64 * EV_MAX_RANKS] = {0}, y[64 * EV_MAX_RANKS];
+    int rc = 0;
     mlsys_set_algo(c, MLSYS_COLL_ALLREDUCE, "ring");
-    return mlsys_allreduce(c, x, y, 64, MLSYS_F32, MLSYS_SUM) != 0;
+    rc |= mlsys_allreduce(c, x, y, 64, MLSYS_F32, MLSYS_SUM);
+    for (int k = 0; k < MLSYS_COLL_COUNT && !rc; k++) {
+        const coll_table *t = coll_table_of((mlsys_coll)k);
+        coll_args a = {x, y, 13, MLSYS_F32, MLSYS_SUM, 1};
+        for (int i = 0; i < t->nalgos && !rc; i++) {
+            mlsys_set_algo(c, (mlsys_coll)k, t->algos[i].name);
+            if (k == MLSYS_COLL_BROADCAST)
+                a.sendbuf = y;
+            else if (k != MLSYS_COLL_REDUCE && k != MLSYS_COLL_ALLREDUCE &&
+                     k != MLSYS_COLL_REDUCE_SCATTER)
+                a.op = MLSYS_OP_NONE;
+            rc = coll_run(c, (mlsys_coll)k, &a);
+        }
+    }
+    if (rc)
+        fprintf(stderr, "rank %d: %s\n", mlsys_rank(c), mlsys_errmsg(c));
+    return rc != 0;
 }
 
-START_TEST(test_events)
+static void run_events(int n)
 {
     char why[512] = "";
-    mlsys_launch_opts o = {.world_size = EV_RANKS, .timeout_ms = TIMEOUT_MS,
-                           .trace_capacity = 4096};
+    memset(ev_steps, 0, sizeof ev_steps);
+    memset(ev_sends, 0, sizeof ev_sends);
+    memset(ev_calls, 0, sizeof ev_calls);
+    ev_bad = 0;
+    mlsys_launch_opts o = {.world_size = n, .timeout_ms = TIMEOUT_MS, .trace_capacity = 8192};
     mlsys_job *j = mlsys_job_start(&o, NULL, events_rank, NULL, why, sizeof why);
     ck_assert_msg(j != NULL, "%s", why);
     mlsys_job_sink sink = {NULL, ev_sink, NULL};
@@ -1022,12 +1130,78 @@ START_TEST(test_events)
     ck_assert_int_eq((int)mlsys_job_events_lost(j), 0);
     mlsys_job_free(j);
     ck_assert_int_eq(ev_bad, 0);
-    for (int r = 0; r < EV_RANKS; r++) {
-        ck_assert_int_eq(ev_count[r][MLSYS_EV_COLL_BEGIN], 1);
-        ck_assert_int_eq(ev_count[r][MLSYS_EV_COLL_END], 1);
-        ck_assert_int_eq(ev_count[r][MLSYS_EV_STEP], 2 * (EV_RANKS - 1));
-        ck_assert_int_eq(ev_count[r][MLSYS_EV_SEND_BEGIN], 2 * (EV_RANKS - 1));
+    int calls = 1;
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++)
+        calls += coll_table_of((mlsys_coll)k)->nalgos;
+    for (int r = 0; r < n; r++) {
+        /* the first call: the ring all-reduce, 2(N-1) steps and sends, fields filled in */
+        for (int e = 0; e < 2; e++) {
+            const mlsys_event *f = &ev_first[r][e];
+            ck_assert_int_eq(f->coll, MLSYS_COLL_ALLREDUCE);
+            ck_assert_int_eq(f->algo, 1);
+            ck_assert_str_eq(f->label, "ring");
+            ck_assert_int_eq(f->op, MLSYS_SUM);
+            ck_assert_int_eq(f->dtype, MLSYS_F32);
+            ck_assert_int_eq((int)f->bytes, 64 * 4);
+        }
+        ck_assert_int_eq(ev_steps[r][0], 2 * (n - 1));
+        ck_assert_int_eq(ev_sends[r][0], 2 * (n - 1));
+        ck_assert_int_eq(ev_calls[r], calls);
+        for (int k = 0; k < calls; k++) {
+            ck_assert_msg(ev_steps[r][k] == ev_steps[0][k] && ev_steps[r][k] > 0,
+                          "call %d: rank %d passed %d steps, rank 0 %d", k, r, ev_steps[r][k],
+                          ev_steps[0][k]);
+        }
     }
+}
+
+START_TEST(test_events)
+{
+    run_events(_i == 0 ? 5 : 4);
+}
+END_TEST
+
+/* Gated mode: every rank waits at each step until the runner grants it; the collectives
+ * still complete, with the right data, when the runner grants one step at a time. */
+static int gated_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    int n = mlsys_size(c), r = mlsys_rank(c);
+    int64_t v = r + 1, sum[3] = {0};
+    static const char *const algos[] = {"ring", "recursive_doubling", "recursive_halving"};
+    for (int i = 0; i < 3; i++) {
+        int64_t vec[8];
+        for (int e = 0; e < 8; e++)
+            vec[e] = v;
+        int64_t out[8];
+        if (mlsys_set_algo(c, MLSYS_COLL_ALLREDUCE, algos[i]) ||
+            mlsys_allreduce(c, vec, out, 8, MLSYS_I64, MLSYS_SUM))
+            return 2;
+        sum[i] = out[7];
+    }
+    if (mlsys_barrier(c))
+        return 2;
+    for (int i = 0; i < 3; i++)
+        if (sum[i] != (int64_t)n * (n + 1) / 2)
+            return 1;
+    return 0;
+}
+
+START_TEST(test_gated)
+{
+    char why[512] = "";
+    mlsys_launch_opts o = {.world_size = 5, .timeout_ms = TIMEOUT_MS, .gated = 1};
+    mlsys_job *j = mlsys_job_start(&o, NULL, gated_rank, NULL, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    int rc, grants = 0;
+    while ((rc = mlsys_job_wait(j, NULL, 2, why, sizeof why)) == 1 && grants < 10000) {
+        mlsys_job_grant_step(j);
+        grants++;
+    }
+    mlsys_job_free(j);
+    ck_assert_msg(rc == 0, "gated: %s", why);
+    /* ring 2(N-1) = 8, folded doubling 1 + 2 + 1, folded halving 1 + 2 + 2 + 1, barrier 3 */
+    ck_assert_int_ge(grants, 8 + 4 + 6 + 3);
 }
 END_TEST
 
@@ -1038,9 +1212,11 @@ static Suite *coll_suite(void)
     tcase_add_test(api, test_names);
     tcase_add_test(api, test_decide_rules);
     tcase_add_test(api, test_choice);
+    tcase_add_test(api, test_env_algo);
     tcase_add_test(api, test_errors);
     tcase_add_loop_test(api, test_counters, 2, 9);
-    tcase_add_test(api, test_events);
+    tcase_add_loop_test(api, test_events, 0, 2);
+    tcase_add_test(api, test_gated);
     tcase_set_timeout(api, 60);
     suite_add_tcase(s, api);
 

@@ -1,0 +1,272 @@
+/* exercise_progress.c - the learner's progress: a plain-text file under the XDG state
+ * directory, one line per exercise ("ch03-ring-allreduce done hints=2 passed=1733140000").
+ * It is written atomically (temp file, fsync, rename, fsync of the directory), so a crash
+ * leaves the old or the new file, never half of one. A file that does not parse is renamed
+ * to <path>.corrupt-<time> and reported: progress is never silently overwritten. */
+#include "exercise.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROGRESS_HEADER "# mlsys-lab progress 1"
+
+void ex_progress_free(ex_progress *p)
+{
+    free(p->e);
+    p->e = NULL;
+    p->n = p->cap = 0;
+}
+
+ex_progress_entry *ex_progress_get(ex_progress *p, const char *id, int create)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->e[i].id, id))
+            return &p->e[i];
+    if (!create)
+        return NULL;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 32;
+        ex_progress_entry *e = realloc(p->e, (size_t)p->cap * sizeof *e);
+        if (!e) {
+            fprintf(stderr, "mlsys-lab: out of memory\n");
+            exit(70);
+        }
+        p->e = e;
+    }
+    ex_progress_entry *e = &p->e[p->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->id, sizeof e->id, "%s", id);
+    return e;
+}
+
+static int valid_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof(((ex_progress_entry *)0)->id))
+        return 0;
+    for (; *s; s++)
+        if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && *s != '-' && *s != '_')
+            return 0;
+    return 1;
+}
+
+static int parse_ll(const char *s, long long *out)
+{
+    if (!*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* One entry line; 0 on success, -1 with why. */
+static int parse_line(ex_progress *p, char *line, char *why, size_t n)
+{
+    char *save, *id = strtok_r(line, " \t", &save), *st = strtok_r(NULL, " \t", &save);
+    if (!id || !valid_id(id)) {
+        snprintf(why, n, "not an exercise id");
+        return -1;
+    }
+    if (!st || (strcmp(st, "done") && strcmp(st, "pending"))) {
+        snprintf(why, n, "'%s' needs a status: done or pending", id);
+        return -1;
+    }
+    if (ex_progress_get(p, id, 0)) {
+        snprintf(why, n, "'%s' appears twice", id);
+        return -1;
+    }
+    ex_progress_entry *e = ex_progress_get(p, id, 1);
+    e->done = !strcmp(st, "done");
+    for (char *kv; (kv = strtok_r(NULL, " \t", &save));) {
+        char *eq = strchr(kv, '=');
+        long long v;
+        if (!eq || parse_ll(eq + 1, &v) != 0) {
+            snprintf(why, n, "'%s': expected key=number", kv);
+            return -1;
+        }
+        *eq = 0;
+        if (!strcmp(kv, "hints") && v < 1000)
+            e->hints = (int)v;
+        else if (!strcmp(kv, "passed"))
+            e->passed_at = v;
+        else {
+            snprintf(why, n, "unknown field '%s'", kv);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Move a corrupt file aside under a name that does not exist yet. */
+static int back_up(const char *path, char *out, size_t n)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (int k = 0; k < 100; k++) {
+        if (k == 0)
+            snprintf(out, n, "%s.corrupt-%s", path, stamp);
+        else
+            snprintf(out, n, "%s.corrupt-%s-%d", path, stamp, k);
+        if (access(out, F_OK) != 0 && errno == ENOENT)
+            return rename(path, out);
+    }
+    return -1;
+}
+
+int ex_progress_load(ex_progress *p, const char *path, char *msg, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->path, sizeof p->path, "%s", path);
+    msg[0] = 0;
+    size_t len;
+    char *text = ex_read_file(path, &len);
+    if (!text) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(msg, n, "cannot read the progress file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char why[160] = "";
+    int lineno = 0, ok = 1, seen_header = 0;
+    if (memchr(text, 0, len)) {
+        snprintf(why, sizeof why, "it contains NUL bytes");
+        ok = 0;
+    }
+    for (char *save, *line = strtok_r(text, "\n", &save); ok && line;
+         line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r')
+            line[--l] = 0;
+        if (!seen_header) {
+            if (strcmp(line, PROGRESS_HEADER) != 0) {
+                snprintf(why, sizeof why, "line 1 is not '%s'", PROGRESS_HEADER);
+                ok = 0;
+            }
+            seen_header = 1;
+            continue;
+        }
+        if (!l || line[0] == '#')
+            continue;
+        char w[128];
+        if (parse_line(p, line, w, sizeof w) != 0) {
+            snprintf(why, sizeof why, "line %d: %s", lineno, w);
+            ok = 0;
+        }
+    }
+    if (ok && !seen_header) {
+        snprintf(why, sizeof why, "it is empty (no '%s' line)", PROGRESS_HEADER);
+        ok = 0;
+    }
+    free(text);
+    if (ok)
+        return 0;
+    ex_progress_free(p);
+    char bak[PATH_MAX + 64];
+    if (back_up(path, bak, sizeof bak) != 0) {
+        snprintf(msg, n, "the progress file %s is corrupt (%s) and could not be backed up (%s); "
+                 "it was left as it is: move it away to go on", path, why, strerror(errno));
+        return -1;
+    }
+    snprintf(msg, n, "the progress file %s is corrupt (%s): kept as %s; starting with no "
+             "progress", path, why, bak);
+    return 1;
+}
+
+static int mkdir_parent(const char *path)
+{
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    for (char *s = d + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return 0;
+}
+
+int ex_progress_save(const ex_progress *p, char *msg, size_t n)
+{
+    if (mkdir_parent(p->path) != 0) {
+        snprintf(msg, n, "cannot create the directory of %s: %s", p->path, strerror(errno));
+        return -1;
+    }
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", p->path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(msg, n, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        snprintf(msg, n, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%s\n# one line per exercise: ID done|pending hints=N passed=UNIX-TIME\n",
+            PROGRESS_HEADER);
+    for (int i = 0; i < p->n; i++)
+        fprintf(f, "%s %s hints=%d passed=%lld\n", p->e[i].id, p->e[i].done ? "done" : "pending",
+                p->e[i].hints, p->e[i].passed_at);
+    int bad = fflush(f) != 0 || fsync(fd) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        snprintf(msg, n, "cannot write %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, p->path) != 0) {
+        snprintf(msg, n, "cannot rename %s to %s: %s", tmp, p->path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", p->path);
+    char *slash = strrchr(d, '/');
+    if (slash) {
+        *slash = 0;
+        int dfd = open(*d ? d : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
+}
+
+int exercise_record(const ex_context *cx, const exercise *ex, int passed, char *msg, size_t n)
+{
+    ex_progress p;
+    int rc = ex_progress_load(&p, cx->progress, msg, n);
+    if (rc < 0)
+        return -1;
+    ex_progress_entry *e = ex_progress_get(&p, ex->id, 1);
+    if (passed && !e->done) {
+        e->done = 1;
+        e->passed_at = (long long)time(NULL);
+    }
+    char m2[512];
+    int src = ex_progress_save(&p, m2, sizeof m2);
+    if (src != 0 && !msg[0])
+        snprintf(msg, n, "%s", m2);
+    ex_progress_free(&p);
+    return src != 0 ? -1 : rc;
+}

@@ -1,0 +1,248 @@
+/* replay.c - `mlsys-lab replay FILE`: reads a Chrome trace written with --trace (cJSON) back
+ * into events and plays them in the same views as a live job. The trace has, per event, its
+ * phase (b/e async p2p spans, B/E collectives and compute, i steps and marks, s/f message
+ * flows), the rank as tid, and args bytes/peer/tag/step; optional args (dtype, op, chunk,
+ * val) are read when a newer writer adds them. Without cJSON the command says why. */
+#include "ui.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CJSON
+#include <cjson/cJSON.h>
+
+typedef struct ev_at {
+    mlsys_event e;
+    size_t idx;                 /* file order, to keep ties stable */
+} ev_at;
+
+static int by_time(const void *a, const void *b)
+{
+    const ev_at *x = a, *y = b;
+    if (x->e.t_ns != y->e.t_ns)
+        return x->e.t_ns < y->e.t_ns ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static double num(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int kind_of_cat(const char *cat)
+{
+    for (int k = 0; k < MLSYS_EV_KIND_COUNT; k++)
+        if (!strcmp(mlsys_event_kind_name(k), cat))
+            return k;
+    return MLSYS_EV_MARK;
+}
+
+int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int *nranks,
+                 char *err, size_t errlen)
+{
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        snprintf(err, errlen, "not valid JSON%s%.20s", at ? " near: " : "", at ? at : "");
+        return -1;
+    }
+    const cJSON *arr = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root,
+                                                                              "traceEvents");
+    if (!cJSON_IsArray(arr)) {
+        snprintf(err, errlen, "no traceEvents array: not a trace written by --trace");
+        cJSON_Delete(root);
+        return -1;
+    }
+    size_t cap = (size_t)cJSON_GetArraySize(arr) + 1, cnt = 0;
+    ev_at *v = mlsys_xcalloc(cap, sizeof *v);
+    int maxrank = -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        const char *ph = str(it, "ph"), *cat = str(it, "cat"), *name = str(it, "name");
+        if (!ph || !cat || !name || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(it, "tid")))
+            continue;
+        int rank = (int)num(it, "tid", -1);
+        if (rank < 0 || rank >= 64)
+            continue;
+        double ts = num(it, "ts", 0);
+        if (ts < 0)
+            ts = 0;
+        if (!strcmp(cat, "msg")) {
+            /* a flow arrow: its id is the msg_id of the event just before it on this rank */
+            double id = num(it, "id", 0);
+            for (size_t k = cnt; k-- > 0;) {
+                if (v[k].e.rank != rank)
+                    continue;
+                int want = ph[0] == 's' ? MLSYS_EV_SEND_BEGIN : MLSYS_EV_RECV_END;
+                if (v[k].e.kind == want && !v[k].e.msg_id)
+                    v[k].e.msg_id = (uint64_t)id;
+                break;
+            }
+            continue;
+        }
+        mlsys_event e;
+        memset(&e, 0, sizeof e);
+        e.t_ns = (uint64_t)(ts * 1000.0 + 0.5) + 1;
+        e.rank = rank;
+        e.peer = e.tag = -1;
+        e.coll = e.algo = e.op = -1;
+        e.step = e.chunk = e.dtype = -1;
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
+        if (cJSON_IsObject(args)) {
+            e.bytes = (uint64_t)num(args, "bytes", 0);
+            e.peer = (int32_t)num(args, "peer", -1);
+            e.tag = (int32_t)num(args, "tag", -1);
+            e.step = (int32_t)num(args, "step", -1);
+            e.chunk = (int32_t)num(args, "chunk", -1);
+            e.dtype = (int32_t)num(args, "dtype", -1);
+            e.op = (int16_t)num(args, "op", -1);
+            const cJSON *vals = cJSON_GetObjectItemCaseSensitive(args, "val");
+            for (int k = 0; cJSON_IsArray(vals) && k < 4 && k < cJSON_GetArraySize(vals); k++) {
+                const cJSON *x = cJSON_GetArrayItem(vals, k);
+                e.val[k] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+            }
+        }
+        if (!strcmp(cat, "p2p")) {
+            int send = !strncmp(name, "send", 4);
+            e.kind = (int16_t)(ph[0] == 'b' ? (send ? MLSYS_EV_SEND_BEGIN : MLSYS_EV_RECV_BEGIN)
+                               : (send ? MLSYS_EV_SEND_END : MLSYS_EV_RECV_END));
+            const char *id = str(it, "id");
+            if (id)
+                e.span_id = strtoull(id, NULL, 16);
+            /* a collective's messages say so through the open collective of their rank */
+        } else if (!strcmp(cat, "collective")) {
+            e.kind = (int16_t)(ph[0] == 'B' ? MLSYS_EV_COLL_BEGIN : MLSYS_EV_COLL_END);
+            char word[64];
+            const char *sp = strchr(name, ' ');
+            snprintf(word, sizeof word, "%.*s", (int)(sp ? sp - name : (long)strlen(name)), name);
+            mlsys_coll c;
+            if (mlsys_coll_parse(word, &c) == 0)
+                e.coll = (int16_t)c;
+            snprintf(e.label, sizeof e.label, "%s", sp ? sp + 1 : "");
+        } else if (!strcmp(cat, "compute")) {
+            e.kind = (int16_t)(ph[0] == 'B' ? MLSYS_EV_COMPUTE_BEGIN : MLSYS_EV_COMPUTE_END);
+            snprintf(e.label, sizeof e.label, "%s", name);
+        } else if (!strcmp(cat, "step")) {
+            e.kind = MLSYS_EV_STEP;
+            const char *p = name;
+            if (!strncmp(p, "step ", 5)) {
+                p += 5;
+                while (*p == '-' || (*p >= '0' && *p <= '9'))
+                    p++;
+                while (*p == ' ')
+                    p++;
+            }
+            snprintf(e.label, sizeof e.label, "%s", p);
+        } else {
+            e.kind = (int16_t)kind_of_cat(cat);
+            snprintf(e.label, sizeof e.label, "%s", name);
+        }
+        if (rank > maxrank)
+            maxrank = rank;
+        if (e.peer > maxrank && e.peer < 64)
+            maxrank = e.peer;
+        v[cnt].e = e;
+        v[cnt].idx = cnt;
+        cnt++;
+    }
+    cJSON_Delete(root);
+    /* a rank's events between its collective's begin and end belong to that collective */
+    int open[64];
+    for (int k = 0; k < 64; k++)
+        open[k] = -1;
+    qsort(v, cnt, sizeof *v, by_time);
+    mlsys_event *ev = mlsys_xcalloc(cnt ? cnt : 1, sizeof *ev);
+    for (size_t i = 0; i < cnt; i++) {
+        mlsys_event *e = &v[i].e;
+        if (e->kind == MLSYS_EV_COLL_BEGIN)
+            open[e->rank] = e->coll;
+        if (e->coll < 0 && e->kind != MLSYS_EV_COLL_END)
+            e->coll = (int16_t)open[e->rank];
+        if (e->kind == MLSYS_EV_COLL_END)
+            open[e->rank] = -1;
+        ev[i] = *e;
+    }
+    free(v);
+    *out = ev;
+    *n = cnt;
+    *nranks = maxrank + 1;
+    return 0;
+}
+
+#else
+
+int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int *nranks,
+                 char *err, size_t errlen)
+{
+    (void)text;
+    (void)len;
+    *out = NULL;
+    *n = 0;
+    *nranks = 0;
+    snprintf(err, errlen, "this build cannot read traces: cJSON was not found (install "
+             "libcjson-dev and rebuild)");
+    return -1;
+}
+
+#endif
+
+int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char *err,
+                size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = mlsys_xmalloc(cap);
+    size_t k;
+    while ((k = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) {
+            cap *= 2;
+            buf = grid_xrealloc(buf, cap);
+        }
+    }
+    fclose(f);
+    int rc = replay_parse(buf, len, ev, n, nranks, err, errlen);
+    free(buf);
+    if (rc == 0 && *n == 0) {
+        free(*ev);
+        snprintf(err, errlen, "%s has no events of a job", path);
+        return -1;
+    }
+    return rc;
+}
+
+int replay_main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "mlsys-lab: replay: which trace? (mlsys-lab replay FILE, a file "
+                "written with --trace)\n");
+        return 2;
+    }
+    ui_opts o;
+    char err[512];
+    if (ui_parse_opts(argc - 2, argv + 2, &o, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    mlsys_event *ev;
+    size_t n;
+    int nranks;
+    if (replay_load(argv[1], &ev, &n, &nranks, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: replay: %s\n", err);
+        return 2;
+    }
+    const char *base = strrchr(argv[1], '/');
+    return ui_run(&o, run_create_replay(base ? base + 1 : argv[1], ev, n, nranks));
+}

@@ -1,0 +1,98 @@
+/* ui.h - the ncurses front end: a stack of screens (home, launcher form, live run or replay)
+ * driven by one event loop that blocks in getch with a timeout, turns the reaction flags of
+ * key handlers and ticks into at most one redraw per turn, renders every screen into an
+ * off-screen grid and copies the grid to curses in one place (ui.c). Table of contents of
+ * lab/ui*.c, lab/home.c, lab/form.c and lab/replay.c. */
+#ifndef MLSYS_UI_H
+#define MLSYS_UI_H
+
+#include "lab.h"
+#include "views/view.h"
+
+#define UI_MIN_W 80             /* below this the shell only says how big it needs to be */
+#define UI_MIN_H 24
+
+typedef struct ui_opts {
+    int color;                  /* 1 colours (256 or 16 as the terminal has), 0 none */
+    int ascii;                  /* 1: ASCII only (--ascii or a terminal that is not UTF-8) */
+    int mouse;                  /* 1: wheel and clicks */
+} ui_opts;
+
+typedef struct ui_screen ui_screen;
+
+/* A screen is a class, like a view: a table of functions and private data. */
+typedef struct ui_screen_class {
+    const char *name;
+    /* The title bar's text after "MLSys Lab". */
+    void (*title)(ui_screen *s, char *out, size_t n);
+    /* The keys that work here now, for the footer and the help overlay (key == NULL ends). */
+    const ui_key_help *(*keys)(ui_screen *s);
+    /* Extra lines for the help overlay (NULL-terminated), or NULL. */
+    const char *const *(*help)(ui_screen *s);
+    /* The body: the rectangle between the title bar and the footer. */
+    void (*draw)(ui_screen *s, grid *g, int x, int y, int w, int h);
+    int (*key)(ui_screen *s, int key);
+    /* Background work (a job's output and events, animation). Returns reaction flags and
+     * lowers *timeout_ms to when it wants to run again (it starts at the idle timeout). */
+    int (*tick)(ui_screen *s, uint64_t now_ns, int *timeout_ms);
+    void (*free)(ui_screen *s);
+} ui_screen_class;
+
+struct ui_screen {
+    const ui_screen_class *cls;
+    void *data;
+};
+
+/* ui.c: the shell */
+/* Parse --no-color --ascii --no-mouse (and NO_COLOR, the locale) from argv[from..]; an unknown
+ * word is an error: 2 with a message in err. */
+int ui_parse_opts(int argc, char **argv, ui_opts *o, char *err, size_t n);
+/* Run the loop on a first screen until the last screen is gone; frees every screen. */
+int ui_run(const ui_opts *o, ui_screen *first);
+void ui_push(ui_screen *s);             /* open a screen on top (from a key handler) */
+const ui_opts *ui_options(void);
+int ui_mouse_x(void);                   /* where the last click was (UI_KEY_CLICK) */
+int ui_mouse_y(void);
+/* The shell's own parts, drawn by every screen the same way (also used by tests). */
+void ui_draw_footer(grid *g, int y, int w, const ui_key_help *keys);
+void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
+                  const ui_key_help *keys, const char *const *lines);
+void ui_draw_too_small(grid *g, int need_w, int need_h);
+/* Call fn(arg) with stdout and stderr captured (a lab's before/after hooks print): returns
+ * the text, malloc'd, and fn's result in *rc. */
+char *ui_capture(int (*fn)(void *), void *arg, int *rc);
+
+/* home.c: the chapter tree and the reader */
+ui_screen *home_create(void);
+/* Where the chapter texts are: the cwd, MLSYS_LAB_SRC, or next to the program (build/..). */
+char *home_read_asset(const char *rel, size_t *len);
+
+/* form.c: the launcher form of one lab */
+ui_screen *form_create(const lab *l);
+
+/* ui_run.c: a live job or a replay in the views */
+/* Start l with argv (flags after the lab id); NULL with a message in err on failure. */
+ui_screen *run_create_job(const lab *l, int argc, char **argv, char *err, size_t n);
+/* Play events (sorted by time, rank = world rank) from a trace in the same views. */
+ui_screen *run_create_replay(const char *title, mlsys_event *ev, size_t n, int nranks);
+
+/* ui_progress.c: which labs ran to the end, in the state directory */
+/* 1 ran and succeeded, -1 ran and failed, 0 never ran. */
+int ui_progress_lab(const char *lab_id);
+void ui_progress_record(const char *lab_id, int ok);
+
+/* replay.c: Chrome-trace JSON (written by --trace) back into events */
+/* Reads path; returns 0 with *ev (malloc'd, sorted by time) and *n, *nranks, or -1 with a
+ * message in err. */
+int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char *err,
+                size_t errlen);
+int replay_parse(const char *text, size_t len, mlsys_event **ev, size_t *n, int *nranks,
+                 char *err, size_t errlen);
+
+/* The commands main.c calls. */
+int ui_main(int argc, char **argv);     /* mlsys-lab [--no-color] [--ascii] [--no-mouse] */
+int ui_is_terminal(void);               /* stdin and stdout are a terminal */
+int ui_is_flag(const char *arg);        /* one of the front end's own flags */
+int replay_main(int argc, char **argv); /* mlsys-lab replay FILE [ui flags] */
+
+#endif

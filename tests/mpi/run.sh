@@ -1,0 +1,248 @@
+#!/bin/bash
+# run.sh - the MPI backend under Open MPI's mpirun: labs with 2 and 4 ranks give the same
+# output as on shm, point-to-point and native collectives against independent values, a real
+# send/send deadlock reported by the timeout, a failing or killed rank ending the job with
+# its name, Ctrl-C leaving no process behind, events over TCP written to a trace that matches
+# the shm one, and a wrong-token connection refused and logged.
+# Usage: tests/mpi/run.sh [BUILD_DIR]   (skips, saying why, when mpirun is missing)
+build=${1:-build}
+bin=$build/mlsys-lab
+plugin=$build/libmlsys-mpi.so
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LANG=C.UTF-8
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -30; }
+skip() { echo "skip - $1"; }
+finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "skip: mpirun is not on PATH (apt-get install openmpi-bin libopenmpi-dev)"
+    finish
+fi
+if [ ! -x "$bin" ]; then
+    echo "skip: $bin is not built (make BUILD=$build)"
+    finish
+fi
+if [ ! -f "$plugin" ]; then
+    if command -v mpicc >/dev/null 2>&1; then
+        bad "the MPI plugin $plugin is not built (make BUILD=$build)"
+    else
+        echo "skip: mpicc is missing, so the MPI plugin cannot be built (apt-get install libopenmpi-dev)"
+    fi
+    finish
+fi
+
+# the test program: the runner's mpirun launcher and the transport, driven directly
+cases=$build/tests/mpi_cases
+mkdir -p "$build/tests"
+if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -rdynamic -o "$cases" \
+        tests/mpi/cases.c "$build/liblab.a" "$build/libmlsys.a" -lm -lpthread 2>"$tmp/cc"; then
+    bad "build tests/mpi/cases.c" "$tmp/cc"
+    finish
+fi
+export MLSYS_MPI_PLUGIN=$PWD/$plugin
+
+# ---- labs: the same output as under shm (PIDs and the backend line aside) ----
+filter() { grep -v -e 'PID' -e '^Backend:'; }
+same_as_shm() {
+    local name=$1; shift
+    "$bin" run "$@" >"$tmp/shm.out" 2>&1
+    local rs=$?
+    "$bin" run "$@" --backend mpi >"$tmp/mpi.out" 2>"$tmp/mpi.err"
+    local rm=$?
+    filter <"$tmp/shm.out" >"$tmp/a"
+    cat "$tmp/mpi.out" "$tmp/mpi.err" | filter >"$tmp/b"
+    if [ $rs -eq 0 ] && [ $rm -eq 0 ] && [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b"; then
+        ok "$name ($(wc -l <"$tmp/a") lines as on shm)"
+    else
+        diff "$tmp/a" "$tmp/b" >"$tmp/d"
+        echo "exit status shm $rs, mpi $rm" >>"$tmp/d"
+        bad "$name" "$tmp/d"
+    fi
+}
+same_as_shm "hello-distributed, 2 ranks" ch01/hello-distributed -w 2
+same_as_shm "hello-distributed, 4 ranks" ch01/hello-distributed -w 4
+same_as_shm "send-recv-basic, 2 ranks" ch02/send-recv-basic -w 2
+same_as_shm "send-recv-basic, 4 ranks" ch02/send-recv-basic -w 4
+same_as_shm "collective-cheatsheet, 4 ranks, --algo ring" ch03/collective-cheatsheet -w 4 --algo ring
+
+if "$bin" run ch03/collective-cheatsheet --algo native --help >/dev/null 2>"$tmp/e"; then
+    "$bin" run ch03/collective-cheatsheet -w 4 --algo ring 2>&1 | filter >"$tmp/a"
+    "$bin" run ch03/collective-cheatsheet -w 4 --algo native --backend mpi 2>&1 | filter >"$tmp/b"
+    if cmp -s "$tmp/a" "$tmp/b"; then
+        ok "collective-cheatsheet, 4 ranks, --algo native (MPI's collectives) = ring on shm"
+    else
+        diff "$tmp/a" "$tmp/b" >"$tmp/d"
+        bad "collective-cheatsheet --algo native" "$tmp/d"
+    fi
+else
+    skip "collective-cheatsheet --algo native: $(head -1 "$tmp/e") (the collective tables have no \"native\" entry yet; cases native below checks MPI's collectives directly)"
+fi
+
+# ---- the transport, through the runner's launcher ----
+expect() {   # expect NAME FILE PATTERN... : every extended regex must match a line of FILE
+    local name=$1 file=$2; shift 2
+    for p in "$@"; do
+        if ! grep -Eq -- "$p" "$file"; then
+            echo "missing: $p" >>"$file"
+            bad "$name" "$file"
+            return 1
+        fi
+    done
+    ok "$name"
+}
+for n in 2 4; do
+    "$cases" job p2p $n >"$tmp/o" 2>&1
+    expect "p2p on $n ranks (ring sizes 0..4 MiB, recv-reduce, 16 tags, truncation, split)" \
+        "$tmp/o" "^p2p: ok on $n ranks" "^why: all ranks finished"
+done
+for n in 3 4; do
+    "$cases" job native $n >"$tmp/o" 2>&1
+    expect "native collectives on $n ranks (every type, operator, root, in place and not; world and split)" \
+        "$tmp/o" "^native: ok on $n ranks" "^why: all ranks finished"
+done
+
+MLSYS_TIMEOUT_MS=500 "$cases" job deadlock 2 >"$tmp/o" 2>&1
+expect "send/send deadlock reported by the timeout" "$tmp/o" \
+    '^\[rank 0\] rank 0: deadlock suspected after 0\.[5-9] s: rank 0 waits in send to rank 1 \(tag 5, 4 B\)' \
+    '^\[rank 1\] rank 1: deadlock suspected after 0\.[5-9] s: rank 1 waits in send to rank 0 \(tag 5, 4 B\)' \
+    '^why: rank [01] exited with status 1$' '^job: rc=2 status=1 failed_rank=[01]'
+
+"$cases" job fail 3 >"$tmp/o" 2>&1
+if grep -q "should have been stopped" "$tmp/o"; then
+    bad "a failing rank stops the job" "$tmp/o"
+else
+    expect "a failing rank stops the job, named with its exit status" "$tmp/o" \
+        '^why: rank 1 exited with status 3$' '^job: rc=2 status=3 failed_rank=1'
+fi
+
+"$cases" job events 4 events 100 >"$tmp/o" 2>&1
+expect "events over TCP: exactly 4 x 600 arrive, none lost" "$tmp/o" \
+    '^events: 2400 from 4 ranks, lost 0, refused 0, incomplete 0$'
+"$cases" job events 2 rogue 50 >"$tmp/o" 2>&1
+expect "wrong-token and non-mlsys connections refused and logged; the job's streams unharmed" \
+    "$tmp/o" '^mlsys-lab: refused an event connection from 127\.0\.0\.1:[0-9]+: wrong token$' \
+    '^mlsys-lab: refused an event connection from 127\.0\.0\.1:[0-9]+: not an mlsys event stream$' \
+    '^rogue: closed without an ack$' '^events: 600 from 2 ranks, lost 0, refused 2, incomplete 0$'
+
+# ---- a trace of a lab: the same events as under shm ----
+"$bin" run ch01/hello-distributed -w 4 --trace "$tmp/shm.json" >/dev/null 2>"$tmp/shm.err"
+"$bin" run ch01/hello-distributed -w 4 --backend mpi --trace "$tmp/mpi.json" >/dev/null 2>"$tmp/mpi.err"
+kinds() {   # one line per event: its phase, category and track; sorted counts
+    sed -n 's/.*"cat":"\([a-z_]*\)","ph":"\([a-zA-Z]\)".*"tid":\([0-9]*\).*/\1 \2 \3/p' "$1" |
+        sort | uniq -c
+}
+flows() { sed -n "s/.*\"cat\":\"msg\",\"ph\":\"$2\",\"id\":\([0-9]*\).*/\1/p" "$1" | sort; }
+kinds "$tmp/shm.json" >"$tmp/ks"
+kinds "$tmp/mpi.json" >"$tmp/km"
+flows "$tmp/mpi.json" s >"$tmp/fs"
+flows "$tmp/mpi.json" f >"$tmp/ff"
+flows "$tmp/shm.json" s >"$tmp/fshm"
+# message ids: the receiver learns the sender's sequence number, so the arrows are the shm ones
+if grep -Eq '^mlsys-lab: trace: [1-9][0-9]* events written to .* \(0 lost\)$' "$tmp/mpi.err" &&
+   [ -s "$tmp/ks" ] && cmp -s "$tmp/ks" "$tmp/km" && [ -s "$tmp/fs" ] && cmp -s "$tmp/fs" "$tmp/ff" &&
+   cmp -s "$tmp/fs" "$tmp/fshm"; then
+    ok "--trace under mpi: $(sed -n 's/.*trace: \([0-9]*\) events.*/\1/p' "$tmp/mpi.err") events, per kind and rank as on shm, message ids as on shm, every send paired with its receive"
+else
+    { cat "$tmp/mpi.err"; diff "$tmp/ks" "$tmp/km"; diff "$tmp/fs" "$tmp/ff" | head;
+      diff "$tmp/fs" "$tmp/fshm" | head; } >"$tmp/d"
+    bad "--trace under mpi" "$tmp/d"
+fi
+
+# ---- the runner: the mpirun line, errors it says in one line ----
+"$bin" run ch01/hello-distributed -w 4 --backend mpi -v >/dev/null 2>"$tmp/o"
+cores=$(nproc)
+over=""
+[ 4 -gt "$cores" ] && over="--oversubscribe "
+root=""
+[ "$(id -u)" = 0 ] && root="--allow-run-as-root "
+expect "-v prints the mpirun line" "$tmp/o" \
+    "^mlsys-lab: mpirun line: [^ ]*mpirun ${root}${over}-np 4 .*--mca pml ob1 --mca btl self,vader,tcp --tag-output -x MLSYS_BACKEND -x MLSYS_TIMEOUT_MS .*mlsys-lab worker ch01/hello-distributed"
+
+MLSYS_MPI_PLUGIN=/nonexistent/libmlsys-mpi.so "$bin" run ch01/hello-distributed -w 2 --backend mpi >"$tmp/o" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && [ "$(grep -c mlsys-lab "$tmp/o")" = 1 ]; then
+    expect "a missing plugin is one line, before anything starts" "$tmp/o" \
+        '^mlsys-lab: ch01/hello-distributed: --backend mpi: the MPI plugin /nonexistent/libmlsys-mpi.so is missing'
+else
+    echo "exit status $rc" >>"$tmp/o"
+    bad "a missing plugin is one line" "$tmp/o"
+fi
+"$bin" run ch01/hello-distributed -w 2 --backend mpi --gated >"$tmp/o" 2>&1
+expect "--gated is refused under mpi" "$tmp/o" 'gated needs the shm backend'
+
+# ---- a rank killed, and Ctrl-C: the job ends, named, and nothing is left ----
+children() {   # pids whose parent is $1
+    local f
+    for f in /proc/[0-9]*/stat; do
+        read -r pid _ _ ppid _ 2>/dev/null <"$f" || continue
+        [ "$ppid" = "$1" ] && echo "$pid"
+    done
+}
+start_long() {   # a lab that runs for minutes; sets runner, mpirun, ranks
+    "$bin" run ch02/pipeline-simulation -w 2 --batch-size 1024 --hidden-size 1024 -m 256 \
+        --backend mpi >"$tmp/long.out" 2>"$tmp/long.err" &
+    runner=$!
+    mpirun=""
+    ranks=""
+    for _ in $(seq 100); do
+        sleep 0.1
+        [ -z "$mpirun" ] && mpirun=$(children "$runner")
+        [ -n "$mpirun" ] && ranks=$(children "$mpirun")
+        [ "$(echo $ranks | wc -w)" = 2 ] && return 0
+    done
+    return 1
+}
+rank_pid() {
+    local p
+    for p in $ranks; do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+    done
+}
+left_over() {   # which of the job's processes still exist
+    local p
+    for p in $mpirun $ranks; do
+        [ -d "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && echo "$p"
+    done
+}
+
+if start_long; then
+    victim=$(rank_pid 1)
+    kill -KILL "$victim"
+    wait "$runner"
+    rc=$?
+    sleep 0.2
+    { cat "$tmp/long.err"; echo "exit status $rc; left over: $(left_over)"; } >"$tmp/o"
+    if [ $rc -ne 0 ] && [ -z "$(left_over)" ]; then
+        expect "a rank killed by a signal ends the job, named; no process left" "$tmp/o" \
+            '^mlsys-lab: ch02/pipeline-simulation: rank 1 died by signal 9 \(Killed\)'
+    else
+        bad "a rank killed by a signal ends the job" "$tmp/o"
+    fi
+else
+    kill "$runner" 2>/dev/null
+    bad "start a long lab under mpi" "$tmp/long.err"
+fi
+
+if start_long; then
+    kill -INT "$runner"
+    wait "$runner"
+    rc=$?
+    sleep 0.2
+    { cat "$tmp/long.err"; echo "exit status $rc; left over: $(left_over)"; } >"$tmp/o"
+    if [ $rc -eq 130 ] && [ -z "$(left_over)" ]; then
+        expect "Ctrl-C stops mpirun and every rank (exit status 130)" "$tmp/o" \
+            'interrupted: the job was stopped'
+    else
+        bad "Ctrl-C stops mpirun and every rank" "$tmp/o"
+    fi
+else
+    kill "$runner" 2>/dev/null
+    bad "start a long lab under mpi" "$tmp/long.err"
+fi
+
+finish

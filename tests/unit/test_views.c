@@ -1,0 +1,954 @@
+/* test_views.c - the front end's views rendered off-screen from synthetic events: golden
+ * frames (the .txt files in tests/frames; GENERATE=1 rewrites them), the ring view's cells checked
+ * against the closed-form tables of what each rank holds after each step (recursive doubling
+ * and the ring), the log/plot/timeline views, the shell's own parts, the trace reader
+ * (events -> Chrome JSON -> events), the "Rank r: [..]" parser, the value helpers of
+ * core/trace_values.h against a real job, and (printed, not asserted) drawing and event
+ * rates. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "../../lab/ui.h"
+#include "../../lab/views/view.h"
+#include "../../core/trace_values.h"
+
+#define W 118
+#define H 36
+
+/* ---- goldens ---- */
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static void golden(const char *name, const char *text)
+{
+    char path[512];
+    const char *src = getenv("MLSYS_LAB_SRC");
+    snprintf(path, sizeof path, "%s%stests/frames/%s.txt", src ? src : "", src ? "/" : "", name);
+    const char *gen = getenv("GENERATE");
+    if (gen && *gen && strcmp(gen, "0")) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+        fputs(text, f);
+        fclose(f);
+        return;
+    }
+    char *want = read_all(path);
+    ck_assert_msg(want != NULL, "golden %s is missing (make GENERATE=1 to write it)", path);
+    if (strcmp(want, text) != 0) {
+        /* the first differing line, to make the failure readable */
+        int line = 1;
+        const char *a = want, *b = text;
+        while (*a && *a == *b) {
+            if (*a == '\n')
+                line++;
+            a++;
+            b++;
+        }
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        fprintf(stderr, "golden %s differs at line %d:\n  want: %.*s\n  got:  %.*s\n"
+                "--- got frame ---\n%s", name, line, (int)(ea ? ea - a : (long)strlen(a)), a,
+                (int)(eb ? eb - b : (long)strlen(b)), b, text);
+        free(want);
+        ck_abort_msg("golden %s differs at line %d (GENERATE=1 rewrites it)", name, line);
+    }
+    free(want);
+}
+
+static char *render(const view_class *cls, void *d, int w, int h, const view_ctx *ctx, int ascii)
+{
+    grid *g = grid_create(w, h);
+    grid_set_ascii(g, ascii);
+    cls->draw(d, g, 0, 0, w, h, ctx);
+    char *s = grid_dump(g);
+    grid_free(g);
+    return s;
+}
+
+static view_ctx settled(int n)
+{
+    view_ctx c;
+    memset(&c, 0, sizeof c);
+    c.nranks = n;
+    c.anim = 1.0;
+    c.failed_rank = -1;
+    return c;
+}
+
+/* ---- synthetic events ---- */
+
+static uint64_t now_t = 1000;
+
+static mlsys_event ev(int kind, int rank)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = (int16_t)kind;
+    e.rank = rank;
+    e.peer = e.tag = e.step = e.chunk = e.dtype = -1;
+    e.coll = e.algo = e.op = -1;
+    e.t_ns = now_t += 1000;
+    return e;
+}
+
+static void coll_begin(const view_class *c, void *d, int n, int coll, int algo, const char *name,
+                       uint64_t bytes)
+{
+    for (int r = 0; r < n; r++) {
+        mlsys_event e = ev(MLSYS_EV_COLL_BEGIN, r);
+        e.coll = (int16_t)coll;
+        e.algo = (int16_t)algo;
+        e.dtype = MLSYS_F32;
+        e.op = coll == MLSYS_COLL_ALLREDUCE ? MLSYS_SUM : -1;
+        e.bytes = bytes;
+        snprintf(e.label, sizeof e.label, "%s", name);
+        c->event(d, &e);
+    }
+}
+
+static void coll_end(const view_class *c, void *d, int n, int coll, const char *name,
+                     uint64_t bytes)
+{
+    for (int r = 0; r < n; r++) {
+        mlsys_event e = ev(MLSYS_EV_COLL_END, r);
+        e.coll = (int16_t)coll;
+        e.bytes = bytes;
+        snprintf(e.label, sizeof e.label, "%s", name);
+        c->event(d, &e);
+    }
+}
+
+static void step_all(const view_class *c, void *d, int n, int coll, int step, const char *label)
+{
+    for (int r = 0; r < n; r++) {
+        mlsys_event e = ev(MLSYS_EV_STEP, r);
+        e.coll = (int16_t)coll;
+        e.step = step;
+        snprintf(e.label, sizeof e.label, "%s", label);
+        c->event(d, &e);
+    }
+}
+
+static uint64_t seq;
+
+/* Sends first (the sender's state as it sends), then the receives. */
+static void messages(const view_class *c, void *d, int n, const int *to, uint64_t bytes, int coll)
+{
+    uint64_t id0 = seq;
+    for (int r = 0; r < n; r++) {
+        if (to[r] < 0)
+            continue;
+        mlsys_event e = ev(MLSYS_EV_SEND_BEGIN, r);
+        e.peer = to[r];
+        e.bytes = bytes;
+        e.coll = (int16_t)coll;
+        e.msg_id = ((uint64_t)r << 40) | (id0 + (uint64_t)r + 1);
+        c->event(d, &e);
+    }
+    for (int r = 0; r < n; r++) {
+        if (to[r] < 0)
+            continue;
+        mlsys_event e = ev(MLSYS_EV_RECV_END, to[r]);
+        e.peer = r;
+        e.bytes = bytes;
+        e.coll = (int16_t)coll;
+        e.msg_id = ((uint64_t)r << 40) | (id0 + (uint64_t)r + 1);
+        c->event(d, &e);
+    }
+    seq += (uint64_t)n + 1;
+}
+
+/* Recursive doubling on n (a power of two) ranks, count floats, up to and including step
+ * last (-1: the whole call). */
+static void rd_allreduce(const view_class *c, void *d, int n, int count, int last)
+{
+    coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 3, "recursive_doubling", (uint64_t)count * 4);
+    int steps = 0;
+    while ((1 << steps) < n)
+        steps++;
+    for (int k = 0; k < steps && (last < 0 || k <= last); k++) {
+        c->phase(d);
+        step_all(c, d, n, MLSYS_COLL_ALLREDUCE, k, "exchange");
+        int to[64];
+        for (int r = 0; r < n; r++)
+            to[r] = r ^ (1 << k);
+        messages(c, d, n, to, (uint64_t)count * 4, MLSYS_COLL_ALLREDUCE);
+    }
+    if (last < 0)
+        coll_end(c, d, n, MLSYS_COLL_ALLREDUCE, "recursive_doubling", (uint64_t)count * 4);
+}
+
+/* The row of cells in rank r's box, as words. */
+static int box_cells(const char *frame, int r, char words[][16], int max)
+{
+    char tag[32];
+    snprintf(tag, sizeof tag, " rank %d ", r);
+    const char *p = strstr(frame, tag);
+    if (!p)
+        return -1;
+    /* column of the box's left edge, on this line */
+    const char *line = p;
+    while (line > frame && line[-1] != '\n')
+        line--;
+    int col = 0;
+    for (const char *q = line; q < p; col++) {
+        uint32_t cp;
+        q += grid_utf8_decode(q, strlen(q), &cp);
+    }
+    /* two lines down: the header, the step label, then the cells */
+    const char *cells = line;
+    for (int i = 0; i < 2; i++) {
+        cells = strchr(cells, '\n');
+        if (!cells)
+            return -1;
+        cells++;
+    }
+    /* skip to the column after the box's left border */
+    const char *q = cells;
+    for (int i = 0; i < col && *q && *q != '\n'; i++) {
+        uint32_t cp;
+        q += grid_utf8_decode(q, strlen(q), &cp);
+    }
+    uint32_t cp;
+    q += grid_utf8_decode(q, strlen(q), &cp);      /* the border */
+    int n = 0;
+    while (*q && *q != '\n' && n < max) {
+        while (*q == ' ')
+            q++;
+        if (!*q || *q == '\n')
+            break;
+        if (!strncmp(q, "│", strlen("│")) || *q == '|')
+            break;
+        int k = 0;
+        while (*q && *q != ' ' && *q != '\n' && k < 15)
+            words[n][k++] = *q++;
+        words[n][k] = 0;
+        n++;
+    }
+    return n;
+}
+
+/* Independent of the view: the text of a set of contributors for n ranks (cells of five
+ * columns, as the view uses when they fit: three ranks are spelled out). */
+static void set_text(const int *has, int n, char *out, size_t len)
+{
+    int cnt = 0, r[64];
+    for (int i = 0; i < n; i++)
+        if (has[i])
+            r[cnt++] = i;
+    if (cnt == n)
+        snprintf(out, len, "all");
+    else if (cnt == 1)
+        snprintf(out, len, "%d", r[0]);
+    else if (cnt == 2)
+        snprintf(out, len, "%d+%d", r[0], r[1]);
+    else if (cnt == 3)
+        snprintf(out, len, "%d+%d+%d", r[0], r[1], r[2]);
+    else
+        snprintf(out, len, "%d/%d", cnt, n);
+}
+
+/* ---- the ring view ---- */
+
+START_TEST(ring_recursive_doubling_cells)
+{
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, 4);
+    view_ctx ctx = settled(4);
+    for (int last = 0; last < 2; last++) {
+        c->reset(d, 4);
+        rd_allreduce(c, d, 4, 2, last);
+        c->phase(d);
+        char *f = render(c, d, W, H, &ctx, 0);
+        /* after step k, rank r holds the sum over the ranks that share r's bits above k */
+        for (int r = 0; r < 4; r++) {
+            int has[4] = {0};
+            for (int s = 0; s < 4; s++)
+                has[s] = (s >> (last + 1)) == (r >> (last + 1));
+            char want[32], words[8][16];
+            set_text(has, 4, want, sizeof want);
+            int nw = box_cells(f, r, words, 8);
+            ck_assert_msg(nw == 2, "rank %d: %d cells in\n%s", r, nw, f);
+            for (int i = 0; i < nw; i++)
+                ck_assert_msg(!strcmp(words[i], want), "step %d rank %d cell %d: want %s got %s",
+                              last, r, i, want, words[i]);
+        }
+        free(f);
+    }
+    c->free(d);
+}
+END_TEST
+
+/* Ring all-reduce of 4 elements on 4 ranks: the chunk a rank receives follows from its
+ * step (RS: (r-k-1) mod N reduced, AG: (r-k) mod N overwritten), as in core/coll/allreduce.c. */
+static void ring_step(const view_class *c, void *d, int n, int step)
+{
+    c->phase(d);
+    step_all(c, d, n, MLSYS_COLL_ALLREDUCE, step, step < n - 1 ? "reduce-scatter" : "all-gather");
+    int to[64];
+    for (int r = 0; r < n; r++)
+        to[r] = (r + 1) % n;
+    messages(c, d, n, to, 4, MLSYS_COLL_ALLREDUCE);
+}
+
+START_TEST(ring_allreduce_cells_follow_the_table)
+{
+    const int n = 4;
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, n);
+    coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 1, "ring", 16);
+    view_ctx ctx = settled(n);
+    for (int step = 0; step < 2 * (n - 1); step++) {
+        ring_step(c, d, n, step);
+        char *f = render(c, d, W, H, &ctx, 0);
+        for (int r = 0; r < n; r++) {
+            char words[8][16];
+            ck_assert_int_eq(box_cells(f, r, words, 8), n);
+            for (int ch = 0; ch < n; ch++) {
+                int dist = ((r - ch) % n + n) % n, has[8] = {0};
+                int rs = step < n - 1 ? step : n - 2;       /* RS steps done */
+                if (dist >= 1 && dist - 1 <= rs)
+                    for (int j = 0; j <= dist; j++)
+                        has[((r - j) % n + n) % n] = 1;     /* ranks r-dist .. r */
+                else
+                    has[r] = 1;
+                if (step >= n - 1 && dist <= step - (n - 1))
+                    for (int j = 0; j < n; j++)
+                        has[j] = 1;                         /* all-gathered */
+                char want[32];
+                set_text(has, n, want, sizeof want);
+                ck_assert_msg(!strcmp(words[ch], want), "step %d rank %d chunk %d: want %s got %s",
+                              step, r, ch, want, words[ch]);
+            }
+        }
+        if (step == n - 2)
+            golden("ring_ring4_after_reduce_scatter", f);
+        free(f);
+    }
+    c->free(d);
+}
+END_TEST
+
+START_TEST(ring_golden_frames)
+{
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, 4);
+    rd_allreduce(c, d, 4, 2, 0);
+    c->phase(d);
+    view_ctx ctx = settled(4);
+    ctx.anim = 0.5;
+    char *f = render(c, d, W, H, &ctx, 0);
+    golden("ring_rd4_step0_moving", f);
+    free(f);
+    /* the whole call, with the values the ranks printed, every rank done */
+    c->reset(d, 4);
+    for (int r = 0; r < 4; r++) {
+        char line[64];
+        snprintf(line, sizeof line, "Rank %d: [%d.0, %d.0]", r, r + 1, 2 * (r + 1));
+        c->line(d, 0, 0, line);
+    }
+    rd_allreduce(c, d, 4, 2, -1);
+    c->phase(d);
+    for (int r = 0; r < 4; r++) {
+        char line[64];
+        snprintf(line, sizeof line, "Rank %d: [10.0, 20.0]", r);
+        c->line(d, 0, 0, line);
+    }
+    int states[4] = {VIEW_RANK_DONE, VIEW_RANK_DONE, VIEW_RANK_DONE, VIEW_RANK_DONE};
+    ctx = settled(4);
+    ctx.rank_state = states;
+    ctx.events = 44;
+    f = render(c, d, W, H, &ctx, 0);
+    golden("ring_rd4_done", f);
+    ck_assert_ptr_nonnull(strstr(f, "= 10.0 20.0"));
+    ck_assert_ptr_nonnull(strstr(f, "algorithm recursive_doubling"));
+    ck_assert_ptr_nonnull(strstr(f, "why: < 64 KiB"));
+    free(f);
+    f = render(c, d, W, H, &ctx, 1);
+    golden("ring_rd4_done_ascii", f);
+    for (const char *p = f; *p; p++)
+        ck_assert_msg((unsigned char)*p < 0x80, "non-ASCII byte in the --ascii frame");
+    free(f);
+    /* a failed rank and a gated one */
+    int st2[4] = {VIEW_RANK_RUNNING, VIEW_RANK_RUNNING, VIEW_RANK_FAILED, VIEW_RANK_STOPPED};
+    int codes[4] = {0, 0, 11, 15};
+    int gate[4] = {1, 1, -1, -1};
+    ctx.rank_state = st2;
+    ctx.rank_code = codes;
+    ctx.gate_step = gate;
+    ctx.failed_rank = 2;
+    f = render(c, d, W, H, &ctx, 0);
+    golden("ring_rd4_failed", f);
+    ck_assert_ptr_nonnull(strstr(f, "✗ segfault"));
+    ck_assert_ptr_nonnull(strstr(f, "⏸ gate 1"));
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(ring_grid_for_many_ranks)
+{
+    const int n = 12;
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, n);
+    coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 0, "direct", 8);
+    c->phase(d);
+    step_all(c, d, n, MLSYS_COLL_ALLREDUCE, 0, "reduce at rank 0");
+    int to[64];
+    for (int r = 0; r < n; r++)
+        to[r] = r ? 0 : -1;
+    messages(c, d, n, to, 8, MLSYS_COLL_ALLREDUCE);
+    c->phase(d);
+    view_ctx ctx = settled(n);
+    char *f = render(c, d, W, H, &ctx, 0);
+    golden("ring_direct12_grid", f);
+    /* every rank has a box, rank 0 holds all after the reduce, the others themselves */
+    for (int r = 0; r < n; r++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, " rank %d ", r);
+        ck_assert_msg(strstr(f, tag) != NULL, "no box for rank %d", r);
+    }
+    char words[8][16];
+    ck_assert_int_eq(box_cells(f, 0, words, 8), 2);
+    ck_assert_str_eq(words[0], "all");
+    ck_assert_int_eq(box_cells(f, 7, words, 8), 2);
+    ck_assert_str_eq(words[0], "7");
+    ck_assert_ptr_nonnull(strstr(f, "busiest links"));
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(ring_small_area_and_p2p)
+{
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, 3);
+    int to[3] = {1, 2, -1};
+    messages(c, d, 3, to, 16, -1);
+    c->phase(d);
+    view_ctx ctx = settled(3);
+    char *f = render(c, d, 78, 20, &ctx, 0);
+    golden("ring_p2p3_small", f);
+    ck_assert_ptr_nonnull(strstr(f, "point-to-point messages only"));
+    free(f);
+    /* far too small: nothing is drawn outside the area and nothing crashes */
+    f = render(c, d, 10, 2, &ctx, 0);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* ---- log, plot, timeline ---- */
+
+START_TEST(log_orders)
+{
+    const view_class *c = &view_log_class;
+    void *d = c->create();
+    c->reset(d, 3);
+    c->line(d, -1, 0, "World size: 3");
+    c->line(d, 1, 0, "rank 1 says hello");
+    c->line(d, 0, 0, "rank 0 says hello");
+    c->line(d, 2, 1, "rank 2: something went wrong");
+    c->line(d, 0, 0, "rank 0 again");
+    view_ctx ctx = settled(3);
+    char *f = render(c, d, 80, 12, &ctx, 0);
+    golden("log_interleaved", f);
+    const char *a = strstr(f, "rank 1 says"), *b = strstr(f, "rank 0 says");
+    ck_assert(a && b && a < b);
+    free(f);
+    ck_assert_int_ne(c->key(d, 'o') & UI_HANDLED, 0);
+    f = render(c, d, 80, 12, &ctx, 0);
+    golden("log_rank_order", f);
+    a = strstr(f, "rank 0 again");
+    b = strstr(f, "rank 1 says");
+    ck_assert(a && b && a < b);
+    free(f);
+    /* the filter cycles all -> runner -> 0 -> 1 -> 2 -> all */
+    c->key(d, 'f');
+    c->key(d, 'f');
+    f = render(c, d, 80, 12, &ctx, 0);
+    ck_assert_ptr_nonnull(strstr(f, "showing rank 0"));
+    ck_assert_ptr_null(strstr(f, "rank 1 says"));
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(plot_sweep)
+{
+    const view_class *c = &view_plot_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    for (int i = 0; i <= 10; i++) {
+        mlsys_event e = ev(MLSYS_EV_MARK, 0);
+        snprintf(e.label, sizeof e.label, "%sbusbw GB/s", MLSYS_MARK_PLOT);
+        e.val[0] = (double)(1024 << (i * 1));
+        e.val[1] = 10.0 * i / (i + 2.0);
+        c->event(d, &e);
+        snprintf(e.label, sizeof e.label, "%salgbw GB/s", MLSYS_MARK_PLOT);
+        e.val[1] = 6.0 * i / (i + 2.0);
+        c->event(d, &e);
+    }
+    view_ctx ctx = settled(1);
+    char *f = render(c, d, 100, 24, &ctx, 0);
+    golden("plot_sweep", f);
+    ck_assert_ptr_nonnull(strstr(f, "busbw GB/s"));
+    ck_assert_ptr_nonnull(strstr(f, "log2 x"));
+    ck_assert_ptr_nonnull(strstr(f, "1M"));
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(timeline_spans)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    now_t = 0;
+    for (int r = 0; r < 2; r++) {
+        now_t = 1000000ull * (uint64_t)r;
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, r);
+        snprintf(e.label, sizeof e.label, "F mb0");
+        c->event(d, &e);
+        now_t += 3000000;
+        e = ev(MLSYS_EV_COMPUTE_END, r);
+        c->event(d, &e);
+        e = ev(MLSYS_EV_SEND_BEGIN, r);
+        e.peer = 1 - r;
+        c->event(d, &e);
+        now_t += 1000000;
+        e = ev(MLSYS_EV_SEND_END, r);
+        c->event(d, &e);
+    }
+    view_ctx ctx = settled(2);
+    char *f = render(c, d, 80, 8, &ctx, 0);
+    golden("timeline_two_ranks", f);
+    ck_assert_ptr_nonnull(strstr(f, "FFFF"));
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* ---- the shell's parts ---- */
+
+START_TEST(shell_parts)
+{
+    grid *g = grid_create(60, 20);
+    ui_draw_too_small(g, UI_MIN_W, UI_MIN_H);
+    char *f = grid_dump(g);
+    golden("ui_too_small", f);
+    ck_assert_ptr_nonnull(strstr(f, "at least 80x24"));
+    ck_assert_ptr_nonnull(strstr(f, "this one is 60x20"));
+    free(f);
+    grid_resize(g, 100, 30);
+    static const ui_key_help keys[] = {{"space", "pause"}, {"n", "step"}, {NULL, NULL}};
+    static const ui_key_help global[] = {{"?/F1", "help"}, {"q", "back"}, {NULL, NULL}};
+    static const char *const lines[] = {"A help line that is long enough to be wrapped onto a "
+                                        "second line of the overlay, at a space.", NULL};
+    ui_draw_footer(g, 29, 100, keys);
+    ui_draw_help(g, "test", global, keys, lines);
+    f = grid_dump(g);
+    golden("ui_help_footer", f);
+    ck_assert_ptr_nonnull(strstr(f, "space pause  n step  ?/F1 help  q back"));
+    free(f);
+    grid_free(g);
+}
+END_TEST
+
+static const lab_flag form_flags[] = {
+    {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
+    {"size", 's', FLAG_SIZE, "64K", NULL, 1, 1L << 30, "bytes per message"},
+    {"mode", 0, FLAG_CHOICE, "fast", "fast|slow", 0, 0, "how"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+static const lab form_lab = {.id = "test/form", .title = "Form test", .summary = "a lab",
+                             .flags = form_flags, .view = "ring"};
+
+START_TEST(form_validates_as_you_type)
+{
+    ui_screen *s = form_create(&form_lab);
+    grid *g = grid_create(120, 40);
+    s->cls->draw(s, g, 0, 1, 120, 38);
+    char *f = grid_dump(g);
+    golden("form_defaults", f);
+    ck_assert_ptr_nonnull(strstr(f, "[ Launch ]"));
+    free(f);
+    /* world-size: clear it and type 99 (above the maximum of 64) */
+    s->cls->key(s, UI_CTRL('u'));
+    s->cls->key(s, '9');
+    s->cls->key(s, '9');
+    grid_clear(g);
+    s->cls->draw(s, g, 0, 1, 120, 38);
+    f = grid_dump(g);
+    ck_assert_msg(strstr(f, "fix the red values first") != NULL, "%s", f);
+    ck_assert_msg(strstr(f, "64") != NULL, "the message names the bound: %s", f);
+    free(f);
+    s->cls->key(s, UI_KEY_BACKSPACE);
+    grid_clear(g);
+    s->cls->draw(s, g, 0, 1, 120, 38);
+    f = grid_dump(g);
+    ck_assert_ptr_nonnull(strstr(f, "[ Launch ]"));     /* 9 is fine */
+    free(f);
+    /* choices cycle with the arrows */
+    s->cls->key(s, UI_KEY_DOWN);
+    s->cls->key(s, UI_KEY_DOWN);
+    s->cls->key(s, UI_KEY_RIGHT);
+    grid_clear(g);
+    s->cls->draw(s, g, 0, 1, 120, 38);
+    f = grid_dump(g);
+    ck_assert_ptr_nonnull(strstr(f, "slow"));
+    free(f);
+    grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
+/* ---- parsers ---- */
+
+START_TEST(rank_values_parser)
+{
+    double v[16];
+    int r;
+    ck_assert_int_eq(view_parse_rank_values("Rank 3: [10.0, 20.0]", &r, v, 16), 2);
+    ck_assert_int_eq(r, 3);
+    ck_assert(v[0] == 10.0 && v[1] == 20.0);
+    ck_assert_int_eq(view_parse_rank_values("Rank 0: [[0.0, 1.0], [10.0, 11.0]]", &r, v, 16), 4);
+    ck_assert(v[3] == 11.0);
+    ck_assert_int_eq(view_parse_rank_values("Rank 1: [-1.5e3]", &r, v, 16), 1);
+    ck_assert(v[0] == -1500.0);
+    ck_assert_int_eq(view_parse_rank_values("Rank 1: []", &r, v, 16), 0);
+    ck_assert_int_eq(view_parse_rank_values("Rank 1: [1.0, 2.0] and more", &r, v, 16), -1);
+    ck_assert_int_eq(view_parse_rank_values("Rank x: [1.0]", &r, v, 16), -1);
+    ck_assert_int_eq(view_parse_rank_values("Rank 1: [1.0, oops]", &r, v, 16), -1);
+    ck_assert_int_eq(view_parse_rank_values("Rank 1: [1.0, 2.0", &r, v, 16), -1);
+    ck_assert_int_eq(view_parse_rank_values("hello", &r, v, 16), -1);
+}
+END_TEST
+
+START_TEST(replay_round_trip)
+{
+    /* events -> the Chrome JSON that --trace writes -> events again */
+    static mlsys_event got[256];
+    int n = 0;
+    now_t = 5000;
+    seq = 0;
+    mlsys_event e;
+    for (int r = 0; r < 4; r++) {
+        e = ev(MLSYS_EV_COLL_BEGIN, r);
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        e.bytes = 8;
+        snprintf(e.label, sizeof e.label, "recursive_doubling");
+        got[n++] = e;
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < 4; r++) {
+            e = ev(MLSYS_EV_STEP, r);
+            e.coll = MLSYS_COLL_ALLREDUCE;
+            e.step = k;
+            snprintf(e.label, sizeof e.label, "exchange");
+            got[n++] = e;
+        }
+        for (int r = 0; r < 4; r++) {
+            e = ev(MLSYS_EV_SEND_BEGIN, r);
+            e.peer = r ^ (1 << k);
+            e.bytes = 8;
+            e.msg_id = ((uint64_t)r << 40) | (uint64_t)(k + 1);
+            e.span_id = ((uint64_t)r << 40) | (uint64_t)(2 * k + 1);
+            got[n++] = e;
+        }
+        for (int r = 0; r < 4; r++) {
+            e = ev(MLSYS_EV_RECV_END, r);
+            e.peer = r ^ (1 << k);
+            e.bytes = 8;
+            e.msg_id = ((uint64_t)(r ^ (1 << k)) << 40) | (uint64_t)(k + 1);
+            e.span_id = ((uint64_t)r << 40) | (uint64_t)(2 * k + 2);
+            got[n++] = e;
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        e = ev(MLSYS_EV_COLL_END, r);
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        e.bytes = 8;
+        snprintf(e.label, sizeof e.label, "recursive_doubling");
+        got[n++] = e;
+    }
+    char path[] = "/tmp/mlsys-test-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(mlsys_trace_write_json(path, got, (size_t)n, 1000), 0);
+    mlsys_event *back;
+    size_t nb;
+    int nranks;
+    char err[256];
+    int rc = replay_load(path, &back, &nb, &nranks, err, sizeof err);
+    unlink(path);
+#ifdef HAVE_CJSON
+    ck_assert_msg(rc == 0, "replay: %s", err);
+    ck_assert_int_eq((int)nb, n);
+    ck_assert_int_eq(nranks, 4);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(back[i].kind, got[i].kind);
+        ck_assert_int_eq(back[i].rank, got[i].rank);
+        ck_assert_uint_eq(back[i].bytes, got[i].bytes);
+        if (got[i].kind == MLSYS_EV_SEND_BEGIN || got[i].kind == MLSYS_EV_RECV_END) {
+            ck_assert_int_eq(back[i].peer, got[i].peer);
+            ck_assert_uint_eq(back[i].msg_id, got[i].msg_id);
+            ck_assert_int_eq(back[i].coll, MLSYS_COLL_ALLREDUCE);   /* from the open span */
+        }
+        if (got[i].kind == MLSYS_EV_STEP) {
+            ck_assert_int_eq(back[i].step, got[i].step);
+            ck_assert_str_eq(back[i].label, "exchange");
+        }
+        if (got[i].kind == MLSYS_EV_COLL_BEGIN) {
+            ck_assert_int_eq(back[i].coll, MLSYS_COLL_ALLREDUCE);
+            ck_assert_str_eq(back[i].label, "recursive_doubling");
+        }
+    }
+    /* played into the ring view, the replay leaves every rank with all contributions */
+    void *d = view_ring_class.create();
+    view_ring_class.reset(d, nranks);
+    for (size_t i = 0; i < nb; i++)
+        view_ring_class.event(d, &back[i]);
+    view_ring_class.phase(d);
+    view_ctx ctx = settled(4);
+    char *f = render(&view_ring_class, d, W, H, &ctx, 0);
+    for (int r = 0; r < 4; r++) {
+        char words[8][16];
+        ck_assert_int_eq(box_cells(f, r, words, 8), 2);
+        ck_assert_str_eq(words[0], "all");
+    }
+    free(f);
+    view_ring_class.free(d);
+    free(back);
+    /* and what is not a trace says so */
+    ck_assert_int_eq(replay_parse("{\"a\":1}", 7, &back, &nb, &nranks, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "traceEvents"));
+    ck_assert_int_eq(replay_parse("{not json", 9, &back, &nb, &nranks, err, sizeof err), -1);
+#else
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_nonnull(strstr(err, "cJSON"));
+#endif
+}
+END_TEST
+
+/* ---- core/trace_values.c against a real job ---- */
+
+static int values_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    int r = mlsys_rank(c);
+    double v[6];
+    for (int i = 0; i < 6; i++)
+        v[i] = 10.0 * r + i;
+    mlsys_emit_values(c, 7, v, 6);
+    float buf[3] = {(float)r + 1, 2.0f * ((float)r + 1), -1.0f};
+    mlsys_watch_buffer(c, buf, 3, MLSYS_F32);
+    mlsys_emit_point(c, "bw", 1024.0, 2.5 + r);
+    int rc = mlsys_step(c, 0, "hold");       /* gated: waits here while the test reads buf */
+    mlsys_watch_buffer(c, NULL, 0, MLSYS_F32);
+    return rc;
+}
+
+typedef struct seen {
+    double vals[4][6];
+    int nvals[4];
+    uint64_t addr[4];
+    int points;
+} seen;
+
+static void seen_events(void *u, const mlsys_event *ev, size_t n)
+{
+    seen *s = u;
+    for (size_t i = 0; i < n; i++) {
+        const mlsys_event *e = &ev[i];
+        if (e->kind != MLSYS_EV_MARK || e->rank < 0 || e->rank >= 4)
+            continue;
+        if (!strcmp(e->label, MLSYS_MARK_VALUES) && e->step == 7)
+            for (int j = 0; j < e->tag; j++) {
+                s->vals[e->rank][e->chunk + j] = e->val[j];
+                s->nvals[e->rank]++;
+            }
+        if (!strcmp(e->label, MLSYS_MARK_WATCH) && e->bytes == 3)
+            s->addr[e->rank] = (uint64_t)e->val[0];
+        if (!strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT)))
+            s->points++;
+    }
+}
+
+START_TEST(values_and_watched_buffers)
+{
+    mlsys_launch_opts o = {.world_size = 4, .timeout_ms = 10000, .trace_capacity = 4096,
+                           .gated = 1};
+    char err[256];
+    mlsys_job *j = mlsys_job_start(&o, NULL, values_rank, NULL, err, sizeof err);
+    ck_assert_msg(j != NULL, "%s", err);
+    seen s;
+    memset(&s, 0, sizeof s);
+    mlsys_job_sink sink = {NULL, seen_events, &s};
+    /* wait until every rank stands at the gate */
+    int waiting = 0;
+    for (int it = 0; it < 5000 && waiting < 4; it++) {
+        ck_assert_int_eq(mlsys_job_wait(j, &sink, 1, err, sizeof err), 1);
+        waiting = 0;
+        for (int r = 0; r < 4; r++)
+            waiting += mlsys_job_gate_step(j, r) == 0;
+    }
+    ck_assert_int_eq(waiting, 4);
+    mlsys_job_wait(j, &sink, 5, err, sizeof err);
+    for (int r = 0; r < 4; r++) {
+        ck_assert_int_eq(s.nvals[r], 6);
+        for (int i = 0; i < 6; i++)
+            ck_assert(s.vals[r][i] == 10.0 * r + i);
+        ck_assert_msg(s.addr[r] != 0, "rank %d announced no buffer", r);
+        double got[3];
+        const mlsys_rank_status *st = mlsys_job_status(j, r);
+        ck_assert_msg(mlsys_values_read(st->pid, s.addr[r], 3, MLSYS_F32, got) == 0,
+                      "cannot read rank %d: %s", r, strerror(errno));
+        ck_assert(got[0] == r + 1.0 && got[1] == 2.0 * (r + 1) && got[2] == -1.0);
+    }
+    ck_assert_int_eq(s.points, 4);
+    mlsys_job_grant_step(j);
+    int rc;
+    while ((rc = mlsys_job_wait(j, &sink, 50, err, sizeof err)) == 1)
+        ;
+    ck_assert_msg(rc == 0, "%s", err);
+    mlsys_job_free(j);
+    /* reading memory that is not there fails cleanly */
+    double x;
+    ck_assert_int_eq(mlsys_values_read(getpid(), 0, 1, MLSYS_F64, &x), -1);
+}
+END_TEST
+
+START_TEST(algo_rule_without_a_comm)
+{
+    const char *why;
+    const char *a = mlsys_algo_rule(MLSYS_COLL_ALLREDUCE, 4, 8, &why);
+    ck_assert_str_eq(a, "recursive_doubling");
+    ck_assert_ptr_nonnull(strstr(why, "64 KiB"));
+    ck_assert_str_eq(mlsys_algo_rule(MLSYS_COLL_ALLREDUCE, 4, 1 << 20, &why), "ring");
+    ck_assert_str_eq(mlsys_algo_rule(MLSYS_COLL_ALLREDUCE, 16, 1 << 20, &why), "recursive_halving");
+    ck_assert_int_eq(mlsys_algo_index(MLSYS_COLL_ALLREDUCE, "ring"), 1);
+    ck_assert_int_eq(mlsys_algo_index(MLSYS_COLL_ALLREDUCE, "nope"), -1);
+    ck_assert_int_eq(mlsys_algo_fits(MLSYS_COLL_ALLREDUCE, 1, 4, 2), 0);   /* ring: count < N */
+    ck_assert_int_eq(mlsys_algo_fits(MLSYS_COLL_ALLREDUCE, 1, 4, 4), 1);
+    ck_assert_ptr_null(mlsys_algo_rule((mlsys_coll)99, 4, 8, &why));
+}
+END_TEST
+
+/* ---- measured, not asserted ---- */
+
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+START_TEST(measure_draw_and_events)
+{
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    c->reset(d, 8);
+    rd_allreduce(c, d, 8, 4, -1);
+    c->phase(d);
+    view_ctx ctx = settled(8);
+    ctx.anim = 0.5;
+    grid *g = grid_create(120, 37);
+    int frames = 2000;
+    double t0 = secs();
+    for (int i = 0; i < frames; i++) {
+        grid_clear(g);
+        c->draw(d, g, 0, 0, 120, 37, &ctx);
+    }
+    double per = (secs() - t0) / frames;
+    /* a million point-to-point events (half sends, half receives) through every view */
+    int nev = 1000000;
+    mlsys_event *evs = malloc((size_t)nev * sizeof *evs);
+    for (int i = 0; i < nev; i += 2) {
+        int r = (i / 2) % 8;
+        evs[i] = ev(MLSYS_EV_SEND_BEGIN, r);
+        evs[i].peer = (r + 1) % 8;
+        evs[i].bytes = 64;
+        evs[i].msg_id = ((uint64_t)r << 40) | (uint64_t)(i + 1);
+        evs[i + 1] = ev(MLSYS_EV_RECV_END, (r + 1) % 8);
+        evs[i + 1].peer = r;
+        evs[i + 1].bytes = 64;
+        evs[i + 1].msg_id = evs[i].msg_id;
+    }
+    void *vd[4];
+    for (int k = 0; view_classes[k]; k++) {
+        vd[k] = view_classes[k]->create();
+        view_classes[k]->reset(vd[k], 8);
+    }
+    t0 = secs();
+    for (int i = 0; i < nev; i++)
+        for (int k = 0; view_classes[k]; k++)
+            view_classes[k]->event(vd[k], &evs[i]);
+    double ev_s = secs() - t0;
+    printf("measure: ring view, 8 ranks, 120x37: %.1f us per frame (%d frames)\n", per * 1e6,
+           frames);
+    printf("measure: %d events into all views: %.3f s, %.1f M events/s\n", nev, ev_s,
+           nev / ev_s / 1e6);
+    for (int k = 0; view_classes[k]; k++)
+        view_classes[k]->free(vd[k]);
+    free(evs);
+    grid_free(g);
+    c->free(d);
+}
+END_TEST
+
+static Suite *views_suite(void)
+{
+    Suite *s = suite_create("views");
+    TCase *t = tcase_create("views");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, ring_recursive_doubling_cells);
+    tcase_add_test(t, ring_allreduce_cells_follow_the_table);
+    tcase_add_test(t, ring_golden_frames);
+    tcase_add_test(t, ring_grid_for_many_ranks);
+    tcase_add_test(t, ring_small_area_and_p2p);
+    tcase_add_test(t, log_orders);
+    tcase_add_test(t, plot_sweep);
+    tcase_add_test(t, timeline_spans);
+    tcase_add_test(t, shell_parts);
+    tcase_add_test(t, form_validates_as_you_type);
+    tcase_add_test(t, rank_values_parser);
+    tcase_add_test(t, replay_round_trip);
+    tcase_add_test(t, values_and_watched_buffers);
+    tcase_add_test(t, algo_rule_without_a_comm);
+    tcase_add_test(t, measure_draw_and_events);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(views_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
