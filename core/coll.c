@@ -81,8 +81,14 @@ const char *mlsys_last_algo(const mlsys_comm *c)
     return c && c->last_algo ? c->last_algo : "none";
 }
 
+/* "native" is the backend's own collective (MPI_Allreduce, ncclAllReduce): every collective
+ * accepts the name; the transport says at run time whether it has one. */
+#define ALGO_NATIVE (-2)
+
 static int find_algo(const coll_table *t, const char *name)
 {
+    if (strcmp(name, "native") == 0)
+        return ALGO_NATIVE;
     for (int i = 0; i < t->nalgos; i++)
         if (strcmp(t->algos[i].name, name) == 0)
             return i;
@@ -107,7 +113,7 @@ int mlsys_set_algo(mlsys_comm *c, mlsys_coll coll, const char *name)
         return MLSYS_OK;
     }
     int i = find_algo(t, name);
-    if (i < 0) {
+    if (i == -1) {
         mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s has no algorithm \"%s\"", c->rank,
                         t->name, name);
         return MLSYS_ERR_ARG;
@@ -126,7 +132,7 @@ int mlsys_set_algo_all(mlsys_comm *c, const char *name)
             continue;
         }
         int i = find_algo(tables[k], name);
-        if (i >= 0) {
+        if (i != -1) {
             c->algo_forced[k] = i;
             took++;
         }
@@ -173,6 +179,10 @@ const char *mlsys_algo_decide(const mlsys_comm *c, mlsys_coll coll, size_t bytes
     if (!t) {
         *why = "unknown collective";
         return NULL;
+    }
+    if (c && c->algo_forced[coll] == ALGO_NATIVE) {
+        *why = "forced: the backend's own collective";
+        return "native";
     }
     if (c && c->algo_forced[coll] >= 0) {
         *why = "forced (mlsys_set_algo or MLSYS_ALGO)";
@@ -299,6 +309,32 @@ static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const 
     mlsys_emit(c, &e);
 }
 
+/* The backend's own collective, with the same events, counters and AVG division. */
+static int run_native(mlsys_comm *c, mlsys_coll coll, const coll_args *a, size_t bytes)
+{
+    const transport_ops *tp = c->w->tp;
+    if (!tp->native) {
+        mlsys_set_error(c, MLSYS_ERR_UNSUPPORTED, "rank %d: %s: the %s backend has no native "
+                        "collectives (--algo native needs --backend mpi or nccl)", c->rank,
+                        mlsys_coll_name(coll), tp->name);
+        return MLSYS_ERR_UNSUPPORTED;
+    }
+    c->in_coll++;
+    c->counters.coll_calls[coll]++;
+    int tracing = mlsys_tracing(c);
+    if (tracing)
+        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, -1, a, bytes, "native");
+    int rc = tp->native(c, coll, a);
+    if (!rc && a->op == MLSYS_AVG && is_reduction(coll) && a->recvbuf &&
+        (coll != MLSYS_COLL_REDUCE || c->rank == a->root))
+        mlsys_scale_avg(a->recvbuf, a->count, a->dt, c->size);
+    if (tracing)
+        emit_coll(c, MLSYS_EV_COLL_END, coll, -1, a, bytes, "native");
+    c->last_algo = "native";
+    c->in_coll--;
+    return rc;
+}
+
 int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
 {
     if (!c || !a)
@@ -314,6 +350,8 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
 
     int n = c->size;
     size_t bytes = coll == MLSYS_COLL_BARRIER ? 0 : a->count * mlsys_dtype_size(a->dt);
+    if (c->algo_forced[coll] == ALGO_NATIVE)
+        return run_native(c, coll, a, bytes);
     const char *why = "forced";
     int idx = c->algo_forced[coll];
     if (idx < 0 || idx >= t->nalgos)

@@ -606,9 +606,7 @@ int ex_answers_read(const char *path, ex_answers *a, char *err, size_t n)
         snprintf(err, n, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    int lineno = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        lineno++;
+    for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;

@@ -31,7 +31,8 @@ typedef struct ex_verdict {
     ex_result result;
     ex_failure failure;
     char summary[512];      /* one line: "N=3, length 7: rank 2, element 5: expected 9.0, got 3.0" */
-    char file[PATH_MAX];    /* EXF_COMPILE: the file of the first error ("" when unknown) */
+    char file[PATH_MAX];    /* EXF_COMPILE: the file of the first error; EXF_CRASH: where in
+                             * the learner's file it crashed ("" when unknown) */
     int line, col;          /* and its position, 0 when unknown */
     int world_size;         /* where it failed: world size and rank, -1 when not one */
     int rank;

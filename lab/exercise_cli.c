@@ -116,8 +116,10 @@ static void print_verdict(FILE *out, const ex_context *cx, const exercise *ex, c
     fprintf(out, "%-5s %s: %s\n", word, ex->id, v->summary);
     if (v->result == EX_FAIL && v->failure != EXF_ANSWER && v->failure != EXF_COMPILE)
         fprintf(out, "      (%s)\n", ex_failure_name(v->failure));
-    if (v->failure == EXF_COMPILE && v->file[0] && v->line)
-        fprintf(out, "      at %s:%d%s\n", v->file, v->line, v->col ? "" : "");
+    if (v->failure == EXF_COMPILE && v->file[0] && v->line && v->col)
+        fprintf(out, "      at %s:%d:%d\n", v->file, v->line, v->col);
+    else if (v->failure == EXF_COMPILE && v->file[0] && v->line)
+        fprintf(out, "      at %s:%d\n", v->file, v->line);
     if (v->detail && (ex->kind == EX_IMPLEMENT || v->failure == EXF_SETUP))
         print_indented(out, v->detail, "      ");     /* compiler output: as it is */
     else if (v->detail)
@@ -186,6 +188,10 @@ static void print_wrapped(FILE *out, const char *text, const char *indent, int w
         const char *nl = strchr(p, '\n');
         size_t para = nl ? (size_t)(nl - p) : strlen(p);
         const char *end = p + para;
+        if (para > 2 && p[0] == '$' && p[1] == ' ') {     /* a command: never cut */
+            fprintf(out, "%s%.*s\n", indent, (int)para, p);
+            p = end;
+        }
         while (p < end) {
             size_t room = (size_t)width - strlen(indent);
             size_t len = (size_t)(end - p);
@@ -193,8 +199,9 @@ static void print_wrapped(FILE *out, const char *text, const char *indent, int w
                 len = room;
                 while (len > 0 && p[len] != ' ')
                     len--;
-                if (len == 0)
-                    len = room;
+                if (len == 0)               /* one long word: keep it whole */
+                    while (p + len < end && p[len] != ' ')
+                        len++;
             }
             fprintf(out, "%s%.*s\n", indent, (int)len, p);
             p += len;
@@ -311,8 +318,11 @@ int ex_check_main(int argc, char **argv)
         long v;
         if (!strcmp(argv[i], "--all"))
             all = 1;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc && mlsys_parse_long(argv[i + 1], &v) == 0 && v > 0)
-            seed = (uint64_t)v, i++;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
+                 mlsys_parse_long(argv[i + 1], &v) == 0 && v > 0) {
+            seed = (uint64_t)v;
+            i++;
+        }
         else if (!strcmp(argv[i], "--answer") && i + 1 < argc)
             answer = argv[++i];
         else if (argv[i][0] != '-' && !id)

@@ -282,6 +282,8 @@ typedef struct rank_records {
     int err_case;
     char err_kind[16];
     char err[700];
+    int ncrash;                 /* return addresses the crash handler left, offsets in the program */
+    unsigned long long crash_pc[48];
 } rank_records;
 
 static void read_records(const char *dir, int r, rank_records *rr, char (*labels)[200],
@@ -314,6 +316,16 @@ static void read_records(const char *dir, int r, rank_records *rr, char (*labels
         } else if (!strncmp(line, "info ", 5)) {
             if (info && r == 0)
                 ex_verdict_add(info, "  %s", line + 5);
+        } else if (!strncmp(line, "crash ", 6)) {
+            char *q = line + 6, *end;
+            strtol(q, &end, 10);
+            for (q = end; rr->ncrash < 48;) {
+                unsigned long long pc = strtoull(q, &end, 16);
+                if (end == q)
+                    break;
+                rr->crash_pc[rr->ncrash++] = pc;
+                q = end;
+            }
         } else if (!strcmp(line, "done")) {
             rr->done = 1;
         }
@@ -343,6 +355,80 @@ static void add_tails(ex_verdict *v, const run_state *s)
     }
 }
 
+/* Where in the learner's file a crash happened: addr2line on the return addresses the
+ * harness left, innermost first; the first frame in the learner's file wins (for a crash
+ * inside the runtime, that is the line that called it). 0 when found. */
+static int locate_crash(const char *exe, const char *learner, const rank_records *rr,
+                        ex_verdict *v, char *out, size_t n)
+{
+    if (!rr->ncrash)
+        return -1;
+    char *argv[64], addr[48][24];
+    int k = 0;
+    argv[k++] = "addr2line";
+    argv[k++] = "-f";
+    argv[k++] = "-e";
+    argv[k++] = (char *)exe;
+    for (int i = 0; i < rr->ncrash && k < 62; i++) {
+        snprintf(addr[i], sizeof addr[i], "0x%llx", rr->crash_pc[i]);
+        argv[k++] = addr[i];
+    }
+    argv[k] = NULL;
+    char *text;
+    int st;
+    if (ex_run_capture(argv, 10000, &text, &st) != 0 || st != 0) {
+        free(text);
+        return -1;
+    }
+    int found = -1;
+    char func[256] = "";
+    int odd = 0;
+    for (char *save, *line = strtok_r(text, "\n", &save); line && found < 0;
+         line = strtok_r(NULL, "\n", &save), odd = !odd) {
+        if (!odd) {
+            snprintf(func, sizeof func, "%s", line);
+            continue;
+        }
+        char *sp = strchr(line, ' ');          /* "(discriminator 2)" */
+        if (sp)
+            *sp = 0;
+        char *colon = strrchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = 0;
+        if (strcmp(line, learner) != 0)
+            continue;
+        int ln = atoi(colon + 1);
+        if (ln <= 0)
+            continue;
+        snprintf(v->file, sizeof v->file, "%s", line);
+        v->line = ln;
+        const char *base = strrchr(line, '/');
+        snprintf(out, n, " at %s:%d in %s", base ? base + 1 : line, ln, func);
+        found = 0;
+    }
+    free(text);
+    return found;
+}
+
+/* A sanitizer's report in a rank's output (the build with SAN=...): it exits with status 1
+ * instead of dying by the signal. */
+static int sanitizer_line(const rank_tail *t, char *out, size_t n)
+{
+    int first = t->n > TAIL_LINES ? t->n - TAIL_LINES : 0;
+    for (int i = first; i < t->n; i++) {
+        const char *l = t->lines[i % TAIL_LINES];
+        const char *m = strstr(l, "AddressSanitizer:");
+        if (!m)
+            m = strstr(l, "runtime error:");
+        if (m) {
+            snprintf(out, n, "%s", m);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Which element the message names ("element 17"), -1. */
 static long element_of(const char *msg)
 {
@@ -357,8 +443,8 @@ static int rank_of(const char *msg)
 }
 
 /* Run the program on n ranks. 0 when every rank passed; else v says why. */
-static int run_world(const ex_context *cx, const exercise *ex, const char *exe, int n,
-                     uint64_t seed, ex_verdict *v, ex_verdict *info)
+static int run_world(const ex_context *cx, const exercise *ex, const char *exe,
+                     const char *learner, int n, uint64_t seed, ex_verdict *v, ex_verdict *info)
 {
     const ex_implement *im = ex->impl;
     char dir[PATH_MAX];
@@ -432,10 +518,19 @@ static int run_world(const ex_context *cx, const exercise *ex, const char *exe, 
         if (st->killed_by_us || rr[r].done)
             continue;
         if (!st->exited) {
+            char where[PATH_MAX + 300] = "";
             v->rank = r;
-            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d crashed: signal %d (%s)",
+            locate_crash(exe, learner, &rr[r], v, where, sizeof where);
+            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d crashed: signal %d (%s)%s",
                            case_label(labels, rr[r].last_case, lab, sizeof lab, n), r, st->code,
-                           strsignal(st->code));
+                           strsignal(st->code), where);
+            goto judged;
+        }
+        char san[200];
+        if (st->code != HARNESS_REPORTED && !rr[r].err_case && sanitizer_line(&s.tail[r], san, sizeof san)) {
+            v->rank = r;
+            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d crashed: %s",
+                           case_label(labels, rr[r].last_case, lab, sizeof lab, n), r, san);
             goto judged;
         }
         if (st->code != HARNESS_REPORTED && !rr[r].err_case) {
@@ -548,7 +643,7 @@ static int check_implement(const ex_context *cx, const exercise *ex, const char 
         char sizes[128] = "";
         int ok = 1;
         for (int i = 0; ex->impl->world_sizes[i] && ok; i++) {
-            ok = run_world(cx, ex, exe, ex->impl->world_sizes[i], seed, v, &info) == 0;
+            ok = run_world(cx, ex, exe, file, ex->impl->world_sizes[i], seed, v, &info) == 0;
             snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%d", i ? ", " : "",
                      ex->impl->world_sizes[i]);
         }

@@ -84,7 +84,7 @@ static int choice_ok(const char *choices, const char *word)
 /* --algo: "auto" or the name of an algorithm that at least one collective has. */
 static int algo_ok(const char *v)
 {
-    if (!strcmp(v, "auto"))
+    if (!strcmp(v, "auto") || !strcmp(v, "native"))   /* native: the backend's own */
         return 1;
     for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
         const char *const *names = mlsys_algo_names((mlsys_coll)k);
@@ -98,7 +98,7 @@ static int algo_ok(const char *v)
 /* "auto|ring|tree|..." without repeats, for the error message. */
 static void algo_list(char *out, size_t n)
 {
-    size_t used = (size_t)snprintf(out, n, "auto");
+    size_t used = (size_t)snprintf(out, n, "auto|native");
     for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
         const char *const *names = mlsys_algo_names((mlsys_coll)k);
         for (int i = 0; names && names[i]; i++) {

@@ -46,12 +46,15 @@ typedef struct home {
     int searching;
     char needle[64], typed[64];
     int tlen;
+    int match;                  /* line of the current match */
     char rmsg[160];
     /* progress, read again now and then */
     time_t progress_at;
     int ex_done[256];
     /* geometry of the last draw, for mouse clicks */
     int tree_x, tree_y, tree_w, tree_h, read_x;
+    int digits;                 /* a chapter number being typed */
+    uint64_t digits_at;
     ui_key_help keys[12];
 } home;
 
@@ -270,28 +273,32 @@ static void clamp_reader(home *h)
         h->rtop = 0;
 }
 
-static void search(home *h, int dir, int from_next)
+/* first: the first match at or below the top line; else the next one after (dir > 0) or
+ * before (dir < 0) the current match. */
+static void search(home *h, int dir, int first)
 {
-    if (!h->doc || !h->needle[0])
+    if (!h->doc || !h->needle[0] || !h->doc->nlines)
         return;
-    int from = from_next ? h->rtop : h->rtop - 1;
+    int from = first ? (h->rtop > 0 ? h->rtop - 1 : h->doc->nlines - 1) : h->match;
     int at = md_search_next(h->doc, h->needle, from, dir);
     if (at < 0) {
         snprintf(h->rmsg, sizeof h->rmsg, "not found: %s", h->needle);
         return;
     }
     int lines[1];
-    int total = md_search(h->doc, h->needle, lines, 1);
-    int idx = 1;
-    int tmp[4096];
-    int k = md_search(h->doc, h->needle, tmp, 4096);
-    for (int i = 0; i < k && i < 4096; i++)
-        if (tmp[i] == at)
+    int total = md_search(h->doc, h->needle, lines, 1), idx = 1;
+    int *all = mlsys_xcalloc((size_t)(total > 0 ? total : 1), sizeof *all);
+    int k = md_search(h->doc, h->needle, all, total);
+    for (int i = 0; i < k && i < total; i++)
+        if (all[i] == at)
             idx = i + 1;
+    free(all);
+    int wrapped = dir > 0 ? at <= from : at >= from;
+    h->match = at;
     h->rtop = at > 2 ? at - 2 : 0;
     clamp_reader(h);
     snprintf(h->rmsg, sizeof h->rmsg, "/%s: match %d of %d%s", h->needle, idx, total,
-             at <= from && dir > 0 ? " (wrapped)" : "");
+             wrapped && !first ? " (wrapped)" : "");
 }
 
 /* ---- drawing ---- */
@@ -455,6 +462,7 @@ static const ui_key_help *home_keys(ui_screen *s)
         h->keys[k++] = (ui_key_help){"Esc", "cancel"};
     } else if (h->focus == 0) {
         h->keys[k++] = (ui_key_help){"j/k", "move"};
+        h->keys[k++] = (ui_key_help){"1-14", "chapter"};
         const row *rw = &h->rows[h->sel];
         h->keys[k++] = (ui_key_help){"Enter", rw->kind == ROW_LAB ? "launch" : rw->kind ==
                                      ROW_CHAPTER ? "open/close" : "read"};
@@ -477,6 +485,7 @@ static const char *const *home_help(ui_screen *s)
     (void)s;
     static const char *const lines[] = {
         "Left: the chapters. Enter opens a chapter; on a lab it opens the launcher form.",
+        "Digits jump to a chapter: 3, or 1 then 4 for chapter 14.",
         "Marks: a lab that ran to the end, an exercise that passed; 2/5 counts them.",
         "Right: the chapter's text. / searches it (any case), n and N go to the next match.",
         "g and G jump to the top and the end; the mouse wheel scrolls when it is on.",
@@ -530,7 +539,7 @@ static int reader_key(home *h, int key)
     case 'u': h->rtop -= h->rpage / 2; break;
     case 'g': case UI_KEY_HOME: h->rtop = 0; break;
     case 'G': case UI_KEY_END: h->rtop = h->doc ? h->doc->nlines : 0; break;
-    case 'n': search(h, 1, 0); h->rtop += 0; break;
+    case 'n': search(h, 1, 0); break;
     case 'N': search(h, -1, 0); break;
     case UI_KEY_TAB: case UI_KEY_ESC: case 'h': case UI_KEY_LEFT:
         h->focus = 0;
@@ -594,6 +603,29 @@ static int home_key(ui_screen *s, int key)
         }
         return UI_HANDLED | UI_REDRAW;
     }
+    if (key >= '0' && key <= '9') {
+        /* digits jump to a chapter: "3", or "1" "4" typed within a second for 14 */
+        uint64_t now = mlsys_now_ns();
+        int d = key - '0';
+        int num = h->digits && now - h->digits_at < 1000000000ull ? h->digits * 10 + d : d;
+        int found = -1;
+        for (int i = 0; i < h->nrows; i++)
+            if (h->rows[i].kind == ROW_CHAPTER && lab_chapters[h->rows[i].ch]->number == num)
+                found = i;
+        if (found < 0 && num != d) {
+            num = d;             /* "1" "9" is not a chapter: start again with 9 */
+            for (int i = 0; i < h->nrows; i++)
+                if (h->rows[i].kind == ROW_CHAPTER && lab_chapters[h->rows[i].ch]->number == num)
+                    found = i;
+        }
+        h->digits = num;
+        h->digits_at = now;
+        if (found >= 0) {
+            h->sel = found;
+            h->focus = 0;
+        }
+        return UI_HANDLED | UI_REDRAW;
+    }
     if (h->focus == 1)
         return reader_key(h, key);
     switch (key) {
@@ -625,6 +657,7 @@ static int home_key(ui_screen *s, int key)
         break;
     }
     case UI_KEY_TAB: h->focus = 1; break;
+    case UI_KEY_ESC: break;     /* the first screen: Esc does not quit, q does */
     case ' ': case 'b': case 'n': case 'N': case 'd': case 'u':
         return reader_key(h, key);
     default:

@@ -1,9 +1,8 @@
-/* mpirun.c - --backend mpi: the runner builds the mpirun line (root needs
- * --allow-run-as-root; more ranks than slots needs --oversubscribe; ob1 over self/vader/tcp
- * starts fastest), starts mpirun in a session of its own running `mlsys-lab worker LAB ...`,
- * and turns what comes back into what the shm launcher gives: output lines per rank
- * (mpirun --tag-output), events over TCP (collector.c), one line saying how the job ended.
- * Ctrl-C sends mpirun SIGTERM, then SIGKILL to every process left in its session. */
+/* mpirun.c - --backend mpi: builds the mpirun line (--allow-run-as-root as root,
+ * --oversubscribe beyond the slots, ob1 over self/vader/tcp), runs `mlsys-lab worker LAB ...`
+ * under it in a session of its own, and gives what the shm launcher gives: lines per rank
+ * (--tag-output), events over TCP (collector.c), one line on how the job ended. Ctrl-C:
+ * SIGTERM to mpirun, then SIGKILL to whatever is left in its session. */
 #include "mpirun.h"
 #include "collector.h"
 #include "runner.h"
@@ -23,6 +22,9 @@
 
 #define STOP_GRACE_NS 5000000000ull      /* mpirun needs ~2.5 s to tear a job down */
 #define DRAIN_NS 2000000000ull           /* output still arriving after mpirun ended */
+#define REPORT_GRACE_NS 5000000000ull    /* from mpirun's failure report to its exit */
+#define HANG_NS 10000000000ull           /* mpirun alone in its session: hung at its end */
+#define LEFTOVER_GRACE_NS 1000000000ull  /* ranks told to stop may take a moment to go */
 #define MAX_ARGS 64
 #define MAX_POLL 256
 
@@ -45,6 +47,10 @@ struct mpirun_job {
     uint64_t t0, stop_at, ended_at;
     int fail_rank;
     char fail[200];
+    uint64_t report_at;                  /* when mpirun reported a failure */
+    uint64_t next_scan, quiet_since;     /* watching for an mpirun that hangs at its end */
+    int saw_ranks, hung;
+    int nonzero;                         /* mpirun said a rank exited non-zero, not which */
     int leftovers;                       /* processes of the session killed at the end */
 };
 
@@ -276,20 +282,10 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
                     "MLSYS_EVENTS_TOKEN\n", collector_addr(j->col));
     }
 
-    int out[2], er[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
+    int out[2] = {-1, -1}, er[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
         snprintf(err, n, "cannot create pipes: %s", strerror(errno));
-        collector_close(j->col);
-        free(j);
-        return NULL;
-    }
-    if (pipe2(er, O_CLOEXEC) != 0) {
-        snprintf(err, n, "cannot create pipes: %s", strerror(errno));
-        close(out[0]);
-        close(out[1]);
-        collector_close(j->col);
-        free(j);
-        return NULL;
+        goto fail;
     }
     fflush(stdout);
     fflush(stderr);
@@ -298,10 +294,7 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, n, "cannot start mpirun: %s", strerror(errno));
-        close(out[0]); close(out[1]); close(er[0]); close(er[1]);
-        collector_close(j->col);
-        free(j);
-        return NULL;
+        goto fail;
     }
     if (pid == 0) {
         child_setup(j, out, er, parent);
@@ -317,6 +310,16 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(er[0], F_SETFL, O_NONBLOCK);
     return j;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0)
+            close(out[i]);
+        if (er[i] >= 0)
+            close(er[i]);
+    }
+    collector_close(j->col);
+    free(j);
+    return NULL;
 }
 
 /* ---- output ---- */
@@ -401,7 +404,11 @@ static int parse_report(mpirun_job *j, const char *t)
         j->fail_rank = rank;
         return 1;
     }
-    return strstr(t, "Primary job") != NULL && strstr(t, "non-zero exit code") != NULL;
+    if (strstr(t, "Primary job") && strstr(t, "non-zero exit code")) {
+        j->nonzero = 1;              /* mpirun names the rank only once it has joined MPI */
+        return 1;
+    }
+    return 0;
 }
 
 static void box_flush(mpirun_job *j, const mlsys_job_sink *sink, int which, int closed)
@@ -428,8 +435,8 @@ static void box_flush(mpirun_job *j, const mlsys_job_sink *sink, int which, int 
             known = strstr(all, "Process name:") || strstr(all, "exited on signal") ||
                     strstr(all, "MPI_ABORT") || strstr(all, "exiting improperly") ||
                     strstr(all, "Primary job");
-        else
-            known = parse_report(j, all);
+        else if ((known = parse_report(j, all)) && j->fail_rank >= 0)
+            j->report_at = mlsys_now_ns();
     }
     if (!known || j->o.verbose)
         for (int i = 0; i < b->n; i++)
@@ -520,11 +527,12 @@ static void pump(mpirun_job *j, const mlsys_job_sink *sink, int which)
 
 /* ---- ending ---- */
 
-/* SIGKILL every process still in mpirun's session (local ranks, daemons, agents). */
-static int kill_session(mpirun_job *j)
+/* The processes of mpirun's session other than mpirun (local ranks, daemons, agents): how
+ * many are alive, and with do_kill, SIGKILL them. */
+static int scan_session(mpirun_job *j, int do_kill)
 {
     DIR *d = opendir("/proc");
-    int killed = 0;
+    int n = 0;
     if (!d)
         return 0;
     struct dirent *e;
@@ -545,15 +553,21 @@ static int kill_session(mpirun_job *j)
         if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4)
             continue;
         pid_t pid = (pid_t)atoi(e->d_name);
-        if (sid != j->pid || state == 'Z')
+        if (sid != j->pid || state == 'Z' || pid == j->pid)
             continue;
-        if (pid == j->pid && j->reaped)
-            continue;
-        if (kill(pid, SIGKILL) == 0)
-            killed++;
+        if (!do_kill || kill(pid, SIGKILL) == 0)
+            n++;
     }
     closedir(d);
-    return killed;
+    return n;
+}
+
+/* SIGKILL mpirun (unless it has ended) and everything left in its session. */
+static int kill_session(mpirun_job *j)
+{
+    if (!j->reaped)
+        kill(j->pid, SIGKILL);
+    return scan_session(j, 1);
 }
 
 static void begin_stop(mpirun_job *j)
@@ -599,18 +613,34 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
             j->ended_at = now;
         }
         if (j->stopping && !j->reaped && now > j->stop_at) {
-            kill(j->pid, SIGKILL);
             j->leftovers += kill_session(j);
             j->stop_at = now + STOP_GRACE_NS;
         }
-        if (j->reaped) {
-            if (!j->cleaned) {
-                j->leftovers += kill_session(j);
-                j->cleaned = 1;
-            }
-            if ((j->fd[0] < 0 && j->fd[1] < 0) || now - j->ended_at > DRAIN_NS)
-                break;
+        /* Open MPI 4.1's mpirun can hang in its own teardown (PMIx_server_finalize) after a
+         * failure or after the ranks ended: then it is stopped here */
+        if (!j->reaped && j->report_at && now - j->report_at > REPORT_GRACE_NS) {
+            j->leftovers += kill_session(j);
+            j->report_at = 0;
         }
+        if (!j->reaped && now >= j->next_scan) {
+            j->next_scan = now + 500000000ull;
+            if (scan_session(j, 0)) {
+                j->saw_ranks = 1;
+                j->quiet_since = 0;
+            } else if (j->saw_ranks && !j->quiet_since) {
+                j->quiet_since = now;
+            } else if (j->saw_ranks && now - j->quiet_since > HANG_NS) {
+                kill_session(j);
+                j->hung = 1;
+            }
+        }
+        if (j->reaped && !j->cleaned &&
+            (now - j->ended_at > LEFTOVER_GRACE_NS || !scan_session(j, 0))) {
+            j->leftovers += kill_session(j);     /* what did not leave on its own */
+            j->cleaned = 1;
+        }
+        if (j->cleaned && ((j->fd[0] < 0 && j->fd[1] < 0) || now - j->ended_at > DRAIN_NS))
+            break;
         if (step_ms >= 0 && now - start >= (uint64_t)step_ms * 1000000ull)
             return 1;
     }
@@ -631,6 +661,13 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
             snprintf(why, n, "interrupted: the job was stopped");
         else if (j->fail[0])
             snprintf(why, n, "%s", j->fail);
+        else if (j->nonzero && WIFEXITED(j->status))
+            snprintf(why, n, "a rank exited with status %d before it joined MPI (mpirun does "
+                     "not say which; see the lines above)", WEXITSTATUS(j->status));
+        else if (j->hung)
+            snprintf(why, n, "mpirun did not exit %d s after every process of the job had ended "
+                     "(Open MPI hangs in its teardown at times); it was killed, so how the "
+                     "ranks ended is unknown", (int)(HANG_NS / 1000000000ull));
         else if (WIFEXITED(j->status))
             snprintf(why, n, "mpirun exited with status %d", WEXITSTATUS(j->status));
         else
@@ -675,7 +712,6 @@ void mpirun_free(mpirun_job *j)
         kill(j->pid, SIGTERM);
         for (int i = 0; i < 100 && waitpid(j->pid, &j->status, WNOHANG) != j->pid; i++)
             usleep(50000);
-        kill(j->pid, SIGKILL);
         kill_session(j);
         waitpid(j->pid, &j->status, 0);
         j->reaped = 1;

@@ -118,7 +118,7 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
             if (id)
                 e.span_id = strtoull(id, NULL, 16);
             /* a collective's messages say so through the open collective of their rank */
-        } else if (!strcmp(cat, "collective")) {
+        } else if (!strcmp(cat, "collective") || !strcmp(cat, "collective_end")) {
             e.kind = (int16_t)(ph[0] == 'B' ? MLSYS_EV_COLL_BEGIN : MLSYS_EV_COLL_END);
             char word[64];
             const char *sp = strchr(name, ' ');
@@ -127,7 +127,7 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
             if (mlsys_coll_parse(word, &c) == 0)
                 e.coll = (int16_t)c;
             snprintf(e.label, sizeof e.label, "%s", sp ? sp + 1 : "");
-        } else if (!strcmp(cat, "compute")) {
+        } else if (!strcmp(cat, "compute") || !strcmp(cat, "compute_end")) {
             e.kind = (int16_t)(ph[0] == 'B' ? MLSYS_EV_COMPUTE_BEGIN : MLSYS_EV_COMPUTE_END);
             snprintf(e.label, sizeof e.label, "%s", name);
         } else if (!strcmp(cat, "step")) {

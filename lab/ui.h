@@ -75,6 +75,14 @@ ui_screen *form_create(const lab *l);
 ui_screen *run_create_job(const lab *l, int argc, char **argv, char *err, size_t n);
 /* Play events (sorted by time, rank = world rank) from a trace in the same views. */
 ui_screen *run_create_replay(const char *title, mlsys_event *ev, size_t n, int nranks);
+/* For tests and measurements: a job of fn on nranks forked ranks (no lab, no exec). */
+ui_screen *run_create_fn(const char *title, int nranks, int gated,
+                         int (*fn)(mlsys_comm *, void *), void *arg, char *err, size_t n);
+typedef struct run_stats_t {
+    uint64_t events, forwarded, lost, queued, phases;
+    int done, result;
+} run_stats_t;
+void run_stats(ui_screen *s, run_stats_t *st);
 
 /* ui_progress.c: which labs ran to the end, in the state directory */
 /* 1 ran and succeeded, -1 ran and failed, 0 never ran. */

@@ -85,7 +85,10 @@ typedef struct child {
 } child;
 
 typedef struct run {
-    const lab *l;
+    const lab *l;               /* NULL for a function job (tests) or a replay */
+    int (*fn)(mlsys_comm *, void *);
+    void *fn_arg;
+    int fn_gated;
     int argc;
     char **argv;
     lab_args a;
@@ -104,6 +107,7 @@ typedef struct run {
     int *rank_state, *rank_code, *gate;
     struct watch { uint64_t addr, count; int dtype; } *watch;
     uint64_t grants, read_epoch;
+    uint64_t *steps_seen;           /* STEP events per rank: its n-th step is its n-th gate */
     /* the tape */
     evq *q;
     qline *lines;
@@ -275,6 +279,8 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
         r->events++;
         if (e->rank < 0 || e->rank >= r->nranks)
             continue;
+        if (e->kind == MLSYS_EV_STEP)
+            r->steps_seen[e->rank]++;
         if (e->kind == MLSYS_EV_MARK && !strcmp(e->label, MLSYS_MARK_WATCH)) {
             r->watch[e->rank].addr = (uint64_t)e->val[0];
             r->watch[e->rank].count = e->bytes;
@@ -331,6 +337,8 @@ static void alloc_ranks(run *r, int n)
     free(r->rank_code);
     free(r->gate);
     free(r->watch);
+    free(r->steps_seen);
+    r->steps_seen = mlsys_xcalloc((size_t)(n ? n : 1), sizeof *r->steps_seen);
     r->q = mlsys_xcalloc((size_t)(n ? n : 1), sizeof *r->q);
     r->rank_state = mlsys_xcalloc((size_t)(n ? n : 1), sizeof(int));
     r->rank_code = mlsys_xcalloc((size_t)(n ? n : 1), sizeof(int));
@@ -342,6 +350,10 @@ static void alloc_ranks(run *r, int n)
 
 static void clear_tape(run *r)
 {
+    for (int k = 0; k < r->nranks; k++) {
+        r->steps_seen[k] = 0;
+        memset(&r->watch[k], 0, sizeof r->watch[k]);
+    }
     for (int k = 0; k < r->nranks; k++) {
         free(r->q[k].e);
         memset(&r->q[k], 0, sizeof r->q[k]);
@@ -512,7 +524,7 @@ static void update_states(run *r)
         else
             st = VIEW_RANK_FAILED;
         r->rank_state[k] = st;
-        r->rank_code[k] = s->code;
+        r->rank_code[k] = s->exited ? s->code : -s->code;
         r->gate[k] = st == VIEW_RANK_RUNNING && r->gated ? mlsys_job_gate_step(r->job, k) : -1;
     }
 }
@@ -538,7 +550,7 @@ static void finish(run *r, int rc)
         mlsys_job_free(r->job);
         r->job = NULL;
     }
-    if (r->have_args && r->l->after) {
+    if (r->have_args && r->l && r->l->after) {
         hook_call h = {r->l, &r->a, rc};
         int ignored;
         char *text = ui_capture(call_after, &h, &ignored);
@@ -548,7 +560,8 @@ static void finish(run *r, int rc)
     char line[400];
     snprintf(line, sizeof line, "%s", rc == 0 ? "finished: every rank exited 0" : r->why);
     push_line(r, -1, rc != 0, line);
-    ui_progress_record(r->l->id, rc == 0);
+    if (r->l)
+        ui_progress_record(r->l->id, rc == 0);
 }
 
 static void job_stop(run *r)
@@ -564,6 +577,30 @@ static void job_stop(run *r)
     }
 }
 
+/* A job of a function instead of a lab (the tests' and measurements' way in). */
+static int fn_begin(run *r, char *err, size_t n)
+{
+    mlsys_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.world_size = r->nranks;
+    o.timeout_ms = 30000;
+    o.trace_capacity = RUN_RING_EVENTS;
+    o.gated = r->fn_gated;
+    o.capture_output = 1;
+    r->gated = o.gated;
+    clear_tape(r);
+    views_reset(r);
+    r->paused = r->gated;
+    r->step_once = r->animating = 0;
+    r->job = mlsys_job_start(&o, NULL, r->fn, r->fn_arg, err, n);
+    if (!r->job)
+        return -1;
+    r->started = 1;
+    for (int k = 0; k < r->nranks; k++)
+        r->rank_state[k] = VIEW_RANK_RUNNING;
+    return 0;
+}
+
 static int job_begin(run *r, char *err, size_t n)
 {
     err[0] = 0;
@@ -571,6 +608,8 @@ static int job_begin(run *r, char *err, size_t n)
     r->result = 0;
     r->why[0] = 0;
     r->grants = r->read_epoch = 0;
+    if (r->fn)
+        return fn_begin(r, err, n);
     int rc = lab_args_parse(r->l, r->argc, r->argv, &r->a, err, n);
     if (rc)
         return -1;
@@ -644,8 +683,11 @@ static void read_watched(run *r)
         return;
     int any = 0;
     for (int k = 0; k < r->nranks; k++) {
-        if (r->rank_state[k] == VIEW_RANK_RUNNING && r->gate[k] < 0)
-            return;                      /* someone is still working */
+        if (r->rank_state[k] != VIEW_RANK_RUNNING)
+            continue;
+        /* at the gate of the step after the last grant: not still at the one before it */
+        if (r->gate[k] < 0 || r->steps_seen[k] != r->grants + 1)
+            return;
         any |= r->watch[k].addr != 0;
     }
     r->read_epoch = r->grants + 1;
@@ -740,7 +782,7 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
         if (!child_pump(r)) {
             int st = r->ch.status, code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             r->rank_state[0] = code == 0 ? VIEW_RANK_DONE : VIEW_RANK_FAILED;
-            r->rank_code[0] = code;
+            r->rank_code[0] = WIFEXITED(st) ? code : -WTERMSIG(st);
             snprintf(r->why, sizeof r->why, code == 0 ? "finished" : "the lab exited with "
                      "status %d", code);
             child_stop(r);
@@ -862,9 +904,12 @@ static void status_line(run *r, grid *g, int x, int y, int w)
         snprintf(sp, sizeof sp, "%d ms/phase", ms);
     else
         snprintf(sp, sizeof sp, "no animation");
-    int used = snprintf(right, sizeof right, "%s%s%s%sphase %d%s%llu events", r->paused ?
+    int narrow = w < 100;
+    if (narrow)
+        snprintf(sp, sizeof sp, "%d ms", ms);
+    int used = snprintf(right, sizeof right, "%s%s%s%sphase %d%s%llu %s", r->paused ?
                         "paused" : "playing", dot, sp, dot, r->phases, dot,
-                        (unsigned long long)r->events);
+                        (unsigned long long)r->events, narrow ? "ev" : "events");
     if (r->forwarded)
         used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu fast-forwarded", dot,
                          (unsigned long long)r->forwarded);
@@ -899,7 +944,14 @@ static void run_draw(ui_screen *s, grid *g, int x, int y, int w, int h)
     ctx.live = r->job != NULL && !r->done;
     ctx.gated = r->gated;
     ctx.gate_step = r->gated ? r->gate : NULL;
-    ctx.rank_state = r->replay ? NULL : r->rank_state;
+    /* while the player is behind a job that has ended, a rank that ended well still shows
+     * as running: its box is in the past; a failure shows at once */
+    int shown_state[64];
+    int ns = r->nranks < 64 ? r->nranks : 64;
+    for (int k = 0; k < ns; k++)
+        shown_state[k] = r->done && r->q[k].n && r->rank_state[k] == VIEW_RANK_DONE ?
+                         VIEW_RANK_RUNNING : r->rank_state[k];
+    ctx.rank_state = r->replay ? NULL : r->nranks <= 64 ? shown_state : r->rank_state;
     ctx.rank_code = r->replay ? NULL : r->rank_code;
     ctx.failed_rank = -1;
     for (int k = 0; k < r->nranks; k++)
@@ -997,6 +1049,7 @@ static void run_free(ui_screen *s)
     free(r->rank_code);
     free(r->gate);
     free(r->watch);
+    free(r->steps_seen);
     free(r->tev);
     free(r->rev);
     for (int i = 0; i < r->nviews; i++)
@@ -1046,6 +1099,38 @@ ui_screen *run_create_job(const lab *l, int argc, char **argv, char *err, size_t
     snprintf(r->title, sizeof r->title, "%s %s %d rank%s%s", l->id, ui_options()->ascii ? "-" :
              "·", r->nranks, r->nranks == 1 ? "" : "s", r->gated ? ", gated" : "");
     return wrap(r);
+}
+
+ui_screen *run_create_fn(const char *title, int nranks, int gated,
+                         int (*fn)(mlsys_comm *, void *), void *arg, char *err, size_t n)
+{
+    run *r = mlsys_xcalloc(1, sizeof *r);
+    r->fn = fn;
+    r->fn_arg = arg;
+    r->fn_gated = gated;
+    r->speed = SPEED_DEFAULT;
+    r->argv = mlsys_xcalloc(1, sizeof(char *));
+    alloc_ranks(r, nranks);
+    views_create(r, "ring");
+    snprintf(r->title, sizeof r->title, "%s", title);
+    if (job_begin(r, err, n) != 0) {
+        ui_screen *s = wrap(r);
+        run_free(s);
+        return NULL;
+    }
+    return wrap(r);
+}
+
+void run_stats(ui_screen *s, run_stats_t *st)
+{
+    run *r = s->data;
+    st->events = r->events;
+    st->forwarded = r->forwarded;
+    st->lost = r->lost;
+    st->queued = r->queued;
+    st->phases = (uint64_t)r->phases;
+    st->done = r->done;
+    st->result = r->result;
 }
 
 ui_screen *run_create_replay(const char *title, mlsys_event *ev, size_t n, int nranks)

@@ -9,6 +9,8 @@
  *   error K KIND MESSAGE   a runtime call in the learner's code failed: deadlock|runtime|aborted;
  *                          or (KIND peer) the checker's own meeting of the ranks failed
  *   info MESSAGE           a measurement to show
+ *   crash SIG OFF...       a fatal signal, with the return addresses of the stack as offsets
+ *                          into this program (the checker turns them into file:line)
  *   done                   the rank went through every case
  * Cases run in lockstep: after each, the ranks agree (with the built-in all_reduce, outside
  * the learner's counters) whether anyone failed, and then all stop together. */
@@ -16,11 +18,15 @@
 #define EX_HARNESS_H
 
 #include "mlsys.h"
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define H_FN static __attribute__((unused))
@@ -238,6 +244,91 @@ H_FN int h_count_lines(const char *text, const char *needle)
     return k;
 }
 
+/* ---- a fatal signal in the learner's code: leave the stack behind, then die of it ---- */
+
+extern const char __executable_start[], etext[];
+static int h_crash_fd = -1;
+
+static void h_put_hex(char *buf, size_t *k, uintptr_t v)
+{
+    char tmp[2 * sizeof v];
+    int n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    buf[(*k)++] = ' ';
+    buf[(*k)++] = '0';
+    buf[(*k)++] = 'x';
+    while (n)
+        buf[(*k)++] = tmp[--n];
+}
+
+static int h_in_program(uintptr_t pc)
+{
+    return pc > (uintptr_t)__executable_start && pc <= (uintptr_t)etext;
+}
+
+/* The faulting instruction comes first, exact; then the return addresses of the callers
+ * (minus one, so that each names the line of its call). */
+static void h_on_crash(int sig, siginfo_t *si, void *ucv)
+{
+    (void)si;
+    uintptr_t fault = 0;
+#if defined(__x86_64__)
+    fault = (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    fault = (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.pc;
+#else
+    (void)ucv;
+#endif
+    void *pcs[48];
+    int n = backtrace(pcs, 48);
+    char buf[49 * 20 + 32];
+    size_t k = 0;
+    memcpy(buf, "crash ", 6);
+    k = 6;
+    buf[k++] = (char)('0' + sig / 10);
+    buf[k++] = (char)('0' + sig % 10);
+    int from = 1;                /* pcs[0] is this handler */
+    if (h_in_program(fault)) {
+        h_put_hex(buf, &k, fault - (uintptr_t)__executable_start);
+        for (int i = 0; i < n; i++)
+            if ((uintptr_t)pcs[i] == fault)
+                from = i + 1;
+    }
+    for (int i = from; i < n; i++) {
+        uintptr_t pc = (uintptr_t)pcs[i];
+        if (h_in_program(pc))
+            h_put_hex(buf, &k, pc - 1 - (uintptr_t)__executable_start);
+    }
+    buf[k++] = '\n';
+    if (h_crash_fd >= 0 && write(h_crash_fd, buf, k) < 0)
+        k = 0;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void h_catch_crashes(harness *h)
+{
+    static char stack[1 << 16];
+    stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    void *warm[2];
+    backtrace(warm, 2);          /* loads what backtrace needs now, not inside the handler */
+    fflush(h->rec);
+    h_crash_fd = fileno(h->rec);
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = h_on_crash;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -262,6 +353,9 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+#ifndef __SANITIZE_ADDRESS__
+    h_catch_crashes(&h);         /* (a sanitizer build reports crashes itself) */
+#endif
     ex_check_main(&h);
     h_rec(&h, "done");
     fclose(h.rec);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int log2_ceil(int n)
 {
@@ -176,6 +177,208 @@ static const exercise ch04_crossover = {
     .check = check_crossover,
 };
 
+/* ---- ch04-topology (experiment) ---- */
+
+/* The facts of a saved `nvidia-smi topo -m`, read by the header's column names (so that NIC
+ * columns are never taken for GPUs). */
+typedef struct topo_facts {
+    int ngpu;
+    int nv[16][16];             /* NVLink links between GPUs, 0 = PCIe only */
+    char affinity[16][64];
+    int nnic;
+    char nic_name[8][16];
+    int nic_rank[16][8];        /* GPU x NIC: PIX 0, PXB 1, PHB 2, NODE 3, SYS 4 */
+} topo_facts;
+
+static int pcie_rank(const char *c)
+{
+    static const char *const order[] = {"PIX", "PXB", "PHB", "NODE", "SYS"};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(c, order[i]))
+            return i;
+    return 9;
+}
+
+static char *trim_ws(char *s)
+{
+    while (*s == ' ')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    return s;
+}
+
+static int parse_topo(const char *path, topo_facts *t)
+{
+    memset(t, 0, sizeof *t);
+    char *text = ex_read_file(path, NULL);
+    if (!text)
+        return -1;
+    int col_gpu[32], col_nic[32], col_aff = -1, ncols = 0, have_header = 0;
+    for (int i = 0; i < 32; i++)
+        col_gpu[i] = col_nic[i] = -1;
+    for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strstr(line, "Legend"))
+            break;
+        int is_header = !have_header && strstr(line, "GPU0") != NULL;
+        char *f[32];
+        int nf = 0;
+        for (char *p = line; nf < 32;) {
+            char *tab = strchr(p, '\t');
+            f[nf++] = p;
+            if (!tab)
+                break;
+            *tab = 0;
+            p = tab + 1;
+        }
+        if (!have_header) {
+            if (!is_header)
+                continue;
+            ncols = nf;
+            for (int j = 0; j < nf; j++) {
+                char *name = trim_ws(f[j]);
+                if (!strncmp(name, "GPU", 3) && name[3] >= '0' && name[3] <= '9' && t->ngpu < 16)
+                    col_gpu[j] = t->ngpu++;
+                else if (!strncmp(name, "NIC", 3) && t->nnic < 8) {
+                    snprintf(t->nic_name[t->nnic], sizeof t->nic_name[0], "%s", name);
+                    col_nic[j] = t->nnic++;
+                } else if (!strcmp(name, "CPU Affinity"))
+                    col_aff = j;
+            }
+            have_header = 1;
+            continue;
+        }
+        char *label = trim_ws(f[0]);
+        if (strncmp(label, "GPU", 3) != 0)
+            continue;
+        int row = atoi(label + 3);
+        if (row < 0 || row >= t->ngpu)
+            continue;
+        for (int j = 1; j < nf && j < ncols; j++) {
+            char *c = trim_ws(f[j]);
+            if (col_gpu[j] >= 0 && !strncmp(c, "NV", 2))
+                t->nv[row][col_gpu[j]] = atoi(c + 2);
+            else if (col_nic[j] >= 0)
+                t->nic_rank[row][col_nic[j]] = pcie_rank(c);
+            else if (j == col_aff)
+                snprintf(t->affinity[row], sizeof t->affinity[0], "%s", c);
+        }
+    }
+    free(text);
+    return have_header && t->ngpu >= 4 ? 0 : -1;
+}
+
+static void strip_spaces(char *s)
+{
+    char *d = s;
+    for (; *s; s++)
+        if (*s != ' ')
+            *d++ = *s;
+    *d = 0;
+}
+
+static int check_topology(const ex_context *cx, const exercise *ex, const char *file,
+                          ex_verdict *v)
+{
+    char matrix[PATH_MAX], err[512];
+    ex_asset_path(cx, ex, "topo.txt", matrix, sizeof matrix);
+    topo_facts t;
+    if (parse_topo(matrix, &t) != 0) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot read the topology matrix %s", matrix);
+        return v->result;
+    }
+    ex_answers a;
+    if (ex_answers_read(file, &a, err, sizeof err) != 0) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "%s", err);
+        return v->result;
+    }
+    int pcie = 0;
+    for (int i = 0; i < t.ngpu; i++)
+        for (int j = i + 1; j < t.ngpu; j++)
+            pcie += t.nv[i][j] == 0;
+    int best = 0;
+    for (int k = 1; k < t.nnic; k++)
+        if (t.nic_rank[3][k] < t.nic_rank[3][best])
+            best = k;
+    double x;
+    const char *s;
+    if (ex_answer_number(&a, "nvlinks_gpu0_gpu1", &x, v))
+        goto hint;
+    if (x != t.nv[0][1]) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "nvlinks_gpu0_gpu1 = %g: read the cell of row "
+                       "GPU0, column GPU1 again (NV# means # links)", x);
+        goto hint;
+    }
+    if (ex_answer_number(&a, "nvlinks_gpu2_gpu3", &x, v))
+        goto hint;
+    if (x != t.nv[2][3]) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "nvlinks_gpu2_gpu3 = %g: read row GPU2, column "
+                       "GPU3 again", x);
+        goto hint;
+    }
+    if (ex_answer_number(&a, "pcie_only_pairs", &x, v))
+        goto hint;
+    if (x != pcie) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "pcie_only_pairs = %g: count the GPU pairs "
+                       "without NV#, each pair once, and only GPU columns (NIC0 and NIC1 are "
+                       "network cards)", x);
+        goto hint;
+    }
+    if (!(s = ex_answer_get(&a, "cpu_affinity_gpu2", v)))
+        goto hint;
+    char mine[160], want[64];
+    snprintf(mine, sizeof mine, "%s", s);
+    snprintf(want, sizeof want, "%s", t.affinity[2]);
+    strip_spaces(mine);
+    strip_spaces(want);
+    if (strcmp(mine, want)) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "cpu_affinity_gpu2 = %s: that is not the CPU "
+                       "Affinity column of row GPU2", s);
+        goto hint;
+    }
+    if (!(s = ex_answer_get(&a, "nic_near_gpu3", v)))
+        goto hint;
+    if (strcasecmp(s, t.nic_name[best])) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "nic_near_gpu3 = %s: compare the two NIC cells of "
+                       "row GPU3 (PIX is closest, then PXB, PHB, NODE, SYS)", s);
+        goto hint;
+    }
+    ex_verdict_set(v, EX_PASS, EXF_NONE, "you read the topology right");
+    ex_verdict_add(v, "NVLink pairs {0,1} (NV%d) and {2,3} (NV%d); the %d other pairs cross "
+                   "the CPUs' interconnect (SYS). Keep tensor parallelism inside an NVLink pair, "
+                   "and give each pair the NIC on its side.", t.nv[0][1], t.nv[2][3], pcie);
+    return v->result;
+hint:
+    ex_verdict_add(v, "the matrix: %s", matrix);
+    ex_verdict_add(v, "analyse it with:");
+    ex_verdict_add(v, "$ mlsys-lab run ch04/topology-inspector --matrix %s", matrix);
+    return v->result;
+}
+
+static const char *const topology_lab_hints[] = {
+    "Which columns of the header are GPUs, and which are network cards?",
+    "Is the matrix symmetric? Which half do you read so that each pair counts once?",
+    "Which column holds the CPU cores close to a GPU?",
+    "Of PIX, PXB, PHB, NODE and SYS, which is the shortest path?",
+    NULL
+};
+
+static const exercise ch04_topology = {
+    .id = "ch04-topology",
+    .chapter = 4,
+    .kind = EX_EXPERIMENT,
+    .title = "Read a GPU box's topology with the inspector",
+    .task = "Analyse a saved topo -m matrix of a 4-GPU box with two NICs: NVLink counts, "
+            "PCIe-only pairs, a GPU's CPU affinity and its nearest NIC.",
+    .hints = topology_lab_hints,
+    .lab = "ch04/topology-inspector",
+    .starter = "starter.txt",
+    .solution = "solution.txt",
+    .workfile = "answers.txt",
+    .check = check_topology,
+};
+
 /* ---- predict ---- */
 
 static void draw_steps(uint64_t seed, ex_question *q)
@@ -332,14 +535,14 @@ static void draw_topology(uint64_t seed, ex_question *q)
                 pcie_pairs++;
             }
             nv[b][a] = nv[a][b];
-            snprintf(code[b][a], sizeof code[b][a], "%s", code[a][b]);
+            memcpy(code[b][a], code[a][b], sizeof code[b][a]);
         }
     }
     size_t k = 0;
     char m[700];
     k += (size_t)snprintf(m + k, sizeof m - k, "      ");
     for (int b = 0; b < n; b++) {
-        char hdr[8];
+        char hdr[16];
         snprintf(hdr, sizeof hdr, "GPU%d", b);
         k += (size_t)snprintf(m + k, sizeof m - k, "%-6s", hdr);
     }
@@ -430,12 +633,48 @@ static const exercise ch04_predict_time = {
     .draw = draw_time,
 };
 
+static void draw_speedup(uint64_t seed, ex_question *q)
+{
+    mlsys_rng g;
+    mlsys_rng_seed(&g, seed);
+    double tn = (double)ex_draw_int(&g, 15, 60) / 10.0;           /* ms */
+    double tp = tn * (double)ex_draw_int(&g, 80, 400) / 10.0;
+    tp = round(tp * 10.0) / 10.0;
+    snprintf(q->text, sizeof q->text,
+             "A 1 GB all_reduce on 8 GPUs takes %.1f ms when the GPUs talk over PCIe and %.1f ms "
+             "over NVLink. What is NVLink's speed-up?", tp, tn);
+    q->answer = tp / tn;
+    q->rel_tol = 0.01;
+    snprintf(q->unit, sizeof q->unit, "x");
+    snprintf(q->explain, sizeof q->explain,
+             "speed-up = t_PCIe / t_NVLink = %.1f / %.1f = %.2f. The tutorial's figures: about "
+             "16 GB/s effective over PCIe 4.0 against about 450 GB/s over NVLink 4.0, a gap of "
+             "about 28x; the topology decides which you get.", tp, tn, tp / tn);
+}
+
+static const char *const speedup_hints[] = {
+    "Is a speed-up the ratio of times or of bandwidths, and which way up?",
+    NULL
+};
+
+static const exercise ch04_predict_speedup = {
+    .id = "ch04-predict-speedup",
+    .chapter = 4,
+    .kind = EX_PREDICT,
+    .title = "NVLink against PCIe",
+    .task = "Work out NVLink's speed-up from two measured all_reduce times.",
+    .hints = speedup_hints,
+    .draw = draw_speedup,
+};
+
 const exercise *const ch04_exercises[] = {
     &ch04_predict_steps,
     &ch04_predict_busbw,
     &ch04_crossover,
     &ch04_predict_crossover,
     &ch04_predict_topology,
+    &ch04_topology,
     &ch04_predict_time,
+    &ch04_predict_speedup,
     NULL
 };

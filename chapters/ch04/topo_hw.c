@@ -13,6 +13,7 @@
 #include <hwloc.h>
 #endif
 
+
 const char *topo_pci_class_name(unsigned class_id)
 {
     static const struct { unsigned id; const char *name; } exact[] = {
@@ -70,29 +71,47 @@ static void info_copy(char *dst, size_t n, hwloc_obj_t o, const char *key)
     snprintf(dst, n, "%s", v ? v : "");
 }
 
-int topo_machine_read(topo_machine *m, char *err, size_t n)
+/* The machine, loaded once and kept for the life of the process: the topology does not
+ * change while the lab runs, and keeping it also keeps hwloc's pci plugin (libpciaccess)
+ * loaded, whose buffers would otherwise show up as leaks under LeakSanitizer. */
+static hwloc_topology_t machine_topology(char *err, size_t n)
 {
-    static const hwloc_obj_type_t cache_types[] = {
-        HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L2ICACHE,
-        HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L3ICACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE,
-    };
+    static hwloc_topology_t topo;
+    static int loaded;
+    if (loaded)
+        return topo;
     hwloc_topology_t t;
-    memset(m, 0, sizeof *m);
-    unsigned v = hwloc_get_api_version();   /* the API level, not the release number */
-    snprintf(m->hwloc_version, sizeof m->hwloc_version, "%u.%u", v >> 16, (v >> 8) & 0xff);
     if (hwloc_topology_init(&t) != 0) {
         snprintf(err, n, "hwloc_topology_init failed");
-        return -1;
+        return NULL;
     }
-    /* the whole machine, not only the CPUs our cgroup allows; every PCI device */
+    /* the whole machine, not only the CPUs our cgroup allows; every PCI device; the
+     * instruction caches too (hwloc drops them by default) */
     hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
     hwloc_topology_set_icache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
     if (hwloc_topology_load(t) != 0) {
         snprintf(err, n, "hwloc_topology_load failed");
         hwloc_topology_destroy(t);
-        return -1;
+        return NULL;
     }
+    topo = t;
+    loaded = 1;
+    return topo;
+}
+
+int topo_machine_read(topo_machine *m, char *err, size_t n)
+{
+    static const hwloc_obj_type_t cache_types[] = {
+        HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L2ICACHE,
+        HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L3ICACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE,
+    };
+    memset(m, 0, sizeof *m);
+    unsigned v = hwloc_get_api_version();   /* the API level, not the release number */
+    snprintf(m->hwloc_version, sizeof m->hwloc_version, "%u.%u", v >> 16, (v >> 8) & 0xff);
+    hwloc_topology_t t = machine_topology(err, n);
+    if (!t)
+        return -1;
     m->packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
     m->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
     m->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
@@ -152,7 +171,6 @@ int topo_machine_read(topo_machine *m, char *err, size_t n)
         if (near && near->cpuset)
             hwloc_bitmap_list_snprintf(p->near_cpus, sizeof p->near_cpus, near->cpuset);
     }
-    hwloc_topology_destroy(t);
     return 0;
 }
 #else

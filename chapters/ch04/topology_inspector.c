@@ -1,9 +1,8 @@
-/* topology_inspector.c - ch04/topology-inspector: what connects the GPUs (and the NICs) of
- * this machine, and what that means for collectives. Single process (lab.main). Sections:
- * the machine from hwloc, the driver's view from NVML, the `nvidia-smi topo -m` matrix (run
- * through popen, read from --matrix FILE, or a simulated DGX-A100 when there is no GPU) parsed
- * by topo_parse.c and analysed, NVLink status, CUDA info, the legend and a quick reference.
- * MLSYS_NVIDIA_SMI names another nvidia-smi (the tests use a fake one). */
+/* topology_inspector.c - ch04/topology-inspector (single process): what connects the GPUs and
+ * NICs of this machine. hwloc's view, NVML's, then the `nvidia-smi topo -m` matrix (popen, or
+ * --matrix FILE, or a simulated DGX-A100 without a GPU) parsed by topo_parse.c and analysed;
+ * NVLink status, CUDA info, the legend and a quick reference. MLSYS_NVIDIA_SMI names another
+ * nvidia-smi (the tests use tests/fixtures/topo/fake-nvidia-smi). */
 #include "../common/common.h"
 #include "topo_hw.h"
 #include "topo_parse.h"
@@ -482,7 +481,7 @@ const lab ch04_topology_inspector_lab = {
     .summary = "what connects the GPUs and NICs: hwloc, NVML and nvidia-smi topo -m, analysed",
     .flags = (const lab_flag[]){
         {"matrix", 0, FLAG_STR, NULL, NULL, 0, 0,
-         "analyse a saved `nvidia-smi topo -m` output from FILE instead of running nvidia-smi"},
+         "a file with saved `nvidia-smi topo -m` output, analysed instead of running nvidia-smi"},
         {NULL, 0, 0, NULL, NULL, 0, 0, NULL}},
     .port = 0,
     .min_ranks = 1,

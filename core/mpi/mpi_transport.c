@@ -1,10 +1,8 @@
-/* mpi_transport.c - the MPI backend, built as a plugin (libmlsys-mpi.so) that mlsys_init
- * loads with dlopen when MLSYS_BACKEND=mpi, so mlsys-lab builds and runs without MPI.
- * Point-to-point maps onto MPI_Issend/MPI_Irecv (synchronous sends: the chapter-2 deadlock
- * of two ranks that both send first is as real as on shm); the backend's own collectives
- * are the algorithm "native". Each mlsys communicator gets two MPI communicators, one for
- * its user messages (ctx) and one for collectives (ctx + 1), made by MPI_Comm_split at
- * mlsys_split time, so tags pass through unchanged. */
+/* mpi_transport.c - the MPI backend: a plugin (libmlsys-mpi.so) that mlsys_init loads when
+ * MLSYS_BACKEND=mpi. p2p is MPI_Issend/MPI_Irecv (synchronous, so two ranks that both send
+ * first deadlock as on shm); MPI's collectives are the algorithm "native". Each communicator
+ * has two MPI ones, for user messages (ctx) and collectives (ctx + 1), made by MPI_Comm_split
+ * when mlsys_split runs, so tags pass through unchanged. */
 #include "../coll/coll.h"
 #include "../net_events.h"
 #include <mpi.h>

@@ -1,9 +1,8 @@
 /* nccl_transport.c - the NCCL backend, built as libmlsys-nccl.so and loaded with dlopen (see
- * nccl_plugin.h). One GPU per rank (cudaSetDevice(local rank)); the unique id of each NCCL
- * communicator travels from its rank 0 over the shm point-to-point layer, so this attaches to
- * a world that is already up. Point-to-point stays on shm; the transport's "native" hook runs
- * NCCL's own collectives on device buffers: copy host -> device, run on the rank's stream,
- * copy back. NCCL_ALGO and NCCL_PROTO are read by NCCL itself from the environment. */
+ * nccl_plugin.h). One GPU per rank; each NCCL communicator's unique id travels from its rank 0
+ * over shm point-to-point, which stays the p2p path. The "native" hook runs NCCL's collectives
+ * on device buffers (host -> device, run on the rank's stream, back). NCCL itself reads
+ * NCCL_ALGO and NCCL_PROTO from the environment. */
 #include "../coll/coll.h"
 #include "nccl_plugin.h"
 
@@ -341,6 +340,8 @@ static void nccl_fini(mlsys_world *w)
     w->tp = st->base;
     w->tp_state = NULL;
     free(st);
+    if (w->tp && w->tp->fini)      /* the transport underneath, if it has an ending too */
+        w->tp->fini(w);
 }
 
 /* ---- attach ---- */

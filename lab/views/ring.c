@@ -255,8 +255,8 @@ static int ring_chunk(const ring_rank *d, int r, int n)
 static void place(ring *v, int r, const ring_msg *msg, const mlsys_event *e)
 {
     ring_rank *d = rank_of(v, r);
-    if (d->coll < 0 || msg->coll != d->coll || !d->m || !msg->m)
-        return;
+    if (d->coll < 0 || d->coll == MLSYS_COLL_BARRIER || msg->coll != d->coll || !d->m || !msg->m)
+        return;                  /* a barrier's messages carry no data */
     int reduce = is_reduction(d->coll);
     uint64_t cnt = msg->bytes / (uint64_t)(d->esize > 0 ? d->esize : 1);
     if (e->chunk >= 0 && msg->chunk >= 0) {                 /* (1) the transport says */
@@ -520,7 +520,7 @@ static void ring_event(void *data, const mlsys_event *e)
             place(v, e->rank, m, e);
             msg_remove(v, m);
             v->ninflight--;
-        } else if (k->coll >= 0 && e->coll >= 0) {
+        } else if (k->coll >= 0 && k->coll != MLSYS_COLL_BARRIER && e->coll >= 0) {
             k->reached |= 1ull << e->peer;
             k->approx = 1;
         }
@@ -671,7 +671,7 @@ static void mask_text(uint64_t m, int n, int cw, char *out, size_t len, int asci
         char t[24];
         snprintf(t, sizeof t, "%d+%d", a, b);
         if (pc == 2 && (int)strlen(t) <= cw)
-            snprintf(out, len, "%s", t);
+            snprintf(out, len, "%.15s", t);
         else if (pc == 3 && cw >= 5 && b < 10) {
             int mid = __builtin_ctzll(m & ~(1ull << a));
             snprintf(out, len, "%d+%d+%d", a, mid, b);
@@ -701,11 +701,19 @@ static void status_text(const view_ctx *ctx, int r, char *out, size_t n, grid_at
     *a = 0;
     out[0] = 0;
     if (st == VIEW_RANK_FAILED) {
-        if (code > 0 && code < 128 && ctx->rank_code)
-            snprintf(out, n, "%s %s", view_glyph(as, "✗", "X"),
-                     code == 9 ? "killed" : code == 11 ? "segfault" : "died");
+        const char *x = view_glyph(as, "✗", "X");
+        if (!ctx->rank_code)
+            snprintf(out, n, "%s failed", x);
+        else if (code > 0)
+            snprintf(out, n, "%s exit %d", x, code);
+        else if (code == -9)
+            snprintf(out, n, "%s killed", x);
+        else if (code == -11)
+            snprintf(out, n, "%s segfault", x);
+        else if (code == -6)
+            snprintf(out, n, "%s aborted", x);
         else
-            snprintf(out, n, "%s failed", view_glyph(as, "✗", "X"));
+            snprintf(out, n, "%s signal %d", x, -code);
         *a = GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD;
     } else if (st == VIEW_RANK_DONE) {
         snprintf(out, n, "%s done", view_glyph(as, "✓", "ok"));

@@ -65,7 +65,7 @@ typedef struct view_ctx {
     int gated;              /* the ranks wait at every step for `n` */
     const int *gate_step;   /* [nranks] step each rank waits at, -1 = not at the gate; or NULL */
     const int *rank_state;  /* [nranks] VIEW_RANK_*, or NULL */
-    const int *rank_code;   /* [nranks] exit code or signal number, or NULL */
+    const int *rank_code;   /* [nranks] exit code, or minus the signal that killed it; or NULL */
     int failed_rank;        /* first rank that failed, -1 */
     const char *forced_algo;/* --algo when not auto, else NULL */
     uint64_t events, lost;  /* events received, and lost by the job's rings */

@@ -1,12 +1,8 @@
-/* test_nccl.c - the GPU checks of the NCCL plugin, run by tests/gpu/run on a machine with
- * GPUs: the CUDA kernels (fill against a CPU formula, the wrong-element counter against a
- * buffer with a known number of planted errors), the device self-test (fill, ncclAllReduce,
- * count on the GPU), and every native collective (the transport's `native` hook, called
- * directly so that world size 1 runs NCCL too) in every type and operator, out of place and
- * in place, against references computed on the host from the same formulas. World size 1,
- * then every GPU when there are more. Prints one line per case and "N passed, M failed".
- * Every CUDA call happens in forked ranks: a parent that initialised CUDA cannot fork users.
- * Usage: test_nccl PLUGIN.so */
+/* test_nccl.c - GPU checks of the NCCL plugin, run by tests/gpu/run: the CUDA kernels (fill vs
+ * a CPU formula, the wrong-element counter vs planted errors), the device self-test, and every
+ * native collective in every type and operator, in and out of place, against host references;
+ * world size 1, then one rank per GPU. Prints one line per case and "N passed, M failed". All
+ * CUDA work happens in forked ranks (a parent that touched CUDA cannot fork users of it). */
 #include "../../core/coll/coll.h"
 #include "../../core/nccl/nccl_plugin.h"
 

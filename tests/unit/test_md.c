@@ -2,10 +2,13 @@
  * of block at widths 40 and 80 (expected lines written here by hand), golden frames under
  * tests/frames/ (GENERATE=1 rewrites them), wrapping and wide characters, search, empty and
  * huge inputs, the raw fallback, and every shipped chapter at widths 20..200. */
+#include "../../lab/exercise.h"
 #include "../../lab/grid.h"
+#include "../../lab/lab.h"
 #include "../../lab/md.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,6 +730,44 @@ START_TEST(md_chapters_render)
 }
 END_TEST
 
+/* Every chapter text shipped in assets/chapters (whoever wrote it) lays out at every width
+ * from 20 to 200, in UTF-8 and ASCII, and draws into a grid. */
+START_TEST(md_all_shipped_chapters)
+{
+    DIR *dir = opendir("assets/chapters");
+    ck_assert_msg(dir != NULL, "no assets/chapters (run the tests from the repository root)");
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 4 || strcmp(e->d_name + n - 3, ".md") != 0)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "assets/chapters/%s", e->d_name);
+        size_t len;
+        char *text = slurp(path, &len);
+        for (int w = 20; w <= 200; w++) {
+            md_doc *d = md_render(text, len, w, w % 2 ? MD_ASCII : 0);
+            if (d->raw || d->nlines == 0)
+                ck_abort_msg("%s at width %d: raw %d, %d lines", path, w, d->raw, d->nlines);
+            assert_fits(d, w);
+            if (w % 30 == 0) {
+                grid *g = grid_create(w, 40);
+                grid_set_ascii(g, w % 2);
+                md_draw(d, g, 0, 0, w, 40, d->nlines / 2);
+                free(grid_dump(g));
+                grid_free(g);
+            }
+            md_doc_free(d);
+        }
+        free(text);
+        files++;
+    }
+    closedir(dir);
+    ck_assert_int_ge(files, 3);
+}
+END_TEST
+
 /* Every line of a fenced code block that fits in 78 columns appears, unchanged, as a code line
  * of the 80-column rendering: diagrams are never re-wrapped. */
 START_TEST(md_chapters_diagrams_intact)
@@ -762,6 +803,63 @@ START_TEST(md_chapters_diagrams_intact)
     }
     ck_assert_int_gt(checked, 10);
     md_doc_free(d);
+    free(text);
+}
+END_TEST
+
+/* Every `mlsys-lab run <id> <flags>` line in a chapter's code blocks names a real lab and
+ * parses with that lab's flag table, and the chapter table points at this text. */
+START_TEST(md_chapter_commands)
+{
+    size_t len;
+    char *text = slurp(chapter_files[_i], &len);
+    int commands = 0, fence = 0;
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(ln, "```", 3))
+            fence = !fence;
+        if (!fence || strncmp(ln, "mlsys-lab run ", 14) != 0)
+            continue;
+        char copy[512], *argv[32], *tsave = NULL;
+        int argc = 0;
+        snprintf(copy, sizeof copy, "%s", ln + 14);
+        for (char *t = strtok_r(copy, " ", &tsave); t && argc < 32; t = strtok_r(NULL, " ", &tsave))
+            argv[argc++] = t;
+        ck_assert_int_ge(argc, 1);
+        const lab *l = lab_find(argv[0]);
+        ck_assert_msg(l != NULL, "%s: unknown lab in \"%s\"", chapter_files[_i], ln);
+        lab_args a;
+        char err[256] = "";
+        int rc = lab_args_parse(l, argc - 1, argv + 1, &a, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: \"%s\" does not parse: %s", chapter_files[_i], ln, err);
+        lab_args_free(&a);
+        commands++;
+    }
+    ck_assert_int_ge(commands, 2);
+    /* Exercise ids quoted in the text ("`ch02-ring-relay`") exist in the exercise tables. */
+    free(text);
+    text = slurp(chapter_files[_i], &len);
+    char prefix[24];
+    snprintf(prefix, sizeof prefix, "`ch%02d-", _i + 1);
+    int ids = 0;
+    for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix)) {
+        char id[64];
+        size_t n = 0;
+        for (const char *q = p + 1; *q && *q != '`' && n + 1 < sizeof id; q++)
+            id[n++] = *q;
+        id[n] = '\0';
+        ck_assert_msg(ex_find(id) != NULL, "%s: unknown exercise %s", chapter_files[_i], id);
+        ids++;
+    }
+    ck_assert_int_ge(ids, 3);
+    int found = 0;
+    for (int i = 0; lab_chapters[i]; i++)
+        if (lab_chapters[i]->number == _i + 1) {
+            found = 1;
+            ck_assert_ptr_nonnull(lab_chapters[i]->text_asset);
+            ck_assert_str_eq(lab_chapters[i]->text_asset, chapter_files[_i]);
+        }
+    ck_assert_msg(found, "chapter %d is not in the chapter table", _i + 1);
     free(text);
 }
 END_TEST
@@ -810,6 +908,8 @@ static Suite *md_suite(void)
     tcase_add_test(c, md_golden_frames);
     tcase_add_loop_test(c, md_chapters_render, 0, 3);
     tcase_add_loop_test(c, md_chapters_diagrams_intact, 0, 3);
+    tcase_add_loop_test(c, md_chapter_commands, 0, 3);
+    tcase_add_test(c, md_all_shipped_chapters);
     suite_add_tcase(s, c);
     return s;
 }

@@ -1,10 +1,8 @@
-/* test_nccl_probe.c - --backend nccl on a machine without a GPU: `mlsys-lab run
- * ch01/hello-distributed --backend nccl` (the binary from MLSYS_LAB_BIN, default
- * build/mlsys-lab) must exit with status 2, print nothing on stdout and exactly one line on
- * stderr naming the lab and "NCCL needs one GPU per rank: 0 GPUs found; use --backend shm".
- * nccl_available() must say the same, with or without the plugin, and the plugin's own probe
- * (when it was built) must fail with a count of 0. The GPU count is taken independently,
- * from libcudart; where a GPU is present every test passes with a printed reason instead. */
+/* test_nccl_probe.c - --backend nccl without a GPU: `mlsys-lab run ch01/hello-distributed
+ * --backend nccl` (MLSYS_LAB_BIN, default build/mlsys-lab) exits 2 with exactly one stderr line,
+ * "...: NCCL needs one GPU per rank: 0 GPUs found; use --backend shm"; nccl_available() says the
+ * same with or without the plugin, whose own probe fails with a count of 0. The GPU count comes
+ * from libcudart, independently; with a GPU present each test passes with a printed reason. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>

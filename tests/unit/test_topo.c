@@ -1,8 +1,7 @@
 /* test_topo.c - chapter 4's topology inspector: the `nvidia-smi topo -m` parser on every
- * fixture of tests/fixtures/topo (GPU counts, the link of each pair including NV18 and odd
- * NV<k>, NIC rows and columns kept as NICs, affinity columns), malformed input that must give
- * a one-line reason and no crash, the hwloc reader against sysconf and sysfs, and the lab
- * itself run through MLSYS_LAB_BIN with --matrix, without nvidia-smi and with a fake one.
+ * fixture of tests/fixtures/topo (link per pair, NV18 and odd NV<k>, NICs kept as NICs,
+ * affinities), malformed input (a one-line reason, no crash), hwloc against sysconf and sysfs,
+ * and the lab run through MLSYS_LAB_BIN with --matrix, without nvidia-smi and with a fake one.
  * Run from the repository root (the fixtures are found relative to it). */
 #include <check.h>
 #include <stdarg.h>
@@ -194,7 +193,7 @@ START_TEST(test_fixture_nvswitch_nics)
             if (a != b)
                 expect_link(m, a, b, TOPO_L_NV, 18);
     for (int k = 0; k < 4; k++) {
-        char name[8], alias[16];
+        char name[32], alias[32];
         snprintf(name, sizeof name, "NIC%d", k);
         snprintf(alias, sizeof alias, "mlx5_%d", k);
         const topo_dev *d = dev_by_name(m, name);

@@ -390,7 +390,7 @@ START_TEST(ring_golden_frames)
     free(f);
     /* a failed rank and a gated one */
     int st2[4] = {VIEW_RANK_RUNNING, VIEW_RANK_RUNNING, VIEW_RANK_FAILED, VIEW_RANK_STOPPED};
-    int codes[4] = {0, 0, 11, 15};
+    int codes[4] = {0, 0, -11, -15};
     int gate[4] = {1, 1, -1, -1};
     ctx.rank_state = st2;
     ctx.rank_code = codes;
@@ -424,7 +424,7 @@ START_TEST(ring_grid_for_many_ranks)
     golden("ring_direct12_grid", f);
     /* every rank has a box, rank 0 holds all after the reduce, the others themselves */
     for (int r = 0; r < n; r++) {
-        char tag[16];
+        char tag[32];
         snprintf(tag, sizeof tag, " rank %d ", r);
         ck_assert_msg(strstr(f, tag) != NULL, "no box for rank %d", r);
     }
@@ -722,7 +722,7 @@ START_TEST(replay_round_trip)
             ck_assert_int_eq(back[i].step, got[i].step);
             ck_assert_str_eq(back[i].label, "exchange");
         }
-        if (got[i].kind == MLSYS_EV_COLL_BEGIN) {
+        if (got[i].kind == MLSYS_EV_COLL_BEGIN || got[i].kind == MLSYS_EV_COLL_END) {
             ck_assert_int_eq(back[i].coll, MLSYS_COLL_ALLREDUCE);
             ck_assert_str_eq(back[i].label, "recursive_doubling");
         }
@@ -920,6 +920,71 @@ START_TEST(measure_draw_and_events)
 }
 END_TEST
 
+/* A job that emits about a million events per second (4 ranks x 250k/s) for one second:
+ * the run screen must keep drawing (views coalesce) and account for every event: what it
+ * received plus what the job reports lost is what the ranks emitted. */
+#define FLOOD_PER_RANK 250000
+
+static int flood_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MARK;
+    e.peer = e.tag = e.step = -1;
+    e.coll = e.algo = e.op = -1;
+    snprintf(e.label, sizeof e.label, "flood");
+    uint64_t t0 = mlsys_now_ns();
+    for (int i = 0; i < FLOOD_PER_RANK; i++) {
+        e.chunk = i;
+        mlsys_emit(c, &e);
+        if (i % 1000 == 999)
+            while (mlsys_now_ns() < t0 + (uint64_t)(i + 1) * 4000ull) {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
+    }
+    return 0;
+}
+
+START_TEST(flood_of_events)
+{
+    char err[256];
+    ui_screen *s = run_create_fn("flood", 4, 0, flood_rank, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    grid *g = grid_create(120, 40);
+    double worst = 0, t_start = secs();
+    int turns = 0;
+    run_stats_t st;
+    for (;;) {
+        double t0 = secs();
+        int tmo = 500;
+        s->cls->tick(s, mlsys_now_ns(), &tmo);
+        grid_clear(g);
+        s->cls->draw(s, g, 0, 1, 120, 38);
+        double dt = secs() - t0;
+        if (dt > worst)
+            worst = dt;
+        turns++;
+        run_stats(s, &st);
+        if (st.done && st.queued == 0)
+            break;
+        ck_assert_msg(secs() - t_start < 30, "the flood job did not end");
+        struct timespec ts = {0, (tmo > 10 ? 10 : tmo) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    double total = secs() - t_start;
+    printf("measure: flood of %d events (4 ranks, ~1M/s): %.2f s, %d loop turns, worst turn "
+           "%.1f ms; received %llu, fast-forwarded %llu, lost %llu\n", 4 * FLOOD_PER_RANK,
+           total, turns, worst * 1e3, (unsigned long long)st.events,
+           (unsigned long long)st.forwarded, (unsigned long long)st.lost);
+    ck_assert_int_eq(st.result, 0);
+    ck_assert_uint_eq(st.events + st.lost, 4ull * FLOOD_PER_RANK);
+    grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
 static Suite *views_suite(void)
 {
     Suite *s = suite_create("views");
@@ -940,6 +1005,7 @@ static Suite *views_suite(void)
     tcase_add_test(t, values_and_watched_buffers);
     tcase_add_test(t, algo_rule_without_a_comm);
     tcase_add_test(t, measure_draw_and_events);
+    tcase_add_test(t, flood_of_events);
     suite_add_tcase(s, t);
     return s;
 }

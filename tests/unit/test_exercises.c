@@ -1,0 +1,986 @@
+/* test_exercises.c - the exercise engine: dev-check proves the curriculum consistent (every
+ * starter fails, every solution passes); predict answers inside the stated tolerance are
+ * accepted and others rejected, against references recomputed here from the question text;
+ * the checker names the failure of broken learner code (compile error with file:line, wrong
+ * element with rank and index, deadlock, crash, hang, a forbidden collective); the progress
+ * file is written atomically and a corrupt one is backed up, never overwritten; and the CLI:
+ * check exit codes, hint one at a time, solution gating, reset, and watch mode by inotify
+ * and by polling. Each test runs in its own temp workspace and state directory. */
+#include <check.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../../lab/exercise.h"
+
+static char g_tmp[PATH_MAX];
+
+/* A fresh workspace and state directory for this test (each test runs in its own fork). */
+static void fresh_env(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "%s/mlsys-ex-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
+    char home[PATH_MAX + 16], state[PATH_MAX + 16];
+    snprintf(home, sizeof home, "%s/home", g_tmp);
+    snprintf(state, sizeof state, "%s/state", g_tmp);
+    setenv("MLSYS_LAB_HOME", home, 1);
+    setenv("XDG_STATE_HOME", state, 1);
+    unsetenv("MLSYS_WATCH_POLL");
+    unsetenv("MLSYS_EX_TIMEOUT_MS");
+    unsetenv("MLSYS_EX_LIMIT_MS");
+}
+
+static void remove_tmp(void)
+{
+    char cmd[PATH_MAX + 32];
+    if (g_tmp[0] && strstr(g_tmp, "mlsys-ex-test-")) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_tmp);
+    }
+}
+
+static void get_cx(ex_context *cx)
+{
+    char err[512];
+    ck_assert_msg(ex_context_init(cx, err, sizeof err) == 0, "%s", err);
+}
+
+static const char *bin(void)
+{
+    const char *b = getenv("MLSYS_LAB_BIN");
+    return b && *b ? b : "build/mlsys-lab";
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+    char *s = ex_read_file(path, NULL);
+    ck_assert_msg(s != NULL, "cannot read %s", path);
+    return s;
+}
+
+/* Run the program with argv[1..], stdin from input (or /dev/null), output collected. */
+static int run_cli(const char *const *args, const char *input, char **out)
+{
+    char *argv[32];
+    int k = 0;
+    argv[k++] = (char *)bin();
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = (char *)args[i];
+    argv[k] = NULL;
+    char inpath[PATH_MAX + 16];
+    snprintf(inpath, sizeof inpath, "%s/stdin", g_tmp);
+    write_file(inpath, input ? input : "");
+    char outpath[PATH_MAX + 16];
+    snprintf(outpath, sizeof outpath, "%s/out", g_tmp);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int in = open(inpath, O_RDONLY), o = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(o, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    *out = slurp(outpath);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The text of assets/exercises/<id>/<name> of this source tree. */
+static char *asset(const char *id, const char *name)
+{
+    ex_context cx;
+    get_cx(&cx);
+    char p[PATH_MAX];
+    const exercise *ex = ex_find(id);
+    ck_assert_ptr_nonnull(ex);
+    ex_asset_path(&cx, ex, name, p, sizeof p);
+    return slurp(p);
+}
+
+/* ---- dev-check ---- */
+
+START_TEST(test_dev_check_passes)
+{
+    fresh_env();
+    setenv("MLSYS_EX_TIMEOUT_MS", "2000", 1);     /* the deadlocking starter waits less */
+    ex_context cx;
+    get_cx(&cx);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/devcheck.txt", g_tmp);
+    FILE *f = fopen(path, "w+");
+    int rc = ex_dev_check(&cx, f);
+    fclose(f);
+    char *text = slurp(path);
+    ck_assert_msg(rc == 0, "dev-check found problems:\n%s", text);
+    /* every exercise has an ok line, and the starter of an implement failed for a reason */
+    for (int i = 0; i < ex_count(); i++) {
+        char needle[128];
+        snprintf(needle, sizeof needle, "ok    %s ", ex_at(i)->id);
+        ck_assert_msg(strstr(text, needle) != NULL, "no ok line for %s:\n%s", ex_at(i)->id, text);
+    }
+    ck_assert_ptr_nonnull(strstr(text, "starter fails (deadlock"));   /* the even/odd exchange */
+    free(text);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_curriculum_coverage)
+{
+    /* every chapter 1-4 has its curriculum exercises and at least two predict questions */
+    static const char *const ids[] = {
+        "ch01-world-size-8", "ch01-even-odd", "ch01-torchrun-env", "ch02-ring-relay",
+        "ch02-even-odd-exchange", "ch02-p2p-timing", "ch03-global-mean", "ch03-argmax",
+        "ch03-ring-allreduce", "ch03-softmax", "ch04-crossover", "ch04-predict-crossover",
+        "ch04-predict-topology", "ch04-topology", "ch04-predict-speedup", NULL};
+    for (int i = 0; ids[i]; i++)
+        ck_assert_msg(ex_find(ids[i]) != NULL, "missing %s", ids[i]);
+    for (int ch = 1; ch <= 4; ch++) {
+        int predicts = 0;
+        for (int i = 0; i < ex_count(); i++)
+            predicts += ex_at(i)->chapter == ch && ex_at(i)->kind == EX_PREDICT;
+        ck_assert_msg(predicts >= 2, "chapter %d has %d predict questions", ch, predicts);
+    }
+    ck_assert_ptr_null(ex_find("ch99-nothing"));
+}
+END_TEST
+
+/* ---- predict tolerance, against references recomputed from the question ---- */
+
+static long num_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    ck_assert_msg(p != NULL, "'%s' not in: %s", key, text);
+    p += strlen(key);
+    char digits[64];
+    size_t k = 0;
+    for (; *p && (isdigit((unsigned char)*p) || *p == ',') && k + 1 < sizeof digits; p++)
+        if (*p != ',')
+            digits[k++] = *p;
+    digits[k] = 0;
+    return strtol(digits, NULL, 10);
+}
+
+static void expect_judge(const exercise *ex, uint64_t seed, double x, int pass)
+{
+    char a[64];
+    snprintf(a, sizeof a, "%.17g", x);
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ck_assert_msg(r == (pass ? EX_PASS : EX_FAIL), "%s seed %llu answer %s: %s (%s)", ex->id,
+                  (unsigned long long)seed, a, pass ? "rejected" : "accepted", v.summary);
+    ex_verdict_free(&v);
+}
+
+static void expect_text_judge(const exercise *ex, uint64_t seed, const char *a, int pass)
+{
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ck_assert_msg(r == (pass ? EX_PASS : EX_FAIL), "%s seed %llu answer '%s': %s (%s)", ex->id,
+                  (unsigned long long)seed, a, pass ? "rejected" : "accepted", v.summary);
+    ex_verdict_free(&v);
+}
+
+START_TEST(test_predict_ring_bytes_tolerance)
+{
+    const exercise *ex = ex_find("ch03-predict-ring-bytes");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 25; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        long s = num_after(q.text, "S = ");
+        long n = num_after(q.text, "N = ");
+        double ref = 2.0 * (n - 1) / n * (double)s;       /* 2(N-1)/N x S */
+        ck_assert_msg(fabs(q.answer - ref) <= 1e-9 * ref, "seed %llu: %g vs %g",
+                      (unsigned long long)seed, q.answer, ref);
+        expect_judge(ex, seed, ref, 1);
+        expect_judge(ex, seed, ref * (1 + 0.9e-3), 1);    /* stated tolerance: relative 1e-3 */
+        expect_judge(ex, seed, ref * (1 - 0.9e-3), 1);
+        expect_judge(ex, seed, ref * (1 + 1.5e-3), 0);
+        expect_judge(ex, seed, ref * (1 - 1.5e-3), 0);
+        expect_judge(ex, seed, (double)s, 0);             /* the buffer size itself */
+        expect_text_judge(ex, seed, "", 0);
+        expect_text_judge(ex, seed, "many", 0);
+    }
+    /* thousands separators and a unit word are fine */
+    ex_question q;
+    exercise_predict_draw(ex, 3, &q);
+    char a[64], b[80];
+    ex_fmt_int(a, sizeof a, llround(q.answer));
+    snprintf(b, sizeof b, "%s bytes", a);
+    expect_text_judge(ex, 3, b, 1);
+}
+END_TEST
+
+START_TEST(test_predict_crossover_tolerance)
+{
+    const exercise *ex = ex_find("ch04-predict-crossover");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 25; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        long n = num_after(q.text, "With N = ");
+        long alpha = num_after(q.text, "alpha = ");
+        long beta = num_after(q.text, "beta = ");
+        int l = 0;
+        while ((1L << l) < n)
+            l++;
+        /* T_ring = T_tree solved for S, alpha in us, beta in GB/s */
+        double ab = (double)alpha * 1e-6 * (double)beta * 1e9;
+        double ref = ab * (double)(n - 1 - l) / ((double)l - (double)(n - 1) / (double)n);
+        double tring = 2.0 * (n - 1) * (alpha * 1e-6 + ref / (n * beta * 1e9));
+        double ttree = 2.0 * l * (alpha * 1e-6 + ref / (beta * 1e9));
+        ck_assert_msg(fabs(tring - ttree) <= 1e-9 * tring, "S* does not equalise the models");
+        ck_assert_msg(fabs(q.answer - ref) <= 1e-6 * fabs(ref) + 1e-9, "seed %llu: %g vs %g",
+                      (unsigned long long)seed, q.answer, ref);
+        expect_judge(ex, seed, ref * 1.04, 1);            /* within 5 % */
+        expect_judge(ex, seed, ref * 0.96, 1);
+        if (ref > 0) {
+            expect_judge(ex, seed, ref * 1.06, 0);
+            expect_judge(ex, seed, ref * 0.94, 0);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_predict_exact_answers)
+{
+    const exercise *chain = ex_find("ch02-predict-chain");
+    const exercise *sends = ex_find("ch03-predict-ring-sends");
+    ck_assert_ptr_nonnull(chain);
+    ck_assert_ptr_nonnull(sends);
+    for (uint64_t seed = 1; seed <= 25; seed++) {
+        ex_question q;
+        exercise_predict_draw(chain, seed, &q);
+        long n = num_after(q.text, "N = ");
+        double ref = 42.0 + 10.0 * (n - 2);
+        expect_judge(chain, seed, ref, 1);
+        expect_judge(chain, seed, ref + 10, 0);           /* the original's 42 + 10(N-1) */
+        expect_judge(chain, seed, ref + 0.5, 0);
+
+        exercise_predict_draw(sends, seed, &q);
+        n = num_after(q.text, "N = ");
+        ref = strstr(q.text, "in all") ? 2.0 * n * (n - 1) : 2.0 * (n - 1);
+        expect_judge(sends, seed, ref, 1);
+        expect_judge(sends, seed, ref - 1, 0);
+        expect_judge(sends, seed, ref + 1, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_predict_fraction_answers)
+{
+    const exercise *ex = ex_find("ch04-predict-busbw");
+    ck_assert_ptr_nonnull(ex);
+    int seen_allreduce = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        long n = num_after(q.text, "on N = ");
+        char frac[32];
+        if (strstr(q.text, "for all_reduce")) {
+            snprintf(frac, sizeof frac, "%ld/%ld", 2 * (n - 1), n);
+            seen_allreduce = 1;
+        } else if (strstr(q.text, "for broadcast") || strstr(q.text, "for reduce ")) {
+            snprintf(frac, sizeof frac, "1");
+        } else {
+            snprintf(frac, sizeof frac, "%ld/%ld", n - 1, n);
+        }
+        expect_text_judge(ex, seed, frac, 1);
+        char wrong[32];
+        snprintf(wrong, sizeof wrong, "%ld/%ld", n + 1, n);   /* larger than every factor */
+        expect_text_judge(ex, seed, wrong, 0);
+        expect_text_judge(ex, seed, "1/0", 0);
+    }
+    ck_assert(seen_allreduce);
+}
+END_TEST
+
+/* ch02-predict-deadlock: parse the two programs from the text and apply the rule "both ranks
+ * start with a blocking call of the same kind" independently of the simulation. */
+START_TEST(test_predict_deadlock_choice)
+{
+    const exercise *ex = ex_find("ch02-predict-deadlock");
+    ck_assert_ptr_nonnull(ex);
+    int yes = 0, no = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        ck_assert_int_eq(q.nchoices, 2);
+        const char *r0 = strstr(q.text, "rank 0:"), *r1 = strstr(q.text, "rank 1:");
+        ck_assert(r0 && r1);
+        char first0[16], first1[16];
+        ck_assert_int_eq(sscanf(r0, "rank 0: %15[a-z_]", first0), 1);
+        ck_assert_int_eq(sscanf(r1, "rank 1: %15[a-z_]", first1), 1);
+        int dead = (!strcmp(first0, "mlsys_send") && !strcmp(first1, "mlsys_send")) ||
+                   (!strcmp(first0, "mlsys_recv") && !strcmp(first1, "mlsys_recv"));
+        const char *right = dead ? "yes" : "no", *wrong = dead ? "no" : "yes";
+        yes += dead;
+        no += !dead;
+        expect_text_judge(ex, seed, right, 1);
+        expect_text_judge(ex, seed, wrong, 0);
+        int ri = strcmp(q.choices[0], right) == 0 ? 0 : 1;
+        char letter[4] = {(char)('a' + ri), 0};
+        expect_text_judge(ex, seed, letter, 1);
+        letter[0] = (char)('a' + 1 - ri);
+        expect_text_judge(ex, seed, letter, 0);
+        expect_text_judge(ex, seed, "z", 0);
+    }
+    ck_assert_msg(yes > 5 && no > 5, "draws should cover both answers: %d yes, %d no", yes, no);
+}
+END_TEST
+
+START_TEST(test_predict_draws_vary)
+{
+    /* parameters are drawn each time: many seeds give many different questions */
+    for (int i = 0; i < ex_count(); i++) {
+        const exercise *ex = ex_at(i);
+        if (ex->kind != EX_PREDICT)
+            continue;
+        ex_question a, b;
+        int differ = 0;
+        exercise_predict_draw(ex, 1, &a);
+        for (uint64_t seed = 2; seed <= 30 && !differ; seed++) {
+            exercise_predict_draw(ex, seed, &b);
+            differ = strcmp(a.text, b.text) != 0;
+        }
+        ck_assert_msg(differ, "%s asks the same question for every seed", ex->id);
+        exercise_predict_draw(ex, 7, &a);
+        exercise_predict_draw(ex, 7, &b);
+        ck_assert_msg(!strcmp(a.text, b.text) && a.answer == b.answer, "%s: a seed must give "
+                      "one question", ex->id);
+    }
+}
+END_TEST
+
+/* ---- how the checker reports broken learner code ---- */
+
+static void check_code(const char *id, const char *code, ex_verdict *v)
+{
+    ex_context cx;
+    get_cx(&cx);
+    const exercise *ex = ex_find(id);
+    ck_assert_ptr_nonnull(ex);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/learner.c", g_tmp);
+    write_file(path, code);
+    exercise_check_file(&cx, ex, path, 7, v);
+}
+
+#define RING_HEAD "#include \"mlsys.h\"\n#include \"api.h\"\n" \
+                  "int my_ring_allreduce(mlsys_comm *c, float *buf, size_t count)\n{\n"
+
+START_TEST(test_report_compile_error)
+{
+    fresh_env();
+    ex_verdict v;
+    check_code("ch03-ring-allreduce", RING_HEAD "    (void)c; (void)buf; (void)count;\n"
+               "    return 0\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_COMPILE);
+    ck_assert_msg(strstr(v.file, "learner.c") != NULL, "file: %s", v.file);
+    ck_assert_msg(v.line == 6 || v.line == 7, "line %d (%s)", v.line, v.summary);
+    ck_assert_msg(strstr(v.summary, "learner.c:") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_report_wrong_element)
+{
+    fresh_env();
+    ex_verdict v;
+    /* the solution, with element 17 spoiled on rank 2 afterwards */
+    char *sol = asset("ch03-ring-allreduce", "solution.c");
+    char *code = malloc(strlen(sol) + 1024);
+    char *p = strstr(sol, "int my_ring_allreduce(");
+    ck_assert_ptr_nonnull(p);
+    /* the solution renamed, then a wrapper that spoils one element */
+    snprintf(code, strlen(sol) + 1024, "%.*sstatic int real_allreduce_(%s", (int)(p - sol), sol,
+             p + strlen("int my_ring_allreduce("));
+    strcat(code, "int my_ring_allreduce(mlsys_comm *c, float *buf, size_t count)\n{\n"
+                 "    int rc = real_allreduce_(c, buf, count);\n"
+                 "    if (mlsys_rank(c) == 2 && count > 17)\n        buf[17] += 1.0f;\n"
+                 "    return rc;\n}\n");
+    check_code("ch03-ring-allreduce", code, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_WRONG);
+    ck_assert_int_eq(v.world_size, 3);
+    ck_assert_int_eq(v.rank, 2);
+    ck_assert_int_eq(v.element, 17);
+    ck_assert_msg(strstr(v.summary, "rank 2, element 17: expected") != NULL, "%s", v.summary);
+    ck_assert_msg(strstr(v.summary, "N=3, length 1000003") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    free(code);
+    free(sol);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_report_deadlock)
+{
+    fresh_env();
+    setenv("MLSYS_EX_TIMEOUT_MS", "800", 1);
+    ex_verdict v;
+    check_code("ch03-ring-allreduce", RING_HEAD
+               "    int n = mlsys_size(c), r = mlsys_rank(c);\n    if (n == 1) return 0;\n"
+               "    int rc = mlsys_send(c, buf, count, MLSYS_F32, (r + 1) % n, 0);\n"
+               "    return rc ? rc : mlsys_recv(c, buf, count, MLSYS_F32, (r + n - 1) % n, 0);\n}\n",
+               &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_DEADLOCK);
+    ck_assert_int_eq(v.world_size, 2);
+    ck_assert_msg(strstr(v.summary, "deadlock suspected") != NULL, "%s", v.summary);
+    ck_assert_msg(strstr(v.summary, "waits in send to rank") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_report_crash)
+{
+    fresh_env();
+    ex_verdict v;
+    check_code("ch03-ring-allreduce", RING_HEAD
+               "    (void)buf; (void)count;\n"
+               "    if (mlsys_rank(c) == 1) *(volatile int *)0 = 1;\n    return 0;\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_CRASH);
+    ck_assert_int_eq(v.rank, 1);
+    /* a plain build dies by SIGSEGV; a sanitizer build reports the SEGV itself */
+    ck_assert_msg(strstr(v.summary, "rank 1 crashed: signal 11") != NULL ||
+                  strstr(v.summary, "rank 1 crashed: AddressSanitizer: SEGV") != NULL, "%s",
+                  v.summary);
+    /* and where: line 6 of the learner's file */
+    ck_assert_msg(strstr(v.summary, "learner.c:6") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_report_hang)
+{
+    fresh_env();
+    setenv("MLSYS_EX_TIMEOUT_MS", "800", 1);
+    setenv("MLSYS_EX_LIMIT_MS", "2500", 1);
+    ex_verdict v;
+    /* every rank loops: nobody reaches a watchdog, the run's limit ends it */
+    check_code("ch03-ring-allreduce", RING_HEAD
+               "    (void)c; (void)buf; (void)count;\n"
+               "    for (volatile int i = 0; ; i++)\n        ;\n    return 0;\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_HANG);
+    ck_assert_msg(strstr(v.summary, "did not finish") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* one rank loops while the others return: it is named */
+    check_code("ch03-ring-allreduce", RING_HEAD
+               "    (void)buf; (void)count;\n"
+               "    if (mlsys_rank(c) == 1)\n        for (volatile int i = 0; ; i++)\n"
+               "            ;\n    return 0;\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_HANG);
+    ck_assert_int_eq(v.rank, 1);
+    ck_assert_msg(strstr(v.summary, "rank 1 did not return from my_ring_allreduce") != NULL,
+                  "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_report_builtin_collective)
+{
+    fresh_env();
+    ex_verdict v;
+    check_code("ch03-ring-allreduce", RING_HEAD
+               "    return mlsys_allreduce(c, buf, buf, count, MLSYS_F32, MLSYS_SUM);\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "called the built-in all_reduce") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* a ring that sends the whole buffer each step: right sums, wrong traffic */
+    check_code("ch03-ring-allreduce", "#include <stdlib.h>\n#include <string.h>\n" RING_HEAD
+               "    int n = mlsys_size(c), r = mlsys_rank(c), rc = 0;\n"
+               "    float *fw = malloc(count * sizeof *fw + 4), *in = malloc(count * sizeof *in + 4);\n"
+               "    memcpy(fw, buf, count * sizeof *fw);\n"
+               "    for (int k = 0; k < n - 1 && !rc; k++) {\n"
+               "        rc = mlsys_sendrecv(c, fw, count, (r + 1) % n, 0, in, count,"
+               " (r + n - 1) % n, 0, MLSYS_F32);\n"
+               "        for (size_t i = 0; i < count; i++) buf[i] += in[i];\n"
+               "        float *t = fw; fw = in; in = t;\n"
+               "    }\n"
+               "    free(fw); free(in);\n    return rc;\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "sent 1 messages; a ring all-reduce sends exactly 2(N-1) = 2"),
+                  "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- experiments: wrong answers are caught ---- */
+
+START_TEST(test_experiment_answers)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    const exercise *w8 = ex_find("ch01-world-size-8");
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/answers.txt", g_tmp);
+    ex_verdict v;
+    write_file(path, "hello_lines = 8\ndistinct_pids = 8\ngathered_rows = 8\n"
+                     "row_from_rank_7 = [70.0, 71.0]\nsum = 27\n");
+    exercise_check_file(&cx, w8, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "sum = 27") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    write_file(path, "hello_lines = 8\ndistinct_pids = 1\ngathered_rows = 8\n"
+                     "row_from_rank_7 = 70, 71\nsum = 28\n");
+    exercise_check_file(&cx, w8, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "distinct_pids") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    write_file(path, "hello_lines = 8\ndistinct_pids = 8\ngathered_rows = 8\n"
+                     "row_from_rank_7 = 70, 71\nsum = 28.0\n");
+    exercise_check_file(&cx, w8, path, 0, &v);
+    ck_assert_msg(v.result == EX_PASS, "%s", v.summary);
+    ex_verdict_free(&v);
+
+    /* the crossover: a conclusion that contradicts the learner's own numbers fails before
+     * anything runs */
+    const exercise *co = ex_find("ch04-crossover");
+    write_file(path, "ring_time_1K_us = 100\ntree_time_1K_us = 50\nring_time_1M_us = 900\n"
+                     "tree_time_1M_us = 1200\nmeasured_faster_1K = ring\nmeasured_faster_1M = ring\n"
+                     "model_faster_1K = tree\nmodel_faster_1M = ring\n");
+    exercise_check_file(&cx, co, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "measured_faster_1K = ring") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    write_file(path, "ring_time_1K_us = 100\ntree_time_1K_us = 50\nring_time_1M_us = 900\n"
+                     "tree_time_1M_us = 1200\nmeasured_faster_1K = tree\nmeasured_faster_1M = maybe\n"
+                     "model_faster_1K = tree\nmodel_faster_1M = ring\n");
+    exercise_check_file(&cx, co, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "ring or tree") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+
+    /* the topology: counting the NIC columns as GPUs is the trap */
+    const exercise *tp = ex_find("ch04-topology");
+    const char *right = "nvlinks_gpu0_gpu1 = 4\nnvlinks_gpu2_gpu3 = 8\npcie_only_pairs = 4\n"
+                        "cpu_affinity_gpu2 = 12-23, 36-47\nnic_near_gpu3 = nic1\n";
+    write_file(path, right);
+    exercise_check_file(&cx, tp, path, 0, &v);
+    ck_assert_msg(v.result == EX_PASS, "%s", v.summary);
+    ex_verdict_free(&v);
+    write_file(path, "nvlinks_gpu0_gpu1 = 4\nnvlinks_gpu2_gpu3 = 8\npcie_only_pairs = 12\n"
+                     "cpu_affinity_gpu2 = 12-23,36-47\nnic_near_gpu3 = NIC1\n");
+    exercise_check_file(&cx, tp, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "pcie_only_pairs = 12") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    write_file(path, "nvlinks_gpu0_gpu1 = 4\nnvlinks_gpu2_gpu3 = 8\npcie_only_pairs = 4\n"
+                     "cpu_affinity_gpu2 = 12-23,36-47\nnic_near_gpu3 = NIC0\n");
+    exercise_check_file(&cx, tp, path, 0, &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "nic_near_gpu3") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- progress file ---- */
+
+static int count_entries(const char *dir, const char *prefix)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^%s' > '%s/count'", dir, prefix, g_tmp);
+    if (system(cmd) < 0)
+        return -1;
+    char p[PATH_MAX + 16];
+    snprintf(p, sizeof p, "%s/count", g_tmp);
+    char *s = slurp(p);
+    int n = atoi(s);
+    free(s);
+    return n;
+}
+
+START_TEST(test_progress_roundtrip_atomic)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char msg[1024];
+    ex_progress p;
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, msg, sizeof msg), 0);   /* missing: empty */
+    ck_assert_int_eq(p.n, 0);
+    ex_progress_entry *e = ex_progress_get(&p, "ch03-ring-allreduce", 1);
+    e->done = 1;
+    e->hints = 3;
+    e->passed_at = 1700000000;
+    ex_progress_get(&p, "ch01-even-odd", 1)->hints = 1;
+    ck_assert_msg(ex_progress_save(&p, msg, sizeof msg) == 0, "%s", msg);
+    struct stat st1, st2;
+    ck_assert_int_eq(stat(cx.progress, &st1), 0);
+    ex_progress_free(&p);
+
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, msg, sizeof msg), 0);
+    ck_assert_int_eq(p.n, 2);
+    e = ex_progress_get(&p, "ch03-ring-allreduce", 0);
+    ck_assert_ptr_nonnull(e);
+    ck_assert(e->done && e->hints == 3 && e->passed_at == 1700000000);
+    e = ex_progress_get(&p, "ch01-even-odd", 0);
+    ck_assert(e && !e->done && e->hints == 1);
+    /* saved by rename of a new file: a new inode, and no temp file left next to it */
+    ck_assert_int_eq(ex_progress_save(&p, msg, sizeof msg), 0);
+    ck_assert_int_eq(stat(cx.progress, &st2), 0);
+    ck_assert_msg(st1.st_ino != st2.st_ino, "the file was rewritten in place");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cx.progress);
+    *strrchr(dir, '/') = 0;
+    ck_assert_int_eq(count_entries(dir, "progress"), 1);
+    ex_progress_free(&p);
+    char *text = slurp(cx.progress);
+    ck_assert_msg(!strncmp(text, "# mlsys-lab progress 1\n", 23), "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "ch03-ring-allreduce done hints=3 passed=1700000000\n"));
+    free(text);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_progress_corrupt_backed_up)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cx.progress);
+    *strrchr(dir, '/') = 0;
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    static const char *const bad[] = {
+        "\x01\x02garbage\n",
+        "# mlsys-lab progress 1\nch03-ring-allreduce done hints=2\nch01-even-o",   /* truncated */
+        "# mlsys-lab progress 1\nch03-ring-allreduce finished\n",
+        "# mlsys-lab progress 1\nch03-ring-allreduce done hints=x\n",
+        "# mlsys-lab progress 1\nch03-ring-allreduce done\nch03-ring-allreduce pending\n",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file(cx.progress, bad[i]);
+        char msg[1024];
+        ex_progress p;
+        int rc = ex_progress_load(&p, cx.progress, msg, sizeof msg);
+        ck_assert_msg(rc == 1, "case %zu: corrupt file not reported (rc %d)", i, rc);
+        ck_assert_msg(strstr(msg, "corrupt") && strstr(msg, ".corrupt-"), "case %zu: %s", i, msg);
+        ck_assert_int_eq(p.n, 0);
+        ck_assert_msg(access(cx.progress, F_OK) != 0, "case %zu: the corrupt file is still there", i);
+        /* the backup holds exactly the old bytes */
+        const char *b = strstr(msg, "kept as ");
+        ck_assert_ptr_nonnull(b);
+        char bak[PATH_MAX];
+        snprintf(bak, sizeof bak, "%s", b + 8);
+        *strchr(bak, ';') = 0;
+        char *saved = slurp(bak);
+        ck_assert_msg(!strcmp(saved, bad[i]), "case %zu: the backup differs", i);
+        free(saved);
+        /* saving now writes a fresh file and leaves every backup alone */
+        ex_progress_get(&p, "ch01-even-odd", 1)->done = 1;
+        ck_assert_int_eq(ex_progress_save(&p, msg, sizeof msg), 0);
+        ex_progress_free(&p);
+        ck_assert_int_eq(count_entries(dir, "progress.corrupt-"), (int)i + 1);
+        unlink(cx.progress);
+    }
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_cli_reports_corrupt_progress)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", cx.progress);
+    ck_assert_int_eq(system(cmd), 0);
+    write_file(cx.progress, "not a progress file\n");
+    char *out;
+    const char *args[] = {"exercises", NULL};
+    int rc = run_cli(args, NULL, &out);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strstr(out, "is corrupt") && strstr(out, ".corrupt-"), "%s", out);
+    ck_assert_msg(strstr(out, "0 of ") != NULL, "%s", out);
+    free(out);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- CLI: check, hint, solution, reset ---- */
+
+static void work_path(const char *id, char *out, size_t n)
+{
+    ex_context cx;
+    get_cx(&cx);
+    const exercise *ex = ex_find(id);
+    ck_assert_ptr_nonnull(ex);
+    ex_work_path(&cx, ex, out, n);
+}
+
+static void put_solution(const char *id)
+{
+    char from[PATH_MAX], to[PATH_MAX], err[256];
+    ex_context cx;
+    get_cx(&cx);
+    ex_asset_path(&cx, ex_find(id), "solution.c", from, sizeof from);
+    work_path(id, to, sizeof to);
+    ck_assert_msg(ex_copy_file(from, to, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_cli_check_hint_solution_reset)
+{
+    fresh_env();
+    const char *id = "ch03-global-mean";
+    char *out;
+    const char *list[] = {"exercises", NULL};
+    ck_assert_int_eq(run_cli(list, NULL, &out), 0);          /* creates the workspace */
+    ck_assert_ptr_nonnull(strstr(out, "ch03-global-mean"));
+    free(out);
+    char path[PATH_MAX];
+    work_path(id, path, sizeof path);
+    char *starter = asset(id, "starter.c");
+    char *ws = slurp(path);
+    ck_assert_str_eq(ws, starter);
+    free(ws);
+
+    const char *check[] = {"check", id, NULL};
+    ck_assert_int_eq(run_cli(check, NULL, &out), 1);
+    ck_assert_msg(strstr(out, "FAIL  ch03-global-mean") != NULL, "%s", out);
+    free(out);
+
+    /* hints: one at a time, then all of them */
+    const exercise *ex = ex_find(id);
+    const char *hint[] = {"hint", id, NULL};
+    int nh = 0;
+    while (ex->hints[nh])
+        nh++;
+    for (int i = 0; i < nh; i++) {
+        ck_assert_int_eq(run_cli(hint, NULL, &out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "hint %d of %d", i + 1, nh);
+        ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+        char first[40];
+        snprintf(first, sizeof first, "%.30s", ex->hints[i]);
+        ck_assert_msg(strstr(out, first) != NULL, "hint %d: %s", i + 1, out);
+        if (i + 1 < nh) {
+            char next[40];
+            snprintf(next, sizeof next, "%.30s", ex->hints[i + 1]);
+            ck_assert_msg(strstr(out, next) == NULL, "hint %d shown too early", i + 2);
+        }
+        free(out);
+    }
+    ck_assert_int_eq(run_cli(hint, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "all ") != NULL, "%s", out);
+    free(out);
+
+    /* the solution is closed until it passes */
+    const char *sol[] = {"solution", id, NULL};
+    ck_assert_int_eq(run_cli(sol, NULL, &out), 1);
+    ck_assert_msg(strstr(out, "not done yet") != NULL, "%s", out);
+    free(out);
+    const char *solf[] = {"solution", id, "--force", NULL};
+    ck_assert_int_eq(run_cli(solf, NULL, &out), 0);
+    char *ref = asset(id, "solution.c");
+    ck_assert_msg(strstr(out, ref) != NULL, "%s", out);
+    free(out);
+
+    put_solution(id);
+    ck_assert_int_eq(run_cli(check, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "PASS  ch03-global-mean") != NULL, "%s", out);
+    free(out);
+    ck_assert_int_eq(run_cli(sol, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, ref));
+    free(out);
+    ck_assert_int_eq(run_cli(list, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "[done]  ch03-global-mean") != NULL, "%s", out);
+    free(out);
+
+    /* reset: the starter again, the learner's file kept as .bak, not done any more */
+    const char *reset[] = {"reset", id, NULL};
+    ck_assert_int_eq(run_cli(reset, NULL, &out), 0);
+    free(out);
+    ws = slurp(path);
+    ck_assert_str_eq(ws, starter);
+    free(ws);
+    char bak[PATH_MAX + 8];
+    snprintf(bak, sizeof bak, "%s.bak", path);
+    ws = slurp(bak);
+    ck_assert_str_eq(ws, ref);
+    free(ws);
+    ck_assert_int_eq(run_cli(sol, NULL, &out), 1);
+    free(out);
+    ck_assert_int_eq(run_cli(check, NULL, &out), 1);
+    free(out);
+
+    const char *bad[] = {"check", "ch99-nothing", NULL};
+    ck_assert_int_eq(run_cli(bad, NULL, &out), 2);
+    free(out);
+    free(ref);
+    free(starter);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_cli_predict)
+{
+    fresh_env();
+    const exercise *ex = ex_find("ch02-predict-chain");
+    ex_question q;
+    exercise_predict_draw(ex, 11, &q);
+    char right[32], wrong[32];
+    snprintf(right, sizeof right, "%.0f\n", q.answer);
+    snprintf(wrong, sizeof wrong, "%.0f\n", q.answer + 10);
+    char *out;
+    const char *args[] = {"check", "ch02-predict-chain", "--seed", "11", NULL};
+    ck_assert_int_eq(run_cli(args, wrong, &out), 1);
+    ck_assert_msg(strstr(out, "FAIL  ch02-predict-chain") && strstr(out, "the answer: "), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "N = ") != NULL, "the question is not shown: %s", out);
+    free(out);
+    ck_assert_int_eq(run_cli(args, right, &out), 0);
+    ck_assert_msg(strstr(out, "PASS  ch02-predict-chain") != NULL, "%s", out);
+    free(out);
+    ck_assert_int_eq(run_cli(args, "", &out), 1);             /* no answer */
+    ck_assert_msg(strstr(out, "no answer") != NULL, "%s", out);
+    free(out);
+    const char *given[] = {"check", "ch02-predict-chain", "--seed", "11", "--answer", right, NULL};
+    ck_assert_int_eq(run_cli(given, NULL, &out), 0);
+    free(out);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- watch ---- */
+
+/* Start `watch ID --max-checks 1`, wait until it watches and has checked once, save the
+ * solution, and expect one more check that passes. */
+static void watch_case(const char *id, int poll_mode)
+{
+    fresh_env();
+    if (poll_mode)
+        setenv("MLSYS_WATCH_POLL", "1", 1);
+    char outpath[PATH_MAX + 16];
+    snprintf(outpath, sizeof outpath, "%s/watch.out", g_tmp);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0644), in = open("/dev/null", O_RDONLY);
+        dup2(o, 1);
+        dup2(o, 2);
+        dup2(in, 0);
+        execl(bin(), bin(), "watch", id, "--max-checks", "1", (char *)NULL);
+        _exit(127);
+    }
+    /* ready: the banner and the first verdict (the starter fails) */
+    char *text = NULL;
+    for (int i = 0; i < 600; i++) {
+        usleep(50000);
+        free(text);
+        text = ex_read_file(outpath, NULL);
+        if (text && strstr(text, "watching") && strstr(text, "FAIL"))
+            break;
+    }
+    ck_assert_msg(text && strstr(text, "FAIL"), "watch did not start: %s", text ? text : "");
+    ck_assert_msg(strstr(text, poll_mode ? "(polling)" : "(inotify)") != NULL, "%s", text);
+    free(text);
+    put_solution(id);
+    int st = 0, done = 0;
+    for (int i = 0; i < 1200 && !done; i++) {
+        usleep(50000);
+        done = waitpid(pid, &st, WNOHANG) == pid;
+    }
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    text = slurp(outpath);
+    ck_assert_msg(done, "watch did not re-check after the save:\n%s", text);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    char want[128];
+    snprintf(want, sizeof want, "%s changed: checking it again", id);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    snprintf(want, sizeof want, "PASS  %s", id);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    free(text);
+    remove_tmp();
+}
+
+START_TEST(test_watch_inotify)
+{
+    watch_case("ch01-even-odd", 0);
+}
+END_TEST
+
+START_TEST(test_watch_polling)
+{
+    watch_case("ch01-even-odd", 1);
+}
+END_TEST
+
+static Suite *exercises_suite(void)
+{
+    Suite *s = suite_create("exercises");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 180);
+    tcase_add_test(t, test_curriculum_coverage);
+    tcase_add_test(t, test_predict_ring_bytes_tolerance);
+    tcase_add_test(t, test_predict_crossover_tolerance);
+    tcase_add_test(t, test_predict_exact_answers);
+    tcase_add_test(t, test_predict_fraction_answers);
+    tcase_add_test(t, test_predict_deadlock_choice);
+    tcase_add_test(t, test_predict_draws_vary);
+    tcase_add_test(t, test_progress_roundtrip_atomic);
+    tcase_add_test(t, test_progress_corrupt_backed_up);
+    tcase_add_test(t, test_cli_reports_corrupt_progress);
+    tcase_add_test(t, test_report_compile_error);
+    tcase_add_test(t, test_report_wrong_element);
+    tcase_add_test(t, test_report_deadlock);
+    tcase_add_test(t, test_report_crash);
+    tcase_add_test(t, test_report_hang);
+    tcase_add_test(t, test_report_builtin_collective);
+    tcase_add_test(t, test_experiment_answers);
+    tcase_add_test(t, test_cli_check_hint_solution_reset);
+    tcase_add_test(t, test_cli_predict);
+    tcase_add_test(t, test_watch_inotify);
+    tcase_add_test(t, test_watch_polling);
+    tcase_add_test(t, test_dev_check_passes);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(exercises_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
