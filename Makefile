@@ -58,7 +58,7 @@ BIN      := $(BUILD)/mlsys-lab
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test unit deps features asan bench clean lab-tests
+.PHONY: all run test unit deps features asan bench clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -111,6 +111,12 @@ unit: $(UNIT_BIN) $(BIN)
 test: deps
 	$(Q)$(MAKE) --no-print-directory features
 	$(Q)$(MAKE) --no-print-directory unit
+	$(Q)$(MAKE) --no-print-directory ui-test
+	$(Q)$(MAKE) --no-print-directory mpi-tests
+
+.PHONY: ui-test
+ui-test: $(BIN)
+	$(Q)sh tests/ui/ui_test.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory deps
@@ -150,6 +156,23 @@ $(NCCL_SO): $(BUILD)/core/nccl/nccl_transport.pic.o $(BUILD)/core/nccl/nccl_kern
 	    -lnccl -lcudart -lstdc++
 
 -include $(BUILD)/core/nccl/nccl_transport.pic.d
+
+# ---- MPI backend plugin: built where mpicc exists; loaded with dlopen under --backend mpi ----
+MPI_SRC := $(wildcard core/mpi/*.c)
+MPI_SO  := $(BUILD)/libmlsys-mpi.so
+ifeq ($(HAVE_MPI),1)
+all: $(MPI_SO)
+unit: $(MPI_SO)
+endif
+$(MPI_SO): $(MPI_SRC) core/mlsys.h core/internal.h core/coll/coll.h core/net_events.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MPICC $@")
+	$(Q)mpicc -fPIC -shared -std=c11 -Wall -Wextra -Werror $(OPT) -D_GNU_SOURCE -o $@ $(MPI_SRC)
+
+.PHONY: mpi-tests
+mpi-tests: all
+	$(Q)bash tests/mpi/run.sh $(BUILD)
+	$(Q)bash tests/mpi/netns.sh $(BUILD)
 
 .PHONY: gpu fuzz-topo
 gpu:

@@ -301,7 +301,7 @@ static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const 
     e.op = (int16_t)(is_reduction(coll) ? a->op : -1);
     e.dtype = coll == MLSYS_COLL_BARRIER ? -1 : (int32_t)a->dt;
     e.bytes = bytes;
-    e.peer = -1;
+    e.peer = is_rooted(coll) ? a->root : -1;     /* the views highlight the root */
     e.tag = -1;
     e.step = -1;
     e.chunk = -1;

@@ -162,6 +162,10 @@ struct mlsys_comm {
     struct mlsys_comm *next_comm;
 };
 
+/* A message's id, the same on both sides: source, destination and the pair's sequence. */
+#define MSG_ID(src, dst, seq) (((uint64_t)(src) << 48) | ((uint64_t)(dst) << 40) | \
+                               ((uint64_t)(seq) & ((1ull << 40) - 1)))
+
 /* p2p.c */
 void req_pending_add(mlsys_world *w, mlsys_request *r);
 void req_pending_remove(mlsys_world *w, mlsys_request *r);

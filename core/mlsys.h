@@ -154,7 +154,7 @@ typedef enum {
 typedef struct mlsys_event {
     uint64_t t_ns;       /* CLOCK_MONOTONIC */
     uint64_t bytes;
-    uint64_t msg_id;     /* pairs a send with its receive: (src world rank << 40) | seq */
+    uint64_t msg_id;     /* pairs a send with its receive: src, dst, sequence */
     uint64_t span_id;    /* pairs a begin with its end on one rank (p2p ops overlap) */
     int32_t rank;        /* world rank that emitted it */
     int32_t peer;        /* world rank of the other side, or -1 */

@@ -96,7 +96,7 @@ int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, in
     r->sbuf = buf;
     r->dt = dt;
     r->seq = ++c->w->send_seq[r->peer_world];
-    r->msg_id = ((uint64_t)c->w->rank << 40) | r->seq;
+    r->msg_id = MSG_ID(c->w->rank, r->peer_world, r->seq);
     req_pending_add(c->w, r);
     if (mlsys_tracing(c)) {
         r->span_id = ((uint64_t)c->w->rank << 40) | ++c->w->spans;

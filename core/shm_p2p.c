@@ -184,7 +184,7 @@ static void progress_recv(mlsys_request *r)
         }
         r->bytes = (size_t)best->bytes;
     }
-    r->msg_id = ((uint64_t)r->peer_world << 40) | best->seq;
+    r->msg_id = MSG_ID(r->peer_world, w->rank, best->seq);
     w->recv_seq[r->peer_world] = best->seq;
     best->status = st;
     atomic_store_explicit(&best->state, SLOT_DONE, memory_order_release);

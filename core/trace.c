@@ -216,8 +216,12 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')
             fprintf(f, ",\"s\":\"t\"");
-        fprintf(f, ",\"args\":{\"bytes\":%llu,\"peer\":%d,\"tag\":%d,\"step\":%d}}",
-                (unsigned long long)e->bytes, e->peer, e->tag, e->step);
+        /* everything a replay needs to rebuild the event */
+        fprintf(f, ",\"args\":{\"bytes\":%llu,\"peer\":%d,\"tag\":%d,\"step\":%d,"
+                   "\"chunk\":%d,\"dtype\":%d,\"op\":%d,\"coll\":%d,\"algo\":%d,"
+                   "\"val\":[%.17g,%.17g,%.17g,%.17g]}}",
+                (unsigned long long)e->bytes, e->peer, e->tag, e->step, e->chunk, e->dtype,
+                e->op, e->coll, e->algo, e->val[0], e->val[1], e->val[2], e->val[3]);
         if (e->msg_id && (e->kind == MLSYS_EV_SEND_BEGIN || e->kind == MLSYS_EV_RECV_END))
             fprintf(f, ",\n{\"name\":\"message\",\"cat\":\"msg\",\"ph\":\"%s\",\"id\":%llu,"
                        "\"ts\":%.3f,\"pid\":0,\"tid\":%d%s}",

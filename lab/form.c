@@ -362,6 +362,10 @@ static int form_key(ui_screen *s, int key)
         }
         return 0;
     }
+    if (key == ' ' && choices_of(fm, fd)) {
+        cycle(fm, fd, 1);            /* a choice never holds a space: space picks the next */
+        return UI_HANDLED | UI_REDRAW;
+    }
     if (key == UI_KEY_LEFT || key == UI_KEY_RIGHT) {
         if (choices_of(fm, fd))
             cycle(fm, fd, key == UI_KEY_RIGHT ? 1 : -1);

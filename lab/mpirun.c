@@ -42,7 +42,8 @@ struct mpirun_job {
     linebuf lb[2];
     boxbuf box[2];
     collector *col;
-    int reaped, status;
+    int reaped, status;                  /* reaped: mpirun ended (a zombie until collected) */
+    int collected;                       /* its status is in status */
     int stopping, interrupted, cleaned;
     uint64_t t0, stop_at, ended_at;
     int fail_rank;
@@ -570,6 +571,16 @@ static int kill_session(mpirun_job *j)
     return scan_session(j, 1);
 }
 
+/* Has mpirun ended? It stays a zombie (WNOWAIT), so no new process can get its pid, the
+ * session id that kill_session trusts, until the session is cleaned and it is collected. */
+static int mpirun_ended(mpirun_job *j)
+{
+    siginfo_t si;
+    si.si_pid = 0;
+    return waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           si.si_pid == j->pid;
+}
+
 static void begin_stop(mpirun_job *j)
 {
     if (j->stopping || j->reaped)
@@ -608,7 +619,7 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
         if (j->col)
             collector_pump(j->col, sink);
         uint64_t now = mlsys_now_ns();
-        if (!j->reaped && waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
+        if (!j->reaped && mpirun_ended(j)) {
             j->reaped = 1;
             j->ended_at = now;
         }
@@ -638,6 +649,7 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
             (now - j->ended_at > LEFTOVER_GRACE_NS || !scan_session(j, 0))) {
             j->leftovers += kill_session(j);     /* what did not leave on its own */
             j->cleaned = 1;
+            j->collected = waitpid(j->pid, &j->status, 0) == j->pid;
         }
         if (j->cleaned && ((j->fd[0] < 0 && j->fd[1] < 0) || now - j->ended_at > DRAIN_NS))
             break;
@@ -684,7 +696,7 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
 
 int mpirun_exit_status(const mpirun_job *j)
 {
-    if (!j->reaped)
+    if (!j->collected)
         return -1;
     return WIFEXITED(j->status) ? WEXITSTATUS(j->status) : 128 + WTERMSIG(j->status);
 }
@@ -710,11 +722,13 @@ void mpirun_free(mpirun_job *j)
         return;
     if (!j->reaped) {
         kill(j->pid, SIGTERM);
-        for (int i = 0; i < 100 && waitpid(j->pid, &j->status, WNOHANG) != j->pid; i++)
+        for (int i = 0; i < 100 && !(j->reaped = mpirun_ended(j)); i++)
             usleep(50000);
+    }
+    if (!j->collected) {
         kill_session(j);
         waitpid(j->pid, &j->status, 0);
-        j->reaped = 1;
+        j->collected = 1;
     }
     for (int k = 0; k < 2; k++) {
         if (j->fd[k] >= 0)

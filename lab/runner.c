@@ -4,6 +4,7 @@
  * what each rank process does once exec'd. */
 #include "runner.h"
 #include "mpirun.h"
+#include "nccl_probe.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +37,21 @@ static void collect_events(void *u, const mlsys_event *ev, size_t n)
 }
 
 /* Backends other than shm answer here with the reason, before anything starts. */
-int runner_check_backend(const lab *l, const char *backend, char *err, size_t n)
+int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
+                         char *err, size_t n)
 {
-    if (!backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm") ||
-        !strcmp(backend, "mpi"))
+    int shm = !backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm");
+    if (shm && algo && !strcmp(algo, "native")) {
+        snprintf(err, n, "mlsys-lab: %s: --algo native is the backend's own collective: it "
+                 "needs --backend mpi or nccl (shm has only ours)", l->id);
+        return 2;
+    }
+    if (shm || !strcmp(backend, "mpi"))
         return 0;       /* mpi: runner_run_mpi says what is missing (mpirun, the plugin) */
     if (!strcmp(backend, "nccl"))
-        snprintf(err, n, "mlsys-lab: %s: NCCL needs one GPU per rank: 0 GPUs found; use "
-                 "--backend shm", l->id);
-    else
-        snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
-                 "--backend shm", l->id, backend);
+        return nccl_backend_check(l->id, world_size, err, n);
+    snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
+             "--backend shm", l->id, backend);
     return 2;
 }
 
@@ -66,7 +71,7 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     o->algo = algo && strcmp(algo, "auto") ? algo : NULL;
     if (lab_arg_str(a, "trace"))
         o->trace_capacity = TRACE_RING_EVENTS;
-    return runner_check_backend(l, lab_arg_str(a, "backend"), err, n);
+    return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
 
 int runner_run(const lab *l, int argc, char **argv)
@@ -159,6 +164,13 @@ int runner_worker(const lab *l, int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *backend = lab_arg_str(&a, "backend");
+    if (backend && !strcmp(backend, "nccl") && nccl_attach(c, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: %s\n", err);
+        mlsys_finalize(c);
+        lab_args_free(&a);
+        return 2;
+    }
     int rc = l->rank_main(c, &a);
     fflush(stdout);
     mlsys_finalize(c);

@@ -9,7 +9,8 @@
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);
-int runner_check_backend(const lab *l, const char *backend, char *err, size_t n);
+int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
+                         char *err, size_t n);
 
 /* defined by chapters/ch01 (verify-setup grown up) and lab/bench.c */
 int lab_doctor_main(void);

@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #define RUN_RING_EVENTS 65536       /* per rank ring in the job segment */
-#define RUN_BACKLOG_MAX 200000      /* queued events beyond this are fast-forwarded */
+#define RUN_BACKLOG_MAX 200000      /* the queue never holds more than this */
+#define RUN_ANIMATE_MAX 20000       /* more queued than this cannot be animated: fast-forward */
+#define RUN_FF_CHUNK 40000          /* events fed per fast-forward, so that a turn stays short */
 #define RUN_PHASE_MAX 20000         /* events in one animated phase at most */
 #define RUN_SETTLE_NS 30000000ull   /* wait this long after the last arrival to cut a phase */
 #define RUN_MAX_VIEWS 8
@@ -250,17 +252,19 @@ static int take_phase(run *r)
     return moved ? fed : -fed;
 }
 
-/* Everything queued goes to the views now, in time order: a flood cannot be animated. */
-static void fast_forward(run *r)
+/* Up to max queued items go to the views now, in time order, without animation: a flood
+ * cannot be animated, and the views coalesce what they are fed. */
+static void fast_forward(run *r, size_t max)
 {
     int src;
     size_t n = 0;
-    while ((src = next_src(r)) != -2) {
-        if (src >= 0)
+    while (n < max && (src = next_src(r)) != -2) {
+        if (src >= 0) {
             n++;
+            r->forwarded++;
+        }
         feed_one(r, src);
     }
-    r->forwarded += n;
     phase_all(r);
 }
 
@@ -268,7 +272,10 @@ static void fast_forward(run *r)
 
 static void sink_line(void *u, int rank, int is_err, const char *line)
 {
-    push_line(u, rank, is_err, line);
+    run *r = u;
+    if (r->ln >= RUN_BACKLOG_MAX / 2)
+        fast_forward(r, RUN_FF_CHUNK);   /* a flood of output: show it, do not hoard it */
+    push_line(r, rank, is_err, line);
 }
 
 static void sink_events(void *u, const mlsys_event *ev, size_t n)
@@ -293,12 +300,8 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
             }
             r->tev[r->tn++] = *e;
         }
-        if (r->queued >= RUN_BACKLOG_MAX) {
-            fast_forward(r);
-            feed_event(r, e);
-            r->forwarded++;
-            continue;
-        }
+        if (r->queued >= RUN_BACKLOG_MAX)
+            fast_forward(r, RUN_FF_CHUNK);   /* the tick did not keep up: bound the memory */
         evq_push(&r->q[e->rank], e);
         r->queued++;
     }
@@ -648,7 +651,10 @@ static int job_begin(run *r, char *err, size_t n)
         char *text = ui_capture(call_before, &h, &brc);
         push_text(r, text, 0);
         free(text);
-        if (brc >= 0) {                  /* the lab answered without ranks */
+        if (brc >= 0) {                  /* the lab answered without ranks: its text is all */
+            for (int i = 0; i < r->nviews; i++)
+                if (!strcmp(r->cls[i]->name, "log"))
+                    r->cur = i;
             snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished (no ranks needed)" :
                      "the lab stopped before starting its ranks");
             r->started = 1;
@@ -806,9 +812,10 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
     int gated_live = r->gated && !r->replay && (r->job || r->done);
     if (!r->animating && have && settled && (!r->paused || r->step_once || gated_live)) {
         int moved = 1;
-        if (r->queued > RUN_BACKLOG_MAX / 2 && !r->replay)
-            fast_forward(r);
-        else
+        if (r->queued > RUN_ANIMATE_MAX && !r->replay) {
+            fast_forward(r, RUN_FF_CHUNK);
+            moved = 0;
+        } else
             moved = take_phase(r) > 0;
         r->step_once = 0;
         r->animating = ms > 0 && moved;

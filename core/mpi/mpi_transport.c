@@ -239,7 +239,7 @@ static void finish(mlsys_request *r, int mpi_rc)
     char es[MPI_MAX_ERROR_STRING];
     int st = 0;
     if (r->kind == REQ_RECV && s->nreq == 2) {
-        r->msg_id = ((uint64_t)r->peer_world << 40) | s->hdr[0];
+        r->msg_id = MSG_ID(r->peer_world, c->w->rank, s->hdr[0]);
         c->w->recv_seq[r->peer_world] = s->hdr[0];
     }
     int cls = MPI_SUCCESS;

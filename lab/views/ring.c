@@ -44,6 +44,7 @@ typedef struct ring_rank {
     char lab_label[32];
     double val[RING_VALS];
     int nval, val_total, val_src;
+    int event_values;           /* values came as events: printed lines no longer count */
     uint64_t sent, recvd;
 } ring_rank;
 
@@ -414,6 +415,7 @@ static void ensure_ranks(ring *v, int r)
 static void set_values(ring_rank *k, const mlsys_event *e)
 {
     int total = (int)(e->bytes > RING_VALS ? RING_VALS : e->bytes);
+    k->event_values = 1;
     if (e->chunk <= 0) {
         k->nval = 0;
         k->val_total = (int)(e->bytes > 1u << 30 ? 1u << 30 : e->bytes);
@@ -547,6 +549,10 @@ static void ring_line(void *data, int rank, int is_err, const char *text)
         return;
     ensure_ranks(v, r);
     ring_rank *k = rank_of(v, r);
+    /* a line's time is when the runner read it, a little after it was written; values that
+     * came as events are exact, so once a rank sends them its printed lines step aside */
+    if (k->event_values)
+        return;
     memcpy(k->val, vals, (size_t)n * sizeof vals[0]);
     k->nval = n;
     k->val_total = n;
@@ -670,8 +676,13 @@ static void mask_text(uint64_t m, int n, int cw, char *out, size_t len, int asci
         int a = __builtin_ctzll(m), b = 63 - __builtin_clzll(m);
         char t[24];
         snprintf(t, sizeof t, "%d+%d", a, b);
+        int run = (m >> a) == (pc >= 64 ? ~0ull : (1ull << pc) - 1);   /* ranks a..b */
+        char rr[24];
+        snprintf(rr, sizeof rr, "%d-%d", a, b);
         if (pc == 2 && (int)strlen(t) <= cw)
             snprintf(out, len, "%.15s", t);
+        else if (run && (int)strlen(rr) <= cw)
+            snprintf(out, len, "%.15s", rr);
         else if (pc == 3 && cw >= 5 && b < 10) {
             int mid = __builtin_ctzll(m & ~(1ull << a));
             snprintf(out, len, "%d+%d+%d", a, mid, b);
@@ -1053,8 +1064,8 @@ static void draw_side(ring *v, grid *g, int x, int y, int w, int h, const view_c
         grid_put(g, x + 5, ly++, "message outside a collective", GRID_DIM);
         grid_put(g, x + 1, ly, " 2 ", UI_CELL_ATTR(2));
         grid_put(g, x + 5, ly++, "one rank's data", 0);
-        grid_put(g, x + 1, ly, "0+1", GRID_PAIR(UI_PAIR_PARTIAL));
-        grid_put(g, x + 5, ly++, "some ranks' data", 0);
+        grid_put(g, x + 1, ly, "0-3", GRID_PAIR(UI_PAIR_PARTIAL));
+        grid_put(g, x + 5, ly++, "ranks 0 to 3 (0+1: two)", 0);
         grid_put(g, x + 1, ly, "all", GRID_PAIR(UI_PAIR_FULL) | GRID_BOLD);
         grid_put(g, x + 5, ly++, "every rank's data", 0);
         grid_put(g, x + 1, ly, view_glyph(ctx->ascii, " ≈ ", " ~ "), 0);

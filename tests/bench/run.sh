@@ -118,7 +118,7 @@ for n in $ranks_list; do
         bm=$(busbw "$s" "$n" "$tm")
         ratio=$(awk -v a="$to" -v b="$tm" 'BEGIN {
             if (a == "fail" || b == "fail" || a + 0 <= 0) print "n/a";
-            else printf "%.2fx", b / a }')
+            else printf "%.3gx", b / a }')
         printf '%-11s %5s %9s %12s %14s %8s %11s %11s\n' all_reduce "$n" "$(human "$s")" \
             "$bo" "$bm" "$ratio" "$to" "$tm"
         echo "$n $s $to $tm $bo $bm" >>"$tmp/results"

@@ -39,8 +39,13 @@ fi
 # the test program: the runner's mpirun launcher and the transport, driven directly
 cases=$build/tests/mpi_cases
 mkdir -p "$build/tests"
+libs="-lm -lpthread"     # what the Makefile links with, where present
+for p in ncursesw md4c libcjson hwloc; do
+    pkg-config --exists $p 2>/dev/null && libs="$libs $(pkg-config --libs $p)"
+done
+pkg-config --exists ncursesw 2>/dev/null && libs="$libs -lpanelw"
 if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -rdynamic -o "$cases" \
-        tests/mpi/cases.c "$build/liblab.a" "$build/libmlsys.a" -lm -lpthread 2>"$tmp/cc"; then
+        tests/mpi/cases.c "$build/liblab.a" "$build/libmlsys.a" $libs 2>"$tmp/cc"; then
     bad "build tests/mpi/cases.c" "$tmp/cc"
     finish
 fi

@@ -261,6 +261,11 @@ check "the screen says which rank failed and how" \
     wait_for "rank 2 died by signal 9 \\(Killed\\)" 60
 check "rank 2's box is marked" wait_for "rank 2 .*✗ killed" 20
 check "no rank is left running" sh -c "sleep 1; for p in $ranks; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0"
+keys r
+check "r reruns the job after the failure: fresh ranks at the gate" \
+    wait_for "the ranks wait at step 0: n lets them take it" 60
+check "the new ranks are new processes" sh -c "[ -z \"\$(pgrep -P $ui | grep -x '$r2')\" ] && \
+    [ \$(pgrep -P $ui | wc -l) -eq 4 ]"
 keys q Escape q
 check "quitting after the failure leaves status 0" wait_for "^EXIT=0" 40
 check "the terminal is sane after a rank crash" sane_tty

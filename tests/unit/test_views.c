@@ -245,7 +245,7 @@ static int box_cells(const char *frame, int r, char words[][16], int max)
 }
 
 /* Independent of the view: the text of a set of contributors for n ranks (cells of five
- * columns, as the view uses when they fit: three ranks are spelled out). */
+ * columns, as the view uses when they fit): "2", "0+1", a run "1-3", else "0+2+3", "5/8". */
 static void set_text(const int *has, int n, char *out, size_t len)
 {
     int cnt = 0, r[64];
@@ -258,6 +258,8 @@ static void set_text(const int *has, int n, char *out, size_t len)
         snprintf(out, len, "%d", r[0]);
     else if (cnt == 2)
         snprintf(out, len, "%d+%d", r[0], r[1]);
+    else if (r[cnt - 1] - r[0] == cnt - 1)
+        snprintf(out, len, "%d-%d", r[0], r[cnt - 1]);
     else if (cnt == 3)
         snprintf(out, len, "%d+%d+%d", r[0], r[1], r[2]);
     else
