@@ -4,12 +4,15 @@
  * table (time, algbw, busbw, #wrong) with the busbw factor explained and the algorithm that
  * ran and why. `bench --memcpy` measures the one-core memcpy ceiling instead. */
 #include "bench.h"
+#include "mpirun.h"
 #include "../core/mlsys.h"
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BENCH_MAX_SIZES 4096
@@ -33,6 +36,8 @@ typedef struct bench_cfg {
     double timeout_s;
     double alpha_us, beta_gbs;   /* cost model, both > 0 when on */
     int memcpy_mode;
+    int mpi;                     /* --backend mpi: the ranks run under mpirun */
+    int mpi_rank;                /* this process is one of those ranks (hidden --mpi-rank) */
     int size_list;               /* sizes came from --sizes */
     uint64_t *sizes;             /* the requested sizes S (bytes), in order */
     int nsizes;
@@ -276,8 +281,8 @@ static int differs(const void *buf, size_t i, mlsys_dtype dt, mlsys_op op, bench
 
 /* ---- one rank ---- */
 
-typedef struct bench_rank {
-    const bench_cfg *cfg;
+struct bench_ctx {
+    bench_call k;                /* a copy: what every measurement calls */
     mlsys_comm *c;
     int rank, n;
     size_t esize;
@@ -285,8 +290,7 @@ typedef struct bench_rank {
     size_t buf_bytes;
     mlsys_op gen_op;             /* which inputs in_val makes */
     int inject;                  /* test hook: corrupt one checked element (MLSYS_BENCH_INJECT) */
-    bench_row *rows;             /* rank 0: [nalgos][nsizes] */
-} bench_rank;
+};
 
 static char *at(void *base, size_t elems, size_t esize)
 {
@@ -295,9 +299,9 @@ static char *at(void *base, size_t elems, size_t esize)
 
 /* The two buffers of one call for a placement (0 out-of-place, 1 in-place), following the
  * in-place conventions of mlsys.h. Broadcast has one buffer: both placements use recv. */
-static void call_buffers(const bench_rank *b, size_t count, int inplace, const void **s, void **r)
+static void call_buffers(const bench_ctx *b, size_t count, int inplace, const void **s, void **r)
 {
-    mlsys_coll coll = b->cfg->coll;
+    mlsys_coll coll = b->k.coll;
     *s = b->send;
     *r = b->recv;
     if (coll == MLSYS_COLL_BROADCAST) {
@@ -319,9 +323,9 @@ static void call_buffers(const bench_rank *b, size_t count, int inplace, const v
     }
 }
 
-static int call(bench_rank *b, const void *s, void *r, size_t count)
+static int call(bench_ctx *b, const void *s, void *r, size_t count)
 {
-    const bench_cfg *g = b->cfg;
+    const bench_call *g = &b->k;
     mlsys_comm *c = b->c;
     switch (g->coll) {
     case MLSYS_COLL_BROADCAST: return mlsys_broadcast(c, r, count, g->dt, g->root);
@@ -336,24 +340,24 @@ static int call(bench_rank *b, const void *s, void *r, size_t count)
     }
 }
 
-static void fill_inputs(const bench_rank *b, void *buf, size_t off, size_t n_elems, int src)
+static void fill_inputs(const bench_ctx *b, void *buf, size_t off, size_t n_elems, int src)
 {
     for (size_t i = 0; i < n_elems; i++)
-        store(buf, off + i, b->cfg->dt, in_val(b->gen_op, src, i));
+        store(buf, off + i, b->k.dt, in_val(b->gen_op, src, i));
 }
 
-static void fill_sentinel(const bench_rank *b, void *buf, size_t n_elems)
+static void fill_sentinel(const bench_ctx *b, void *buf, size_t n_elems)
 {
     for (size_t i = 0; i < n_elems; i++)
-        store(buf, i, b->cfg->dt, BENCH_SENTINEL);
+        store(buf, i, b->k.dt, BENCH_SENTINEL);
 }
 
 /* Put this rank's known inputs where the call reads them and the sentinel where it writes,
  * so that a call that writes nothing cannot pass the check with an earlier result. */
-static void prepare(const bench_rank *b, size_t count, int inplace)
+static void prepare(const bench_ctx *b, size_t count, int inplace)
 {
-    mlsys_coll coll = b->cfg->coll;
-    int n = b->n, me = b->rank, root = b->cfg->root;
+    mlsys_coll coll = b->k.coll;
+    int n = b->n, me = b->rank, root = b->k.root;
     size_t ns = send_elems(coll, count, n), nr = recv_elems(coll, count, n);
     if (coll == MLSYS_COLL_BROADCAST) {
         if (me == root)
@@ -374,7 +378,7 @@ static void prepare(const bench_rank *b, size_t count, int inplace)
     case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
         fill_sentinel(b, b->recv, nr);
         for (size_t j = 0; j < count; j++)
-            store(b->recv, (size_t)me * count + j, b->cfg->dt, in_val(b->gen_op, me, j));
+            store(b->recv, (size_t)me * count + j, b->k.dt, in_val(b->gen_op, me, j));
         break;
     case MLSYS_COLL_REDUCE_SCATTER:
         fill_inputs(b, b->send, 0, ns, me);
@@ -392,9 +396,9 @@ static void prepare(const bench_rank *b, size_t count, int inplace)
 }
 
 /* Elements of res (the call's receive pointer) that differ from what the known inputs give. */
-static uint64_t count_wrong(const bench_rank *b, const void *res, size_t count)
+static uint64_t count_wrong(const bench_ctx *b, const void *res, size_t count)
 {
-    const bench_cfg *g = b->cfg;
+    const bench_call *g = &b->k;
     mlsys_coll coll = g->coll;
     int n = b->n, me = b->rank, root = g->root;
     if ((coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER) && me != root)
@@ -429,88 +433,165 @@ static uint64_t count_wrong(const bench_rank *b, const void *res, size_t count)
 }
 
 /* Which rank the test hook corrupts: one whose result is checked. */
-static int inject_rank(const bench_cfg *g, int n)
+static int inject_rank(const bench_call *g, int n)
 {
     mlsys_coll coll = g->coll;
     return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER ? g->root : n - 1;
 }
 
-static int fail(bench_rank *b, const char *what, uint64_t bytes, int rc)
+static int fail(bench_ctx *b, const char *what, uint64_t bytes, int rc)
 {
-    fprintf(stderr, "mlsys-lab bench: rank %d: %s of %" PRIu64 " B failed (%d): %s\n", b->rank,
-            what, bytes, rc, mlsys_errmsg(b->c));
+    fprintf(stderr, "%s: rank %d: %s of %" PRIu64 " B failed (%d): %s\n",
+            b->k.who ? b->k.who : "mlsys-lab bench", b->rank, what, bytes, rc,
+            mlsys_errmsg(b->c));
     return 1;
 }
 
 /* The bookkeeping all-reduces (max of times, sum of #wrong) run with the automatic rule, so
  * that a forced algorithm under test only times itself. */
-static int bookkeeping(bench_rank *b, const void *s, void *r, mlsys_dtype dt, mlsys_op op,
-                       const char *algo)
+static int bookkeeping(bench_ctx *b, const void *s, void *r, size_t count, mlsys_dtype dt,
+                       mlsys_op op, const char *algo)
 {
     int rc = 0;
-    if (b->cfg->coll == MLSYS_COLL_ALLREDUCE)
+    if (b->k.coll == MLSYS_COLL_ALLREDUCE)
         mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, NULL);
-    rc = mlsys_allreduce(b->c, s, r, 1, dt, op);
-    if (b->cfg->coll == MLSYS_COLL_ALLREDUCE)
+    rc = mlsys_allreduce(b->c, s, r, count, dt, op);
+    if (b->k.coll == MLSYS_COLL_ALLREDUCE)
         mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, algo);
     return rc;
 }
 
-/* One placement of one size: warm-up, barrier, n timed calls with nothing else inside the
- * loop, then the max over ranks of the per-rank average, then the check. */
-static int measure(bench_rank *b, bench_row *row, int inplace, const char *algo,
-                   const char **ran)
+size_t bench_count(const bench_call *k, uint64_t bytes, int n, uint64_t *used)
 {
-    const bench_cfg *g = b->cfg;
+    size_t es = mlsys_dtype_size(k->dt), div = per_rank_count(k->coll) ? (size_t)n : 1;
+    size_t count = (size_t)(bytes / es / div);
+    if (used)
+        *used = (uint64_t)count * es * div;
+    return count;
+}
+
+bench_ctx *bench_ctx_new(mlsys_comm *c, const bench_call *k, uint64_t max_bytes)
+{
+    bench_ctx *b = mlsys_xcalloc(1, sizeof *b);
+    b->k = *k;
+    b->c = c;
+    b->rank = mlsys_rank(c);
+    b->n = mlsys_size(c);
+    b->esize = mlsys_dtype_size(k->dt);
+    b->gen_op = is_reduction(k->coll) ? k->op : MLSYS_SUM;
+    const char *inj = getenv("MLSYS_BENCH_INJECT");
+    b->inject = inj && *inj && strcmp(inj, "0") != 0;
+    uint64_t biggest = 0;
+    bench_count(k, max_bytes, b->n, &biggest);
+    b->buf_bytes = biggest ? biggest : b->esize;
+    b->send = mlsys_alloc_aligned(b->buf_bytes);
+    b->recv = mlsys_alloc_aligned(b->buf_bytes);
+    return b;
+}
+
+void bench_ctx_free(bench_ctx *b)
+{
+    if (!b)
+        return;
+    mlsys_free_aligned(b->send, b->buf_bytes);
+    mlsys_free_aligned(b->recv, b->buf_bytes);
+    free(b);
+}
+
+double bench_busbw_factor(mlsys_coll coll, int n)
+{
+    return busbw_factor(coll, n);
+}
+
+double bench_model_us(mlsys_coll coll, const char *algo, double S, int n, double alpha_us,
+                      double beta_gbs)
+{
+    return model_us(coll, algo, S, n, alpha_us, beta_gbs);
+}
+
+/* One placement of one size: warm-up, barrier, n timed calls with nothing else inside the
+ * loop (a clock read per call with per_call), then the max over ranks of the per-rank
+ * average (and fastest call), then the check. */
+int bench_measure(bench_ctx *b, uint64_t bytes, int inplace, const char *algo, bench_result *res)
+{
+    const bench_call *g = &b->k;
     const void *s;
     void *r;
     int rc;
-    call_buffers(b, row->count, inplace, &s, &r);
-    prepare(b, row->count, inplace);
+    memset(res, 0, sizeof *res);
+    res->algo = "none";
+    size_t count = bench_count(g, bytes, b->n, &res->bytes);
+    if (count == 0)
+        return 0;
+    if (res->bytes > b->buf_bytes) {
+        fprintf(stderr, "%s: rank %d: %" PRIu64 " B is more than the %zu B the buffers were "
+                "made for\n", g->who ? g->who : "mlsys-lab bench", b->rank, res->bytes,
+                b->buf_bytes);
+        return 1;
+    }
+    res->count = count;
+    if ((rc = mlsys_set_algo(b->c, g->coll, algo && *algo ? algo : NULL)))
+        return fail(b, "set algorithm", bytes, rc);
+    call_buffers(b, count, inplace, &s, &r);
+    prepare(b, count, inplace);
     for (long i = 0; i < g->warmup; i++)
-        if ((rc = call(b, s, r, row->count)))
-            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
+        if ((rc = call(b, s, r, count)))
+            return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
     if ((rc = mlsys_barrier(b->c)))
-        return fail(b, "barrier", row->bytes, rc);
-    uint64_t t0 = mlsys_now_ns();
-    for (long i = 0; i < g->iters; i++)
-        if ((rc = call(b, s, r, row->count)))
-            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
-    uint64_t t1 = mlsys_now_ns();
-    *ran = mlsys_last_algo(b->c);
-    double local = (double)(t1 - t0) / 1e3 / (double)g->iters, worst = 0;
-    if ((rc = bookkeeping(b, &local, &worst, MLSYS_F64, MLSYS_MAX, algo)))
-        return fail(b, "time all_reduce", row->bytes, rc);
+        return fail(b, "barrier", res->bytes, rc);
+    uint64_t t0 = mlsys_now_ns(), t1;
+    double best = 0;
+    if (g->per_call) {
+        uint64_t prev = t0, fastest = UINT64_MAX;
+        for (long i = 0; i < g->iters; i++) {
+            if ((rc = call(b, s, r, count)))
+                return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
+            uint64_t t = mlsys_now_ns();
+            fastest = t - prev < fastest ? t - prev : fastest;
+            prev = t;
+        }
+        t1 = prev;
+        best = (double)fastest / 1e3;
+    } else {
+        for (long i = 0; i < g->iters; i++)
+            if ((rc = call(b, s, r, count)))
+                return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
+        t1 = mlsys_now_ns();
+    }
+    res->algo = mlsys_last_algo(b->c);
+    double local[2] = {(double)(t1 - t0) / 1e3 / (double)g->iters, best}, worst[2] = {0, 0};
+    if ((rc = bookkeeping(b, local, worst, 2, MLSYS_F64, MLSYS_MAX, algo)))
+        return fail(b, "time all_reduce", res->bytes, rc);
 
     int64_t wrong = 0, total = 0;
     if (g->check) {
-        prepare(b, row->count, inplace);
-        if ((rc = call(b, s, r, row->count)))
-            return fail(b, mlsys_coll_name(g->coll), row->bytes, rc);
+        prepare(b, count, inplace);
+        if ((rc = call(b, s, r, count)))
+            return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
         if (b->inject && b->rank == inject_rank(g, b->n))
             store(r, 0, g->dt, BENCH_SENTINEL);
-        wrong = (int64_t)count_wrong(b, r, row->count);
-        if ((rc = bookkeeping(b, &wrong, &total, MLSYS_I64, MLSYS_SUM, algo)))
-            return fail(b, "check all_reduce", row->bytes, rc);
+        wrong = (int64_t)count_wrong(b, r, count);
+        if ((rc = bookkeeping(b, &wrong, &total, 1, MLSYS_I64, MLSYS_SUM, algo)))
+            return fail(b, "check all_reduce", res->bytes, rc);
     }
-    bench_cell *cell = &row->cell[inplace];
-    cell->time_us = worst;
-    cell->algbw = worst > 0 ? (double)row->bytes / (worst * 1e3) : 0.0;
-    cell->busbw = cell->algbw * busbw_factor(g->coll, b->n);
-    cell->wrong = (uint64_t)total;
+    res->time_us = worst[0];
+    res->min_us = worst[1];
+    res->algbw = worst[0] > 0 ? (double)res->bytes / (worst[0] * 1e3) : 0.0;
+    res->busbw = res->algbw * busbw_factor(g->coll, b->n);
+    res->wrong = (uint64_t)total;
     return 0;
 }
 
 /* ---- rank 0's output ---- */
 
-static void print_header(const bench_rank *b)
+static void print_header(const bench_cfg *g, mlsys_comm *c)
 {
-    const bench_cfg *g = b->cfg;
+    int n = mlsys_size(c);
     char lo[32], hi[32];
     mlsys_format_size(g->sizes[0], lo, sizeof lo);
     mlsys_format_size(g->sizes[g->nsizes - 1], hi, sizeof hi);   /* first and last, in order */
     printf("# mlsys-lab bench: %s on %d ranks (%s backend), %s, ", mlsys_coll_name(g->coll),
-           b->n, mlsys_backend_name(b->c), mlsys_dtype_name(g->dt));
+           n, mlsys_backend_name(c), mlsys_dtype_name(g->dt));
     if (is_reduction(g->coll))
         printf("op %s, ", mlsys_op_name(g->op));
     if (is_rooted(g->coll))
@@ -535,7 +616,7 @@ static void print_header(const bench_rank *b)
            "(no barrier inside the timed loop)\n", lo, hi, g->iters);
     if (per_rank_count(g->coll))
         printf("# size = the whole buffer of %d blocks; count = size / element size, each rank "
-               "passes count/%d\n", b->n, b->n);
+               "passes count/%d\n", n, n);
     if (g->coll == MLSYS_COLL_BROADCAST)
         printf("# broadcast has one buffer: both column groups time the same in-place call\n");
     printf("#\n# Using ranks\n");
@@ -657,9 +738,9 @@ static void json_cell(FILE *f, const char *name, const bench_cell *x, int check)
         fprintf(f, "\"wrong\": null}");
 }
 
-static int write_json(const bench_rank *b)
+static int write_json(const bench_cfg *g, mlsys_comm *c, const bench_row *all_rows)
 {
-    const bench_cfg *g = b->cfg;
+    size_t esize = mlsys_dtype_size(g->dt);
     FILE *f = fopen(g->json_path, "w");
     if (!f) {
         fprintf(stderr, "mlsys-lab bench: cannot write %s\n", g->json_path);
@@ -667,8 +748,8 @@ static int write_json(const bench_rank *b)
     }
     fprintf(f, "{\n  \"benchmark\": \"mlsys-lab bench\",\n  \"collective\": ");
     json_str(f, mlsys_coll_name(g->coll));
-    fprintf(f, ",\n  \"world_size\": %d,\n  \"backend\": ", b->n);
-    json_str(f, mlsys_backend_name(b->c));
+    fprintf(f, ",\n  \"world_size\": %d,\n  \"backend\": ", mlsys_size(c));
+    json_str(f, mlsys_backend_name(c));
     fprintf(f, ",\n  \"datatype\": ");
     json_str(f, mlsys_dtype_name(g->dt));
     fprintf(f, ",\n  \"op\": ");
@@ -677,9 +758,10 @@ static int write_json(const bench_rank *b)
             "  \"check\": %d,\n  \"busbw_formula\": ", is_rooted(g->coll) ? g->root : -1,
             g->iters, g->warmup, g->check);
     json_str(f, busbw_formula(g->coll));
-    fprintf(f, ",\n  \"busbw_factor\": %.6g,\n  \"tables\": [", busbw_factor(g->coll, b->n));
+    fprintf(f, ",\n  \"busbw_factor\": %.6g,\n  \"tables\": [",
+            busbw_factor(g->coll, mlsys_size(c)));
     for (int t = 0; t < g->nalgos; t++) {
-        const bench_row *rows = b->rows + (size_t)t * (size_t)g->nsizes;
+        const bench_row *rows = all_rows + (size_t)t * (size_t)g->nsizes;
         double sum = 0;
         int cnt = 0;
         fprintf(f, "%s\n    {\"algo\": ", t ? "," : "");
@@ -691,7 +773,7 @@ static int write_json(const bench_rank *b)
             if (!w->count)
                 continue;
             fprintf(f, "%s\n      {\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"algo\": ",
-                    first ? "" : ",", w->bytes, w->bytes / b->esize);
+                    first ? "" : ",", w->bytes, w->bytes / esize);
             first = 0;
             json_str(f, w->algo);
             fprintf(f, ", \"why\": ");
@@ -717,42 +799,35 @@ static int write_json(const bench_rank *b)
 static int bench_rank_main(mlsys_comm *c, void *arg)
 {
     const bench_cfg *g = arg;
-    bench_rank b;
-    memset(&b, 0, sizeof b);
-    b.cfg = g;
-    b.c = c;
-    b.rank = mlsys_rank(c);
-    b.n = mlsys_size(c);
-    b.esize = mlsys_dtype_size(g->dt);
-    b.gen_op = is_reduction(g->coll) ? g->op : MLSYS_SUM;
-    const char *inj = getenv("MLSYS_BENCH_INJECT");
-    b.inject = inj && *inj && strcmp(inj, "0") != 0;
-    size_t es = b.esize, div = per_rank_count(g->coll) ? (size_t)b.n : 1;
+    int me = mlsys_rank(c), n = mlsys_size(c);
+    size_t es = mlsys_dtype_size(g->dt);
+    bench_call k = {
+        .coll = g->coll, .dt = g->dt, .op = g->op, .root = g->root, .iters = g->iters,
+        .warmup = g->warmup, .check = g->check, .per_call = 0, .who = "mlsys-lab bench",
+    };
     uint64_t biggest = 0;
-    for (int i = 0; i < g->nsizes; i++) {
-        uint64_t s = g->sizes[i] / es / div * es * div;
-        biggest = s > biggest ? s : biggest;
-    }
-    b.buf_bytes = biggest ? biggest : es;
-    b.send = mlsys_alloc_aligned(b.buf_bytes);
-    b.recv = mlsys_alloc_aligned(b.buf_bytes);
-    if (b.rank == 0) {
-        b.rows = mlsys_xcalloc((size_t)g->nalgos * (size_t)g->nsizes, sizeof *b.rows);
-        print_header(&b);
+    for (int i = 0; i < g->nsizes; i++)
+        biggest = g->sizes[i] > biggest ? g->sizes[i] : biggest;
+    bench_ctx *b = bench_ctx_new(c, &k, biggest);
+    bench_row *all_rows = NULL;
+    if (me == 0) {
+        all_rows = mlsys_xcalloc((size_t)g->nalgos * (size_t)g->nsizes, sizeof *all_rows);
+        print_header(g, c);
     }
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
-    int rc = mlsys_print_ordered(c, "#  Rank %2d Pid %6d on %10s backend %s\n", b.rank,
+    int rc = mlsys_print_ordered(c, "#  Rank %2d Pid %6d on %10s backend %s\n", me,
                                  (int)getpid(), host, mlsys_backend_name(c));
     uint64_t wrong = 0;
     for (int t = 0; t < g->nalgos && !rc; t++) {
         const char *algo = g->algos[t];
         if ((rc = mlsys_set_algo(c, g->coll, algo))) {
-            fail(&b, "set algorithm", 0, rc);
+            fprintf(stderr, "mlsys-lab bench: rank %d: set algorithm %s failed (%d): %s\n", me,
+                    algo, rc, mlsys_errmsg(c));
             break;
         }
-        bench_row *rows = b.rows ? b.rows + (size_t)t * (size_t)g->nsizes : NULL;
-        if (b.rank == 0) {
+        bench_row *rows = all_rows ? all_rows + (size_t)t * (size_t)g->nsizes : NULL;
+        if (me == 0) {
             if (g->nalgos > 1 || strcmp(algo, "auto"))
                 printf("#\n# algorithm: %s\n", algo);
             print_table_head(g);
@@ -760,10 +835,9 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
         for (int i = 0; i < g->nsizes && !rc; i++) {
             bench_row row;
             memset(&row, 0, sizeof row);
-            row.count = (size_t)(g->sizes[i] / es / div);
-            row.bytes = (uint64_t)row.count * es * div;
+            row.count = bench_count(&k, g->sizes[i], n, &row.bytes);
             if (!row.count) {
-                if (b.rank == 0)
+                if (me == 0)
                     printf("# %" PRIu64 " B skipped: less than one %s per rank\n", g->sizes[i],
                            mlsys_dtype_name(g->dt));
                 if (rows)
@@ -771,8 +845,12 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
                 continue;
             }
             const char *ran[2] = {"?", "?"};
-            for (int k = 0; k < 2 && !rc; k++)
-                rc = measure(&b, &row, k, algo, &ran[k]);
+            for (int p = 0; p < 2 && !rc; p++) {
+                bench_result res;
+                rc = bench_measure(b, g->sizes[i], p, algo, &res);
+                row.cell[p] = (bench_cell){res.time_us, res.algbw, res.busbw, res.wrong};
+                ran[p] = res.algo;
+            }
             if (rc)
                 break;
             row.decided = mlsys_algo_decide(c, g->coll, row.count * es, &row.why);
@@ -781,27 +859,26 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
                 row.decided = row.algo;
             if (!row.why)
                 row.why = "";
-            if (strcmp(ran[0], ran[1]) && b.rank == 0)
+            if (strcmp(ran[0], ran[1]) && me == 0)
                 printf("# %" PRIu64 " B: in-place ran %s\n", row.bytes, ran[1]);
-            row.model_us = g->alpha_us > 0 ? model_us(g->coll, row.algo, (double)row.bytes, b.n,
+            row.model_us = g->alpha_us > 0 ? model_us(g->coll, row.algo, (double)row.bytes, n,
                                                       g->alpha_us, g->beta_gbs) : -1;
-            if (b.rank == 0) {
+            if (me == 0) {
                 rows[i] = row;
                 print_row(g, &row);
             }
         }
-        if (!rc && b.rank == 0)
-            wrong += print_footer(g, rows, b.n, algo);
+        if (!rc && me == 0)
+            wrong += print_footer(g, rows, n, algo);
     }
-    if (!rc && b.rank == 0) {
+    if (!rc && me == 0) {
         printf("# Collective test concluded: %s\n", mlsys_coll_name(g->coll));
         fflush(stdout);
         if (g->json_path)
-            rc = write_json(&b);
+            rc = write_json(g, c, all_rows);
     }
-    mlsys_free_aligned(b.send, b.buf_bytes);
-    mlsys_free_aligned(b.recv, b.buf_bytes);
-    free(b.rows);
+    bench_ctx_free(b);
+    free(all_rows);
     if (rc)
         return 1;
     return wrong ? BENCH_EXIT_WRONG : 0;
@@ -844,7 +921,7 @@ static int bench_memcpy(const bench_cfg *g)
 enum {
     OPT_MINBYTES, OPT_MAXBYTES, OPT_STEPFACTOR, OPT_STEPBYTES, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
     OPT_OP, OPT_DATATYPE, OPT_ROOT, OPT_JSON, OPT_WORLD, OPT_ALGO, OPT_TIMEOUT, OPT_SIZES,
-    OPT_ALPHA, OPT_BETA, OPT_MEMCPY, OPT_HELP
+    OPT_ALPHA, OPT_BETA, OPT_MEMCPY, OPT_BACKEND, OPT_MPI_RANK, OPT_HELP
 };
 
 typedef struct bench_opt {
@@ -875,6 +952,9 @@ static const bench_opt opts[] = {
     {"alpha", 0, 1, OPT_ALPHA, "US", "cost model: latency per message in us (with --beta)"},
     {"beta", 0, 1, OPT_BETA, "GB/s", "cost model: bandwidth of one link (with --alpha)"},
     {"memcpy", 0, 0, OPT_MEMCPY, NULL, "measure the one-core memcpy ceiling at -e SIZE instead"},
+    {"backend", 0, 1, OPT_BACKEND, "NAME",
+     "shm (default: forked ranks, our transport) or mpi (under mpirun; --algo native is MPI's)"},
+    {"mpi-rank", 0, 0, OPT_MPI_RANK, NULL, NULL},    /* internal: one rank under mpirun */
     {"help", 'h', 0, OPT_HELP, NULL, "show this help"},
 };
 #define NOPTS ((int)(sizeof opts / sizeof opts[0]))
@@ -888,6 +968,8 @@ static void print_help(FILE *out)
     for (int i = 0; i < NOPTS; i++) {
         const bench_opt *o = &opts[i];
         char lhs[48];
+        if (!o->help)
+            continue;
         if (o->short_name)
             snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", o->short_name, o->name,
                      o->meta ? " " : "", o->meta ? o->meta : "");
@@ -1082,6 +1164,14 @@ static int parse_args(int argc, char **argv, bench_cfg *g)
         case OPT_MEMCPY:
             g->memcpy_mode = 1;
             break;
+        case OPT_BACKEND:
+            if (strcmp(val, "shm") && strcmp(val, "gloo") && strcmp(val, "mpi"))
+                return usage_error("%s: unknown backend \"%s\": use shm or mpi", flag, val);
+            g->mpi = !strcmp(val, "mpi");
+            break;
+        case OPT_MPI_RANK:
+            g->mpi_rank = 1;
+            break;
         case OPT_HELP:
             print_help(stdout);
             return 1;
@@ -1129,11 +1219,16 @@ static int validate(bench_cfg *g)
         return usage_error("--alpha and --beta go together%s", "", NULL);
     const char *const *names = mlsys_algo_names(g->coll);
     g->nalgos = 0;
+    if (!strcmp(g->algo, "native") && !g->mpi)
+        return usage_error("--algo native is the backend's own collective: it needs --backend "
+                           "mpi (shm has only ours)%s", "", NULL);
     if (!strcmp(g->algo, "all")) {
-        for (int i = 0; names && names[i] && g->nalgos < 32; i++)
+        for (int i = 0; names && names[i] && g->nalgos < 31; i++)
             g->algos[g->nalgos++] = names[i];
+        if (g->mpi)
+            g->algos[g->nalgos++] = "native";      /* MPI's own, last */
     } else {
-        int ok = !strcmp(g->algo, "auto");
+        int ok = !strcmp(g->algo, "auto") || !strcmp(g->algo, "native");
         for (int i = 0; !ok && names && names[i]; i++)
             ok = !strcmp(names[i], g->algo);
         if (!ok) {
@@ -1142,7 +1237,8 @@ static int validate(bench_cfg *g)
                 strncat(list, names[i], sizeof list - strlen(list) - 1);
                 strncat(list, ", ", sizeof list - strlen(list) - 1);
             }
-            strncat(list, "auto, all", sizeof list - strlen(list) - 1);
+            strncat(list, g->mpi ? "native, auto, all" : "auto, all",
+                    sizeof list - strlen(list) - 1);
             fprintf(stderr, "mlsys-lab bench: --algo: %s has no algorithm \"%s\": use %s\n",
                     mlsys_coll_name(g->coll), g->algo, list);
             return 2;
@@ -1163,13 +1259,72 @@ static int validate(bench_cfg *g)
         return usage_error("the buffers need %s (2 x the largest size x ranks) and the machine "
                            "has %s: use a smaller -e", a, b);
     }
-    if (g->json_path) {
+    if (g->json_path && !g->mpi_rank) {
         FILE *f = fopen(g->json_path, "w");
         if (!f)
             return usage_error("-J/--output_file: cannot write \"%s\"%s", g->json_path, NULL);
         fclose(f);
     }
     return 0;
+}
+
+/* One rank of a --backend mpi job: join the job mpirun started (the MPI plugin) and run. */
+static int bench_mpi_rank(bench_cfg *g)
+{
+    mlsys_comm *c = mlsys_init();
+    if (!c)
+        return 1;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int rc = bench_rank_main(c, g);
+    fflush(stdout);
+    mlsys_finalize(c);
+    return rc;
+}
+
+/* --backend mpi: run `mlsys-lab bench ARGS --mpi-rank` under mpirun (lab/mpirun.h) and say
+ * how it ended. Exit status as bench_main's. */
+static int bench_run_mpi(const bench_cfg *g, int argc, char **argv)
+{
+    char path[PATH_MAX], exe[PATH_MAX], err[512], why[300];
+    struct stat sb;
+    if (!mpirun_find(path, sizeof path)) {
+        fprintf(stderr, "mlsys-lab bench: --backend mpi: mpirun is not on PATH (install "
+                "openmpi-bin and libopenmpi-dev, or use --backend shm)\n");
+        return 2;
+    }
+    if (stat(mpirun_plugin_path(path, sizeof path), &sb) != 0) {
+        fprintf(stderr, "mlsys-lab bench: --backend mpi: the MPI plugin %s is missing (build it "
+                "with `make`, which needs mpicc from libopenmpi-dev)\n", path);
+        return 2;
+    }
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k < 0 ? 0 : k] = 0;
+    char **args = mlsys_xcalloc((size_t)argc + 2, sizeof(char *));
+    args[0] = "bench";
+    for (int i = 1; i < argc; i++)
+        args[i] = argv[i];
+    args[argc] = "--mpi-rank";
+    mpirun_opts o = {
+        .world_size = g->world_size,
+        .timeout_ms = (int)(g->timeout_s * 1000 + 0.5),
+    };
+    mlsys_job_install_signal_stop();
+    mpirun_job *j = mpirun_start(&o, exe, args, err, sizeof err);
+    free(args);
+    if (!j) {
+        fprintf(stderr, "mlsys-lab bench: %s\n", err);
+        return 1;
+    }
+    int rc = mpirun_wait(j, NULL, -1, why, sizeof why);
+    if (rc) {
+        int only_wrong = mpirun_failed_rank(j) == 0 &&
+                         mpirun_exit_status(j) == BENCH_EXIT_WRONG;
+        if (!only_wrong)
+            fprintf(stderr, "mlsys-lab bench: %s\n", why);
+        rc = 1;
+    }
+    mpirun_free(j);
+    return rc;
 }
 
 int bench_main(int argc, char **argv)
@@ -1204,6 +1359,14 @@ int bench_main(int argc, char **argv)
         goto out;
     if ((rc = validate(&g)))
         goto out;
+    if (g.mpi_rank) {
+        rc = bench_mpi_rank(&g);
+        goto out;
+    }
+    if (g.mpi) {
+        rc = bench_run_mpi(&g, argc, argv);
+        goto out;
+    }
 
     mlsys_launch_opts o;
     memset(&o, 0, sizeof o);

@@ -99,8 +99,7 @@ struct ex_context {
     int limit_override_ms;      /* MLSYS_EX_LIMIT_MS (tests), 0 = the exercise's own */
 };
 
-/* ---- exercises_table.c ---- */
-extern const exercise *const *const ex_chapter_tables[];   /* NULL-terminated, chapter order */
+/* ---- exercises_table.c: the exercises of lab_chapters[i]->exercises, in order ---- */
 int ex_count(void);
 const exercise *ex_at(int i);                   /* i < ex_count(), in curriculum order */
 const exercise *ex_find(const char *id);        /* NULL when unknown */
@@ -172,6 +171,7 @@ typedef struct ex_progress_entry {
     int done;
     int hints;                  /* hints shown so far */
     long long passed_at;        /* unix time of the first pass, 0 */
+    long long failed_at;        /* unix time of the last failed check or answer, 0 */
 } ex_progress_entry;
 
 typedef struct ex_progress {
@@ -187,7 +187,8 @@ int ex_progress_load(ex_progress *p, const char *path, char *msg, size_t n);
 int ex_progress_save(const ex_progress *p, char *msg, size_t n);
 ex_progress_entry *ex_progress_get(ex_progress *p, const char *id, int create);
 void ex_progress_free(ex_progress *p);
-/* Load, mark ex done (or not), save. For the front end after exercise_check. */
+/* Load, mark ex done (passed) or note a failed try (failed_at; done stays), save. For the
+ * front end after exercise_check or a predict answer. */
 int exercise_record(const ex_context *cx, const exercise *ex, int passed, char *msg, size_t n);
 
 /* ---- exercise_cli.c: the commands (main.c's table calls these) ---- */

@@ -1,5 +1,6 @@
 /* exercise_progress.c - the learner's progress: a plain-text file under the XDG state
- * directory, one line per exercise ("ch03-ring-allreduce done hints=2 passed=1733140000").
+ * directory, one line per exercise ("ch03-ring-allreduce done hints=2 passed=1733140000",
+ * with " failed=TIME" after a failed try).
  * It is written atomically (temp file, fsync, rename, fsync of the directory), so a crash
  * leaves the old or the new file, never half of one. A file that does not parse is renamed
  * to <path>.corrupt-<time> and reported: progress is never silently overwritten. */
@@ -99,6 +100,8 @@ static int parse_line(ex_progress *p, char *line, char *why, size_t n)
             e->hints = (int)v;
         else if (!strcmp(kv, "passed"))
             e->passed_at = v;
+        else if (!strcmp(kv, "failed"))
+            e->failed_at = v;
         else {
             snprintf(why, n, "unknown field '%s'", kv);
             return -1;
@@ -221,11 +224,15 @@ int ex_progress_save(const ex_progress *p, char *msg, size_t n)
         snprintf(msg, n, "cannot write %s: %s", tmp, strerror(errno));
         return -1;
     }
-    fprintf(f, "%s\n# one line per exercise: ID done|pending hints=N passed=UNIX-TIME\n",
-            PROGRESS_HEADER);
-    for (int i = 0; i < p->n; i++)
-        fprintf(f, "%s %s hints=%d passed=%lld\n", p->e[i].id, p->e[i].done ? "done" : "pending",
+    fprintf(f, "%s\n# one line per exercise: ID done|pending hints=N passed=UNIX-TIME "
+            "[failed=UNIX-TIME of the last failed try]\n", PROGRESS_HEADER);
+    for (int i = 0; i < p->n; i++) {
+        fprintf(f, "%s %s hints=%d passed=%lld", p->e[i].id, p->e[i].done ? "done" : "pending",
                 p->e[i].hints, p->e[i].passed_at);
+        if (p->e[i].failed_at)
+            fprintf(f, " failed=%lld", p->e[i].failed_at);
+        fputc('\n', f);
+    }
     int bad = fflush(f) != 0 || fsync(fd) != 0;
     bad |= fclose(f) != 0;
     if (bad) {
@@ -262,6 +269,8 @@ int exercise_record(const ex_context *cx, const exercise *ex, int passed, char *
     if (passed && !e->done) {
         e->done = 1;
         e->passed_at = (long long)time(NULL);
+    } else if (!passed) {
+        e->failed_at = (long long)time(NULL);
     }
     char m2[512];
     int src = ex_progress_save(&p, m2, sizeof m2);

@@ -48,12 +48,15 @@ typedef struct lab {
     const char *view;           /* the view the front end opens: "ring", "log", "timeline" */
 } lab;
 
+struct exercise;                /* lab/exercise.h */
+
 typedef struct chapter {
     int number;
     const char *part;           /* "Part I: Distributed computing" */
     const char *title;
     const char *text_asset;     /* "assets/chapters/ch01.md", NULL when not written yet */
     const lab *const *labs;     /* NULL-terminated */
+    const struct exercise *const *exercises;   /* NULL-terminated, or NULL for none yet */
 } chapter;
 
 /* chapters.c */

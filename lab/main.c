@@ -18,8 +18,26 @@ typedef struct command {
 
 static int cmd_help(int argc, char **argv);
 
+/* An exercise's status from the progress file: "done", "failed" or "not tried". */
+static const char *ex_status(ex_progress *p, const exercise *ex)
+{
+    ex_progress_entry *e = p ? ex_progress_get(p, ex->id, 0) : NULL;
+    return e && e->done ? "done" : e && e->failed_at ? "failed" : "not tried";
+}
+
 static void print_list(FILE *out)
 {
+    ex_context cx;
+    ex_progress prog, *p = NULL;
+    char msg[1024];
+    if (ex_context_init(&cx, msg, sizeof msg) == 0) {
+        int rc = ex_progress_load(&prog, cx.progress, msg, sizeof msg);
+        if (rc != 0)
+            fprintf(stderr, "mlsys-lab: %s\n", msg);
+        if (rc >= 0)
+            p = &prog;
+    }
+    int done = 0, total = 0;
     for (int i = 0; lab_chapters[i]; i++) {
         const chapter *ch = lab_chapters[i];
         if (i == 0 || strcmp(ch->part, lab_chapters[i - 1]->part) != 0)
@@ -27,17 +45,30 @@ static void print_list(FILE *out)
         fprintf(out, "  Chapter %2d  %s%s\n", ch->number, ch->title,
                 ch->text_asset ? "" : "  (text not written yet)");
         for (int k = 0; ch->labs && ch->labs[k]; k++)
-            fprintf(out, "      %-34s %s\n", ch->labs[k]->id, ch->labs[k]->summary);
+            fprintf(out, "      lab  %-30s %s\n", ch->labs[k]->id, ch->labs[k]->summary);
+        for (int k = 0; ch->exercises && ch->exercises[k]; k++) {
+            const exercise *ex = ch->exercises[k];
+            const char *st = ex_status(p, ex);
+            fprintf(out, "      ex   %-30s %-10s %-9s  %s\n", ex->id, ex_kind_name(ex->kind), st,
+                    ex->title);
+            total++;
+            done += !strcmp(st, "done");
+        }
     }
+    fprintf(out, "\n%d of %d exercises done%s\n", done, total,
+            p ? "" : " (progress could not be read)");
+    if (p)
+        ex_progress_free(p);
 }
 
 static int cmd_list(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("MLSys Lab %s: chapters and labs", MLSYS_VERSION);
+    printf("MLSys Lab %s: chapters, labs and exercises", MLSYS_VERSION);
     print_list(stdout);
-    printf("\nRun a lab:  mlsys-lab run LAB [--world-size N] [flags]   (flags: mlsys-lab run LAB --help)\n");
+    printf("Run a lab:         mlsys-lab run LAB [--world-size N] [flags]   (flags: mlsys-lab run LAB --help)\n"
+           "Do an exercise:    mlsys-lab check ID, mlsys-lab hint ID   (or open the lab: mlsys-lab)\n");
     return 0;
 }
 

@@ -234,6 +234,7 @@ void ui_draw_too_small(grid *g, int need_w, int need_h)
 /* ---- terminal state, restored on every way out ---- */
 
 static volatile sig_atomic_t g_curses_on;
+static int g_full_redraw;       /* the terminal was handed to another program: repaint all */
 static ui_screen *g_stack[UI_MAX_SCREENS];
 static int g_nstack;
 static int g_mx, g_my;
@@ -422,6 +423,47 @@ static int map_key(int ch)
     }
 }
 
+static void enable_mouse(void)
+{
+    if (!g_opts.mouse)
+        return;
+    mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED
+#ifdef BUTTON5_PRESSED
+              | BUTTON5_PRESSED
+#endif
+              , NULL);
+    mouseinterval(0);
+}
+
+int ui_shell_out(int (*fn)(void *), void *arg)
+{
+    if (!g_curses_on)
+        return fn(arg);
+    /* like system(): the program in the terminal gets Ctrl-C and Ctrl-\, not us */
+    struct sigaction ign, old_int, old_quit;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    def_prog_mode();
+    endwin();
+    g_curses_on = 0;
+    fflush(stdout);
+    int rc = fn(arg);
+    reset_prog_mode();
+    g_curses_on = 1;
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    enable_mouse();
+    clearok(curscr, TRUE);
+    refresh();
+    g_full_redraw = 1;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    return rc;
+}
+
 void ui_push(ui_screen *s)
 {
     if (g_nstack == UI_MAX_SCREENS) {
@@ -498,14 +540,7 @@ int ui_run(const ui_opts *o, ui_screen *first)
     set_escdelay(25);
     curs_set(0);
     setup_colors();
-    if (g_opts.mouse) {
-        mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED
-#ifdef BUTTON5_PRESSED
-                  | BUTTON5_PRESSED
-#endif
-                  , NULL);
-        mouseinterval(0);
-    }
+    enable_mouse();
     grid *g = grid_create(COLS, LINES);
     grid_set_ascii(g, g_opts.ascii);
     int flags = UI_REDRAW, help_open = 0, force = 1, status = 0;
@@ -524,6 +559,11 @@ int ui_run(const ui_opts *o, ui_screen *first)
             pop();
             flags = UI_REDRAW;
             continue;
+        }
+        if (g_full_redraw) {
+            g_full_redraw = 0;
+            force = 1;
+            flags |= UI_REDRAW;
         }
         if (flags & (UI_REDRAW | UI_RELAYOUT)) {
             draw_all(g, help_open);
@@ -592,6 +632,11 @@ int ui_run(const ui_opts *o, ui_screen *first)
 
 int ui_mouse_x(void) { return 0; }
 int ui_mouse_y(void) { return 0; }
+
+int ui_shell_out(int (*fn)(void *), void *arg)
+{
+    return fn(arg);
+}
 
 void ui_push(ui_screen *s)
 {

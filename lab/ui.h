@@ -2,7 +2,7 @@
  * driven by one event loop that blocks in getch with a timeout, turns the reaction flags of
  * key handlers and ticks into at most one redraw per turn, renders every screen into an
  * off-screen grid and copies the grid to curses in one place (ui.c). Table of contents of
- * lab/ui*.c, lab/home.c, lab/form.c and lab/replay.c. */
+ * lab/ui*.c, lab/home.c, lab/expane.c, lab/form.c and lab/replay.c. */
 #ifndef MLSYS_UI_H
 #define MLSYS_UI_H
 
@@ -58,6 +58,11 @@ void ui_draw_footer(grid *g, int y, int w, const ui_key_help *keys);
 void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
                   const ui_key_help *keys, const char *const *lines);
 void ui_draw_too_small(grid *g, int need_w, int need_h);
+/* Hand the terminal to fn(arg) (an editor): curses is suspended (def_prog_mode, endwin),
+ * SIGINT and SIGQUIT are ignored meanwhile as system() does (the program in the terminal
+ * gets them; its child must set them back to SIG_DFL before exec), then curses comes back
+ * (reset_prog_mode, refresh) and the next frame is drawn whole. Returns fn's result. */
+int ui_shell_out(int (*fn)(void *), void *arg);
 /* Call fn(arg) with stdout and stderr captured (a lab's before/after hooks print): returns
  * the text, malloc'd, and fn's result in *rc. */
 char *ui_capture(int (*fn)(void *), void *arg, int *rc);
@@ -66,6 +71,25 @@ char *ui_capture(int (*fn)(void *), void *arg, int *rc);
 ui_screen *home_create(void);
 /* Where the chapter texts are: the cwd, MLSYS_LAB_SRC, or next to the program (build/..). */
 char *home_read_asset(const char *rel, size_t *len);
+
+/* expane.c: the exercise pane beside the chapter tree (home.c shows it for an exercise row) */
+typedef struct expane expane;
+expane *expane_create(void);
+void expane_free(expane *p);
+/* The exercise to show (NULL: none). Another one than before starts afresh: scrolled to
+ * the top and, for a predict exercise, a question drawn with a new seed (MLSYS_EX_SEED, for
+ * tests, fixes the seeds: that value plus one for each question drawn, and for checks). */
+void expane_show(expane *p, const struct exercise *ex);
+void expane_draw(expane *p, grid *g, int x, int y, int w, int h, int focused);
+/* e edits, c checks, h hints, Enter answers a predict question (then the field has every
+ * key until Enter or Esc), space/b page; j/k, g/G scroll when focused. Reaction flags; 0
+ * when the key is not the pane's. */
+int expane_key(expane *p, int key, int focused);
+/* A check asked with c runs here (blocking) once a frame has said "checking…". */
+int expane_tick(expane *p, int *timeout_ms);
+int expane_typing(const expane *p);
+/* The keys that work in the pane now, into out[max] ended by a NULL key; returns how many. */
+int expane_keys(const expane *p, int focused, ui_key_help *out, int max);
 
 /* form.c: the launcher form of one lab */
 ui_screen *form_create(const lab *l);

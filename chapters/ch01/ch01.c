@@ -5,6 +5,8 @@
 extern const lab ch01_verify_setup_lab;
 extern const lab ch01_hello_distributed_lab;
 
+extern const struct exercise *const ch01_exercises[];   /* exercises.c */
+
 static const lab *const ch01_labs[] = {
     &ch01_verify_setup_lab,
     &ch01_hello_distributed_lab,
@@ -17,4 +19,5 @@ const chapter ch01_chapter = {
     .title = "Your first distributed program",
     .text_asset = "assets/chapters/ch01.md",
     .labs = ch01_labs,
+    .exercises = ch01_exercises,
 };

@@ -6,6 +6,8 @@ extern const lab ch02_send_recv_basic_lab;
 extern const lab ch02_pipeline_simulation_lab;
 extern const lab ch02_async_communication_lab;
 
+extern const struct exercise *const ch02_exercises[];   /* exercises.c */
+
 static const lab *const ch02_labs[] = {
     &ch02_send_recv_basic_lab,
     &ch02_pipeline_simulation_lab,
@@ -19,4 +21,5 @@ const chapter ch02_chapter = {
     .title = "Point-to-point communication",
     .text_asset = "assets/chapters/ch02.md",
     .labs = ch02_labs,
+    .exercises = ch02_exercises,
 };

@@ -6,6 +6,8 @@ extern const lab ch03_collective_cheatsheet_lab;
 extern const lab ch03_distributed_mean_lab;
 extern const lab ch03_distributed_softmax_lab;
 
+extern const struct exercise *const ch03_exercises[];   /* exercises.c */
+
 static const lab *const ch03_labs[] = {
     &ch03_collective_cheatsheet_lab,
     &ch03_distributed_mean_lab,
@@ -19,4 +21,5 @@ const chapter ch03_chapter = {
     .title = "Collective operations",
     .text_asset = "assets/chapters/ch03.md",
     .labs = ch03_labs,
+    .exercises = ch03_exercises,
 };

@@ -5,7 +5,6 @@
  * it works for any N, explanations are computed from N, and reduce leaves the non-root
  * buffers unchanged. */
 #include "../common/common.h"
-#include "../../core/trace_values.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +76,6 @@ static int run_op(mlsys_comm *c, const char *op)
             in[i] = r == 0 ? 42.0f + (float)i : 0.0f;
         if ((rc = show(c, in, 1, 3)))
             goto out;
-        mlsys_watch_buffer(c, in, 3, MLSYS_F32);   /* the views read it at each gated step */
         if ((rc = mlsys_broadcast(c, in, 3, MLSYS_F32, 0)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -93,7 +91,6 @@ static int run_op(mlsys_comm *c, const char *op)
             }
         if ((rc = r == 0 ? show(c, in, (size_t)n, 2) : show(c, out, 1, 2)))
             goto out;
-        mlsys_watch_buffer(c, out, 2, MLSYS_F32);
         if ((rc = mlsys_scatter(c, r == 0 ? in : NULL, out, 2, MLSYS_F32, 0)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -107,7 +104,6 @@ static int run_op(mlsys_comm *c, const char *op)
         in[1] = 100.0f * (float)r + 1.0f;
         if ((rc = show(c, in, 1, 2)))
             goto out;
-        mlsys_watch_buffer(c, r == 0 ? out : in, r == 0 ? (size_t)n * 2 : 2, MLSYS_F32);
         if ((rc = mlsys_gather(c, in, r == 0 ? out : NULL, 2, MLSYS_F32, 0)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -120,7 +116,6 @@ static int run_op(mlsys_comm *c, const char *op)
         in[0] = (float)(r + 1);
         if ((rc = show(c, in, 1, 1)))
             goto out;
-        mlsys_watch_buffer(c, out, (size_t)n, MLSYS_F32);
         if ((rc = mlsys_allgather(c, in, out, 1, MLSYS_F32)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -133,7 +128,6 @@ static int run_op(mlsys_comm *c, const char *op)
         if ((rc = show(c, in, 1, 1)))
             goto out;
         /* in place at the root; the others' buffers are only read */
-        mlsys_watch_buffer(c, in, 1, MLSYS_F32);
         if ((rc = mlsys_reduce(c, in, r == 0 ? in : NULL, 1, MLSYS_F32, MLSYS_SUM, 0)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -146,7 +140,6 @@ static int run_op(mlsys_comm *c, const char *op)
         in[1] = 2.0f * (float)(r + 1);
         if ((rc = show(c, in, 1, 2)))
             goto out;
-        mlsys_watch_buffer(c, in, 2, MLSYS_F32);
         if ((rc = mlsys_allreduce(c, in, in, 2, MLSYS_F32, MLSYS_SUM)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -159,7 +152,6 @@ static int run_op(mlsys_comm *c, const char *op)
             in[i] = (float)(i + 1) * (float)(r + 1);
         if ((rc = show(c, in, 1, (size_t)n)))
             goto out;
-        mlsys_watch_buffer(c, out, 1, MLSYS_F32);
         if ((rc = mlsys_reduce_scatter(c, in, out, 1, MLSYS_F32, MLSYS_SUM)))
             goto out;
         mlsys_print_root(c, "AFTER:\n");
@@ -175,7 +167,6 @@ static int run_op(mlsys_comm *c, const char *op)
                          n > 8 ? ", …" : "");
     }
 out:
-    mlsys_watch_buffer(c, NULL, 0, MLSYS_F32);
     free(in);
     free(out);
     return rc;

@@ -5,6 +5,8 @@
 
 extern const lab ch04_topology_inspector_lab;
 
+extern const struct exercise *const ch04_exercises[];   /* exercises.c */
+
 static const lab *const ch04_labs[] = {
     &ch04_topology_inspector_lab,
     NULL
@@ -16,4 +18,5 @@ const chapter ch04_chapter = {
     .title = "NCCL algorithms and GPU topology",
     .text_asset = "assets/chapters/ch04.md",
     .labs = ch04_labs,
+    .exercises = ch04_exercises,
 };

@@ -1073,8 +1073,13 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
         if (e->kind == MLSYS_EV_COLL_BEGIN || e->kind == MLSYS_EV_COLL_END) {
             const coll_table *t = coll_table_of((mlsys_coll)e->coll);
             if (!t || e->algo < 0 || e->algo >= t->nalgos ||
-                strcmp(e->label, t->algos[e->algo].name) != 0 || e->peer != -1)
+                strcmp(e->label, t->algos[e->algo].name) != 0)
                 ev_bad = 2;
+            /* rooted collectives name their root (1 in this test) so views can mark it */
+            int rooted = e->coll == MLSYS_COLL_BROADCAST || e->coll == MLSYS_COLL_REDUCE ||
+                         e->coll == MLSYS_COLL_GATHER || e->coll == MLSYS_COLL_SCATTER;
+            if (e->peer != (rooted ? 1 : -1))
+                ev_bad = 4;
             if (k == 0)
                 ev_first[r][e->kind == MLSYS_EV_COLL_END] = *e;
             if (e->kind == MLSYS_EV_COLL_END)
