@@ -175,6 +175,13 @@ void req_complete(mlsys_request *r, int status);   /* counters, event, off the p
 mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t ctx);
 mlsys_world *world_attach(int fd, int rank, int size, int local_rank);
 
+/* copy.c: large copies and reductions with non-temporal stores (plain below 4 MiB) */
+void mlsys_copy_large(void *dst, const void *src, size_t n);
+void mlsys_reduce_large(void *out, const void *a, const void *b, size_t count, mlsys_dtype dt,
+                        mlsys_op op);
+void mlsys_reduce_many(void *out, const void *const *in, int n, size_t count, mlsys_dtype dt,
+                       mlsys_op op);
+
 /* heap.c */
 int heap_attach(mlsys_world *w);
 void heap_detach(mlsys_world *w);

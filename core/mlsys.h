@@ -260,6 +260,9 @@ uint64_t mlsys_job_t0_ns(const mlsys_job *j);  /* when the job started (event ti
 int mlsys_job_gate_step(const mlsys_job *j, int rank);   /* step a rank waits at, -1 */
 /* SIGINT/SIGTERM/SIGHUP then only set a flag that mlsys_job_wait turns into a clean stop. */
 void mlsys_job_install_signal_stop(void);
+/* In a child right after fork: die with the parent (deathsig), default signal handlers and
+ * an empty mask, so nothing the parent set up leaks into the child. */
+void mlsys_child_tie(pid_t parent, int deathsig);
 int mlsys_job_stop_requested(void);
 /* Convenience for tests: run fn on N ranks and wait. 0 when all ranks returned 0. */
 int mlsys_run_fn(int world_size, int timeout_ms, int (*fn)(mlsys_comm *, void *), void *arg,

@@ -160,16 +160,7 @@ static void set_env_int(const char *k, long v)
 static void child_setup(mpirun_job *j, int out[2], int err[2], pid_t parent)
 {
     setsid();
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent)
-        _exit(1);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    mlsys_child_tie(parent, SIGTERM);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
@@ -744,30 +735,6 @@ void mpirun_free(mpirun_job *j)
 
 /* ---- the runner's entry ---- */
 
-typedef struct trace_buf {
-    mlsys_event *ev;
-    size_t n, cap;
-} trace_buf;
-
-static void collect_events(void *u, const mlsys_event *ev, size_t n)
-{
-    trace_buf *t = u;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->n + n)
-            cap *= 2;
-        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
-            exit(70);
-        }
-        t->ev = p;
-        t->cap = cap;
-    }
-    memcpy(t->ev + t->n, ev, n * sizeof *ev);
-    t->n += n;
-}
-
 int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
 {
     char err[512], path[PATH_MAX], exe[PATH_MAX];
@@ -819,7 +786,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     }
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, collect_events, &tb};
+    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
     char why[300];
     int rc = mpirun_wait(j, o.events ? &sink : NULL, -1, why, sizeof why);
     if (trace) {

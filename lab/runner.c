@@ -12,12 +12,7 @@
 
 #define TRACE_RING_EVENTS 65536
 
-typedef struct trace_buf {
-    mlsys_event *ev;
-    size_t n, cap;
-} trace_buf;
-
-static void collect_events(void *u, const mlsys_event *ev, size_t n)
+void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
 {
     trace_buf *t = u;
     if (t->n + n > t->cap) {
@@ -125,7 +120,7 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, collect_events, &tb};
+    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
     const char *trace = lab_arg_str(&a, "trace");

@@ -5,7 +5,14 @@
 
 #include "lab.h"
 
+/* Events collected for --trace: a growing array. */
+typedef struct trace_buf {
+    mlsys_event *ev;
+    size_t n, cap;
+} trace_buf;
+
 /* runner.c */
+void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sink's events */
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);

@@ -409,12 +409,7 @@ static void child_start(run *r, char *err, size_t n)
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
+        mlsys_child_tie(parent, SIGKILL);
         dup2(po[1], STDOUT_FILENO);
         dup2(pe[1], STDERR_FILENO);
         int devnull = open("/dev/null", O_RDONLY);

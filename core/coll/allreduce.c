@@ -306,9 +306,13 @@ static const coll_algo algos[] = {
      "exchange the whole vector with rank xor 2^k: log2 N steps (latency-optimal)"},
     {"recursive_halving", coll_allreduce_recursive_halving, 0,
      "Rabenseifner: reduce-scatter by halving, all-gather by doubling"},
+    {"shm_direct", coll_allreduce_shm_direct, 0,
+     "shared memory: each rank reduces its slice from all N buffers, then copies the others"},
 };
 static const char *const names[] = {"direct", "ring", "tree", "recursive_doubling",
-                                    "recursive_halving", NULL};
+                                    "recursive_halving", "shm_direct", NULL};
+
+#define COLL_LARGE_BYTES (4u << 20)     /* past the L3: memory traffic is the cost */
 
 static int decide(int n, size_t bytes, const char **why)
 {
@@ -319,6 +323,11 @@ static int decide(int n, size_t bytes, const char **why)
     if (bytes < COLL_SMALL_BYTES) {
         *why = "< 64 KiB: recursive_doubling (latency-bound: ceil(log2 N) steps)";
         return 3;
+    }
+    if (bytes >= COLL_LARGE_BYTES) {
+        *why = ">= 4 MiB: shm_direct (memory-bound: each element written once after reading its "
+               "N inputs; the ring where buffers are not in the shared heaps)";
+        return 5;
     }
     if (n > 8) {
         *why = ">= 64 KiB and N > 8: recursive_halving (the ring's bandwidth in 2 log2 N steps "

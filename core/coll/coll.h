@@ -117,6 +117,9 @@ int coll_allreduce_tree(mlsys_comm *c, const coll_args *a);
 int coll_allreduce_recursive_doubling(mlsys_comm *c, const coll_args *a);
 int coll_allreduce_recursive_halving(mlsys_comm *c, const coll_args *a);
 
+/* allreduce_shm.c */
+int coll_allreduce_shm_direct(mlsys_comm *c, const coll_args *a);
+
 /* allgather.c */
 int coll_allgather_direct(mlsys_comm *c, const coll_args *a);
 int coll_allgather_ring(mlsys_comm *c, const coll_args *a);
