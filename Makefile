@@ -3,7 +3,7 @@
 # Quiet unless V=1.
 
 PKGS_REQUIRED := build-essential pkg-config libncurses-dev libopenmpi-dev openmpi-bin check \
-                 libmd4c-dev libcjson-dev libhwloc-dev tmux
+                 libmd4c-dev libcjson-dev libhwloc-dev tmux iproute2
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -g
@@ -85,7 +85,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	    $(shell pkg-config --libs check) $(LDLIBS)
 
 # The MPI reference program for `make bench` (Debian's OpenMPI, vader transport).
-$(BUILD)/bench/mpi_allreduce: tests/bench/mpi_allreduce.c
+$(BUILD)/bench/mpi_coll: tests/bench/mpi_coll.c
 	@mkdir -p $(dir $@)
 	$(Q)mpicc -O2 -std=c11 -D_GNU_SOURCE -o $@ $<
 
@@ -123,7 +123,7 @@ asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined OPT="-O1 -g" unit
 
 bench: deps
-	$(Q)$(MAKE) --no-print-directory all $(if $(HAVE_MPI),$(BUILD)/bench/mpi_allreduce)
+	$(Q)$(MAKE) --no-print-directory all $(if $(HAVE_MPI),$(BUILD)/bench/mpi_coll)
 	$(Q)sh tests/bench/run.sh $(BUILD)
 
 clean:

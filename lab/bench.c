@@ -1,8 +1,8 @@
-/* bench.c - `mlsys-lab bench`: an nccl-tests-style benchmark of our collectives. The runner
- * parses the flags, works out the sizes and starts N ranks (fork, no exec); every rank times
- * warm-up + n calls per size, out-of-place and in-place, and rank 0 prints the nccl-tests
- * table (time, algbw, busbw, #wrong) with the busbw factor explained and the algorithm that
- * ran and why. `bench --memcpy` measures the one-core memcpy ceiling instead. */
+/* bench.c - `mlsys-lab bench`: an nccl-tests-style benchmark of our collectives, and the
+ * measuring engine labs share (bench_measure: warm-up, barrier, n calls, max over ranks, a
+ * check outside the loop). The runner starts N ranks (fork; under mpirun with --backend mpi,
+ * where "native" is MPI's own) and rank 0 prints the table (time, algbw, busbw, #wrong) with
+ * the busbw factor and the algorithm that ran and why. --memcpy: the one-core ceiling. */
 #include "bench.h"
 #include "mpirun.h"
 #include "../core/mlsys.h"

@@ -1,13 +1,17 @@
 /* verify_setup.c - ch01/verify-setup, also `mlsys-lab doctor`. Teaches what a distributed
  * program needs from its machine: cores, separate processes, a working transport, and which
  * backends (shm, mpi, nccl) can run here and why not. Unlike the original, the self-test is
- * real: 2 and then 4 ranks all-reduce r+1 and must get 3 and 10. Single process (lab.main);
- * the self-test ranks are forked by mlsys_run_fn. */
+ * real: 2 and then 4 ranks all-reduce r+1 and must get 3 and 10 (forked by mlsys_run_fn);
+ * the mpi backend counts as working only when 2 ranks of ch01/hello-distributed have run
+ * under mpirun through the MPI plugin (lab/mpirun.h) and got the right sum. Single process. */
 #include "../common/common.h"
+#include "../../lab/mpirun.h"
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define W 50
@@ -69,6 +73,95 @@ static int selftest(int n, int timeout_ms)
     }
     munmap(res, sizeof *res);
     return ok;
+}
+
+/* ---- the mpi backend: a real 2-rank job under mpirun ---- */
+
+#define MPI_TEST_RANKS 2
+
+typedef struct mpi_capture {
+    int hello[MPI_TEST_RANKS];   /* "Rank r/2: hello from PID" seen */
+    int correct;                 /* rank 0 printed "correct: yes" */
+    char last_err[3][256];       /* the last lines on stderr (mpirun's and the ranks') */
+    int nerr;
+} mpi_capture;
+
+static void mpi_line(void *u, int rank, int is_err, const char *line)
+{
+    mpi_capture *m = u;
+    (void)rank;
+    if (is_err) {
+        if (!line[0])
+            return;
+        if (m->nerr == 3) {
+            memmove(m->last_err[0], m->last_err[1], sizeof m->last_err[0] * 2);
+            m->nerr = 2;
+        }
+        snprintf(m->last_err[m->nerr++], sizeof m->last_err[0], "%s", line);
+        return;
+    }
+    int r, of;
+    if (sscanf(line, "Rank %d/%d: hello from PID", &r, &of) == 2 && of == MPI_TEST_RANKS &&
+        r >= 0 && r < MPI_TEST_RANKS)
+        m->hello[r] = 1;
+    if (!strcmp(line, "correct: yes"))
+        m->correct = 1;
+}
+
+/* Runs `mlsys-lab worker ch01/hello-distributed -w 2 --backend mpi` under mpirun. Returns 1
+ * when it passed; otherwise writes why into why. *ms gets the wall time. */
+static int mpi_selftest(int timeout_ms, char *why, size_t n, double *ms)
+{
+    char plugin[PATH_MAX], exe[PATH_MAX], err[512], reason[300];
+    struct stat sb;
+    if (stat(mpirun_plugin_path(plugin, sizeof plugin), &sb) != 0) {
+        snprintf(why, n, "the MPI plugin %.300s is missing (build it with `make`, which needs "
+                 "mpicc from libopenmpi-dev)", plugin);
+        return 0;
+    }
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k < 0 ? 0 : k] = 0;
+    char ranks[16];
+    snprintf(ranks, sizeof ranks, "%d", MPI_TEST_RANKS);
+    char *args[] = {"worker", "ch01/hello-distributed", "--world-size", ranks, "--backend",
+                    "mpi", NULL};
+    mpirun_opts o = {.world_size = MPI_TEST_RANKS, .timeout_ms = timeout_ms};
+    mpi_capture cap;
+    memset(&cap, 0, sizeof cap);
+    mlsys_job_sink sink = {mpi_line, NULL, &cap};
+    uint64_t t0 = mlsys_now_ns(), deadline = t0 + (uint64_t)(timeout_ms + 15000) * 1000000ull;
+    fflush(NULL);
+    mpirun_job *j = mpirun_start(&o, exe, args, err, sizeof err);
+    if (!j) {
+        snprintf(why, n, "mpirun did not start: %.300s", err);
+        return 0;
+    }
+    int rc, late = 0;
+    while ((rc = mpirun_wait(j, &sink, 200, reason, sizeof reason)) == 1)
+        if (!late && mlsys_now_ns() > deadline) {
+            late = 1;                /* mpirun hangs at times: stop it, then collect it */
+            mpirun_stop(j);
+        }
+    *ms = (double)(mlsys_now_ns() - t0) / 1e6;
+    mpirun_free(j);
+    char *above = strstr(reason, "; see the lines above");    /* captured here, not shown */
+    if (above)
+        memmove(above, above + 21, strlen(above + 21) + 1);
+    int ok = rc == 0 && !late && cap.correct;
+    for (int r = 0; r < MPI_TEST_RANKS; r++)
+        ok &= cap.hello[r];
+    if (ok)
+        return 1;
+    if (late)
+        snprintf(why, n, "the 2-rank self-test under mpirun did not finish in %d s (stopped)",
+                 timeout_ms / 1000 + 15);
+    else if (rc)
+        snprintf(why, n, "the 2-rank self-test under mpirun failed: %.300s%s%.250s", reason,
+                 cap.nerr ? "; last error: " : "", cap.nerr ? cap.last_err[cap.nerr - 1] : "");
+    else
+        snprintf(why, n, "the 2-rank self-test under mpirun ended without both hello lines "
+                 "and the right all_reduce sum");
+    return 0;
 }
 
 static int run_doctor(double timeout_s)
@@ -133,10 +226,19 @@ static int run_doctor(double timeout_s)
     char *paren = strchr(mpiver, ')');
     if (paren && paren[1] == ' ')
         memmove(paren, paren + 1, strlen(paren));     /* "Open MPI) 4.1.4" -> "Open MPI 4.1.4" */
-    if (mpi_ok)
-        printf("[OK] mpi           HPC clusters: mpirun at %s, %s\n", path, mpiver);
+    char mwhy[700];
+    double mms = 0;
+    int mpi_works = mpi_ok && mpi_selftest(timeout_ms, mwhy, sizeof mwhy, &mms);
+    if (mpi_works)
+        printf("[OK] mpi           HPC clusters: mpirun at %s, %s; self-test: %d ranks under "
+               "mpirun all-reduced through the MPI plugin (%.0f ms)\n", path, mpiver,
+               MPI_TEST_RANKS, mms);
+    else if (mpi_ok)
+        printf("[NO] mpi           HPC clusters: mpirun at %s, %s, but %s\n", path, mpiver,
+               mwhy);
     else
-        printf("[NO] mpi           HPC clusters: mpirun is not on PATH (install openmpi-bin)\n");
+        printf("[NO] mpi           HPC clusters: mpirun is not on PATH (install openmpi-bin and "
+               "libopenmpi-dev)\n");
     int nccl_ver = 0;
     char nwhy[256];
     int nccl_lib = probe_nccl(&nccl_ver, nwhy, sizeof nwhy);
@@ -151,6 +253,9 @@ static int run_doctor(double timeout_s)
                gpus == 1 ? "" : "s");
     if (nccl_ok)
         printf("Recommendation: use --backend nccl for GPU runs\n");
+    if (mpi_works)
+        printf("Recommendation: --backend mpi runs the same labs under mpirun (and across "
+               "hosts with --host or --hostfile)\n");
     if (shm_ok)
         printf("Recommendation: use --backend gloo (shm) for CPU runs and testing\n");
 

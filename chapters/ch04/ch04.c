@@ -4,11 +4,13 @@
 #include "../../lab/lab.h"
 
 extern const lab ch04_topology_inspector_lab;
+extern const lab ch04_benchmark_algorithms_lab;
 
 extern const struct exercise *const ch04_exercises[];   /* exercises.c */
 
 static const lab *const ch04_labs[] = {
     &ch04_topology_inspector_lab,
+    &ch04_benchmark_algorithms_lab,
     NULL
 };
 

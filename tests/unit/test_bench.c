@@ -393,6 +393,8 @@ static const char *const bad[][8] = {
     {"--alpha", "1"},
     {"--timeout", "0"},
     {"--memcpy=1"},
+    {"--algo", "native"},
+    {"--backend", "tcp"},
 };
 
 START_TEST(bad_flag_exits_2)
@@ -405,6 +407,69 @@ START_TEST(bad_flag_exits_2)
                   "%s: stderr is not one line: '%s'", bad[_i][0], err);
     ck_assert_msg(strncmp(err, "mlsys-lab bench: ", 17) == 0, "no prefix: %s", err);
     ck_assert_msg(out[0] == 0, "%s: printed a table: %s", bad[_i][0], out);
+    free(out);
+    free(err);
+}
+END_TEST
+
+/* --backend mpi where mpirun and the plugin exist: the same tables under mpirun, with MPI's
+ * own collective as the algorithm "native" after ours. */
+static int have_mpi(void)
+{
+    char plugin[4096];
+    snprintf(plugin, sizeof plugin, "%s", bin());
+    char *slash = strrchr(plugin, '/');
+    size_t off = slash ? (size_t)(slash + 1 - plugin) : 0;
+    snprintf(plugin + off, sizeof plugin - off, "libmlsys-mpi.so");
+    return system("command -v mpirun >/dev/null 2>&1") == 0 && access(plugin, R_OK) == 0;
+}
+
+START_TEST(mpi_backend_tables)
+{
+    if (!have_mpi())
+        return;
+    const char *colls[] = {"all_reduce", "all_gather", "broadcast"};
+    const double factors[] = {4.0 / 3, 2.0 / 3, 1.0};
+    for (int c = 0; c < 3; c++) {
+        const char *args[] = {colls[c], "--backend", "mpi", "--algo", "all", "-b", "24", "-e",
+                              "24K", "-f", "32", "-n", "2", "-w", "1", "--world-size", "3", NULL};
+        char *out, *err;
+        int rc = run_bench(args, &out, &err, NULL);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", colls[c], rc, err);
+        ck_assert_msg(strstr(out, "on 3 ranks (mpi backend)") != NULL, "%s", out);
+        mlsys_coll coll;
+        ck_assert_int_eq(mlsys_coll_parse(colls[c], &coll), 0);
+        const char *const *names = mlsys_algo_names(coll);
+        int n = 0;
+        while (names[n])
+            n++;
+        table t[16];
+        ck_assert_int_eq(parse_tables(out, t, 16), n + 1);
+        ck_assert_ptr_nonnull(strstr(out, "# algorithm: native\n"));
+        for (int a = 0; a <= n; a++) {
+            ck_assert_int_eq(t[a].nrows, 3);
+            for (int i = 0; i < 3; i++) {
+                if (a == n)
+                    ck_assert_str_eq(t[a].rows[i].algo, "native");
+                check_row(&t[a].rows[i], "float", 4, factors[c]);
+            }
+        }
+        free(out);
+        free(err);
+    }
+}
+END_TEST
+
+START_TEST(mpi_backend_injected_error)
+{
+    if (!have_mpi())
+        return;
+    const char *args[] = {"--backend", "mpi", "--algo", "native", "-b", "24", "-e", "1536",
+                          "-f", "8", "-n", "1", "-w", "0", "--world-size", "3", NULL};
+    char *out, *err;
+    int rc = run_bench(args, &out, &err, "1");
+    ck_assert_msg(rc == 1, "exit %d with a corrupted element", rc);
+    ck_assert_ptr_nonnull(strstr(out, "# Out of bounds values : 6 FAILED"));
     free(out);
     free(err);
 }
@@ -435,6 +500,8 @@ int main(void)
     tcase_add_test(tc, memcpy_ceiling);
     tcase_add_loop_test(tc, bad_flag_exits_2, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, help_exits_0);
+    tcase_add_test(tc, mpi_backend_tables);
+    tcase_add_test(tc, mpi_backend_injected_error);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
