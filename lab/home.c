@@ -1,7 +1,8 @@
 /* home.c - the home screen: on the left the tree of the four parts and fourteen chapters,
  * each with its labs and exercises and a progress mark; on the right the reader, which lays
- * out the chapter's Markdown (lab/md.h) for the pane's width, scrolls, and searches with `/`.
- * Enter on a lab opens its launcher form. A chapter whose text is not written yet says so. */
+ * out the chapter's Markdown (lab/md.h) for the pane's width, scrolls, and searches with `/`,
+ * or, on an exercise, the exercise pane (lab/expane.c). Enter on a lab opens its launcher
+ * form. A chapter whose text is not written yet says so. */
 #include "ui.h"
 #include "md.h"
 #include "exercise.h"
@@ -11,17 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The exercise engine (lab/exercise*.c) is written alongside this screen; weak references
- * let the tree show labs alone in a build that does not have it yet. */
-#pragma weak ex_count
-#pragma weak ex_at
-#pragma weak ex_context_init
-#pragma weak ex_progress_load
-#pragma weak ex_progress_get
-#pragma weak ex_progress_free
-#pragma weak ex_kind_name
-
 #define HOME_ROWS 512
+#define HOME_MAX_EX 256
 
 enum { ROW_PART, ROW_CHAPTER, ROW_LAB, ROW_EXERCISE, ROW_NOTE };
 
@@ -39,7 +31,7 @@ typedef struct home {
     int focus;                  /* 0 tree, 1 reader */
     /* the reader */
     md_doc *doc;
-    int doc_key;                /* chapter index, or 1000 + exercise index */
+    int doc_key;                /* chapter index */
     int doc_width;
     char doc_title[160];
     int rtop, rpage;
@@ -48,14 +40,15 @@ typedef struct home {
     int tlen;
     int match;                  /* line of the current match */
     char rmsg[160];
-    /* progress, read again now and then */
+    /* exercise progress, read again now and then: 1 passed, -1 failed, 0 not tried */
     time_t progress_at;
-    int ex_done[256];
+    signed char ex_mark[HOME_MAX_EX];
+    expane *pane;               /* beside the tree when an exercise is selected */
     /* geometry of the last draw, for mouse clicks */
     int tree_x, tree_y, tree_w, tree_h, read_x;
     int digits;                 /* a chapter number being typed */
     uint64_t digits_at;
-    ui_key_help keys[12];
+    ui_key_help keys[16];
 } home;
 
 static int nchapters(void)
@@ -66,20 +59,10 @@ static int nchapters(void)
     return n;
 }
 
-static int exercises_n(void)
-{
-    return ex_count ? ex_count() : 0;
-}
-
-static const exercise *exercise_i(int i)
-{
-    return ex_at ? ex_at(i) : NULL;
-}
-
 static int exercise_index(const exercise *ex)
 {
-    for (int i = 0; i < exercises_n(); i++)
-        if (exercise_i(i) == ex)
+    for (int i = 0; i < ex_count(); i++)
+        if (ex_at(i) == ex)
             return i;
     return -1;
 }
@@ -97,13 +80,8 @@ static void rebuild(home *h)
         int any = 0;
         for (int k = 0; c->labs && c->labs[k] && h->nrows < HOME_ROWS - 1; k++, any++)
             h->rows[h->nrows++] = (row){ROW_LAB, i, c->labs[k], NULL};
-        for (int k = 0; k < exercises_n() && h->nrows < HOME_ROWS - 1; k++) {
-            const exercise *ex = exercise_i(k);
-            if (ex && ex->chapter == c->number) {
-                h->rows[h->nrows++] = (row){ROW_EXERCISE, i, NULL, ex};
-                any++;
-            }
-        }
+        for (int k = 0; c->exercises && c->exercises[k] && h->nrows < HOME_ROWS - 1; k++, any++)
+            h->rows[h->nrows++] = (row){ROW_EXERCISE, i, NULL, c->exercises[k]};
         if (!any)
             h->rows[h->nrows++] = (row){ROW_NOTE, i, NULL, NULL};
     }
@@ -117,9 +95,7 @@ static void load_progress(home *h)
     if (h->progress_at && now - h->progress_at < 1)
         return;
     h->progress_at = now;
-    memset(h->ex_done, 0, sizeof h->ex_done);
-    if (!ex_context_init || !ex_progress_load || !ex_progress_get)
-        return;
+    memset(h->ex_mark, 0, sizeof h->ex_mark);
     ex_context cx;
     char err[256];
     if (ex_context_init(&cx, err, sizeof err) != 0)
@@ -128,13 +104,11 @@ static void load_progress(home *h)
     memset(&p, 0, sizeof p);
     if (ex_progress_load(&p, cx.progress, err, sizeof err) < 0)
         return;
-    for (int i = 0; i < exercises_n() && i < 256; i++) {
-        const exercise *ex = exercise_i(i);
-        ex_progress_entry *e = ex ? ex_progress_get(&p, ex->id, 0) : NULL;
-        h->ex_done[i] = e && e->done;
+    for (int i = 0; i < ex_count() && i < HOME_MAX_EX; i++) {
+        ex_progress_entry *e = ex_progress_get(&p, ex_at(i)->id, 0);
+        h->ex_mark[i] = !e ? 0 : e->done ? 1 : e->failed_at ? -1 : 0;
     }
-    if (ex_progress_free)
-        ex_progress_free(&p);
+    ex_progress_free(&p);
 }
 
 /* ---- assets ---- */
@@ -182,32 +156,12 @@ static void append(char **buf, size_t *len, size_t *cap, const char *s)
 }
 
 /* The text the reader shows for a row: the chapter's file, or what stands in for it. */
-static char *doc_text(const home *h, const row *rw, size_t *len, char *title, size_t tn)
+static char *doc_text(const row *rw, size_t *len, char *title, size_t tn)
 {
     const chapter *c = lab_chapters[rw->ch];
     char line[1024];
     char *buf = NULL;
     size_t used = 0, cap = 0;
-    if (rw->kind == ROW_EXERCISE && rw->ex) {
-        const exercise *ex = rw->ex;
-        snprintf(title, tn, "exercise %s", ex->id);
-        snprintf(line, sizeof line, "# %s\n\n*%s exercise of chapter %d* · `%s`\n\n", ex->title,
-                 ex_kind_name ? ex_kind_name(ex->kind) : "an", ex->chapter, ex->id);
-        append(&buf, &used, &cap, line);
-        append(&buf, &used, &cap, ex->task ? ex->task : "");
-        append(&buf, &used, &cap, "\n\n## Work on it\n\n");
-        snprintf(line, sizeof line, "- `mlsys-lab check %s` judges your answer or code\n"
-                 "- `mlsys-lab hint %s` gives one hint at a time\n"
-                 "- `mlsys-lab watch` checks again on every save\n", ex->id, ex->id);
-        append(&buf, &used, &cap, line);
-        if (ex->lab) {
-            snprintf(line, sizeof line, "\nIt builds on the lab `%s`.\n", ex->lab);
-            append(&buf, &used, &cap, line);
-        }
-        *len = used;
-        (void)h;
-        return buf;
-    }
     snprintf(title, tn, "Chapter %d: %s", c->number, c->title);
     if (c->text_asset) {
         char *t = home_read_asset(c->text_asset, len);
@@ -243,7 +197,7 @@ static const row *reader_row(const home *h)
 static void ensure_doc(home *h, int width)
 {
     const row *rw = reader_row(h);
-    int key = rw->kind == ROW_EXERCISE ? 1000 + exercise_index(rw->ex) : rw->ch;
+    int key = rw->ch;
     if (h->doc && h->doc_key == key && h->doc_width == width)
         return;
     int same = h->doc && h->doc_key == key;
@@ -251,7 +205,7 @@ static void ensure_doc(home *h, int width)
     double frac = same && h->doc->nlines ? (double)h->rtop / h->doc->nlines : 0;
     md_doc_free(h->doc);
     size_t len = 0;
-    char *text = doc_text(h, rw, &len, h->doc_title, sizeof h->doc_title);
+    char *text = doc_text(rw, &len, h->doc_title, sizeof h->doc_title);
     unsigned flags = ui_options()->ascii ? MD_ASCII : 0;
     h->doc = md_render(text ? text : "", text ? len : 0, width, flags);
     free(text);
@@ -314,20 +268,19 @@ static void mark(home *h, const row *rw, char *out, size_t n, grid_attr *a, int 
         *a = p > 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : p < 0 ? GRID_PAIR(UI_PAIR_ERR) : GRID_DIM;
     } else if (rw->kind == ROW_EXERCISE) {
         int i = exercise_index(rw->ex);
-        int done = i >= 0 && i < 256 && h->ex_done[i];
-        snprintf(out, n, "%s", done ? (ascii ? "v" : "✓") : (ascii ? "." : "·"));
-        *a = done ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : GRID_DIM;
+        int m = i >= 0 && i < HOME_MAX_EX ? h->ex_mark[i] : 0;
+        snprintf(out, n, "%s", m > 0 ? (ascii ? "v" : "✓") : m < 0 ? (ascii ? "x" : "✗") :
+                 (ascii ? "." : "·"));
+        *a = m > 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : m < 0 ? GRID_PAIR(UI_PAIR_ERR) : GRID_DIM;
     } else if (rw->kind == ROW_CHAPTER) {
         const chapter *c = lab_chapters[rw->ch];
         int total = 0, done = 0;
         for (int k = 0; c->labs && c->labs[k]; k++, total++)
             done += ui_progress_lab(c->labs[k]->id) > 0;
-        for (int k = 0; k < exercises_n(); k++) {
-            const exercise *ex = exercise_i(k);
-            if (ex && ex->chapter == c->number) {
-                total++;
-                done += k < 256 && h->ex_done[k];
-            }
+        for (int k = 0; c->exercises && c->exercises[k]; k++) {
+            int i = exercise_index(c->exercises[k]);
+            total++;
+            done += i >= 0 && i < HOME_MAX_EX && h->ex_mark[i] > 0;
         }
         if (total)
             snprintf(out, n, "%d/%d", done, total);
@@ -439,7 +392,14 @@ static void home_draw(ui_screen *s, grid *g, int x, int y, int w, int hh)
     grid_put(g, x + 1, y, "Chapters", GRID_BOLD | (h->focus == 0 ? GRID_PAIR(UI_PAIR_SEL) : 0));
     draw_tree(h, g, x, y + 1, tw, hh - 1);
     grid_vline(g, x + tw, y, hh, GRID_PAIR(UI_PAIR_DIM));
-    draw_reader(h, g, x + tw + 1, y, w - tw - 1, hh);
+    const row *rw = &h->rows[h->sel];
+    if (rw->kind == ROW_EXERCISE) {
+        expane_show(h->pane, rw->ex);
+        expane_draw(h->pane, g, x + tw + 1, y, w - tw - 1, hh, h->focus == 1);
+    } else {
+        expane_show(h->pane, NULL);     /* coming back to an exercise opens it afresh */
+        draw_reader(h, g, x + tw + 1, y, w - tw - 1, hh);
+    }
 }
 
 static void home_title(ui_screen *s, char *out, size_t n)
@@ -450,7 +410,7 @@ static void home_title(ui_screen *s, char *out, size_t n)
     for (int i = 0; lab_chapters[i]; i++)
         for (int k = 0; lab_chapters[i]->labs && lab_chapters[i]->labs[k]; k++)
             nl++;
-    snprintf(out, n, "%d chapters, %d labs, %d exercises", nchapters(), nl, exercises_n());
+    snprintf(out, n, "%d chapters, %d labs, %d exercises", nchapters(), nl, ex_count());
 }
 
 static const ui_key_help *home_keys(ui_screen *s)
@@ -460,6 +420,9 @@ static const ui_key_help *home_keys(ui_screen *s)
     if (h->searching) {
         h->keys[k++] = (ui_key_help){"Enter", "search"};
         h->keys[k++] = (ui_key_help){"Esc", "cancel"};
+    } else if (h->rows[h->sel].kind == ROW_EXERCISE) {
+        expane_show(h->pane, h->rows[h->sel].ex);
+        k = expane_keys(h->pane, h->focus == 1, h->keys, (int)(sizeof h->keys / sizeof h->keys[0]));
     } else if (h->focus == 0) {
         h->keys[k++] = (ui_key_help){"j/k", "move"};
         h->keys[k++] = (ui_key_help){"1-14", "chapter"};
@@ -486,10 +449,15 @@ static const char *const *home_help(ui_screen *s)
     static const char *const lines[] = {
         "Left: the chapters. Enter opens a chapter; on a lab it opens the launcher form.",
         "Digits jump to a chapter: 3, or 1 then 4 for chapter 14.",
-        "Marks: a lab that ran to the end, an exercise that passed; 2/5 counts them.",
+        "Marks: ✓ a lab that ran to the end or an exercise that passed, ✗ one that failed, "
+        "· not tried yet; 2/5 counts what is done.",
         "Right: the chapter's text. / searches it (any case), n and N go to the next match.",
         "g and G jump to the top and the end; the mouse wheel scrolls when it is on.",
-        "Exercises are checked from the shell: mlsys-lab check ID, mlsys-lab hint ID.",
+        "On an exercise the right side is its pane: e opens your file in $EDITOR (vi, nano or "
+        "ed when it is not set), c checks it, h shows the next hint (one at a time, kept in "
+        "your progress). A predict question: Enter, type the answer, Enter; each time you "
+        "open it the numbers are new. There ← goes back to the chapter, as h does elsewhere.",
+        "The same from the shell: mlsys-lab check ID, mlsys-lab hint ID, mlsys-lab watch.",
         NULL
     };
     return lines;
@@ -551,9 +519,53 @@ static int reader_key(home *h, int key)
     return UI_HANDLED | UI_REDRAW;
 }
 
+/* On an exercise row the pane has the first say; with the pane focused only the keys that
+ * go back to the tree are left for the tree. */
+static int pane_key(home *h, int key)
+{
+    const row *rw = &h->rows[h->sel];
+    if (rw->kind != ROW_EXERCISE)
+        return -1;
+    expane_show(h->pane, rw->ex);
+    if (key == UI_KEY_WHEEL_UP || key == UI_KEY_WHEEL_DOWN) {
+        if (ui_mouse_x() < h->read_x)
+            return -1;
+        return expane_key(h->pane, key, 1);
+    }
+    if (key == UI_KEY_CLICK && !expane_typing(h->pane))
+        return -1;
+    int r = expane_key(h->pane, key, h->focus == 1);
+    if (r) {
+        h->progress_at = 0;     /* a check, an answer or a hint: the marks now */
+        return r;
+    }
+    if (h->focus == 1) {
+        if (key == UI_KEY_TAB || key == UI_KEY_ESC || key == UI_KEY_LEFT) {
+            h->focus = 0;
+            return UI_HANDLED | UI_REDRAW;
+        }
+        if (key >= '0' && key <= '9')
+            return -1;
+        return 0;               /* not the reader's keys; q and F10 still work */
+    }
+    if (key == UI_KEY_ENTER || key == 'l' || key == UI_KEY_RIGHT || key == UI_KEY_TAB) {
+        h->focus = 1;
+        return UI_HANDLED | UI_REDRAW;
+    }
+    if (key == UI_KEY_LEFT) {
+        while (h->sel > 0 && h->rows[h->sel].kind != ROW_CHAPTER)
+            h->sel--;
+        return UI_HANDLED | UI_REDRAW;
+    }
+    return -1;
+}
+
 static int home_key(ui_screen *s, int key)
 {
     home *h = s->data;
+    int pr = h->searching ? -1 : pane_key(h, key);
+    if (pr >= 0)
+        return pr;
     if (h->searching) {
         if (key == UI_KEY_ENTER) {
             h->searching = 0;
@@ -666,9 +678,20 @@ static int home_key(ui_screen *s, int key)
     return UI_HANDLED | UI_REDRAW;
 }
 
+static int home_tick(ui_screen *s, uint64_t now_ns, int *timeout_ms)
+{
+    home *h = s->data;
+    (void)now_ns;
+    int r = expane_tick(h->pane, timeout_ms);
+    if (r)
+        h->progress_at = 0;
+    return r;
+}
+
 static void home_free(ui_screen *s)
 {
     home *h = s->data;
+    expane_free(h->pane);
     md_doc_free(h->doc);
     free(h);
     free(s);
@@ -681,7 +704,7 @@ static const ui_screen_class home_class = {
     .help = home_help,
     .draw = home_draw,
     .key = home_key,
-    .tick = NULL,
+    .tick = home_tick,
     .free = home_free,
 };
 
@@ -692,6 +715,7 @@ ui_screen *home_create(void)
     rebuild(h);
     h->sel = 1;                 /* chapter 1, below the first part's title */
     h->doc_key = -1;
+    h->pane = expane_create();
     ui_screen *s = mlsys_xcalloc(1, sizeof *s);
     s->cls = &home_class;
     s->data = h;

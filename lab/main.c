@@ -67,8 +67,9 @@ static int cmd_list(int argc, char **argv)
     (void)argv;
     printf("MLSys Lab %s: chapters, labs and exercises", MLSYS_VERSION);
     print_list(stdout);
-    printf("Run a lab:         mlsys-lab run LAB [--world-size N] [flags]   (flags: mlsys-lab run LAB --help)\n"
-           "Do an exercise:    mlsys-lab check ID, mlsys-lab hint ID   (or open the lab: mlsys-lab)\n");
+    printf("Run a lab:       mlsys-lab run LAB [--world-size N] [flags]   "
+           "(flags: mlsys-lab run LAB --help)\n"
+           "Do an exercise:  mlsys-lab check ID, mlsys-lab hint ID   (or in the lab: mlsys-lab)\n");
     return 0;
 }
 

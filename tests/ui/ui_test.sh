@@ -1,10 +1,15 @@
 #!/bin/sh
 # ui_test.sh - the front end driven through tmux as a learner would: keys in, captured screen
-# out (LANG=C.UTF-8, 120x40). Home and reader, a gated collective cheatsheet stepped to the
-# end of its all-reduce, the log view, replay, help, resizing and tiny terminals, NO_COLOR,
-# --ascii, a rank killed mid-run, Ctrl-C and SIGTERM (terminal sane, no process left).
+# out (LANG=C.UTF-8, 120x40). Home and reader, the exercise pane (hints, a failing and a
+# passing check, $EDITOR, predict answers, Ctrl-C during a check), a gated collective
+# cheatsheet stepped to the end of its all-reduce, the log view, replay, help, resizing and
+# tiny terminals, NO_COLOR, --ascii, a rank killed mid-run, Ctrl-C and SIGTERM (terminal
+# sane, no process left). Every file the lab writes (workspace, progress) stays in a temp dir.
+# MLSYS_EX_SEED (test-only, read by lab/expane.c) fixes the seeds of the pane's checks and
+# questions so that its golden frame (tests/frames/ui_expane_*.txt) is the same every run.
 # Usage: tests/ui/ui_test.sh [BUILD_DIR]   (from the repository root; default build)
-# Ends with "N passed, M failed"; without tmux it says why and skips.
+# GENERATE=1 rewrites the golden frames. Ends with "N passed, M failed"; without tmux it
+# says why and skips.
 set -u
 build=${1:-build}
 root=$(pwd)
@@ -39,7 +44,8 @@ start() {
     mkdir -p "$tmp/home" "$tmp/state"
     $T new-session -d -s "$sess" -x "$w" -y "$h" \
         "env -i PATH=$PATH HOME=$tmp/home LANG=C.UTF-8 TERM=tmux-256color \
-         XDG_STATE_HOME=$tmp/state XDG_DATA_HOME=$tmp/data MLSYS_LAB_SRC=$root $extra \
+         XDG_STATE_HOME=$tmp/state XDG_DATA_HOME=$tmp/data MLSYS_LAB_HOME=$tmp/lab \
+         MLSYS_LAB_SRC=$root $extra \
          PS1='$ ' sh"
     $T set-option -t "$sess" -g default-terminal tmux-256color >/dev/null 2>&1
     sleep 0.3
@@ -82,6 +88,36 @@ check() {
     fi
 }
 eq() { [ "$1" = "$2" ]; }
+
+# The right-hand pane of home (rows 2-39 without the tree's 46 columns), and as one line.
+pane() { screen | sed -n '2,39p' | sed -E 's/^.{0,46}//'; }
+pane_text() { pane | tr '\n' ' ' | tr -s ' '; }
+# Press $2 (j or k) until the pane shows exercise $1, at most 30 times.
+select_ex() {
+    i=0
+    while [ "$i" -lt 30 ]; do
+        screen | grep -Eq "│ exercise $1( |\$)" && return 0
+        keys "$2"
+        sleep 0.15
+        i=$((i + 1))
+    done
+    return 1
+}
+# Compare the pane and the footer with tests/frames/$1.txt, the temp dir's name written as
+# XXXXXX (the same length, so that lines wrap the same); GENERATE=1 writes the golden.
+golden() {
+    want="$root/tests/frames/$1.txt"
+    { pane; screen | sed -n '40p'; } | sed -e 's/[[:space:]]*$//' \
+        -e "s|mlsys-ui-test\.[A-Za-z0-9]\{6\}|mlsys-ui-test.XXXXXX|g" > "$tmp/$1.txt"
+    if [ "${GENERATE:-}" = 1 ]; then
+        cp "$tmp/$1.txt" "$want"
+        echo "   wrote $want"
+        return 0
+    fi
+    [ -f "$want" ] || { echo "   | golden $want is missing (GENERATE=1 writes it)"; return 1; }
+    diff -u "$want" "$tmp/$1.txt" | sed 's/^/   | /' | head -40
+    cmp -s "$want" "$tmp/$1.txt"
+}
 
 # The PIDs of the lab (child of the pane's shell) and of its ranks.
 ui_pid() { pgrep -P "$($T display -p -t "$sess" '#{pane_pid}')" | head -1; }
@@ -148,6 +184,165 @@ fi
 keys q
 check "q on home quits, exit status 0" wait_for "^EXIT=0" 30
 check "the terminal is sane after quitting" sane_tty
+$T kill-session -t "$sess"
+
+# ---- the exercise pane: hints, a failing check, $EDITOR, a passing check, predict ----
+# A stand-in for $EDITOR that writes the reference solution over the learner's file. It also
+# presses Ctrl-C as a learner in vi might: SIGINT to its whole process group, the lab's too
+# (the lab must ignore it while the editor has the terminal); it ignores it itself.
+printf '#!/bin/sh\ntrap "" INT\nkill -INT 0\n%s\ncp "%s" "$1"\n' \
+    'echo "stand-in editor: the solution goes into $1"' \
+    "$root/assets/exercises/ch03-ring-allreduce/solution.c" > "$tmp/editor.sh"
+chmod +x "$tmp/editor.sh"
+work="$tmp/exhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
+progress="$tmp/exstate/mlsys-lab/progress"
+start expane 120 40 "XDG_STATE_HOME=$tmp/exstate MLSYS_LAB_HOME=$tmp/exhome \
+    EDITOR=$tmp/editor.sh MLSYS_EX_SEED=7"
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 3 Enter
+wait_for "ex  Ring all-reduce" 30
+check "selecting the ring all-reduce exercise opens its pane" select_ex ch03-ring-allreduce j
+pane_has() { pane_text | grep -qF -- "$1"; }
+check "the pane shows its title" pane_has "Ring all-reduce from send and recv"
+check "its kind and chapter" pane_has "implement · chapter 3 · builds on the lab"
+check "its task" pane_has "Write an in-place SUM all-reduce with point-to-point calls only"
+check "and the learner's file, in the temp workspace" \
+    sh -c "$T capture-pane -p -t $sess | grep -qF '$tmp/exhome/exercises/ch03-ring-allreduce/' && \
+           $T capture-pane -p -t $sess | grep -qF ' ring_allreduce.c'"
+check "which is not there until e or c makes it" sh -c "[ ! -e '$work' ] && \
+    $T capture-pane -p -t $sess | grep -q 'not there yet: e or c makes it from the starter'"
+check "no hint is shown before h" pane_has "Hints 0 of 5 shown"
+check "the footer has the pane's keys" wait_for "e edit  c check  h hint" 10
+keys h
+check "h shows the first hint" wait_for "1\. If every rank calls a blocking mlsys_send" 20
+keys h
+check "h again shows the second, one at a time" wait_for "2\. How do you cut count elements" 20
+check "and not the third yet" \
+    sh -c "! $T capture-pane -p -t $sess | grep -q '3\. At reduce-scatter'"
+check "the hints shown are kept in the progress file" \
+    grep -q "^ch03-ring-allreduce pending hints=2" "$progress"
+keys c
+check "c on the untouched starter shows a failing verdict" wait_for "✗ FAIL  wrong result" 200
+check "with the rank and element that differ" \
+    wait_for "differs at  N = [0-9]+, rank [0-9]+, element [0-9]+" 10
+check "and what was expected there" wait_for "rank [0-9]+, element [0-9]+: expected .*, got " 10
+check "c made the file from the starter in the temp workspace" \
+    cmp -s "$root/assets/exercises/ch03-ring-allreduce/starter.c" "$work"
+check "the tree marks the exercise failed" wait_for "ex  Ring all-reduce from send and … ✗" 20
+check "golden frame of the pane after two hints and a failed check" golden ui_expane_ring_fail
+keys e
+check "e runs \$EDITOR on the file and comes back to the pane" \
+    wait_for "back from $tmp/editor.sh: c checks your file" 50
+check "a Ctrl-C in the editor went to the editor, not the lab" sh -c "[ -n \"\$(pgrep -P \
+    \$($T display -p -t $sess '#{pane_pid}'))\" ]"
+check "the screen is drawn whole again: title on top, footer at the bottom" \
+    sh -c "$T capture-pane -p -t $sess | head -1 | grep -q '^ MLSys Lab' && \
+           $T capture-pane -p -t $sess | tail -1 | grep -q 'e edit  c check' && \
+           ! $T capture-pane -p -t $sess | grep -q 'stand-in editor'"
+check "the old verdict is marked as older than the edit" wait_for "checked before your last edit" 10
+check "the editor wrote the solution into the learner's file" \
+    cmp -s "$root/assets/exercises/ch03-ring-allreduce/solution.c" "$work"
+keys c
+check "c on the solution passes" wait_for "✓ PASS" 300
+check "on every world size" wait_for "passed on N = 1, 2, 3, 4, 8" 10
+check "and the tree mark becomes ✓" wait_for "ex  Ring all-reduce from send and … ✓" 20
+check "the progress file says done" grep -q "^ch03-ring-allreduce done hints=2" "$progress"
+
+# A predict question: the right answer is worked out here from the question on the screen.
+ring_sends_answer() {
+    q=$(pane_text)
+    n=$(echo "$q" | sed -nE 's/.*runs on N = ([0-9]+) ranks.*/\1/p')
+    [ -n "$n" ] || return 1
+    if echo "$q" | grep -q "sent in all"; then
+        echo $((2 * n * (n - 1)))
+    else
+        echo $((2 * (n - 1)))
+    fi
+}
+select_ex ch03-predict-ring-sends k
+check "the predict question on ring messages shows its question" \
+    wait_for "A ring all-reduce runs on N = [0-9]+ ranks" 10
+check "and an empty answer field" wait_for "\[ +\]  Enter to answer" 10
+ans=$(ring_sends_answer)
+check "the question names N (the answer worked out from it: $ans)" test -n "$ans"
+keys Enter
+check "Enter opens the answer field" wait_for "Enter submits, Esc leaves the field" 10
+keys "$ans" Enter
+check "the right answer is judged right" wait_for "✓ right: $ans messages" 20
+check "and the question is marked passed in the tree" \
+    wait_for "ex  Messages in a ring all-reduce   ✓" 20
+keys Enter
+check "Enter draws a new question and opens the field" wait_for "\[ +\]  Enter submits" 10
+ans=$(ring_sends_answer)
+keys "$((ans + 1))" Enter
+check "a wrong answer is judged wrong (too large)" \
+    wait_for "✗ $((ans + 1)) is not it \(too large\)" 20
+check "and the pane gives the right one" wait_for "the answer: $ans messages" 10
+keys e
+check "a predict question has no file to edit" wait_for "a predict question has no file" 10
+select_ex ch03-predict-reduce-scatter k
+keys Enter 0 Enter
+check "a wrong first answer marks a question failed in the tree" \
+    wait_for "ex  What reduce_scatter leaves on … ✗" 20
+keys q
+check "q quits from the exercise pane, exit status 0" wait_for "^EXIT=0" 30
+check "the terminal is sane after the pane and the editor" sane_tty
+$T kill-session -t "$sess"
+XDG_STATE_HOME=$tmp/exstate MLSYS_LAB_HOME=$tmp/exhome "$bin" list > "$tmp/list.txt" 2>&1
+check "mlsys-lab list shows the labs" grep -Eq '^ +lab +ch03/collective-cheatsheet ' "$tmp/list.txt"
+check "and the exercises with kind and status" sh -c "\
+    grep -Eq '^ +ex +ch03-ring-allreduce +implement +done ' $tmp/list.txt && \
+    grep -Eq '^ +ex +ch03-predict-ring-sends +predict +done ' $tmp/list.txt && \
+    grep -Eq '^ +ex +ch03-predict-reduce-scatter +predict +failed ' $tmp/list.txt && \
+    grep -Eq '^ +ex +ch03-argmax +implement +not tried ' $tmp/list.txt"
+
+# ---- no usable $EDITOR: vi, then nano, then ed; here only nano and ed are on the PATH ----
+mkdir -p "$tmp/fakebin"
+ln -sf "$(command -v sh)" "$tmp/fakebin/sh"
+for ed in nano ed; do
+    printf '#!/bin/sh\necho %s > "%s/editor-ran"\n' "$ed" "$tmp" > "$tmp/fakebin/$ed"
+    chmod +x "$tmp/fakebin/$ed"
+done
+start exed 120 40 "PATH=$tmp/fakebin XDG_STATE_HOME=$tmp/edstate MLSYS_LAB_HOME=$tmp/edhome \
+    EDITOR=nosuch-editor"
+keys "$bin" Enter
+wait_for "Chapter 1:" 30
+keys 3 Enter
+wait_for "ex  Ring all-reduce" 30
+select_ex ch03-ring-allreduce j
+check "with EDITOR not runnable and no vi the pane names the fallback, nano" \
+    wait_for "e opens it in nano \(EDITOR=nosuch-editor cannot run here\)" 20
+keys e
+check "e runs nano, not ed" sh -c "sleep 0.5; [ \"\$(cat $tmp/editor-ran 2>/dev/null)\" = nano ]"
+check "and creates the file from the starter first" \
+    cmp -s "$root/assets/exercises/ch03-ring-allreduce/starter.c" \
+    "$tmp/edhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
+check "the pane says the file was made from the starter" \
+    wait_for "back from nano \(your file was made from the starter\): c checks it" 20
+keys q
+$T kill-session -t "$sess"
+
+# ---- Ctrl-C while a check runs: the check is stopped and the terminal given back ----
+mkdir -p "$tmp/extmp"
+printf '%s\n' '#include "mlsys.h"' '#include "api.h"' \
+    'int my_ring_allreduce(mlsys_comm *c, float *buf, size_t count)' \
+    '{' '    (void)c; (void)buf; (void)count;' '    for (volatile int spin = 0;; spin++)' \
+    '        ;' '    return 0;' '}' > "$work"
+start excc 120 40 "XDG_STATE_HOME=$tmp/exstate MLSYS_LAB_HOME=$tmp/exhome TMPDIR=$tmp/extmp"
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 3 Enter
+wait_for "ex  Ring all-reduce" 30
+select_ex ch03-ring-allreduce j
+keys c
+check "c on a function that never returns says it is checking" wait_for "⋯ checking…" 30
+# [m]: the pattern does not match the command line of the sh that runs pgrep
+check "while the ranks of the check run" sh -c "sleep 1; pgrep -f '$tmp/extmp/[m]lsys-ex-' >/dev/null"
+keys C-c
+check "Ctrl-C during the check stops it and exits 130" wait_for "^EXIT=130" 60
+check "no process of the check is left" sh -c "sleep 0.5; ! pgrep -f '$tmp/extmp/[m]lsys-ex-' >/dev/null"
+check "the terminal is sane after Ctrl-C in a check" sane_tty
 $T kill-session -t "$sess"
 
 # ---- a gated collective cheatsheet, stepped through its all-reduce ----
