@@ -28,21 +28,24 @@ typedef struct shm_slot {
     uint64_t addr;              /* bytes > SHM_INLINE: sender's address, or heap offset */
     int32_t in_heap;            /* 1: addr is an offset in the sender's heap */
     int32_t status;             /* receiver's verdict: 0 or MLSYS_ERR_TRUNCATE */
-    int32_t pad[4];
+    int32_t eager;              /* 1: the send completed at posting; the slot is reclaimed
+                                 * by the sender's next post once the receiver is done */
+    int32_t pad[3];
     unsigned char data[SHM_INLINE];
 } shm_slot;
 
 typedef struct shm_rank_state {
-    _Atomic uint32_t bell;      /* eventcount: bumped on anything this rank may wait for */
+    /* written by every peer that wakes this rank: a cache line of its own */
+    _Alignas(64) _Atomic uint32_t bell;  /* eventcount: bumped on anything this rank may wait for */
     _Atomic uint32_t sleepers;  /* >0: someone sleeps on bell (futex) */
-    _Atomic int32_t pid;
+    /* written by this rank only */
+    _Alignas(64) _Atomic int32_t pid;
     _Atomic int32_t wait_kind;  /* WAIT_* published for the deadlock report */
     _Atomic int32_t wait_peer;  /* world rank */
     _Atomic int32_t wait_tag;
     _Atomic uint64_t wait_bytes;
     _Atomic uint64_t gate_passed;   /* steps this rank has passed in gated mode */
     _Atomic int32_t gate_step;      /* the step it waits at */
-    char pad[64 - 4 * 8];
 } shm_rank_state;
 
 typedef struct shm_ring {
@@ -78,7 +81,7 @@ shm_ring *shm_ring_of(shm_header *h, int r);
 mlsys_event *shm_ring_events(shm_ring *ring);
 void shm_bell_ring(shm_header *h, int r);                 /* bump and wake rank r */
 /* Wait until *bell != seen or timeout_ms passes (spin, then futex). */
-void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms);
+void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms, uint64_t spin_ns);
 
 /* ---- requests ---- */
 enum { REQ_SEND = 1, REQ_RECV = 2 };
@@ -135,6 +138,8 @@ struct mlsys_world {
     uint32_t next_ctx;
     struct mlsys_comm *comms;   /* every communicator of this process, for finalize */
     int gated;
+    uint64_t spin_ns;           /* how long a waiter spins: 0 when ranks outnumber cores */
+    pid_t pid;                  /* getpid() is a system call: asked once */
     uint64_t spans;             /* trace span counter */
     char **peer_heap;           /* [size]: mappings of the ranks' heaps, lazily */
     const transport_ops *tp;

@@ -73,26 +73,26 @@ void shm_bell_ring(shm_header *h, int r)
         futex(&s->bell, FUTEX_WAKE, 1 << 30, NULL);
 }
 
-/* Spin a few microseconds (a message from a rank on the other core arrives within one or
- * two), then yield for a while (with more ranks than cores the sender may need this very
+/* Spin spin_ns (a message from a rank on the other core arrives within a microsecond or
+ * two; when ranks outnumber cores the peer may share this core, and spinning only delays
+ * it, so the caller passes 0), then yield for a while (with more ranks than cores the sender may need this very
  * core), then sleep on the futex. Spinning is bounded by time, not by a count: a pause costs
  * 10 ns on one machine and 60 ns in a VM. The caller re-checks its condition after every
  * return, so spurious wake-ups are harmless. */
-#define SPIN_NS 5000ull
 #define YIELD_NS 100000ull
 
-void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms)
+void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms, uint64_t spin_ns)
 {
     shm_rank_state *s = shm_rank(h, r);
-    uint64_t t0 = mlsys_now_ns(), t;
-    do {
-        for (int i = 0; i < 16; i++) {
+    uint64_t t0 = mlsys_now_ns(), t = 0;
+    while (t < spin_ns) {
+        for (int i = 0; i < 64; i++) {
             if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)
                 return;
             cpu_relax();
         }
         t = mlsys_now_ns() - t0;
-    } while (t < SPIN_NS);
+    }
     do {
         sched_yield();
         if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)

@@ -122,7 +122,7 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
         uint32_t seen = atomic_load(&s->bell);
         if (atomic_load(&w->h->gate_credit) >= want)
             break;
-        shm_bell_wait(w->h, w->rank, seen, 100);
+        shm_bell_wait(w->h, w->rank, seen, 100, w->spin_ns);
     }
     atomic_store(&s->wait_kind, WAIT_NONE);
     return 0;

@@ -818,6 +818,9 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
     gethostname(host, sizeof host - 1);
     int rc = mlsys_print_ordered(c, "#  Rank %2d Pid %6d on %10s backend %s\n", me,
                                  (int)getpid(), host, mlsys_backend_name(c));
+    if (rc)
+        fprintf(stderr, "mlsys-lab bench: rank %d: the rank list failed (%d): %s\n", me, rc,
+                mlsys_errmsg(c));
     uint64_t wrong = 0;
     for (int t = 0; t < g->nalgos && !rc; t++) {
         const char *algo = g->algos[t];
