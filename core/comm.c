@@ -170,6 +170,11 @@ void mlsys_finalize(mlsys_comm *c)
         w->pending = r->next;
         free(r);
     }
+    while (w->free_reqs) {
+        mlsys_request *r = w->free_reqs;
+        w->free_reqs = r->next;
+        free(r);
+    }
     for (mlsys_comm *x = w->comms, *next; x; x = next) {
         next = x->next_comm;
         free(x->world_of);

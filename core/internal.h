@@ -140,6 +140,8 @@ struct mlsys_world {
     int gated;
     uint64_t spin_ns;           /* how long a waiter spins: 0 when ranks outnumber cores */
     pid_t pid;                  /* getpid() is a system call: asked once */
+    mlsys_request *free_reqs;   /* finished requests kept for reuse (p2p.c) */
+    int nfree_reqs;
     uint64_t spans;             /* trace span counter */
     char **peer_heap;           /* [size]: mappings of the ranks' heaps, lazily */
     const transport_ops *tp;
