@@ -63,6 +63,11 @@ static void progress_send(mlsys_request *r)
 {
     mlsys_world *w = r->comm->w;
     if (r->slot < 0) {
+        /* post in sequence order: a slot freed between two attempts must not let a younger
+         * message to the same peer go first (the receiver relies on it, see progress_recv) */
+        for (const mlsys_request *o = r->prev; o; o = o->prev)
+            if (o->kind == REQ_SEND && o->slot < 0 && o->peer_world == r->peer_world)
+                return;
         if (!try_post(r))
             return;
         if (eager_ok(r)) {
@@ -174,14 +179,22 @@ static void progress_recv(mlsys_request *r, int small_only)
     if (older_same_key(r))
         return;
     shm_slot *ch = shm_channel(w->h, r->peer_world, w->rank), *best = NULL;
-    for (int i = 0; i < SHM_SLOTS; i++) {
-        shm_slot *s = &ch[i];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_POSTED)
-            continue;
-        if (s->ctx != r->ctx || s->tag != r->tag)
-            continue;
-        if (!best || s->seq < best->seq)
-            best = s;
+    /* The scan is not a snapshot: with eager sends, a message can be posted into a slot
+     * already passed while a later one lands in a slot still ahead, and the later one would
+     * overtake. Everything posted before the candidate is visible once it is (the sender
+     * publishes in order), so a second pass finds the true oldest. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < SHM_SLOTS; i++) {
+            shm_slot *s = &ch[i];
+            if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_POSTED)
+                continue;
+            if (s->ctx != r->ctx || s->tag != r->tag)
+                continue;
+            if (!best || s->seq < best->seq)
+                best = s;
+        }
+        if (!best)
+            return;
     }
     if (!best || (small_only && best->bytes > SHM_INLINE))
         return;
