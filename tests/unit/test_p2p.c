@@ -324,6 +324,34 @@ START_TEST(test_counters)
 }
 END_TEST
 
+/* Message order under eager sends: print_ordered sends a length and then the text with one
+ * tag, eagerly; if the text ever overtook the length, rank 0 would receive 40-odd bytes
+ * into an 8-byte buffer and fail. Thousands of rounds on more ranks than cores, so that
+ * posting and scanning interleave in every way. (Rank 0's output goes to /dev/null.) */
+static int print_storm(mlsys_comm *c, void *arg)
+{
+    int rounds = *(int *)arg;
+    if (mlsys_rank(c) == 0 && !freopen("/dev/null", "w", stdout))
+        return 3;
+    float x[2] = {1, 2}, y[2];
+    for (int k = 0; k < rounds; k++) {
+        FAIL_IF(mlsys_print_ordered(c, "#  Rank %2d Pid %6d on %10s backend %s\n", mlsys_rank(c),
+                                    k, "host", "shm"),
+                "round %d: %s", k, mlsys_errmsg(c));
+        if (k % 7 == 0)
+            FAIL_IF(mlsys_allreduce(c, x, y, 2, MLSYS_F32, MLSYS_SUM), "%s", mlsys_errmsg(c));
+    }
+    return 0;
+}
+
+START_TEST(test_eager_order)
+{
+    int rounds = 3000;
+    for (int n = 3; n <= 5; n += 2)
+        ck_assert_msg(RUN(n, 10000, print_storm, &rounds) == 0, "N=%d: %s", n, why);
+}
+END_TEST
+
 static Suite *p2p_suite(void)
 {
     Suite *s = suite_create("p2p");
@@ -339,6 +367,7 @@ static Suite *p2p_suite(void)
     tcase_add_test(t, test_truncation_and_bad_args);
     tcase_add_test(t, test_split);
     tcase_add_test(t, test_counters);
+    tcase_add_test(t, test_eager_order);
     suite_add_tcase(s, t);
     return s;
 }
