@@ -3,6 +3,7 @@
  * busbw = algbw x the nccl-tests factor and algbw = size / time within the printed rounding,
  * the checker catches an injected wrong element, and bad flags exit 2 with one line.
  * No timing is asserted. */
+#include "run_bin.h"
 #include <check.h>
 #include <fcntl.h>
 #include <math.h>
@@ -14,29 +15,6 @@
 #include "../../core/mlsys.h"
 
 #define MAX_ROWS 64
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
-
-static char *slurp(int fd)
-{
-    size_t len = 0, cap = 4096;
-    char *s = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (len + 1024 > cap)
-            s = realloc(s, cap *= 2);
-        ssize_t got = read(fd, s + len, cap - len - 1);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    s[len] = 0;
-    return s;
-}
 
 /* Run `mlsys-lab bench ARGS...` with stdout and stderr in files; returns the exit status. */
 static int run_bench(const char *const *args, char **out, char **err, const char *inject)
@@ -65,8 +43,8 @@ static int run_bench(const char *const *args, char **out, char **err, const char
     }
     int st;
     ck_assert(waitpid(pid, &st, 0) == pid);
-    *out = slurp(fo);
-    *err = slurp(fe);
+    *out = slurp_fd(fo);
+    *err = slurp_fd(fe);
     close(fo);
     close(fe);
     ck_assert_msg(WIFEXITED(st), "bench died by a signal");
@@ -155,7 +133,7 @@ static int check_json(const char *path, double factor)
 {
     int fd = open(path, O_RDONLY);
     ck_assert_msg(fd >= 0, "no JSON file %s", path);
-    char *js = slurp(fd);
+    char *js = slurp_fd(fd);
     close(fd);
     int rows = 0;
     for (const char *p = js; (p = strstr(p, "{\"size\": ")); rows++) {
@@ -341,7 +319,7 @@ START_TEST(json_output)
     ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
     fd = open(path, O_RDONLY);
     ck_assert(fd >= 0);
-    char *js = slurp(fd);
+    char *js = slurp_fd(fd);
     close(fd);
     unlink(path);
     ck_assert_ptr_nonnull(strstr(js, "\"collective\": \"all_reduce\""));

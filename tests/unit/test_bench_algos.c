@@ -3,6 +3,7 @@
  * 1 %, Min <= Mean, results checked (an injected error caught), the model's crossover and
  * times recomputed from the curriculum's formulas, the measured crossover, the analysis and
  * the plot points consistent with the rows, bad flags exit 2. No timing is asserted. */
+#include "run_bin.h"
 #include <check.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,29 +16,6 @@
 #include <unistd.h>
 
 #define MAX_ROWS 32
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
-
-static char *slurp(int fd)
-{
-    size_t len = 0, cap = 8192;
-    char *s = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (len + 4096 > cap)
-            s = realloc(s, cap *= 2);
-        ssize_t got = read(fd, s + len, cap - len - 1);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    s[len] = 0;
-    return s;
-}
 
 typedef struct result {
     int status;
@@ -76,7 +54,7 @@ static result run_lab(const char *inject, ...)
     }
     int st;
     ck_assert(waitpid(pid, &st, 0) == pid);
-    result r = {0, slurp(fo), slurp(fe)};
+    result r = {0, slurp_fd(fo), slurp_fd(fe)};
     close(fo);
     close(fe);
     ck_assert_msg(WIFEXITED(st), "the lab died by a signal");
@@ -488,7 +466,7 @@ START_TEST(plot_points)
     parse_table(r.out, &t);
     fd = open(path, O_RDONLY);
     ck_assert(fd >= 0);
-    char *js = slurp(fd);
+    char *js = slurp_fd(fd);
     close(fd);
     unlink(path);
     for (int j = 0; j < 2; j++) {

@@ -3,6 +3,7 @@
  * [OK] only after its 2-rank self-test under mpirun; with the plugin missing or broken
  * (MLSYS_MPI_PLUGIN) or no mpirun on PATH it is [NO] and says why, and the doctor itself still
  * passes (mpi is optional). */
+#include "run_bin.h"
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,29 +11,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
-
-static char *slurp(int fd)
-{
-    size_t len = 0, cap = 8192;
-    char *s = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (len + 4096 > cap)
-            s = realloc(s, cap *= 2);
-        ssize_t got = read(fd, s + len, cap - len - 1);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    s[len] = 0;
-    return s;
-}
 
 /* `mlsys-lab doctor` with one environment variable set (name NULL: none); stdout in *out. */
 static int doctor(const char *name, const char *value, char **out)
@@ -56,7 +34,7 @@ static int doctor(const char *name, const char *value, char **out)
     }
     int st;
     ck_assert(waitpid(pid, &st, 0) == pid);
-    *out = slurp(fo);
+    *out = slurp_fd(fo);
     close(fo);
     ck_assert(WIFEXITED(st));
     return WEXITSTATUS(st);

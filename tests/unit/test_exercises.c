@@ -6,6 +6,7 @@
  * file is written atomically and a corrupt one is backed up, never overwritten; and the CLI:
  * check exit codes, hint one at a time, solution gating, reset, and watch mode by inotify
  * and by polling. Each test runs in its own temp workspace and state directory. */
+#include "run_bin.h"
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
@@ -51,12 +52,6 @@ static void get_cx(ex_context *cx)
 {
     char err[512];
     ck_assert_msg(ex_context_init(cx, err, sizeof err) == 0, "%s", err);
-}
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
 }
 
 static void write_file(const char *path, const char *text)

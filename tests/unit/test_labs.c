@@ -5,6 +5,7 @@
  * the formulas (42 + 10(N-2), N(N+1)/2, ...) or from the same seeds through mlsys_rng.
  * Bad input must give exit status 2, one line on stderr, nothing on stdout and no process
  * left behind. Never a wall-clock assertion. */
+#include "run_bin.h"
 #include <check.h>
 #include <ctype.h>
 #include <math.h>
@@ -26,12 +27,6 @@ typedef struct run_result {
     int nlines;
     char **lines;         /* stdout split at '\n' */
 } run_result;
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
 
 static char *read_all(FILE *f)
 {

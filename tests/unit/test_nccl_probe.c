@@ -3,6 +3,7 @@
  * "...: NCCL needs one GPU per rank: 0 GPUs found; use --backend shm"; nccl_available() says the
  * same with or without the plugin, whose own probe fails with a count of 0. The GPU count comes
  * from libcudart, independently; with a GPU present each test passes with a printed reason. */
+#include "run_bin.h"
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -15,12 +16,6 @@
 #include "../../lab/nccl_probe.h"
 
 #define NO_GPU "NCCL needs one GPU per rank: 0 GPUs found; use --backend shm"
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
 
 /* cudaGetDeviceCount through libcudart, independent of the code under test; 0 when there is
  * no runtime or no driver. */

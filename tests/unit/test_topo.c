@@ -3,6 +3,7 @@
  * affinities), malformed input (a one-line reason, no crash), hwloc against sysconf and sysfs,
  * and the lab run through MLSYS_LAB_BIN with --matrix, without nvidia-smi and with a fake one.
  * Run from the repository root (the fixtures are found relative to it). */
+#include "run_bin.h"
 #include <check.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -620,12 +621,6 @@ typedef struct run_result {
     char *out, *err;
     int status;
 } run_result;
-
-static const char *bin(void)
-{
-    const char *b = getenv("MLSYS_LAB_BIN");
-    return b && *b ? b : "build/mlsys-lab";
-}
 
 static char *read_stream(FILE *f)
 {
