@@ -51,28 +51,17 @@ void mlsys_copy_large(void *dst, const void *src, size_t n)
     memcpy(dst, src, n);
 }
 
-/* out = a (op) b block by block: each block is reduced into a buffer that stays in L1,
- * then streamed out, so the kernels of types.c serve every type and operator. */
+/* out = a (op) b: small vectors straight through the kernel, large ones through
+ * mlsys_reduce_many, which streams the result past the cache. */
 void mlsys_reduce_large(void *out, const void *a, const void *b, size_t count, mlsys_dtype dt,
                         mlsys_op op)
 {
-    size_t es = mlsys_dtype_size(dt);
-#if defined(__x86_64__)
-    if (count * es >= NT_MIN_BYTES && ((uintptr_t)out & 15) == 0) {
-        _Alignas(64) unsigned char tmp[BLOCK_BYTES];
-        size_t per = BLOCK_BYTES / es, i = 0;
-        for (; i + per <= count; i += per) {
-            mlsys_reduce_local(tmp, (const char *)a + i * es, (const char *)b + i * es, per, dt, op);
-            stream_64((char *)out + i * es, tmp, BLOCK_BYTES);
-        }
-        _mm_sfence();
-        if (i < count)
-            mlsys_reduce_local((char *)out + i * es, (const char *)a + i * es,
-                               (const char *)b + i * es, count - i, dt, op);
+    if (count * mlsys_dtype_size(dt) < NT_MIN_BYTES) {
+        mlsys_reduce_local(out, a, b, count, dt, op);
         return;
     }
-#endif
-    mlsys_reduce_local(out, a, b, count, dt, op);
+    const void *in[2] = {a, b};
+    mlsys_reduce_many(out, in, 2, count, dt, op);
 }
 
 /* out = in[0] (op) in[1] (op) ... (op) in[n-1], in that order, reading each input once:
