@@ -50,9 +50,12 @@ mlsys_world *world_attach(int fd, int rank, int size, int local_rank)
     w->next_ctx = 1;
     w->gated = w->h->gated;
     w->tp = &shm_transport;
+    /* Spin only when every rank has a core. Not this process's affinity: the launcher has
+     * bound it to one CPU already; the runner recorded how many it spreads the ranks over. */
     cpu_set_t cpus;
-    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    w->spin_ns = size <= ncpu ? 5000 : 0;  /* the launcher binds ranks: a rank per core */
+    int ncpu = w->h->cpus > 0 ? w->h->cpus
+               : sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    w->spin_ns = size <= ncpu ? 5000 : 0;
     w->tracing = w->h->ring_cap != 0;
     w->pid = getpid();
     atomic_store(&shm_rank(w->h, rank)->pid, (int32_t)w->pid);

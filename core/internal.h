@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 
 /* ---- job segment (one memfd per job, mapped by the runner and every rank) ----
- * header | rank_state[N] | channel[N*N] (src-major: sender src, receiver dst) | rings[N]
+ * header | rank_state[N] | chan[N*N] (src-major: sender src, receiver dst) | rings[N]
  * No name in /dev/shm: the memory disappears when the last process holding it exits. */
 #define SHM_MAGIC 0x4d4c5359534c4142ull   /* "MLSYSLAB" */
 #define SHM_SLOTS 8                        /* outstanding messages per (src, dst) pair */
@@ -18,26 +18,42 @@
 enum { SLOT_FREE = 0, SLOT_POSTED = 1, SLOT_DONE = 2 };
 enum { WAIT_NONE = 0, WAIT_SEND = 1, WAIT_RECV = 2, WAIT_GATE = 3, WAIT_DONE = 4 };
 
+/* A slot's first cache line holds the header and the first SHM_HEAD_DATA bytes of an inline
+ * message, so that a message of a few numbers moves between cores as one line. */
+#define SHM_HEAD_DATA 24
+
 typedef struct shm_slot {
-    _Atomic uint32_t state;     /* only the sender moves FREE->POSTED and DONE->FREE */
+    _Alignas(64) _Atomic uint32_t state;  /* only the sender moves FREE->POSTED and DONE->FREE */
     uint32_t ctx;               /* communicator context: user p2p and collectives differ */
     int32_t tag;
     int32_t pid;                /* sender's pid, for process_vm_readv */
     uint64_t seq;               /* per (src, dst) sequence: matching is in posting order */
     uint64_t bytes;
-    uint64_t addr;              /* bytes > SHM_INLINE: sender's address, or heap offset */
-    int32_t in_heap;            /* 1: addr is an offset in the sender's heap */
-    int32_t status;             /* receiver's verdict: 0 or MLSYS_ERR_TRUNCATE */
-    int32_t eager;              /* 1: the send completed at posting; the slot is reclaimed
+    int8_t status;              /* receiver's verdict: 0 or an MLSYS_ERR_ code */
+    uint8_t eager;              /* 1: the send completed at posting; the slot is reclaimed
                                  * by the sender's next post once the receiver is done */
-    int32_t pad[3];
-    unsigned char data[SHM_INLINE];
+    uint8_t in_heap;            /* bytes > SHM_INLINE: 1 = addr is an offset in the sender's
+                                 * heap, 0 = an address in the sender (process_vm_readv) */
+    uint8_t pad0;
+    uint32_t pad1;
+    union {                     /* offset 40 */
+        uint64_t addr;          /* bytes > SHM_INLINE: where the sender's buffer is */
+        unsigned char data[SHM_INLINE];   /* bytes <= SHM_INLINE: the message */
+    } u;
 } shm_slot;
+
+/* One channel per ordered pair (src, dst). posted counts the sender's posts: a receiver
+ * whose last look found nothing for it polls this one line, not every slot, and so never
+ * pulls a slot's line away from a sender still writing it. */
+typedef struct shm_chan {
+    _Alignas(64) _Atomic uint64_t posted;   /* written by the sender only */
+    shm_slot slot[SHM_SLOTS];
+} shm_chan;
 
 typedef struct shm_rank_state {
     /* written by every peer that wakes this rank: a cache line of its own */
-    _Alignas(64) _Atomic uint32_t bell;  /* eventcount: bumped on anything this rank may wait for */
-    _Atomic uint32_t sleepers;  /* >0: someone sleeps on bell (futex) */
+    _Alignas(64) _Atomic uint32_t bell;  /* eventcount: bumped for a rank that sleeps */
+    _Atomic uint32_t sleepers;  /* >0: the rank sleeps on bell (futex), or is about to */
     /* written by this rank only */
     _Alignas(64) _Atomic int32_t pid;
     _Atomic int32_t wait_kind;  /* WAIT_* published for the deadlock report */
@@ -60,6 +76,8 @@ typedef struct shm_header {
     uint64_t magic;
     int32_t world;
     int32_t gated;
+    int32_t cpus;               /* CPUs the runner spreads ranks over (each rank is bound to one) */
+    int32_t pad0;
     uint64_t ring_cap;          /* events per ring, 0 = tracing off */
     uint64_t size;              /* bytes in the segment */
     uint64_t off_ranks, off_chan, off_rings, ring_stride;
@@ -76,12 +94,15 @@ typedef struct shm_header {
 size_t shm_segment_size(int world, uint64_t ring_cap);
 void shm_segment_layout(shm_header *h, int world, uint64_t ring_cap);
 shm_rank_state *shm_rank(shm_header *h, int r);
-shm_slot *shm_channel(shm_header *h, int src, int dst);   /* SHM_SLOTS slots */
+shm_chan *shm_channel(shm_header *h, int src, int dst);
 shm_ring *shm_ring_of(shm_header *h, int r);
 mlsys_event *shm_ring_events(shm_ring *ring);
-void shm_bell_ring(shm_header *h, int r);                 /* bump and wake rank r */
-/* Wait until *bell != seen or timeout_ms passes (spin, then futex). */
-void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms, uint64_t spin_ns);
+void shm_bell_ring(shm_header *h, int r);   /* after publishing a change: wake r if it sleeps */
+/* Rank r waits until ready(arg) or timeout_ms passes: polls, yields, then sleeps on its
+ * bell. Returns 1 when ready; 0 after a sleep (the caller looks again). */
+typedef int (*shm_ready_fn)(void *arg);
+int shm_bell_wait(shm_header *h, int r, shm_ready_fn ready, void *arg, int timeout_ms,
+                  uint64_t spin_ns);
 
 /* ---- requests ---- */
 enum { REQ_SEND = 1, REQ_RECV = 2 };
@@ -100,6 +121,8 @@ struct mlsys_request {
     int done;
     int status;
     int slot;                   /* send: slot index once posted; -1 before */
+    uint64_t scanned;           /* recv: the channel's posted count when a scan last found
+                                 * nothing for it (UINT64_MAX: not yet looked) */
     uint64_t seq;
     uint64_t msg_id;
     uint64_t span_id;

@@ -169,6 +169,8 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
     }
     shm_segment_layout(j->h, j->n, (uint64_t)(o->trace_capacity > 0 ? o->trace_capacity : 0));
     j->h->gated = o->gated;
+    cpu_set_t allowed;      /* the ranks' own affinity is one CPU each once bound */
+    j->h->cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
     const char *hb = getenv("MLSYS_HEAP_BYTES");
     uint64_t heap = HEAP_BYTES;
     if (hb && mlsys_parse_size(hb, &heap) != 0)

@@ -109,6 +109,7 @@ static mlsys_request *req_new(mlsys_comm *c, int kind, int peer, int tag, size_t
     r->bytes = bytes;
     r->op = MLSYS_OP_NONE;
     r->slot = -1;
+    r->scanned = UINT64_MAX;
     return r;
 }
 

@@ -1,7 +1,7 @@
 /* shm.c - the job segment: its layout (header, per-rank state, one channel of slots per
  * ordered pair of ranks, per-rank event rings) and the doorbells through which ranks wake
- * each other. A waiter spins briefly, then sleeps on a futex, so that more ranks than cores
- * still make progress and an idle rank costs no CPU. */
+ * each other. A waiter polls what it waits for briefly, then sleeps on a futex, so that more
+ * ranks than cores still make progress and an idle rank costs no CPU. */
 #include "internal.h"
 #include <errno.h>
 #include <linux/futex.h>
@@ -24,7 +24,7 @@ void shm_segment_layout(shm_header *h, int world, uint64_t ring_cap)
     h->off_ranks = off;
     off = ALIGN_UP(off + (uint64_t)world * sizeof(shm_rank_state), 4096);
     h->off_chan = off;
-    off = ALIGN_UP(off + (uint64_t)world * world * SHM_SLOTS * sizeof(shm_slot), 4096);
+    off = ALIGN_UP(off + (uint64_t)world * world * sizeof(shm_chan), 4096);
     h->off_rings = off;
     h->ring_stride = ring_cap ? ALIGN_UP(sizeof(shm_ring) + ring_cap * sizeof(mlsys_event), 4096) : 0;
     off += h->ring_stride * (uint64_t)world;
@@ -45,9 +45,9 @@ shm_rank_state *shm_rank(shm_header *h, int r)
     return (shm_rank_state *)((char *)h + h->off_ranks) + r;
 }
 
-shm_slot *shm_channel(shm_header *h, int src, int dst)
+shm_chan *shm_channel(shm_header *h, int src, int dst)
 {
-    return (shm_slot *)((char *)h + h->off_chan) + ((size_t)src * h->world + dst) * SHM_SLOTS;
+    return (shm_chan *)((char *)h + h->off_chan) + ((size_t)src * h->world + dst);
 }
 
 shm_ring *shm_ring_of(shm_header *h, int r)
@@ -65,43 +65,57 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
     return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
 }
 
+/* The bell is bumped only for a rank that sleeps, or is about to: a spinning rank polls the
+ * real condition (a slot, a flag) and would only pay for the bump, since it moves the bell's
+ * cache line away from the core that spins on it. The caller has published its change (a
+ * slot's state, a flag) before ringing; the fence orders that store before our load of
+ * sleepers, and the waiter orders its sleepers++ before its last look at the condition
+ * (shm_bell_wait), so at least one of the two sees the other: no wake-up is lost. */
 void shm_bell_ring(shm_header *h, int r)
 {
     shm_rank_state *s = shm_rank(h, r);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) == 0)
+        return;
     atomic_fetch_add_explicit(&s->bell, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->sleepers, memory_order_seq_cst))
-        futex(&s->bell, FUTEX_WAKE, 1 << 30, NULL);
+    futex(&s->bell, FUTEX_WAKE, 1 << 30, NULL);
 }
 
-/* Spin spin_ns (a message from a rank on the other core arrives within a microsecond or
- * two; when ranks outnumber cores the peer may share this core, and spinning only delays
- * it, so the caller passes 0), then yield for a while (with more ranks than cores the sender may need this very
- * core), then sleep on the futex. Spinning is bounded by time, not by a count: a pause costs
- * 10 ns on one machine and 60 ns in a VM. The caller re-checks its condition after every
- * return, so spurious wake-ups are harmless. */
+/* Poll ready() for spin_ns (a message from a rank on the other core arrives within a
+ * microsecond or two; when ranks outnumber cores the peer may share this core, and spinning
+ * only delays it, so the caller passes 0), then between yields for a while (with more ranks
+ * than cores the sender may need this very core; a yield is a system call, about 1.5 us in
+ * this VM), then sleep on the futex. Spinning is bounded by time, not by a count: a pause
+ * costs 10 ns on one machine and 60 ns in a VM. Returns 1 when ready() said so, 0 after a
+ * sleep (woken, or timeout_ms passed): the caller re-checks what it waits for either way. */
 #define YIELD_NS 100000ull
 
-void shm_bell_wait(shm_header *h, int r, uint32_t seen, int timeout_ms, uint64_t spin_ns)
+int shm_bell_wait(shm_header *h, int r, shm_ready_fn ready, void *arg, int timeout_ms,
+                  uint64_t spin_ns)
 {
     shm_rank_state *s = shm_rank(h, r);
     uint64_t t0 = mlsys_now_ns(), t = 0;
     while (t < spin_ns) {
-        for (int i = 0; i < 64; i++) {
-            if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)
-                return;
+        for (int i = 0; i < 16; i++) {
+            if (ready(arg))
+                return 1;
             cpu_relax();
         }
         t = mlsys_now_ns() - t0;
     }
     do {
         sched_yield();
-        if (atomic_load_explicit(&s->bell, memory_order_acquire) != seen)
-            return;
+        if (ready(arg))
+            return 1;
         t = mlsys_now_ns() - t0;
     } while (t < YIELD_NS);
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     atomic_fetch_add_explicit(&s->sleepers, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->bell, memory_order_seq_cst) == seen)
+    atomic_thread_fence(memory_order_seq_cst);
+    uint32_t seen = atomic_load_explicit(&s->bell, memory_order_acquire);
+    int ok = ready(arg);
+    if (!ok)
         futex(&s->bell, FUTEX_WAIT, seen, &ts);
     atomic_fetch_sub_explicit(&s->sleepers, 1, memory_order_seq_cst);
+    return ok;
 }

@@ -28,9 +28,9 @@ static int eager_ok(const mlsys_request *r)
 static int try_post(mlsys_request *r)
 {
     mlsys_world *w = r->comm->w;
-    shm_slot *ch = shm_channel(w->h, w->rank, r->peer_world);
+    shm_chan *ch = shm_channel(w->h, w->rank, r->peer_world);
     for (int i = 0; i < SHM_SLOTS; i++) {
-        shm_slot *s = &ch[i];
+        shm_slot *s = &ch->slot[i];
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st != SLOT_FREE && !(st == SLOT_DONE && s->eager))
             continue;
@@ -40,18 +40,20 @@ static int try_post(mlsys_request *r)
         s->seq = r->seq;
         s->bytes = r->bytes;
         s->status = 0;
-        s->eager = eager_ok(r);
+        s->eager = (uint8_t)eager_ok(r);
         if (r->bytes <= SHM_INLINE) {
             if (r->bytes)
-                memcpy(s->data, r->sbuf, r->bytes);
-            s->addr = 0;
+                memcpy(s->u.data, r->sbuf, r->bytes);
             s->in_heap = 0;
         } else {
             uint64_t off;
-            s->in_heap = heap_offset(r->sbuf, r->bytes, &off);
-            s->addr = s->in_heap ? off : (uint64_t)(uintptr_t)r->sbuf;
+            s->in_heap = (uint8_t)heap_offset(r->sbuf, r->bytes, &off);
+            s->u.addr = s->in_heap ? off : (uint64_t)(uintptr_t)r->sbuf;
         }
         atomic_store_explicit(&s->state, SLOT_POSTED, memory_order_release);
+        atomic_store_explicit(&ch->posted,
+                              atomic_load_explicit(&ch->posted, memory_order_relaxed) + 1,
+                              memory_order_release);
         shm_bell_ring(w->h, r->peer_world);
         r->slot = i;
         return 1;
@@ -75,7 +77,7 @@ static void progress_send(mlsys_request *r)
             return;
         }
     }
-    shm_slot *s = &shm_channel(w->h, w->rank, r->peer_world)[r->slot];
+    shm_slot *s = &shm_channel(w->h, w->rank, r->peer_world)->slot[r->slot];
     if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
         return;
     int st = s->status;
@@ -119,7 +121,7 @@ static int deliver(mlsys_request *r, shm_slot *s)
     mlsys_world *w = r->comm->w;
     size_t n = (size_t)s->bytes;
     if (n > SHM_INLINE && s->in_heap) {     /* straight from the sender's heap */
-        const void *src = heap_peer(w, r->peer_world, s->addr);
+        const void *src = heap_peer(w, r->peer_world, s->u.addr);
         if (!src)
             return -EFAULT;
         if (r->op == MLSYS_OP_NONE)
@@ -130,18 +132,18 @@ static int deliver(mlsys_request *r, shm_slot *s)
     }
     if (r->op == MLSYS_OP_NONE) {
         if (n <= SHM_INLINE)
-            memcpy(r->rbuf, s->data, n);
+            memcpy(r->rbuf, s->u.data, n);
         else
-            return read_remote(w, s->pid, r->rbuf, s->addr, n);
+            return read_remote(w, s->pid, r->rbuf, s->u.addr, n);
         return 0;
     }
     size_t es = mlsys_dtype_size(r->dt);
     if (n <= SHM_INLINE) {
-        mlsys_reduce_local(r->rbuf, r->sbuf, s->data, n / es, r->dt, r->op);
+        mlsys_reduce_local(r->rbuf, r->sbuf, s->u.data, n / es, r->dt, r->op);
         return 0;
     }
     if (s->pid == w->pid) {
-        mlsys_reduce_local(r->rbuf, r->sbuf, (const void *)(uintptr_t)s->addr, n / es, r->dt,
+        mlsys_reduce_local(r->rbuf, r->sbuf, (const void *)(uintptr_t)s->u.addr, n / es, r->dt,
                            r->op);
         return 0;
     }
@@ -152,7 +154,7 @@ static int deliver(mlsys_request *r, shm_slot *s)
     size_t piece = w->scratch_len / es * es;
     for (size_t off = 0; off < n; off += piece) {
         size_t len = n - off < piece ? n - off : piece;
-        int rc = read_remote(w, s->pid, w->scratch, s->addr + off, len);
+        int rc = read_remote(w, s->pid, w->scratch, s->u.addr + off, len);
         if (rc)
             return rc;
         mlsys_reduce_local((char *)r->rbuf + off, (const char *)r->sbuf + off, w->scratch,
@@ -178,14 +180,18 @@ static void progress_recv(mlsys_request *r, int small_only)
     mlsys_world *w = r->comm->w;
     if (older_same_key(r))
         return;
-    shm_slot *ch = shm_channel(w->h, r->peer_world, w->rank), *best = NULL;
+    shm_chan *ch = shm_channel(w->h, r->peer_world, w->rank);
+    uint64_t posted = atomic_load_explicit(&ch->posted, memory_order_acquire);
+    if (posted == r->scanned)
+        return;                 /* nothing posted since a scan that found nothing for us */
+    shm_slot *best = NULL;
     /* The scan is not a snapshot: with eager sends, a message can be posted into a slot
      * already passed while a later one lands in a slot still ahead, and the later one would
      * overtake. Everything posted before the candidate is visible once it is (the sender
      * publishes in order), so a second pass finds the true oldest. */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < SHM_SLOTS; i++) {
-            shm_slot *s = &ch[i];
+            shm_slot *s = &ch->slot[i];
             if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_POSTED)
                 continue;
             if (s->ctx != r->ctx || s->tag != r->tag)
@@ -193,8 +199,10 @@ static void progress_recv(mlsys_request *r, int small_only)
             if (!best || s->seq < best->seq)
                 best = s;
         }
-        if (!best)
+        if (!best) {
+            r->scanned = posted;
             return;
+        }
     }
     if (!best || (small_only && best->bytes > SHM_INLINE))
         return;
@@ -304,18 +312,26 @@ static void publish_wait(mlsys_world *w, const mlsys_request *r)
 
 #define PUBLISH_AFTER_NS 1000000ull
 
+/* What a waiter polls: progress on every pending request, then whether its own is done (or
+ * the job is being torn down). */
+static int wait_ready(void *arg)
+{
+    mlsys_request *r = arg;
+    mlsys_world *w = r->comm->w;
+    shm_progress(w);
+    return r->done || atomic_load_explicit(&w->h->abort, memory_order_relaxed);
+}
+
 static int shm_wait(mlsys_request *r)
 {
     mlsys_comm *c = r->comm;
     mlsys_world *w = c->w;
+    if (wait_ready(r) && r->done)
+        return r->status;
     uint64_t start = mlsys_now_ns();
     uint64_t limit = c->timeout_ms > 0 ? (uint64_t)c->timeout_ms * 1000000ull : 0;
     int published = 0;
     while (!r->done) {
-        uint32_t seen = atomic_load_explicit(&shm_rank(w->h, w->rank)->bell, memory_order_acquire);
-        shm_progress(w);
-        if (r->done)
-            break;
         if (atomic_load(&w->h->abort)) {
             mlsys_set_error(c, MLSYS_ERR_ABORTED, "rank %d: job aborted while waiting in %s "
                             "rank %d", c->rank, r->kind == REQ_SEND ? "send to" : "recv from",
@@ -339,7 +355,8 @@ static int shm_wait(mlsys_request *r)
         int sleep_ms = 50;
         if (limit && (limit - waited) / 1000000ull < (uint64_t)sleep_ms)
             sleep_ms = (int)((limit - waited) / 1000000ull) + 1;
-        shm_bell_wait(w->h, w->rank, seen, sleep_ms, w->spin_ns);
+        if (!shm_bell_wait(w->h, w->rank, wait_ready, r, sleep_ms, w->spin_ns))
+            shm_progress(w);     /* after a sleep: whatever woke us */
     }
     if (published)
         publish_wait(w, NULL);
@@ -360,7 +377,7 @@ static int shm_post(mlsys_request *r)
 static void shm_cancel(mlsys_request *r)
 {
     if (r->kind == REQ_SEND && r->slot >= 0) {
-        shm_slot *s = &shm_channel(r->comm->w->h, r->comm->w->rank, r->peer_world)[r->slot];
+        shm_slot *s = &shm_channel(r->comm->w->h, r->comm->w->rank, r->peer_world)->slot[r->slot];
         uint32_t expect = SLOT_POSTED;
         atomic_compare_exchange_strong(&s->state, &expect, SLOT_FREE);
     }

@@ -102,6 +102,14 @@ void mlsys_compute_end(mlsys_comm *c, const char *label)
 
 /* In gated mode every rank counts the steps it has passed and waits until the viewer's
  * credit covers the next one; the viewer grants one step to all ranks at a time. */
+typedef struct gate_wait { shm_header *h; uint64_t want; } gate_wait;
+
+static int gate_open(void *arg)
+{
+    const gate_wait *g = arg;
+    return atomic_load(&g->h->gate_credit) >= g->want || atomic_load(&g->h->abort);
+}
+
 int mlsys_step(mlsys_comm *c, int step, const char *label)
 {
     mlsys_world *w = c->w;
@@ -110,19 +118,16 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
     if (!w->gated || !w->h)
         return 0;
     shm_rank_state *s = shm_rank(w->h, w->rank);
-    uint64_t want = atomic_fetch_add(&s->gate_passed, 1) + 1;
+    gate_wait g = {w->h, atomic_fetch_add(&s->gate_passed, 1) + 1};
     atomic_store(&s->gate_step, step);
     atomic_store(&s->wait_kind, WAIT_GATE);
-    while (atomic_load(&w->h->gate_credit) < want) {
+    while (atomic_load(&w->h->gate_credit) < g.want) {
         if (atomic_load(&w->h->abort)) {
             atomic_store(&s->wait_kind, WAIT_NONE);
             mlsys_set_error(c, MLSYS_ERR_ABORTED, "rank %d: job aborted at step %d", c->rank, step);
             return MLSYS_ERR_ABORTED;
         }
-        uint32_t seen = atomic_load(&s->bell);
-        if (atomic_load(&w->h->gate_credit) >= want)
-            break;
-        shm_bell_wait(w->h, w->rank, seen, 100, w->spin_ns);
+        shm_bell_wait(w->h, w->rank, gate_open, &g, 100, w->spin_ns);
     }
     atomic_store(&s->wait_kind, WAIT_NONE);
     return 0;
