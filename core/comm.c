@@ -57,6 +57,7 @@ mlsys_world *world_attach(int fd, int rank, int size, int local_rank)
                : sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
     w->spin_ns = size <= ncpu ? 5000 : 0;
     w->tracing = w->h->ring_cap != 0;
+    shm_bell_init();
     w->pid = getpid();
     atomic_store(&shm_rank(w->h, rank)->pid, (int32_t)w->pid);
     heap_attach(w);              /* without a heap, large messages use process_vm_readv */

@@ -97,7 +97,13 @@ shm_rank_state *shm_rank(shm_header *h, int r);
 shm_chan *shm_channel(shm_header *h, int src, int dst);
 shm_ring *shm_ring_of(shm_header *h, int r);
 mlsys_event *shm_ring_events(shm_ring *ring);
+void shm_bell_init(void);
 void shm_bell_ring(shm_header *h, int r);   /* after publishing a change: wake r if it sleeps */
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
+#endif
 /* Rank r waits until ready(arg) or timeout_ms passes: polls, yields, then sleeps on its
  * bell. Returns 1 when ready; 0 after a sleep (the caller looks again). */
 typedef int (*shm_ready_fn)(void *arg);

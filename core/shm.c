@@ -5,18 +5,13 @@
 #include "internal.h"
 #include <errno.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) & ~((uint64_t)(a)-1))
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
-#endif
 
 void shm_segment_layout(shm_header *h, int world, uint64_t ring_cap)
 {
@@ -67,18 +62,44 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 
 /* The bell is bumped only for a rank that sleeps, or is about to: a spinning rank polls the
  * real condition (a slot, a flag) and would only pay for the bump, since it moves the bell's
- * cache line away from the core that spins on it. The caller has published its change (a
- * slot's state, a flag) before ringing; the fence orders that store before our load of
- * sleepers, and the waiter orders its sleepers++ before its last look at the condition
- * (shm_bell_wait), so at least one of the two sees the other: no wake-up is lost. */
+ * cache line away from the core that spins on it. The ringer has published its change (a
+ * slot's state, a flag) before it looks at sleepers; the sleeper bumps sleepers before its
+ * last look at the condition. Both orders must hold across cores (a Dekker pair) or a wake-up
+ * is lost: either each side fences, or, where the kernel offers it, the rare side (the
+ * sleeper) fences both with membarrier and the frequent one (a rank ringing after every
+ * message) needs none: a fence stalls the ringer until its stores reach the other core. */
+static int light_ring;      /* this process registered for membarrier: ring without a fence */
+static int heavy_wait;      /* sleepers call membarrier: ranks that registered may ring light */
+
+void shm_bell_init(void)
+{
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED))
+        return;
+    heavy_wait = 1;
+    light_ring = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
 void shm_bell_ring(shm_header *h, int r)
 {
     shm_rank_state *s = shm_rank(h, r);
-    atomic_thread_fence(memory_order_seq_cst);
+    if (light_ring)
+        atomic_signal_fence(memory_order_seq_cst);    /* the compiler keeps the order */
+    else
+        atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) == 0)
         return;
     atomic_fetch_add_explicit(&s->bell, 1, memory_order_seq_cst);
     futex(&s->bell, FUTEX_WAKE, 1 << 30, NULL);
+}
+
+/* The sleeper's half: a full fence here and, when the kernel has membarrier, on every core
+ * that runs a registered ringer (the ranks call shm_bell_init before they send anything). */
+static void sleeper_fence(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (heavy_wait)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
 }
 
 /* Poll ready() for spin_ns (a message from a rank on the other core arrives within a
@@ -111,7 +132,7 @@ int shm_bell_wait(shm_header *h, int r, shm_ready_fn ready, void *arg, int timeo
     } while (t < YIELD_NS);
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     atomic_fetch_add_explicit(&s->sleepers, 1, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
+    sleeper_fence();
     uint32_t seen = atomic_load_explicit(&s->bell, memory_order_acquire);
     int ok = ready(arg);
     if (!ok)
