@@ -401,6 +401,13 @@ static void print_measured_crossover(const uint64_t *sizes, int ns, const cell *
     }
 }
 
+/* With one algorithm timed there is no measured crossover to compare with the model. */
+static void print_one_algo_note(const char *name)
+{
+    printf("\nMeasured: only %s ran (--algo %s): run without --algo to time ring and tree side "
+           "by side\n", name, name);
+}
+
 static void print_model(const lab_args *a, const uint64_t *sizes, int ns, const cell *cells,
                         const char **names, int na, int n)
 {
@@ -432,6 +439,8 @@ static void print_model(const lab_args *a, const uint64_t *sizes, int ns, const 
     } else {
         printf("alpha and beta cannot be fitted to these %d means (too few sizes, or a "
                "negative fit); give them with --alpha US --beta GB/s\n", np);
+        if (!(na == 2 && !strcmp(names[0], "ring") && !strcmp(names[1], "tree")))
+            print_one_algo_note(names[0]);
         return;
     }
     double ab = alpha * beta * 1e3;               /* us x bytes/us: bytes */
@@ -471,8 +480,7 @@ static void print_model(const lab_args *a, const uint64_t *sizes, int ns, const 
         printf("Model and measurement agree on the faster algorithm at %d of %d sizes\n", agree,
                ns);
     } else {
-        printf("\nMeasured: only %s ran (--algo %s): run without --algo to time ring and tree "
-               "side by side\n", names[0], names[0]);
+        print_one_algo_note(names[0]);
     }
 }
 
