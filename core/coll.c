@@ -485,7 +485,7 @@ void *coll_scratch(size_t n)
 {
     size_t total = n + SCRATCH_HDR;
     int big = total > SHM_INLINE;
-    char *b = big ? mlsys_alloc_aligned(total) : mlsys_xmalloc(total);
+    char *b = big ? mlsys_alloc_scratch(total) : mlsys_xmalloc(total);
     size_t *h = (size_t *)(void *)b;
     h[0] = total;
     h[1] = (size_t)big;

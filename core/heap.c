@@ -6,6 +6,7 @@
 #include "internal.h"
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 
 typedef struct heap_block {
     uint64_t off, len;
+    int dirty;              /* holds kept pages: not zero any more */
     struct heap_block *next;
 } heap_block;
 
@@ -68,7 +70,7 @@ void heap_detach(mlsys_world *w)
     g_heap.base = NULL;
 }
 
-void *heap_alloc(size_t n)
+void *heap_alloc(size_t n, int zero)
 {
     if (!g_heap.base)
         return NULL;
@@ -78,13 +80,17 @@ void *heap_alloc(size_t n)
         if (b->len < len)
             continue;
         uint64_t off = b->off;
+        int dirty = b->dirty;
         b->off += len;
         b->len -= len;
-        g_heap.kept -= len < g_heap.kept ? len : g_heap.kept;
+        if (dirty)
+            g_heap.kept -= len < g_heap.kept ? len : g_heap.kept;
         if (!b->len) {
             *pp = b->next;
             free(b);
         }
+        if (dirty && zero)
+            memset(g_heap.base + off, 0, len);
         return g_heap.base + off;
     }
     if (g_heap.brk + len > g_heap.size)
@@ -103,7 +109,8 @@ int heap_free(void *p, size_t n)
         return 0;
     uint64_t off = (uint64_t)(c - g_heap.base);
     uint64_t len = ((uint64_t)(n ? n : 1) + PAGE - 1) & ~(PAGE - 1);
-    if (g_heap.kept + len <= HEAP_KEEP)
+    int keep = g_heap.kept + len <= HEAP_KEEP;
+    if (keep)
         g_heap.kept += len;
     else
         fallocate(g_heap.w->h->heap_fd[g_heap.w->rank], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -112,18 +119,20 @@ int heap_free(void *p, size_t n)
     while (*pp && (*pp)->off < off)
         pp = &(*pp)->next;
     heap_block *b = mlsys_xmalloc(sizeof *b);
-    *b = (heap_block){off, len, *pp};
+    *b = (heap_block){off, len, keep, *pp};
     *pp = b;
     /* merge with the next, then with the previous */
     if (b->next && b->off + b->len == b->next->off) {
         heap_block *nx = b->next;
         b->len += nx->len;
+        b->dirty |= nx->dirty;
         b->next = nx->next;
         free(nx);
     }
     for (heap_block *q = g_heap.free; q && q != b; q = q->next)
         if (q->next == b && q->off + q->len == b->off) {
             q->len += b->len;
+            q->dirty |= b->dirty;
             q->next = b->next;
             free(b);
             break;

@@ -218,10 +218,13 @@ void mlsys_reduce_large(void *out, const void *a, const void *b, size_t count, m
 void mlsys_reduce_many(void *out, const void *const *in, int n, size_t count, mlsys_dtype dt,
                        mlsys_op op);
 
+/* util.c: like mlsys_alloc_aligned, without the promise of zeroes (scratch) */
+void *mlsys_alloc_scratch(size_t n);
+
 /* heap.c */
 int heap_attach(mlsys_world *w);
 void heap_detach(mlsys_world *w);
-void *heap_alloc(size_t n);
+void *heap_alloc(size_t n, int zero);     /* NULL: no heap, or it is full */
 int heap_free(void *p, size_t n);
 int heap_offset(const void *p, size_t n, uint64_t *off);
 const void *heap_peer(mlsys_world *w, int r, uint64_t off);

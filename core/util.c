@@ -53,15 +53,25 @@ char *mlsys_xstrdup(const char *s)
 
 /* Communication buffers come from the rank's heap (or mmap outside a job): page-aligned (glibc's memcpy is slow when a
  * destination sits just past a page-aligned source) and zeroed. */
-void *mlsys_alloc_aligned(size_t n)
+static void *alloc_pages(size_t n, int zero)
 {
-    void *h = heap_alloc(n);     /* in a job: the rank's shared heap, zeroed by the kernel */
+    void *h = heap_alloc(n, zero);  /* in a job: the rank's shared heap */
     if (h)
         return h;
     void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         oom(n);
     return p;
+}
+
+void *mlsys_alloc_aligned(size_t n)
+{
+    return alloc_pages(n, 1);
+}
+
+void *mlsys_alloc_scratch(size_t n)
+{
+    return alloc_pages(n, 0);
 }
 
 void mlsys_free_aligned(void *p, size_t n)

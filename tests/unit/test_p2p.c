@@ -4,6 +4,7 @@
  * zero-copy property that chapter 2's buffer-reuse pitfall relies on. */
 #include "../../core/mlsys.h"
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +353,40 @@ START_TEST(test_eager_order)
 }
 END_TEST
 
+/* mlsys_alloc_aligned promises zeroes: also for memory that an earlier free kept resident
+ * (the heap keeps freed pages for the next collective's scratch), whether the new block is
+ * the same size, a part of a freed one, or spans two freed neighbours. */
+static int heap_reuse(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    const size_t sizes[] = {4096, 65536, 3 * 4096 + 100, 1 << 20};
+    for (int round = 0; round < 3; round++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            size_t n = sizes[k];
+            unsigned char *p = mlsys_alloc_aligned(n), *q = mlsys_alloc_aligned(n);
+            FAIL_IF(((uintptr_t)p | (uintptr_t)q) % 4096, "not page-aligned");
+            for (size_t i = 0; i < n; i++)
+                FAIL_IF(p[i] || q[i], "round %d size %zu byte %zu: not zero", round, n, i);
+            memset(p, 0xab, n);
+            memset(q, 0xcd, n);
+            mlsys_free_aligned(p, n);
+            mlsys_free_aligned(q, n);
+            unsigned char *big = mlsys_alloc_aligned(2 * n);   /* both freed blocks */
+            for (size_t i = 0; i < 2 * n; i++)
+                FAIL_IF(big[i], "round %d: %zu B over two freed blocks, byte %zu is %#x", round,
+                        2 * n, i, big[i]);
+            memset(big, 0xef, 2 * n);
+            mlsys_free_aligned(big, 2 * n);
+        }
+    return 0;
+}
+
+START_TEST(test_heap_reuse_is_zeroed)
+{
+    ck_assert_msg(RUN(2, 10000, heap_reuse, NULL) == 0, "%s", why);
+}
+END_TEST
+
 static Suite *p2p_suite(void)
 {
     Suite *s = suite_create("p2p");
@@ -368,6 +403,7 @@ static Suite *p2p_suite(void)
     tcase_add_test(t, test_split);
     tcase_add_test(t, test_counters);
     tcase_add_test(t, test_eager_order);
+    tcase_add_test(t, test_heap_reuse_is_zeroed);
     suite_add_tcase(s, t);
     return s;
 }
