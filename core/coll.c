@@ -249,7 +249,7 @@ static int check_args(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
         return MLSYS_ERR_ARG;
     }
     /* count * size * N must fit in memory arithmetic */
-    size_t es = mlsys_dtype_size(a->dt);
+    size_t es = dt_size(a->dt);
     if (a->count && a->count > SIZE_MAX / es / (size_t)c->size) {
         mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: count %zu overflows", c->rank, name,
                         a->count);
@@ -349,7 +349,7 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
         return rc;
 
     int n = c->size;
-    size_t bytes = coll == MLSYS_COLL_BARRIER ? 0 : a->count * mlsys_dtype_size(a->dt);
+    size_t bytes = coll == MLSYS_COLL_BARRIER ? 0 : a->count * dt_size(a->dt);
     if (c->algo_forced[coll] == ALGO_NATIVE)
         return run_native(c, coll, a, bytes);
     const char *why = "forced";
@@ -473,7 +473,7 @@ void coll_chunk(size_t total, int n, int k, size_t *off, size_t *len)
 void coll_copy(void *dst, const void *src, size_t count, mlsys_dtype dt)
 {
     if (count && dst != src)
-        memmove(dst, src, count * mlsys_dtype_size(dt));
+        memmove(dst, src, count * dt_size(dt));
 }
 
 /* A 64-byte header in front of the buffer remembers its size and where it came from. Large

@@ -56,7 +56,7 @@ void mlsys_copy_large(void *dst, const void *src, size_t n)
 void mlsys_reduce_large(void *out, const void *a, const void *b, size_t count, mlsys_dtype dt,
                         mlsys_op op)
 {
-    if (count * mlsys_dtype_size(dt) < NT_MIN_BYTES) {
+    if (count * dt_size(dt) < NT_MIN_BYTES) {
         mlsys_reduce_local(out, a, b, count, dt, op);
         return;
     }
@@ -69,7 +69,7 @@ void mlsys_reduce_large(void *out, const void *a, const void *b, size_t count, m
 void mlsys_reduce_many(void *out, const void *const *in, int n, size_t count, mlsys_dtype dt,
                        mlsys_op op)
 {
-    size_t es = mlsys_dtype_size(dt);
+    size_t es = dt_size(dt);
     if (n == 1) {
         mlsys_copy_large(out, in[0], count * es);
         return;

@@ -110,6 +110,17 @@ typedef int (*shm_ready_fn)(void *arg);
 int shm_bell_wait(shm_header *h, int r, shm_ready_fn ready, void *arg, int timeout_ms,
                   uint64_t spin_ns);
 
+/* mlsys_dtype_size, inlined for the runtime's own hot paths (the exported function stays
+ * for labs and plugins) */
+static inline size_t dt_size(mlsys_dtype dt)
+{
+    switch (dt) {
+    case MLSYS_F32: case MLSYS_I32: return 4;
+    case MLSYS_F64: case MLSYS_I64: return 8;
+    default: return 0;
+    }
+}
+
 /* ---- requests ---- */
 enum { REQ_SEND = 1, REQ_RECV = 2 };
 

@@ -79,10 +79,9 @@ static mlsys_request *req_alloc(mlsys_world *w)
 {
     mlsys_request *r = w->free_reqs;
     if (!r)
-        return mlsys_xcalloc(1, sizeof *r);
+        return mlsys_xmalloc(sizeof *r);
     w->free_reqs = r->next;
     w->nfree_reqs--;
-    memset(r, 0, sizeof *r);
     return r;
 }
 
@@ -101,15 +100,9 @@ static void req_release(mlsys_request *r)
 static mlsys_request *req_new(mlsys_comm *c, int kind, int peer, int tag, size_t bytes)
 {
     mlsys_request *r = req_alloc(c->w);
-    r->comm = c;
-    r->kind = kind;
-    r->peer_world = c->world_of[peer];
-    r->tag = tag;
-    r->ctx = c->ctx + (c->in_coll ? 1u : 0u);
-    r->bytes = bytes;
-    r->op = MLSYS_OP_NONE;
-    r->slot = -1;
-    r->scanned = UINT64_MAX;
+    *r = (mlsys_request){.comm = c, .kind = kind, .peer_world = c->world_of[peer], .tag = tag,
+                         .ctx = c->ctx + (c->in_coll ? 1u : 0u), .bytes = bytes,
+                         .op = MLSYS_OP_NONE, .slot = -1, .scanned = UINT64_MAX};
     return r;
 }
 
@@ -120,7 +113,7 @@ int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, in
     int rc = check_peer(c, "send to", peer, tag, buf, count, dt);
     if (rc)
         return rc;
-    mlsys_request *r = req_new(c, REQ_SEND, peer, tag, count * mlsys_dtype_size(dt));
+    mlsys_request *r = req_new(c, REQ_SEND, peer, tag, count * dt_size(dt));
     r->sbuf = buf;
     r->dt = dt;
     r->seq = ++c->w->send_seq[r->peer_world];
@@ -147,7 +140,7 @@ static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, 
                         "null input", c->rank, peer);
         return MLSYS_ERR_ARG;
     }
-    mlsys_request *r = req_new(c, REQ_RECV, peer, tag, count * mlsys_dtype_size(dt));
+    mlsys_request *r = req_new(c, REQ_RECV, peer, tag, count * dt_size(dt));
     r->rbuf = out;
     r->sbuf = in;
     r->dt = dt;

@@ -152,7 +152,7 @@ int mlsys_values_read(pid_t pid, uint64_t addr, size_t count, int dt, double *ou
 {
     if ((unsigned)dt >= MLSYS_DTYPE_COUNT || !addr)
         return -1;
-    size_t es = mlsys_dtype_size((mlsys_dtype)dt);
+    size_t es = dt_size((mlsys_dtype)dt);
     unsigned char tmp[4096];
     size_t per = sizeof tmp / es, done = 0;
     while (done < count) {

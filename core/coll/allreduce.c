@@ -168,14 +168,17 @@ int coll_allreduce_recursive_doubling(mlsys_comm *c, const coll_args *a)
     int n = c->size, r = c->rank, rc = 0, step = 0;
     fold f = fold_of(n, r);
     int logp = coll_log2_ceil(f.p);
-    size_t bytes = a->count * mlsys_dtype_size(a->dt);
+    size_t bytes = a->count * dt_size(a->dt);
     void *tmp = NULL;
     const void *cur = a->sendbuf;
     void *outs[2] = {NULL, NULL};
+    /* a latency-bound call: its few bytes of scratch on the stack, not from malloc (the
+     * exchanges all complete before we return) */
+    _Alignas(64) unsigned char small[COLL_STACK_SCRATCH];
 
     if (f.newr >= 0) {
         int reductions = logp + (r < 2 * f.rem ? 1 : 0);
-        tmp = coll_scratch(bytes);
+        tmp = bytes <= sizeof small ? small : coll_scratch(bytes);
         void *first = (reductions & 1) ? a->recvbuf : tmp;
         if (first == a->sendbuf)
             first = tmp;          /* in place and an odd number of reductions: one copy */
@@ -221,7 +224,8 @@ int coll_allreduce_recursive_doubling(mlsys_comm *c, const coll_args *a)
             rc = mlsys_recv(c, a->recvbuf, a->count, a->dt, r + 1, tag);
     }
 out:
-    coll_scratch_free(tmp);
+    if (tmp != small)
+        coll_scratch_free(tmp);
     return rc;
 }
 

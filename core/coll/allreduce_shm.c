@@ -30,7 +30,7 @@ static int barrier(mlsys_comm *c)
 int coll_allreduce_shm_direct(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, r = c->rank, rc;
-    size_t es = mlsys_dtype_size(a->dt), bytes = a->count * es;
+    size_t es = dt_size(a->dt), bytes = a->count * es;
     placement mine = {0, 0, 0}, *all = mlsys_xcalloc((size_t)n, sizeof *all);
     uint64_t so, ro;
     if (c->w->h && heap_offset(a->sendbuf, bytes, &so) && heap_offset(a->recvbuf, bytes, &ro))

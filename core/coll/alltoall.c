@@ -25,7 +25,7 @@ int coll_alltoall_direct(mlsys_comm *c, const coll_args *a)
     void *tmp = NULL;
     const void *src = a->sendbuf;
     if (a->sendbuf == a->recvbuf) {
-        tmp = coll_scratch(total * mlsys_dtype_size(a->dt));
+        tmp = coll_scratch(total * dt_size(a->dt));
         coll_copy(tmp, a->sendbuf, total, a->dt);
         src = tmp;
     }

@@ -83,7 +83,7 @@ int coll_broadcast_tree(mlsys_comm *c, const coll_args *a)
 int coll_broadcast_ring(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, vr = rel(c->rank, a->root, n), rc = 0;
-    size_t es = mlsys_dtype_size(a->dt), bytes = a->count * es;
+    size_t es = dt_size(a->dt), bytes = a->count * es;
     size_t seg_bytes = bytes / (8 * (size_t)n);
     if (seg_bytes < COLL_SEGMENT_BYTES)
         seg_bytes = COLL_SEGMENT_BYTES;

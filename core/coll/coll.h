@@ -51,6 +51,7 @@ extern const coll_table coll_broadcast_table, coll_reduce_table, coll_allreduce_
     coll_alltoall_table, coll_barrier_table;
 
 /* Size thresholds of the decide() rules, in one place so the texts and the code agree. */
+#define COLL_STACK_SCRATCH 256u             /* scratch up to this size may live on the stack */
 #define COLL_SMALL_BYTES (64u * 1024u)      /* below: latency-bound, fewest steps wins */
 #define COLL_SEGMENT_BYTES (256u * 1024u)   /* pipelined broadcast segment */
 

@@ -46,7 +46,7 @@ int coll_gather_tree(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, root = a->root, vr = (c->rank - root + n) % n, rc = 0;
     int steps = coll_log2_ceil(n);
-    size_t cnt = a->count, es = mlsys_dtype_size(a->dt);
+    size_t cnt = a->count, es = dt_size(a->dt);
     int low = vr ? (vr & -vr) : n;                 /* subtree: [vr, vr + sub) */
     int sub = low < n - vr ? low : n - vr;
     void *tmp = NULL, *work = NULL;                /* our subtree's blocks, in vr order */

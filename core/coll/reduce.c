@@ -36,7 +36,7 @@ int coll_reduce_direct(mlsys_comm *c, const coll_args *a)
     void *tmp = NULL, *acc = a->recvbuf;
     if (root != 0 && a->sendbuf == a->recvbuf) {
         /* in place: x0 arrives into recvbuf first, so keep our own contribution aside */
-        tmp = coll_scratch(a->count * mlsys_dtype_size(a->dt));
+        tmp = coll_scratch(a->count * dt_size(a->dt));
         coll_copy(tmp, a->sendbuf, a->count, a->dt);
         own = tmp;
     }
@@ -73,7 +73,7 @@ int coll_tree_reduce(mlsys_comm *c, const void *sendbuf, void *work, size_t coun
             sent = 1;
         } else if (vr + mask < n) {
             if (!work)
-                work = tmp = coll_scratch(count * mlsys_dtype_size(dt));
+                work = tmp = coll_scratch(count * dt_size(dt));
             rc = mlsys_recv_reduce(c, acc, work, count, dt, op, (vr + mask + root) % n, tag);
             acc = work;
         }
@@ -91,7 +91,7 @@ int coll_reduce_tree(mlsys_comm *c, const coll_args *a)
 int coll_reduce_ring(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, r = c->rank, rc;
-    size_t es = mlsys_dtype_size(a->dt), off, len;
+    size_t es = dt_size(a->dt), off, len;
     coll_chunk(a->count, n, r, &off, &len);
     void *tmp = NULL, *mine;
     if (r == a->root) {

@@ -59,7 +59,7 @@ int coll_ring_reduce_scatter(mlsys_comm *c, const void *sendbuf, void *out, size
     int right = (r + 1) % n, left = (r - 1 + n) % n;
     size_t off0, maxlen;
     coll_chunk(total, n, 0, &off0, &maxlen);       /* chunk 0 is a largest one */
-    void *tmp = n > 2 ? coll_scratch(2 * maxlen * mlsys_dtype_size(dt)) : NULL;
+    void *tmp = n > 2 ? coll_scratch(2 * maxlen * dt_size(dt)) : NULL;
     void *part[2] = {tmp, tmp ? coll_at(tmp, maxlen, dt) : NULL};
     size_t so, sl;
     coll_chunk(total, n, (r - 1 + n) % n, &so, &sl);
@@ -94,7 +94,7 @@ int coll_reduce_scatter_recursive_halving(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, r = c->rank, rc = 0, step = 0;
     size_t cnt = a->count;
-    void *tmp = n > 2 ? coll_scratch((size_t)n * cnt * mlsys_dtype_size(a->dt)) : NULL;
+    void *tmp = n > 2 ? coll_scratch((size_t)n * cnt * dt_size(a->dt)) : NULL;
     const void *src = a->sendbuf;
     int lo = 0, hi = n;
     for (int mask = n / 2; mask >= 1; mask >>= 1, step++) {
