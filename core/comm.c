@@ -47,6 +47,7 @@ mlsys_world *world_attach(int fd, int rank, int size, int local_rank)
     w->local_rank = local_rank;
     w->send_seq = mlsys_xcalloc((size_t)size, sizeof(uint64_t));
     w->recv_seq = mlsys_xcalloc((size_t)size, sizeof(uint64_t));
+    w->peers = mlsys_xcalloc((size_t)size, sizeof(shm_peer));
     w->next_ctx = 1;
     w->gated = w->h->gated;
     w->tp = &shm_transport;
@@ -191,6 +192,7 @@ void mlsys_finalize(mlsys_comm *c)
     }
     free(w->send_seq);
     free(w->recv_seq);
+    free(w->peers);
     free(w);
 }
 

@@ -42,13 +42,53 @@ typedef struct shm_slot {
     } u;
 } shm_slot;
 
-/* One channel per ordered pair (src, dst). posted counts the sender's posts: a receiver
+/* The fast box: a ring of one-line cells per channel for the eager messages of collectives
+ * up to FBOX_DATA bytes (shm_fbox.c). Only the sender writes a cell and only the receiver
+ * writes fb_taken, so a message costs the two cache-line moves it must: the sender takes
+ * the line the receiver polls, the receiver reads it back. */
+#define FBOX_CELLS 16
+#define FBOX_DATA 32
+
+typedef struct fbox_cell {
+    _Alignas(64) _Atomic uint64_t pub;  /* k + 1 once it holds the channel's k-th cell message */
+    uint64_t seq;               /* the message's per-(src, dst) sequence number */
+    uint32_t ctx;
+    int32_t tag;
+    uint32_t bytes;
+    uint32_t pad;
+    unsigned char data[FBOX_DATA];
+} fbox_cell;
+
+/* One channel per ordered pair (src, dst). posted counts the sender's slot posts: a receiver
  * whose last look found nothing for it polls this one line, not every slot, and so never
  * pulls a slot's line away from a sender still writing it. */
 typedef struct shm_chan {
     _Alignas(64) _Atomic uint64_t posted;   /* written by the sender only */
+    _Alignas(64) _Atomic uint64_t fb_taken; /* written by the receiver only: cells consumed */
+    fbox_cell fb[FBOX_CELLS];
     shm_slot slot[SHM_SLOTS];
 } shm_chan;
+
+/* What a rank remembers of its two channels with one peer (private memory). */
+typedef struct shm_peer {
+    uint64_t slot_posts;        /* to the peer: slot messages posted (mirrors chan.posted) */
+    uint64_t fb_sent;           /* to the peer: cells posted */
+    uint64_t fb_taken_seen;     /* to the peer: the last fb_taken we read */
+    uint64_t fb_next;           /* from the peer: the next cell to consume */
+    uint64_t slot_taken;        /* from the peer: slot messages consumed */
+} shm_peer;
+
+/* A fast-box message that arrived before its receive was posted (or while an older message
+ * of the channel waits in a slot): kept here in arrival order until a receive takes it. */
+typedef struct fbox_msg {
+    struct fbox_msg *next;
+    int src;
+    uint32_t ctx;
+    int32_t tag;
+    uint32_t bytes;
+    uint64_t seq;
+    unsigned char data[FBOX_DATA];
+} fbox_msg;
 
 typedef struct shm_rank_state {
     /* written by every peer that wakes this rank: a cache line of its own */
@@ -163,12 +203,25 @@ typedef struct transport_ops {
 
 extern const transport_ops shm_transport;
 
+/* shm_p2p.c: a receive gets a message's bytes (copied, or reduced into rbuf) and completes */
+void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq);
+
+/* shm_fbox.c */
+int fbox_fits(const mlsys_request *r);        /* an eager message that fits a cell */
+int fbox_post(mlsys_request *r);              /* 1: posted; 0: the ring is full */
+void fbox_drain(mlsys_world *w, int src);     /* take the cells that arrived from src */
+fbox_msg *fbox_find(mlsys_world *w, const mlsys_request *r);   /* oldest kept match */
+void fbox_forget(mlsys_world *w, fbox_msg *m);                  /* taken: unlink, free */
+void fbox_fini(mlsys_world *w);
+
 /* ---- the world (one per process) and communicators ---- */
 struct mlsys_world {
     shm_header *h;
     size_t map_len;
     int rank, size, local_rank;
     uint64_t *send_seq;         /* [size]: next sequence number per destination */
+    shm_peer *peers;            /* [size]: the shm transport's private view of each channel */
+    fbox_msg *unexp, *unexp_tail;   /* fast-box messages no receive has taken yet */
     uint64_t *recv_seq;         /* [size]: last sequence consumed per source (diagnostics) */
     mlsys_request *pending;     /* all unfinished requests of this process, oldest first */
     mlsys_request *pending_tail;

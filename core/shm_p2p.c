@@ -2,7 +2,8 @@
  * slot of the (sender, receiver) channel: small messages carry their bytes inline, large
  * ones the place of the sender's buffer: an offset in its shared heap (the receiver copies
  * straight from it) or an address (read with process_vm_readv). The receiver marks the slot
- * done, and only then does the send complete: synchronous sends, zero-copy isends. Every
+ * done, and only then does the send complete: synchronous sends, zero-copy isends. The
+ * few-byte eager messages of collectives take the fast box instead (shm_fbox.c). Every
  * wait drives all pending requests, so an irecv completes while its rank blocks in a send. */
 #include "internal.h"
 #include <errno.h>
@@ -28,10 +29,16 @@ static int eager_ok(const mlsys_request *r)
 static int try_post(mlsys_request *r)
 {
     mlsys_world *w = r->comm->w;
+    if (fbox_fits(r)) {
+        if (!fbox_post(r))
+            return 0;
+        r->slot = SHM_SLOTS;    /* posted, in the fast box */
+        return 1;
+    }
     shm_chan *ch = shm_channel(w->h, w->rank, r->peer_world);
-    /* Sends post in sequence order, so this one is post number seq - 1 to the peer: no need
-     * to load the count, a line the receiver keeps reading (the load cost 160 ns here). */
-    uint64_t posted = r->seq - 1;
+    /* Our own count of slot posts: the channel's copy is a line the receiver keeps reading,
+     * and loading it cost 160 ns here. */
+    uint64_t posted = w->peers[r->peer_world].slot_posts;
     for (int k = 0; k < SHM_SLOTS; k++) {
         int i = (int)((posted + (uint64_t)k) % SHM_SLOTS);   /* round robin: see progress_recv */
         shm_slot *s = &ch->slot[i];
@@ -55,7 +62,8 @@ static int try_post(mlsys_request *r)
             s->u.addr = s->in_heap ? off : (uint64_t)(uintptr_t)r->sbuf;
         }
         atomic_store_explicit(&s->state, SLOT_POSTED, memory_order_release);
-        atomic_store_explicit(&ch->posted, posted + 1, memory_order_release);
+        atomic_store_explicit(&ch->posted, ++w->peers[r->peer_world].slot_posts,
+                              memory_order_release);
         shm_bell_ring(w->h, r->peer_world);
         r->slot = i;
         return 1;
@@ -165,6 +173,39 @@ static int deliver(mlsys_request *r, shm_slot *s)
     return 0;
 }
 
+/* 0, or MLSYS_ERR_TRUNCATE (and the communicator's message) when n bytes do not fit. */
+static int check_fit(mlsys_request *r, uint64_t n)
+{
+    if (n <= r->bytes && (r->op == MLSYS_OP_NONE || n == r->bytes))
+        return 0;
+    mlsys_comm *c = r->comm;
+    mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
+                    "%llu B does not fit the %zu B buffer", c->rank, r->peer_world, r->tag,
+                    (unsigned long long)n, r->bytes);
+    return MLSYS_ERR_TRUNCATE;
+}
+
+static void recv_done(mlsys_request *r, uint64_t seq, int st)
+{
+    mlsys_world *w = r->comm->w;
+    r->msg_id = MSG_ID(r->peer_world, w->rank, seq);
+    w->recv_seq[r->peer_world] = seq;
+    req_complete(r, st);
+}
+
+void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq)
+{
+    int st = check_fit(r, n);
+    if (!st) {
+        if (r->op == MLSYS_OP_NONE)
+            memcpy(r->rbuf, data, n);
+        else
+            mlsys_reduce_local(r->rbuf, r->sbuf, data, n / dt_size(r->dt), r->dt, r->op);
+        r->bytes = n;
+    }
+    recv_done(r, seq, st);
+}
+
 /* An older unmatched receive with the same source, context and tag goes first (MPI's
  * non-overtaking rule); so does every older one when this one would match the same slot. */
 static int older_same_key(const mlsys_request *r)
@@ -177,20 +218,20 @@ static int older_same_key(const mlsys_request *r)
 }
 
 /* small_only: take an inline message but leave a large one for the progress loop. */
-static void progress_recv(mlsys_request *r, int small_only)
+/* The oldest message in a slot for r (and its sequence number), or NULL. */
+static shm_slot *slot_match(mlsys_request *r, shm_chan *ch)
 {
     mlsys_world *w = r->comm->w;
-    if (older_same_key(r))
-        return;
-    shm_chan *ch = shm_channel(w->h, r->peer_world, w->rank);
     uint64_t posted = atomic_load_explicit(&ch->posted, memory_order_acquire);
+    if (posted == w->peers[r->peer_world].slot_taken)
+        return NULL;            /* every slot message of the channel was taken */
     /* Nothing posted since a scan that found nothing for us? The sender tries the slot of
      * its post count first and publishes the slot before the count, so a look at that slot
      * (the two loads overlap) sees a new message as early as the count does, often earlier. */
     if (posted == r->scanned &&
         atomic_load_explicit(&ch->slot[posted % SHM_SLOTS].state, memory_order_acquire) !=
             SLOT_POSTED)
-        return;
+        return NULL;
     shm_slot *best = NULL;
     /* The scan is not a snapshot: with eager sends, a message can be posted into a slot
      * already passed while a later one lands in a slot still ahead, and the later one would
@@ -208,19 +249,36 @@ static void progress_recv(mlsys_request *r, int small_only)
         }
         if (!best) {
             r->scanned = posted;
-            return;
+            return NULL;
         }
+    }
+    return best;
+}
+
+/* small_only: take an inline message but leave a large one for the progress loop. Messages
+ * come from two places, the fast box (kept copies) and the slots; the lower sequence number
+ * goes first. */
+static void progress_recv(mlsys_request *r, int small_only)
+{
+    mlsys_world *w = r->comm->w;
+    if (r->done || older_same_key(r))
+        return;
+    fbox_drain(w, r->peer_world);       /* may hand r its message */
+    if (r->done)
+        return;
+    shm_chan *ch = shm_channel(w->h, r->peer_world, w->rank);
+    fbox_msg *kept = w->unexp ? fbox_find(w, r) : NULL;
+    shm_slot *best = slot_match(r, ch);
+    if (kept && (!best || kept->seq < best->seq)) {
+        shm_recv_finish(r, kept->data, kept->bytes, kept->seq);
+        fbox_forget(w, kept);
+        return;
     }
     if (!best || (small_only && best->bytes > SHM_INLINE))
         return;
     mlsys_comm *c = r->comm;
-    int st = 0;
-    if (best->bytes > r->bytes || (r->op != MLSYS_OP_NONE && best->bytes != r->bytes)) {
-        mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
-                        "%llu B does not fit the %zu B buffer", c->rank, r->peer_world, r->tag,
-                        (unsigned long long)best->bytes, r->bytes);
-        st = MLSYS_ERR_TRUNCATE;
-    } else {
+    int st = check_fit(r, best->bytes);
+    if (!st) {
         int rc = deliver(r, best);
         if (rc) {
             mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: recv from rank %d tag %d (%llu B): "
@@ -230,12 +288,12 @@ static void progress_recv(mlsys_request *r, int small_only)
         }
         r->bytes = (size_t)best->bytes;
     }
-    r->msg_id = MSG_ID(r->peer_world, w->rank, best->seq);
-    w->recv_seq[r->peer_world] = best->seq;
+    uint64_t seq = best->seq;
     best->status = st;
     atomic_store_explicit(&best->state, SLOT_DONE, memory_order_release);
+    w->peers[r->peer_world].slot_taken++;
     shm_bell_ring(w->h, r->peer_world);
-    req_complete(r, st);
+    recv_done(r, seq, st);
 }
 
 /* Sends first: posting one takes a moment and lets the peer start its copy, whereas a
@@ -255,7 +313,7 @@ static int shm_progress(mlsys_world *w)
     for (r = w->pending; r; r = next) {
         next = r->next;
         if (r->kind == REQ_RECV) {
-            progress_recv(r, 0);
+            progress_recv(r, 0);    /* may also finish others of its peer: they say done */
             n += r->done;
         }
     }
@@ -398,10 +456,16 @@ static void shm_cancel(mlsys_request *r)
     }
 }
 
+static void shm_fini(mlsys_world *w)
+{
+    fbox_fini(w);
+}
+
 const transport_ops shm_transport = {
     .name = "shm",
     .post = shm_post,
     .progress = shm_progress,
     .wait = shm_wait,
     .cancel = shm_cancel,
+    .fini = shm_fini,
 };

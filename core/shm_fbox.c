@@ -1,0 +1,123 @@
+/* shm_fbox.c - the fast box: how the few-byte eager messages of collectives cross between
+ * two ranks in the time of the two cache-line moves they need. Each channel has a ring of
+ * one-line cells; the sender fills the next cell and publishes it, the receiver polls that
+ * one cell, consumes cells in order and hands each to the oldest matching receive, or keeps
+ * a copy until one is posted. Neither side loads a line the other writes on the way. */
+#include "internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Small messages of collectives only (odd contexts): user sends stay synchronous. */
+int fbox_fits(const mlsys_request *r)
+{
+    return (r->ctx & 1u) && r->bytes <= FBOX_DATA;
+}
+
+int fbox_post(mlsys_request *r)
+{
+    mlsys_world *w = r->comm->w;
+    shm_peer *p = &w->peers[r->peer_world];
+    shm_chan *ch = shm_channel(w->h, w->rank, r->peer_world);
+    if (p->fb_sent - p->fb_taken_seen >= FBOX_CELLS) {   /* full, as far as we know: look */
+        p->fb_taken_seen = atomic_load_explicit(&ch->fb_taken, memory_order_acquire);
+        if (p->fb_sent - p->fb_taken_seen >= FBOX_CELLS)
+            return 0;
+    }
+    fbox_cell *c = &ch->fb[p->fb_sent % FBOX_CELLS];
+    c->seq = r->seq;
+    c->ctx = r->ctx;
+    c->tag = r->tag;
+    c->bytes = (uint32_t)r->bytes;
+    if (r->bytes)
+        memcpy(c->data, r->sbuf, r->bytes);
+    atomic_store_explicit(&c->pub, ++p->fb_sent, memory_order_release);
+    shm_bell_ring(w->h, r->peer_world);
+    return 1;
+}
+
+/* The oldest pending receive that this cell's message is for, if it may take it now: not
+ * when a kept message of the same key is older, nor while a slot message of the channel
+ * waits (it may be older and of the same key: the receive's own scan compares them). */
+static mlsys_request *taker(mlsys_world *w, int src, const fbox_cell *c, int slots_waiting)
+{
+    if (slots_waiting)
+        return NULL;
+    for (const fbox_msg *m = w->unexp; m; m = m->next)
+        if (m->src == src && m->ctx == c->ctx && m->tag == c->tag)
+            return NULL;
+    for (mlsys_request *r = w->pending; r; r = r->next)
+        if (r->kind == REQ_RECV && r->peer_world == src && r->ctx == c->ctx && r->tag == c->tag)
+            return r;
+    return NULL;
+}
+
+static void keep(mlsys_world *w, int src, const fbox_cell *c)
+{
+    fbox_msg *m = mlsys_xmalloc(sizeof *m);
+    *m = (fbox_msg){.src = src, .ctx = c->ctx, .tag = c->tag, .bytes = c->bytes,
+                    .seq = c->seq};
+    memcpy(m->data, c->data, c->bytes);
+    if (w->unexp_tail)
+        w->unexp_tail->next = m;
+    else
+        w->unexp = m;
+    w->unexp_tail = m;
+}
+
+void fbox_drain(mlsys_world *w, int src)
+{
+    shm_chan *ch = shm_channel(w->h, src, w->rank);
+    shm_peer *p = &w->peers[src];
+    int took = 0;
+    for (;;) {
+        fbox_cell *c = &ch->fb[p->fb_next % FBOX_CELLS];
+        if (atomic_load_explicit(&c->pub, memory_order_acquire) != p->fb_next + 1)
+            break;
+        int slots_waiting =
+            atomic_load_explicit(&ch->posted, memory_order_acquire) != p->slot_taken;
+        mlsys_request *r = taker(w, src, c, slots_waiting);
+        if (r)
+            shm_recv_finish(r, c->data, c->bytes, c->seq);
+        else
+            keep(w, src, c);
+        p->fb_next++;
+        took = 1;
+    }
+    if (took) {
+        atomic_store_explicit(&ch->fb_taken, p->fb_next, memory_order_release);
+        shm_bell_ring(w->h, src);   /* a sender may sleep on a full ring */
+    }
+}
+
+fbox_msg *fbox_find(mlsys_world *w, const mlsys_request *r)
+{
+    for (fbox_msg *m = w->unexp; m; m = m->next)
+        if (m->src == r->peer_world && m->ctx == r->ctx && m->tag == r->tag)
+            return m;
+    return NULL;
+}
+
+void fbox_forget(mlsys_world *w, fbox_msg *m)
+{
+    fbox_msg **pp = &w->unexp, *prev = NULL;
+    while (*pp && *pp != m) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = m->next;
+    if (w->unexp_tail == m)
+        w->unexp_tail = prev;
+    free(m);
+}
+
+void fbox_fini(mlsys_world *w)
+{
+    while (w->unexp) {
+        fbox_msg *m = w->unexp;
+        w->unexp = m->next;
+        free(m);
+    }
+    w->unexp_tail = NULL;
+}
