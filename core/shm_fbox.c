@@ -64,11 +64,22 @@ static void keep(mlsys_world *w, int src, const fbox_cell *c)
     w->unexp_tail = m;
 }
 
+static int waiting_for(const mlsys_world *w, int src)
+{
+    for (const mlsys_request *r = w->pending; r; r = r->next)
+        if (r->kind == REQ_RECV && r->peer_world == src)
+            return 1;
+    return 0;
+}
+
+/* Cells are taken in order. One that no receive can take yet is copied aside only while a
+ * receive from src waits (it may be for a later cell); otherwise it stays in the ring for
+ * the receive that will come, and costs no copy. */
 void fbox_drain(mlsys_world *w, int src)
 {
     shm_chan *ch = shm_channel(w->h, src, w->rank);
     shm_peer *p = &w->peers[src];
-    int took = 0;
+    uint64_t first = p->fb_next;
     for (;;) {
         fbox_cell *c = &ch->fb[p->fb_next % FBOX_CELLS];
         if (atomic_load_explicit(&c->pub, memory_order_acquire) != p->fb_next + 1)
@@ -78,12 +89,13 @@ void fbox_drain(mlsys_world *w, int src)
         mlsys_request *r = taker(w, src, c, slots_waiting);
         if (r)
             shm_recv_finish(r, c->data, c->bytes, c->seq);
-        else
+        else if (waiting_for(w, src))
             keep(w, src, c);
+        else
+            break;
         p->fb_next++;
-        took = 1;
     }
-    if (took) {
+    if (p->fb_next != first) {     /* every cell we took, at once: the sender may wait */
         atomic_store_explicit(&ch->fb_taken, p->fb_next, memory_order_release);
         shm_bell_ring(w->h, src);   /* a sender may sleep on a full ring */
     }
