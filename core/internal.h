@@ -195,6 +195,13 @@ typedef struct transport_ops {
     int (*progress)(mlsys_world *w);     /* advance every pending request once */
     int (*wait)(mlsys_request *r);       /* until done, timeout or abort; returns its status */
     void (*cancel)(mlsys_request *r);    /* withdraw a request given up on */
+    /* Optional shortcuts, used when nobody traces: move a message at once, without a
+     * request, when the transport can finish it on the spot (an eager send with room for
+     * it; a receive whose message is already first in line). Return 1 when done (a receive
+     * sets *status: 0 or an MLSYS_ERR_ code), 0 to take the request path. */
+    int (*send_now)(mlsys_comm *c, const void *buf, size_t bytes, int peer_world, int tag);
+    int (*recv_now)(mlsys_comm *c, const void *in, void *out, size_t bytes, mlsys_dtype dt,
+                    mlsys_op op, int peer_world, int tag, int *status);
     /* The backend's own collective (MPI_Allreduce, ncclAllReduce): the algorithm "native".
      * NULL, or MLSYS_ERR_UNSUPPORTED for a collective it lacks. args: core/coll/coll.h. */
     int (*native)(mlsys_comm *c, int coll, const void *args);
@@ -205,10 +212,17 @@ extern const transport_ops shm_transport;
 
 /* shm_p2p.c: a receive gets a message's bytes (copied, or reduced into rbuf) and completes */
 void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq);
+/* n bytes of data into a receive of cap bytes (reduced with in when op is not NONE): 0, or
+ * MLSYS_ERR_TRUNCATE with the communicator's message */
+int shm_recv_bytes(mlsys_comm *c, const void *in, void *out, size_t cap, mlsys_dtype dt,
+                   mlsys_op op, int src, int tag, const void *data, size_t n);
 
 /* shm_fbox.c */
 int fbox_fits(const mlsys_request *r);        /* an eager message that fits a cell */
 int fbox_post(mlsys_request *r);              /* 1: posted; 0: the ring is full */
+int fbox_send_now(mlsys_comm *c, const void *buf, size_t bytes, int dst, int tag);
+int fbox_recv_now(mlsys_comm *c, const void *in, void *out, size_t bytes, mlsys_dtype dt,
+                  mlsys_op op, int src, int tag, int *status);
 void fbox_drain(mlsys_world *w, int src);     /* take the cells that arrived from src */
 fbox_msg *fbox_find(mlsys_world *w, const mlsys_request *r);   /* oldest kept match */
 void fbox_forget(mlsys_world *w, fbox_msg *m);                  /* taken: unlink, free */

@@ -13,25 +13,80 @@ int fbox_fits(const mlsys_request *r)
     return (r->ctx & 1u) && r->bytes <= FBOX_DATA;
 }
 
-int fbox_post(mlsys_request *r)
+static int put(mlsys_world *w, int dst, const void *buf, size_t bytes, uint32_t ctx, int tag,
+               uint64_t seq)
 {
-    mlsys_world *w = r->comm->w;
-    shm_peer *p = &w->peers[r->peer_world];
-    shm_chan *ch = shm_channel(w->h, w->rank, r->peer_world);
+    shm_peer *p = &w->peers[dst];
+    shm_chan *ch = shm_channel(w->h, w->rank, dst);
     if (p->fb_sent - p->fb_taken_seen >= FBOX_CELLS) {   /* full, as far as we know: look */
         p->fb_taken_seen = atomic_load_explicit(&ch->fb_taken, memory_order_acquire);
         if (p->fb_sent - p->fb_taken_seen >= FBOX_CELLS)
             return 0;
     }
     fbox_cell *c = &ch->fb[p->fb_sent % FBOX_CELLS];
-    c->seq = r->seq;
-    c->ctx = r->ctx;
-    c->tag = r->tag;
-    c->bytes = (uint32_t)r->bytes;
-    if (r->bytes)
-        memcpy(c->data, r->sbuf, r->bytes);
+    c->seq = seq;
+    c->ctx = ctx;
+    c->tag = tag;
+    c->bytes = (uint32_t)bytes;
+    if (bytes)
+        memcpy(c->data, buf, bytes);
     atomic_store_explicit(&c->pub, ++p->fb_sent, memory_order_release);
-    shm_bell_ring(w->h, r->peer_world);
+    shm_bell_ring(w->h, dst);
+    return 1;
+}
+
+int fbox_post(mlsys_request *r)
+{
+    return put(r->comm->w, r->peer_world, r->sbuf, r->bytes, r->ctx, r->tag, r->seq);
+}
+
+static uint32_t coll_ctx(const mlsys_comm *c)
+{
+    return c->ctx + (c->in_coll ? 1u : 0u);
+}
+
+/* A send that must wait behind an older unposted one to the same peer cannot go now. */
+int fbox_send_now(mlsys_comm *c, const void *buf, size_t bytes, int dst, int tag)
+{
+    mlsys_world *w = c->w;
+    uint32_t ctx = coll_ctx(c);
+    if (!(ctx & 1u) || bytes > FBOX_DATA)
+        return 0;
+    for (const mlsys_request *r = w->pending; r; r = r->next)
+        if (r->kind == REQ_SEND && r->slot < 0 && r->peer_world == dst)
+            return 0;
+    if (!put(w, dst, buf, bytes, ctx, tag, w->send_seq[dst] + 1))
+        return 0;
+    w->send_seq[dst]++;
+    return 1;
+}
+
+/* Only when nothing can come before the first cell in line: no older receive of the same
+ * key, no kept copy from src, no slot message from src not yet taken. */
+int fbox_recv_now(mlsys_comm *c, const void *in, void *out, size_t bytes, mlsys_dtype dt,
+                  mlsys_op op, int src, int tag, int *status)
+{
+    mlsys_world *w = c->w;
+    uint32_t ctx = coll_ctx(c);
+    shm_peer *p = &w->peers[src];
+    shm_chan *ch = shm_channel(w->h, src, w->rank);
+    fbox_cell *cell = &ch->fb[p->fb_next % FBOX_CELLS];
+    if (atomic_load_explicit(&cell->pub, memory_order_acquire) != p->fb_next + 1 ||
+        cell->ctx != ctx || cell->tag != tag)
+        return 0;
+    for (const fbox_msg *m = w->unexp; m; m = m->next)
+        if (m->src == src)
+            return 0;
+    for (const mlsys_request *r = w->pending; r; r = r->next)
+        if (r->kind == REQ_RECV && r->peer_world == src && r->ctx == ctx && r->tag == tag)
+            return 0;
+    if (atomic_load_explicit(&ch->posted, memory_order_acquire) != p->slot_taken)
+        return 0;
+    *status = shm_recv_bytes(c, in, out, bytes, dt, op, src, tag, cell->data, cell->bytes);
+    w->recv_seq[src] = cell->seq;
+    p->fb_next++;
+    atomic_store_explicit(&ch->fb_taken, p->fb_next, memory_order_release);
+    shm_bell_ring(w->h, src);       /* a sender may sleep on a full ring */
     return 1;
 }
 

@@ -173,16 +173,33 @@ static int deliver(mlsys_request *r, shm_slot *s)
     return 0;
 }
 
+static int fits(mlsys_comm *c, size_t cap, mlsys_op op, int src, int tag, uint64_t n)
+{
+    if (n <= cap && (op == MLSYS_OP_NONE || n == cap))
+        return 0;
+    mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
+                    "%llu B does not fit the %zu B buffer", c->rank, src, tag,
+                    (unsigned long long)n, cap);
+    return MLSYS_ERR_TRUNCATE;
+}
+
 /* 0, or MLSYS_ERR_TRUNCATE (and the communicator's message) when n bytes do not fit. */
 static int check_fit(mlsys_request *r, uint64_t n)
 {
-    if (n <= r->bytes && (r->op == MLSYS_OP_NONE || n == r->bytes))
-        return 0;
-    mlsys_comm *c = r->comm;
-    mlsys_set_error(c, MLSYS_ERR_TRUNCATE, "rank %d: recv from rank %d tag %d: message of "
-                    "%llu B does not fit the %zu B buffer", c->rank, r->peer_world, r->tag,
-                    (unsigned long long)n, r->bytes);
-    return MLSYS_ERR_TRUNCATE;
+    return fits(r->comm, r->bytes, r->op, r->peer_world, r->tag, n);
+}
+
+int shm_recv_bytes(mlsys_comm *c, const void *in, void *out, size_t cap, mlsys_dtype dt,
+                   mlsys_op op, int src, int tag, const void *data, size_t n)
+{
+    int st = fits(c, cap, op, src, tag, n);
+    if (st)
+        return st;
+    if (op == MLSYS_OP_NONE)
+        memcpy(out, data, n);
+    else
+        mlsys_reduce_local(out, in, data, n / dt_size(dt), dt, op);
+    return 0;
 }
 
 static void recv_done(mlsys_request *r, uint64_t seq, int st)
@@ -195,14 +212,10 @@ static void recv_done(mlsys_request *r, uint64_t seq, int st)
 
 void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq)
 {
-    int st = check_fit(r, n);
-    if (!st) {
-        if (r->op == MLSYS_OP_NONE)
-            memcpy(r->rbuf, data, n);
-        else
-            mlsys_reduce_local(r->rbuf, r->sbuf, data, n / dt_size(r->dt), r->dt, r->op);
+    int st = shm_recv_bytes(r->comm, r->sbuf, r->rbuf, r->bytes, r->dt, r->op, r->peer_world,
+                            r->tag, data, n);
+    if (!st)
         r->bytes = n;
-    }
     recv_done(r, seq, st);
 }
 
@@ -467,5 +480,7 @@ const transport_ops shm_transport = {
     .progress = shm_progress,
     .wait = shm_wait,
     .cancel = shm_cancel,
+    .send_now = fbox_send_now,
+    .recv_now = fbox_recv_now,
     .fini = shm_fini,
 };

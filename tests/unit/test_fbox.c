@@ -1,8 +1,9 @@
 /* test_fbox.c - the shm transport's fast box, white box: messages of a collective's context
  * (the test enters one by hand) that arrive before their receive, out of tag order, mixed
  * with slot messages of the same tag, more of them than the ring has cells, a receive too
- * small for a kept message, and a receive-reduce from one. Matching must stay MPI's: per
- * source, context and tag, in sending order, whichever path each message took. */
+ * small for a kept message, and a receive-reduce from one; through requests and through
+ * the request-free shortcuts. Matching must stay MPI's: per source, context and tag, in
+ * sending order, whichever path each message took. */
 #include "../../core/internal.h"
 #include <check.h>
 #include <stdio.h>
@@ -77,6 +78,29 @@ static int sender(mlsys_comm *c)
     FAIL_IF(mlsys_recv(c, &go, 1, MLSYS_I32, 1, 99), "%s", mlsys_errmsg(c));  /* J kept */
     c->in_coll++;
     FAIL_IF(mlsys_send(c, k1, 1, MLSYS_I32, 1, 13), "%s", mlsys_errmsg(c));
+    /* M (tag 16, a slot) then N (tag 16, fast box), received by plain receives posted after
+     * both arrived: N is first in the fast box, but M is older */
+    static int32_t mm[16], nn[1];
+    for (int i = 0; i < 16; i++) mm[i] = val(14, i);
+    nn[0] = val(15, 0);
+    c->in_coll--;
+    FAIL_IF(mlsys_recv(c, &go, 1, MLSYS_I32, 1, 99), "%s", mlsys_errmsg(c));  /* K taken */
+    c->in_coll++;
+    n = 0;
+    FAIL_IF(mlsys_isend(c, mm, 16, MLSYS_I32, 1, 16, &req[n++]), "%s", mlsys_errmsg(c));
+    FAIL_IF(mlsys_isend(c, nn, 1, MLSYS_I32, 1, 16, &req[n++]), "%s", mlsys_errmsg(c));
+    FAIL_IF(mlsys_waitall(req, n), "waitall: %s", mlsys_errmsg(c));
+    /* P then Q (tag 17, fast box) after the receiver posted an irecv of tag 17: its later
+     * blocking receive must not take P, first in line, from the older irecv */
+    static int32_t pq[2];
+    pq[0] = val(16, 0);
+    pq[1] = val(17, 0);
+    c->in_coll--;
+    FAIL_IF(mlsys_recv(c, &go, 1, MLSYS_I32, 1, 99), "%s", mlsys_errmsg(c));  /* irecv up */
+    c->in_coll++;
+    usleep(20 * 1000);     /* the receiver has left its wait and sleeps */
+    FAIL_IF(mlsys_send(c, &pq[0], 1, MLSYS_I32, 1, 17), "%s", mlsys_errmsg(c));
+    FAIL_IF(mlsys_send(c, &pq[1], 1, MLSYS_I32, 1, 17), "%s", mlsys_errmsg(c));
     return 0;
 }
 
@@ -130,6 +154,27 @@ static int receiver(mlsys_comm *c)
     FAIL_IF(mlsys_recv(c, &jk[0], 1, MLSYS_I32, 0, 13), "J: %s", mlsys_errmsg(c));
     FAIL_IF(mlsys_recv(c, &jk[1], 1, MLSYS_I32, 0, 13), "K: %s", mlsys_errmsg(c));
     FAIL_IF(jk[0] != val(11, 0) || jk[1] != val(12, 0), "J then K: got %d %d", jk[0], jk[1]);
+    c->in_coll--;
+    FAIL_IF(mlsys_send(c, &go, 1, MLSYS_I32, 0, 99), "%s", mlsys_errmsg(c));
+    c->in_coll++;
+    usleep(50 * 1000);     /* M in a slot, N first in the fast box, nothing kept */
+    FAIL_IF(mlsys_recv(c, got, 16, MLSYS_I32, 0, 16), "M: %s", mlsys_errmsg(c));
+    for (int i = 0; i < 16; i++)
+        FAIL_IF(got[i] != val(14, i), "M first (a slot, sent first): element %d is %d", i,
+                got[i]);
+    FAIL_IF(mlsys_recv(c, got, 16, MLSYS_I32, 0, 16), "N: %s", mlsys_errmsg(c));
+    FAIL_IF(got[0] != val(15, 0), "N second: got %d", got[0]);
+    int32_t p1 = 0, q1 = 0;
+    mlsys_request *early;
+    FAIL_IF(mlsys_irecv(c, &p1, 1, MLSYS_I32, 0, 17, &early), "%s", mlsys_errmsg(c));
+    c->in_coll--;
+    FAIL_IF(mlsys_send(c, &go, 1, MLSYS_I32, 0, 99), "%s", mlsys_errmsg(c));
+    c->in_coll++;
+    usleep(50 * 1000);     /* P and Q wait in the fast box; the irecv has not looked yet */
+    FAIL_IF(mlsys_recv(c, &q1, 1, MLSYS_I32, 0, 17), "Q: %s", mlsys_errmsg(c));
+    FAIL_IF(mlsys_wait(early), "P: %s", mlsys_errmsg(c));
+    FAIL_IF(p1 != val(16, 0) || q1 != val(17, 0), "the older irecv must get P: irecv %d, "
+            "recv %d", p1, q1);
     return 0;
 }
 
