@@ -248,9 +248,9 @@ static int check_args(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
                         c->rank, name, a->root, c->size);
         return MLSYS_ERR_ARG;
     }
-    /* count * size * N must fit in memory arithmetic */
-    size_t es = dt_size(a->dt);
-    if (a->count && a->count > SIZE_MAX / es / (size_t)c->size) {
+    /* count * size * N must fit in memory arithmetic (no division: this runs every call) */
+    size_t total;
+    if (__builtin_mul_overflow(a->count, dt_size(a->dt) * (size_t)c->size, &total)) {
         mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: %s: count %zu overflows", c->rank, name,
                         a->count);
         return MLSYS_ERR_ARG;

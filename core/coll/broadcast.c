@@ -62,9 +62,10 @@ int coll_tree_bcast(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int 
         if ((rc = mlsys_step(c, step0 + s, "broadcast down the tree")))
             return rc;
         int mask = 1 << (steps - 1 - s), tag = COLL_TAG(MLSYS_COLL_BROADCAST, step0 + s);
-        if (vr % (2 * mask) == 0 && vr + mask < n)
+        int low = vr & (2 * mask - 1);      /* vr mod 2 mask */
+        if (low == 0 && vr + mask < n)
             rc = mlsys_send(c, buf, count, dt, real(vr + mask, root, n), tag);
-        else if (vr % (2 * mask) == mask)
+        else if (low == mask)
             rc = mlsys_recv(c, buf, count, dt, real(vr - mask, root, n), tag);
         if (rc)
             return rc;

@@ -33,12 +33,13 @@ if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 &&
     have_mpi=1
 fi
 
-# Timed calls per size, the same on both sides: enough that a small size is not one clock
-# tick, few at 64 MiB (each call moves hundreds of MB on a shared machine).
+# Timed calls per size, the same on both sides: at 8 B enough calls that the average is
+# steady to a few percent (a call is half a microsecond, and this VM's stalls of tens of
+# microseconds must average out), few at 64 MiB (each call moves hundreds of MB).
 iters_of() {
     case $1 in
-    8) echo 2000 ;;
-    65536) echo 500 ;;
+    8) echo 20000 ;;
+    65536) echo 1000 ;;
     1048576) echo 50 ;;
     *) echo 5 ;;
     esac
