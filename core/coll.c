@@ -541,30 +541,26 @@ int coll_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mls
     return count ? mlsys_recv_reduce(c, in, out, count, dt, op, peer, tag) : 0;
 }
 
-/* Post the send, then the receive, then wait for both: neither call blocks, so neither side
- * can block the other, whatever order the two ranks call in. The send goes first: when the
- * peer's message is already here, posting the receive takes it at once (and reduces it),
+/* Post the send, then receive, then wait for the send: the send does not block, so neither
+ * side can block the other, whatever order the two ranks call in. The send goes first:
+ * when the peer's message is already here, the receive takes it at once (and reduces it),
  * and our own message should not wait behind that work while the peer waits for it (the
  * other order made 2-rank 8 B all_reduce alternate between a fast and a slow call). */
 static int exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, const void *in,
                     void *out, size_t rcount, int src, int tag, mlsys_dtype dt, mlsys_op op)
 {
-    mlsys_request *req[2] = {NULL, NULL};
-    int nreq = 0, rc = 0;
-    if (scount && dst >= 0) {
-        rc = mlsys_isend(c, sbuf, scount, dt, dst, tag, &req[nreq]);
-        if (!rc)
-            nreq++;
+    mlsys_request *sreq = NULL;
+    int rc = 0;
+    if (scount && dst >= 0)
+        rc = mlsys_isend(c, sbuf, scount, dt, dst, tag, &sreq);
+    if (!rc && rcount && src >= 0)
+        rc = op == MLSYS_OP_NONE ? mlsys_recv(c, out, rcount, dt, src, tag)
+                                 : mlsys_recv_reduce(c, in, out, rcount, dt, op, src, tag);
+    if (rc) {
+        req_drop(sreq);         /* one failure is enough: no second timeout on the send */
+        return rc;
     }
-    if (!rc && rcount && src >= 0) {
-        rc = op == MLSYS_OP_NONE
-                 ? mlsys_irecv(c, out, rcount, dt, src, tag, &req[nreq])
-                 : mlsys_irecv_reduce(c, in, out, rcount, dt, op, src, tag, &req[nreq]);
-        if (!rc)
-            nreq++;
-    }
-    int rc2 = mlsys_waitall(req, nreq);
-    return rc ? rc : rc2;
+    return mlsys_wait(sreq);
 }
 
 int coll_exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,

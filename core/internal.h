@@ -286,6 +286,7 @@ struct mlsys_comm {
 void req_pending_add(mlsys_world *w, mlsys_request *r);
 void req_pending_remove(mlsys_world *w, mlsys_request *r);
 void req_complete(mlsys_request *r, int status);   /* counters, event, off the pending list */
+void req_drop(mlsys_request *r);   /* given up on: withdrawn if in flight, then released */
 
 /* comm.c */
 mlsys_comm *comm_create(mlsys_world *w, int size, const int *world_of, uint32_t ctx);

@@ -135,8 +135,13 @@ int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, in
     return 0;
 }
 
+/* A blocking receive with nothing else in flight may poll for its message a little before
+ * it takes the request path: a small message of a collective usually lands within a few
+ * hundred nanoseconds, and the request, its list and its progress cost as much again. */
+#define RECV_NOW_POLLS 64
+
 static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
-                        mlsys_op op, int peer, int tag, mlsys_request **req)
+                        mlsys_op op, int peer, int tag, mlsys_request **req, int blocking)
 {
     *req = NULL;
     int rc = check_peer(c, "recv from", peer, tag, out, count, dt);
@@ -150,11 +155,16 @@ static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, 
     size_t bytes = count * dt_size(dt);
     const transport_ops *tp = c->w->tp;
     int st;
-    if (tp->recv_now && !mlsys_tracing(c) &&
-        tp->recv_now(c, in, out, bytes, dt, op, c->world_of[peer], tag, &st)) {
-        c->counters.recvs++;
-        c->counters.bytes_recv += st ? 0 : bytes;
-        return st;              /* done already: *req stays NULL */
+    if (tp->recv_now && !mlsys_tracing(c)) {
+        int polls = blocking && !c->w->pending && c->w->spin_ns ? RECV_NOW_POLLS : 1;
+        for (int i = 0; i < polls; i++) {
+            if (tp->recv_now(c, in, out, bytes, dt, op, c->world_of[peer], tag, &st)) {
+                c->counters.recvs++;
+                c->counters.bytes_recv += st ? 0 : bytes;
+                return st;      /* done already: *req stays NULL */
+            }
+            cpu_relax();
+        }
     }
     mlsys_request *r = req_new(c, REQ_RECV, peer, tag, bytes);
     r->rbuf = out;
@@ -174,7 +184,7 @@ static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, 
 int mlsys_irecv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag,
                 mlsys_request **req)
 {
-    return irecv_common(c, NULL, buf, count, dt, MLSYS_OP_NONE, peer, tag, req);
+    return irecv_common(c, NULL, buf, count, dt, MLSYS_OP_NONE, peer, tag, req, 0);
 }
 
 int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
@@ -184,7 +194,7 @@ int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, m
         mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce needs an operator", c->rank);
         return MLSYS_ERR_ARG;
     }
-    return irecv_common(c, in, out, count, dt, op, peer, tag, req);
+    return irecv_common(c, in, out, count, dt, op, peer, tag, req, 0);
 }
 
 int mlsys_wait(mlsys_request *r)
@@ -202,6 +212,17 @@ int mlsys_wait(mlsys_request *r)
     return rc;
 }
 
+void req_drop(mlsys_request *r)
+{
+    if (!r)
+        return;
+    if (!r->done) {
+        req_pending_remove(r->comm->w, r);
+        r->comm->w->tp->cancel(r);
+    }
+    req_release(r);
+}
+
 /* After the first failure the rest are withdrawn, not waited for: one timeout is enough. */
 int mlsys_waitall(mlsys_request **reqs, int n)
 {
@@ -211,15 +232,10 @@ int mlsys_waitall(mlsys_request **reqs, int n)
         reqs[i] = NULL;
         if (!r)
             continue;
-        if (!first) {
+        if (!first)
             first = mlsys_wait(r);
-            continue;
-        }
-        if (!r->done) {
-            req_pending_remove(r->comm->w, r);
-            r->comm->w->tp->cancel(r);
-        }
-        req_release(r);
+        else
+            req_drop(r);
     }
     return first;
 }
@@ -246,15 +262,19 @@ int mlsys_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int
 int mlsys_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag)
 {
     mlsys_request *r;
-    int rc = mlsys_irecv(c, buf, count, dt, peer, tag, &r);
+    int rc = irecv_common(c, NULL, buf, count, dt, MLSYS_OP_NONE, peer, tag, &r, 1);
     return rc ? rc : mlsys_wait(r);
 }
 
 int mlsys_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
                       mlsys_op op, int peer, int tag)
 {
+    if (op == MLSYS_OP_NONE) {
+        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce needs an operator", c->rank);
+        return MLSYS_ERR_ARG;
+    }
     mlsys_request *r;
-    int rc = mlsys_irecv_reduce(c, in, out, count, dt, op, peer, tag, &r);
+    int rc = irecv_common(c, in, out, count, dt, op, peer, tag, &r, 1);
     return rc ? rc : mlsys_wait(r);
 }
 
