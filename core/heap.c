@@ -24,13 +24,24 @@ static struct {
     uint64_t size, brk;
     heap_block *free;       /* sorted by offset, coalesced */
     uint64_t kept;          /* bytes on the free list whose pages were not given back */
+    uint64_t keep_max;      /* keep_limit() */
 } g_heap;
 
-/* Freed pages stay resident up to this many bytes: a collective's scratch is freed at the
- * end of every call and allocated again at the next one, and giving its pages back meant a
+/* Freed pages stay resident up to a limit: a collective's scratch is freed at the end of
+ * every call and allocated again at the next one, and giving its pages back meant a
  * fallocate and a page fault per page each call (64 KiB reduce_scatter on 4 ranks spent
- * 2 ms a call in them, 30x OpenMPI's time). Above it, pages go back to the system. */
-#define HEAP_KEEP (16ull << 20)
+ * 2 ms a call in them, 30x OpenMPI's time; 64 MiB, 350 ms). The limit: a sixteenth of the
+ * machine's memory shared by the ranks, at least 16 MiB and at most 256 MiB per rank.
+ * Above it, pages go back to the system. */
+static uint64_t keep_limit(int world)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    uint64_t share = pages > 0 && psize > 0
+                         ? (uint64_t)pages * (uint64_t)psize / 16 / (uint64_t)(world > 0 ? world : 1)
+                         : 0;
+    uint64_t lo = 16ull << 20, hi = 256ull << 20;
+    return share < lo ? lo : share > hi ? hi : share;
+}
 
 int heap_attach(mlsys_world *w)
 {
@@ -48,6 +59,7 @@ int heap_attach(mlsys_world *w)
     g_heap.size = w->h->heap_size;
     g_heap.brk = 0;
     g_heap.kept = 0;
+    g_heap.keep_max = keep_limit(w->size);
     g_heap.free = NULL;
     w->peer_heap = mlsys_xcalloc((size_t)w->size, sizeof(char *));
     w->peer_heap[w->rank] = p;
@@ -101,7 +113,7 @@ void *heap_alloc(size_t n, int zero)
 }
 
 /* Give the range back to the free list, and its pages back to the system unless they are
- * kept for the next allocation (HEAP_KEEP). */
+ * kept for the next allocation (keep_limit). */
 int heap_free(void *p, size_t n)
 {
     char *c = p;
@@ -109,7 +121,7 @@ int heap_free(void *p, size_t n)
         return 0;
     uint64_t off = (uint64_t)(c - g_heap.base);
     uint64_t len = ((uint64_t)(n ? n : 1) + PAGE - 1) & ~(PAGE - 1);
-    int keep = g_heap.kept + len <= HEAP_KEEP;
+    int keep = g_heap.kept + len <= g_heap.keep_max;
     if (keep)
         g_heap.kept += len;
     else
