@@ -5,6 +5,7 @@
  * the request-free shortcuts. Matching must stay MPI's: per source, context and tag, in
  * sending order, whichever path each message took. */
 #include "../../core/internal.h"
+#include "rank_fail.h"
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +13,6 @@
 #include <unistd.h>
 
 static char why[512];
-
-#define FAIL_IF(cond, ...)                                                                     \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, "rank %d: ", mlsys_rank(c));                                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            return 1;                                                                          \
-        }                                                                                      \
-    } while (0)
 
 enum { FLOOD = 3 * FBOX_CELLS + 5, BIG = SHM_INLINE / 4 };   /* BIG: int32s, a slot message */
 

@@ -3,6 +3,7 @@
  * non-blocking requests, receive-with-reduction, truncation errors, split groups, and the
  * zero-copy property that chapter 2's buffer-reuse pitfall relies on. */
 #include "../../core/mlsys.h"
+#include "rank_fail.h"
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,16 +14,6 @@
 static char why[512];
 
 #define RUN(n, tmo, fn, arg) mlsys_run_fn((n), (tmo), (fn), (arg), why, sizeof why)
-
-#define FAIL_IF(cond, ...)                                                                     \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, "rank %d: ", mlsys_rank(c));                                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            return 1;                                                                          \
-        }                                                                                      \
-    } while (0)
 
 /* Ring exchange, several rounds, checked element by element. arg: {count, heap}: buffers
  * from the rank's shared heap (direct copy) or from malloc (process_vm_readv). */
