@@ -470,10 +470,18 @@ void coll_chunk(size_t total, int n, int k, size_t *off, size_t *len)
     *len = base + (uk < rem ? 1 : 0);
 }
 
+/* Large copies that do not overlap stream past the cache (mlsys_copy_large: 32 MiB went at
+ * 10 GB/s through memmove here, 20+ streamed). */
 void coll_copy(void *dst, const void *src, size_t count, mlsys_dtype dt)
 {
-    if (count && dst != src)
-        memmove(dst, src, count * dt_size(dt));
+    size_t n = count * dt_size(dt);
+    if (!n || dst == src)
+        return;
+    const char *d = dst, *s = src;
+    if (d + n <= s || s + n <= d)
+        mlsys_copy_large(dst, src, n);
+    else
+        memmove(dst, src, n);
 }
 
 /* A 64-byte header in front of the buffer remembers its size and where it came from. Large
