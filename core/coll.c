@@ -555,12 +555,15 @@ int coll_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mls
  * and our own message should not wait behind that work while the peer waits for it (the
  * other order made 2-rank 8 B all_reduce alternate between a fast and a slow call). */
 static int exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, const void *in,
-                    void *out, size_t rcount, int src, int tag, mlsys_dtype dt, mlsys_op op)
+                    void *out, size_t rcount, int src, int tag, mlsys_dtype dt, mlsys_op op,
+                    void (*work)(void *), void *arg)
 {
     mlsys_request *sreq = NULL;
     int rc = 0;
     if (scount && dst >= 0)
         rc = mlsys_isend(c, sbuf, scount, dt, dst, tag, &sreq);
+    if (!rc && work)
+        work(arg);              /* while the peer reads what we sent */
     if (!rc && rcount && src >= 0)
         rc = op == MLSYS_OP_NONE ? mlsys_recv(c, out, rcount, dt, src, tag)
                                  : mlsys_recv_reduce(c, in, out, rcount, dt, op, src, tag);
@@ -574,12 +577,21 @@ static int exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, con
 int coll_exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
                   size_t rcount, int src, int tag, mlsys_dtype dt)
 {
-    return exchange(c, sbuf, scount, dst, NULL, rbuf, rcount, src, tag, dt, MLSYS_OP_NONE);
+    return exchange(c, sbuf, scount, dst, NULL, rbuf, rcount, src, tag, dt, MLSYS_OP_NONE,
+                    NULL, NULL);
+}
+
+int coll_exchange_during(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                         size_t rcount, int src, int tag, mlsys_dtype dt,
+                         void (*work)(void *), void *arg)
+{
+    return exchange(c, sbuf, scount, dst, NULL, rbuf, rcount, src, tag, dt, MLSYS_OP_NONE,
+                    work, arg);
 }
 
 int coll_exchange_reduce(mlsys_comm *c, const void *sbuf, size_t scount, int dst,
                          const void *in, void *out, size_t rcount, int src, int tag,
                          mlsys_dtype dt, mlsys_op op)
 {
-    return exchange(c, sbuf, scount, dst, in, out, rcount, src, tag, dt, op);
+    return exchange(c, sbuf, scount, dst, in, out, rcount, src, tag, dt, op, NULL, NULL);
 }

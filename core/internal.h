@@ -18,10 +18,8 @@
 enum { SLOT_FREE = 0, SLOT_POSTED = 1, SLOT_DONE = 2 };
 enum { WAIT_NONE = 0, WAIT_SEND = 1, WAIT_RECV = 2, WAIT_GATE = 3, WAIT_DONE = 4 };
 
-/* A slot's first cache line holds the header and the first SHM_HEAD_DATA bytes of an inline
- * message, so that a message of a few numbers moves between cores as one line. */
-#define SHM_HEAD_DATA 24
-
+/* A slot's first cache line holds the header and the first 24 bytes of an inline message,
+ * so that a message of a few numbers moves between cores as one line. */
 typedef struct shm_slot {
     _Alignas(64) _Atomic uint32_t state;  /* only the sender moves FREE->POSTED and DONE->FREE */
     uint32_t ctx;               /* communicator context: user p2p and collectives differ */
@@ -45,10 +43,10 @@ typedef struct shm_slot {
 /* The fast box: a ring of one-line cells per channel for the eager messages of collectives
  * up to FBOX_DATA bytes (shm_fbox.c). Only the sender writes a cell and only the receiver
  * writes fb_taken, so a message costs the two cache-line moves it must: the sender takes
- * the line the receiver polls, the receiver reads it back. */
-/* A broadcast's root may run this many messages ahead of a receiver, and on oversubscribed
- * cores every message it runs ahead saves a switch later: 8 B broadcast on 4 ranks took
- * 1.1 us a call with 16 cells, 0.58 with 64, 0.49 with 128 or 256 (OpenMPI 0.40-0.55). */
+ * the line the receiver polls, the receiver reads it back. FBOX_CELLS is how far a
+ * broadcast's root may run ahead of a receiver; on oversubscribed cores every message it
+ * runs ahead saves a switch later: 8 B broadcast on 4 ranks took 1.1 us a call with 16
+ * cells, 0.58 with 64, 0.49 with 128 or 256 (OpenMPI 0.40-0.55). */
 #define FBOX_CELLS 128
 #define FBOX_DATA 32
 
@@ -61,6 +59,7 @@ typedef struct fbox_cell {
     uint32_t pad;
     unsigned char data[FBOX_DATA];
 } fbox_cell;
+_Static_assert(sizeof(fbox_cell) == 64, "a fast-box cell is one cache line");
 
 /* One channel per ordered pair (src, dst). posted counts the sender's slot posts: a receiver
  * whose last look found nothing for it polls this one line, not every slot, and so never
@@ -153,8 +152,8 @@ typedef int (*shm_ready_fn)(void *arg);
 int shm_bell_wait(shm_header *h, int r, shm_ready_fn ready, void *arg, int timeout_ms,
                   uint64_t spin_ns);
 
-/* mlsys_dtype_size, inlined for the runtime's own hot paths (the exported function stays
- * for labs and plugins) */
+/* Element sizes: the one definition, inline for the runtime's hot paths; mlsys_dtype_size
+ * (types.c) returns it to labs and plugins. */
 static inline size_t dt_size(mlsys_dtype dt)
 {
     switch (dt) {
@@ -213,6 +212,8 @@ typedef struct transport_ops {
 
 extern const transport_ops shm_transport;
 
+/* shm_p2p.c: a send to dst, at o or older in the pending list, still waits to be posted */
+int shm_send_queued(const mlsys_request *o, int dst);
 /* shm_p2p.c: a receive gets a message's bytes (copied, or reduced into rbuf) and completes */
 void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq);
 /* n bytes of data into a receive of cap bytes (reduced with in when op is not NONE): 0, or
@@ -278,6 +279,17 @@ struct mlsys_comm {
     int cur_algo;
     struct mlsys_comm *next_comm;
 };
+
+/* The context a message of c carries now: user p2p on ctx, collectives on ctx + 1 (odd). */
+static inline uint32_t comm_ctx(const mlsys_comm *c)
+{
+    return c->ctx + (c->in_coll ? 1u : 0u);
+}
+
+static inline int ctx_is_coll(uint32_t ctx)
+{
+    return ctx & 1u;
+}
 
 /* A message's id, the same on both sides: source, destination and the pair's sequence. */
 #define MSG_ID(src, dst, seq) (((uint64_t)(src) << 48) | ((uint64_t)(dst) << 40) | \

@@ -101,7 +101,7 @@ static mlsys_request *req_new(mlsys_comm *c, int kind, int peer, int tag, size_t
 {
     mlsys_request *r = req_alloc(c->w);
     *r = (mlsys_request){.comm = c, .kind = kind, .peer_world = c->world_of[peer], .tag = tag,
-                         .ctx = c->ctx + (c->in_coll ? 1u : 0u), .bytes = bytes,
+                         .ctx = comm_ctx(c), .bytes = bytes,
                          .op = MLSYS_OP_NONE, .slot = -1, .scanned = UINT64_MAX};
     return r;
 }
@@ -187,14 +187,23 @@ int mlsys_irecv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer
     return irecv_common(c, NULL, buf, count, dt, MLSYS_OP_NONE, peer, tag, req, 0);
 }
 
-int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
-                       mlsys_op op, int peer, int tag, mlsys_request **req)
+/* The reducing receives, blocking or not: MLSYS_OP_NONE is no operator. */
+static int recv_reduce_common(mlsys_comm *c, const void *in, void *out, size_t count,
+                              mlsys_dtype dt, mlsys_op op, int peer, int tag,
+                              mlsys_request **req, int blocking)
 {
     if (op == MLSYS_OP_NONE) {
+        *req = NULL;
         mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce needs an operator", c->rank);
         return MLSYS_ERR_ARG;
     }
-    return irecv_common(c, in, out, count, dt, op, peer, tag, req, 0);
+    return irecv_common(c, in, out, count, dt, op, peer, tag, req, blocking);
+}
+
+int mlsys_irecv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
+                       mlsys_op op, int peer, int tag, mlsys_request **req)
+{
+    return recv_reduce_common(c, in, out, count, dt, op, peer, tag, req, 0);
 }
 
 int mlsys_wait(mlsys_request *r)
@@ -269,12 +278,8 @@ int mlsys_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer,
 int mlsys_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
                       mlsys_op op, int peer, int tag)
 {
-    if (op == MLSYS_OP_NONE) {
-        mlsys_set_error(c, MLSYS_ERR_ARG, "rank %d: recv-reduce needs an operator", c->rank);
-        return MLSYS_ERR_ARG;
-    }
     mlsys_request *r;
-    int rc = irecv_common(c, in, out, count, dt, op, peer, tag, &r, 1);
+    int rc = recv_reduce_common(c, in, out, count, dt, op, peer, tag, &r, 1);
     return rc ? rc : mlsys_wait(r);
 }
 

@@ -7,10 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Small messages of collectives only (odd contexts): user sends stay synchronous. */
+/* Small messages of collectives only: user sends stay synchronous. */
+static int fits_cell(uint32_t ctx, size_t bytes)
+{
+    return ctx_is_coll(ctx) && bytes <= FBOX_DATA;
+}
+
 int fbox_fits(const mlsys_request *r)
 {
-    return (r->ctx & 1u) && r->bytes <= FBOX_DATA;
+    return fits_cell(r->ctx, r->bytes);
 }
 
 static int put(mlsys_world *w, int dst, const void *buf, size_t bytes, uint32_t ctx, int tag,
@@ -40,25 +45,56 @@ int fbox_post(mlsys_request *r)
     return put(r->comm->w, r->peer_world, r->sbuf, r->bytes, r->ctx, r->tag, r->seq);
 }
 
-static uint32_t coll_ctx(const mlsys_comm *c)
-{
-    return c->ctx + (c->in_coll ? 1u : 0u);
-}
-
 /* A send that must wait behind an older unposted one to the same peer cannot go now. */
 int fbox_send_now(mlsys_comm *c, const void *buf, size_t bytes, int dst, int tag)
 {
     mlsys_world *w = c->w;
-    uint32_t ctx = coll_ctx(c);
-    if (!(ctx & 1u) || bytes > FBOX_DATA)
-        return 0;
-    for (const mlsys_request *r = w->pending; r; r = r->next)
-        if (r->kind == REQ_SEND && r->slot < 0 && r->peer_world == dst)
-            return 0;
-    if (!put(w, dst, buf, bytes, ctx, tag, w->send_seq[dst] + 1))
+    uint32_t ctx = comm_ctx(c);
+    if (!fits_cell(ctx, bytes) || shm_send_queued(w->pending_tail, dst) ||
+        !put(w, dst, buf, bytes, ctx, tag, w->send_seq[dst] + 1))
         return 0;
     w->send_seq[dst]++;
     return 1;
+}
+
+/* ---- receiver side ---- */
+
+static fbox_cell *head(shm_chan *ch, const shm_peer *p)
+{
+    fbox_cell *c = &ch->fb[p->fb_next % FBOX_CELLS];
+    return atomic_load_explicit(&c->pub, memory_order_acquire) == p->fb_next + 1 ? c : NULL;
+}
+
+/* A slot message from src not yet taken may be older than the head cell: loaded after the
+ * cell, so that any slot message posted before it is counted. */
+static int slots_waiting(shm_chan *ch, const shm_peer *p)
+{
+    return atomic_load_explicit(&ch->posted, memory_order_acquire) != p->slot_taken;
+}
+
+static fbox_msg *kept(mlsys_world *w, int src, uint32_t ctx, int tag)
+{
+    for (fbox_msg *m = w->unexp; m; m = m->next)
+        if (m->src == src && m->ctx == ctx && m->tag == tag)
+            return m;
+    return NULL;
+}
+
+/* The oldest pending receive of the key (src, ctx, tag), or NULL. */
+static mlsys_request *oldest_recv(mlsys_world *w, int src, uint32_t ctx, int tag)
+{
+    for (mlsys_request *r = w->pending; r; r = r->next)
+        if (r->kind == REQ_RECV && r->peer_world == src && r->ctx == ctx && r->tag == tag)
+            return r;
+    return NULL;
+}
+
+/* The head cell is taken: tell the sender at once, it may wait for room (or sleep). */
+static void took(mlsys_world *w, int src, shm_chan *ch, shm_peer *p, uint64_t upto)
+{
+    p->fb_next = upto;
+    atomic_store_explicit(&ch->fb_taken, upto, memory_order_release);
+    shm_bell_ring(w->h, src);
 }
 
 /* Only when nothing can come before the first cell in line: no older receive of the same
@@ -67,43 +103,31 @@ int fbox_recv_now(mlsys_comm *c, const void *in, void *out, size_t bytes, mlsys_
                   mlsys_op op, int src, int tag, int *status)
 {
     mlsys_world *w = c->w;
-    uint32_t ctx = coll_ctx(c);
+    uint32_t ctx = comm_ctx(c);
     shm_peer *p = &w->peers[src];
     shm_chan *ch = shm_channel(w->h, src, w->rank);
-    fbox_cell *cell = &ch->fb[p->fb_next % FBOX_CELLS];
-    if (atomic_load_explicit(&cell->pub, memory_order_acquire) != p->fb_next + 1 ||
-        cell->ctx != ctx || cell->tag != tag)
+    fbox_cell *cell = head(ch, p);
+    if (!cell || cell->ctx != ctx || cell->tag != tag)
         return 0;
     for (const fbox_msg *m = w->unexp; m; m = m->next)
         if (m->src == src)
             return 0;
-    for (const mlsys_request *r = w->pending; r; r = r->next)
-        if (r->kind == REQ_RECV && r->peer_world == src && r->ctx == ctx && r->tag == tag)
-            return 0;
-    if (atomic_load_explicit(&ch->posted, memory_order_acquire) != p->slot_taken)
+    if (oldest_recv(w, src, ctx, tag) || slots_waiting(ch, p))
         return 0;
     *status = shm_recv_bytes(c, in, out, bytes, dt, op, src, tag, cell->data, cell->bytes);
     w->recv_seq[src] = cell->seq;
-    p->fb_next++;
-    atomic_store_explicit(&ch->fb_taken, p->fb_next, memory_order_release);
-    shm_bell_ring(w->h, src);       /* a sender may sleep on a full ring */
+    took(w, src, ch, p, p->fb_next + 1);
     return 1;
 }
 
 /* The oldest pending receive that this cell's message is for, if it may take it now: not
  * when a kept message of the same key is older, nor while a slot message of the channel
  * waits (it may be older and of the same key: the receive's own scan compares them). */
-static mlsys_request *taker(mlsys_world *w, int src, const fbox_cell *c, int slots_waiting)
+static mlsys_request *taker(mlsys_world *w, int src, const fbox_cell *c, int slots)
 {
-    if (slots_waiting)
+    if (slots || kept(w, src, c->ctx, c->tag))
         return NULL;
-    for (const fbox_msg *m = w->unexp; m; m = m->next)
-        if (m->src == src && m->ctx == c->ctx && m->tag == c->tag)
-            return NULL;
-    for (mlsys_request *r = w->pending; r; r = r->next)
-        if (r->kind == REQ_RECV && r->peer_world == src && r->ctx == c->ctx && r->tag == c->tag)
-            return r;
-    return NULL;
+    return oldest_recv(w, src, c->ctx, c->tag);
 }
 
 static void keep(mlsys_world *w, int src, const fbox_cell *c)
@@ -134,34 +158,23 @@ void fbox_drain(mlsys_world *w, int src)
 {
     shm_chan *ch = shm_channel(w->h, src, w->rank);
     shm_peer *p = &w->peers[src];
-    uint64_t first = p->fb_next;
-    for (;;) {
-        fbox_cell *c = &ch->fb[p->fb_next % FBOX_CELLS];
-        if (atomic_load_explicit(&c->pub, memory_order_acquire) != p->fb_next + 1)
-            break;
-        int slots_waiting =
-            atomic_load_explicit(&ch->posted, memory_order_acquire) != p->slot_taken;
-        mlsys_request *r = taker(w, src, c, slots_waiting);
+    uint64_t next = p->fb_next;
+    for (fbox_cell *c; (c = head(ch, p)); p->fb_next++) {
+        mlsys_request *r = taker(w, src, c, slots_waiting(ch, p));
         if (r)
             shm_recv_finish(r, c->data, c->bytes, c->seq);
         else if (waiting_for(w, src))
             keep(w, src, c);
         else
             break;
-        p->fb_next++;
     }
-    if (p->fb_next != first) {     /* every cell we took, at once: the sender may wait */
-        atomic_store_explicit(&ch->fb_taken, p->fb_next, memory_order_release);
-        shm_bell_ring(w->h, src);   /* a sender may sleep on a full ring */
-    }
+    if (p->fb_next != next)
+        took(w, src, ch, p, p->fb_next);
 }
 
 fbox_msg *fbox_find(mlsys_world *w, const mlsys_request *r)
 {
-    for (fbox_msg *m = w->unexp; m; m = m->next)
-        if (m->src == r->peer_world && m->ctx == r->ctx && m->tag == r->tag)
-            return m;
-    return NULL;
+    return kept(w, r->peer_world, r->ctx, r->tag);
 }
 
 void fbox_forget(mlsys_world *w, fbox_msg *m)

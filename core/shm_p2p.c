@@ -23,7 +23,18 @@
  * Collective contexts are the odd ones (a communicator's ctx + 1). */
 static int eager_ok(const mlsys_request *r)
 {
-    return (r->ctx & 1u) && r->bytes <= SHM_INLINE;
+    return ctx_is_coll(r->ctx) && r->bytes <= SHM_INLINE;
+}
+
+/* Sends post in sequence order: a slot freed between two attempts must not let a younger
+ * message to the same peer go first (the receiver relies on it, see progress_recv). Is a
+ * send to dst, at o or older, still waiting to be posted? */
+int shm_send_queued(const mlsys_request *o, int dst)
+{
+    for (; o; o = o->prev)
+        if (o->kind == REQ_SEND && o->slot < 0 && o->peer_world == dst)
+            return 1;
+    return 0;
 }
 
 static int try_post(mlsys_request *r)
@@ -75,11 +86,8 @@ static void progress_send(mlsys_request *r)
 {
     mlsys_world *w = r->comm->w;
     if (r->slot < 0) {
-        /* post in sequence order: a slot freed between two attempts must not let a younger
-         * message to the same peer go first (the receiver relies on it, see progress_recv) */
-        for (const mlsys_request *o = r->prev; o; o = o->prev)
-            if (o->kind == REQ_SEND && o->slot < 0 && o->peer_world == r->peer_world)
-                return;
+        if (shm_send_queued(r->prev, r->peer_world))
+            return;
         if (!try_post(r))
             return;
         if (eager_ok(r)) {
@@ -173,6 +181,7 @@ static int deliver(mlsys_request *r, shm_slot *s)
     return 0;
 }
 
+/* 0, or MLSYS_ERR_TRUNCATE (and the communicator's message) when n bytes do not fit. */
 static int fits(mlsys_comm *c, size_t cap, mlsys_op op, int src, int tag, uint64_t n)
 {
     if (n <= cap && (op == MLSYS_OP_NONE || n == cap))
@@ -181,12 +190,6 @@ static int fits(mlsys_comm *c, size_t cap, mlsys_op op, int src, int tag, uint64
                     "%llu B does not fit the %zu B buffer", c->rank, src, tag,
                     (unsigned long long)n, cap);
     return MLSYS_ERR_TRUNCATE;
-}
-
-/* 0, or MLSYS_ERR_TRUNCATE (and the communicator's message) when n bytes do not fit. */
-static int check_fit(mlsys_request *r, uint64_t n)
-{
-    return fits(r->comm, r->bytes, r->op, r->peer_world, r->tag, n);
 }
 
 int shm_recv_bytes(mlsys_comm *c, const void *in, void *out, size_t cap, mlsys_dtype dt,
@@ -280,7 +283,7 @@ static void progress_recv(mlsys_request *r, int small_only)
     if (r->done)
         return;
     shm_chan *ch = shm_channel(w->h, r->peer_world, w->rank);
-    fbox_msg *kept = w->unexp ? fbox_find(w, r) : NULL;
+    fbox_msg *kept = fbox_find(w, r);
     shm_slot *best = slot_match(r, ch);
     if (kept && (!best || kept->seq < best->seq)) {
         shm_recv_finish(r, kept->data, kept->bytes, kept->seq);
@@ -290,7 +293,7 @@ static void progress_recv(mlsys_request *r, int small_only)
     if (!best || (small_only && best->bytes > SHM_INLINE))
         return;
     mlsys_comm *c = r->comm;
-    int st = check_fit(r, best->bytes);
+    int st = fits(c, r->bytes, r->op, r->peer_world, r->tag, best->bytes);
     if (!st) {
         int rc = deliver(r, best);
         if (rc) {

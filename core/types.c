@@ -1,23 +1,22 @@
 /* types.c - element types and reduction operators: names, sizes and the kernels that
  * combine two vectors. Integer kernels compute in unsigned arithmetic so that overflow
  * wraps as on the wire instead of being undefined behaviour. */
-#include "mlsys.h"
+#include "internal.h"
 #include <string.h>
 
-static const struct { const char *name; size_t size; } dtypes[MLSYS_DTYPE_COUNT] = {
-    [MLSYS_F32] = {"float", 4}, [MLSYS_F64] = {"double", 8},
-    [MLSYS_I32] = {"int32", 4}, [MLSYS_I64] = {"int64", 8},
+static const char *const dtype_names[MLSYS_DTYPE_COUNT] = {
+    [MLSYS_F32] = "float", [MLSYS_F64] = "double", [MLSYS_I32] = "int32", [MLSYS_I64] = "int64",
 };
 static const char *const op_names[MLSYS_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 size_t mlsys_dtype_size(mlsys_dtype dt)
 {
-    return (unsigned)dt < MLSYS_DTYPE_COUNT ? dtypes[dt].size : 0;
+    return dt_size(dt);
 }
 
 const char *mlsys_dtype_name(mlsys_dtype dt)
 {
-    return (unsigned)dt < MLSYS_DTYPE_COUNT ? dtypes[dt].name : "?";
+    return (unsigned)dt < MLSYS_DTYPE_COUNT ? dtype_names[dt] : "?";
 }
 
 const char *mlsys_op_name(mlsys_op op)

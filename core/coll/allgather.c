@@ -31,6 +31,14 @@ static void place_own(mlsys_comm *c, const coll_args *a)
               a->dt);
 }
 
+typedef struct own_block { mlsys_comm *c; const coll_args *a; } own_block;
+
+static void place_own_cb(void *arg)
+{
+    const own_block *o = arg;
+    place_own(o->c, o->a);
+}
+
 /* direct: post a receive from each rank and a send to each rank, then wait for all. */
 int coll_allgather_direct(mlsys_comm *c, const coll_args *a)
 {
@@ -61,30 +69,18 @@ int coll_allgather_ring(mlsys_comm *c, const coll_args *a)
 {
     int n = c->size, r = c->rank, rc = 0;
     int right = (r + 1) % n, left = (r - 1 + n) % n;
+    own_block own = {c, a};
     for (int k = 0; k < n - 1; k++) {
         if ((rc = mlsys_step(c, k, "all-gather")))
             return rc;
         size_t sb = (size_t)((r - k + n) % n), rb = (size_t)((r - k - 1 + 2 * n) % n);
-        int tag = COLL_TAG(MLSYS_COLL_ALLGATHER, k);
-        if (k > 0) {
-            rc = coll_exchange(c, coll_at(a->recvbuf, sb * a->count, a->dt), a->count, right,
-                               coll_at(a->recvbuf, rb * a->count, a->dt), a->count, left, tag,
-                               a->dt);
-        } else {
-            /* step 0 sends our block straight from sendbuf, and copies it into place while
-             * the right neighbour reads it: the two copies overlap instead of queueing */
-            mlsys_request *s = NULL;
-            rc = mlsys_isend(c, a->sendbuf, a->count, a->dt, right, tag, &s);
-            if (!rc) {
-                place_own(c, a);
-                rc = coll_recv(c, coll_at(a->recvbuf, rb * a->count, a->dt), a->count, a->dt,
-                               left, tag);
-            }
-            if (rc)
-                req_drop(s);
-            else
-                rc = mlsys_wait(s);
-        }
+        /* step 0 sends our block straight from sendbuf and copies it into place while the
+         * right neighbour reads it: the two copies overlap instead of queueing */
+        const void *sbuf = k ? coll_at(a->recvbuf, sb * a->count, a->dt) : a->sendbuf;
+        rc = coll_exchange_during(c, sbuf, a->count, right,
+                                  coll_at(a->recvbuf, rb * a->count, a->dt), a->count, left,
+                                  COLL_TAG(MLSYS_COLL_ALLGATHER, k), a->dt,
+                                  k ? NULL : place_own_cb, &own);
         if (rc)
             return rc;
     }

@@ -66,7 +66,8 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a);
 /* coll.c: helpers shared by the algorithms */
 /* Chunk k of n of a vector of total elements: the first total % n chunks get one more. */
 void coll_chunk(size_t total, int n, int k, size_t *off, size_t *len);
-/* memmove of count elements; nothing when dst == src or count == 0. */
+/* Copy of count elements (streamed past the cache when large and not overlapping, memmove
+ * when they overlap); nothing when dst == src or count == 0. */
 void coll_copy(void *dst, const void *src, size_t count, mlsys_dtype dt);
 /* Send scount elements to dst while receiving rcount from src (either count may be 0: that
  * side is skipped, both ends compute the same sizes). dst/src < 0 skip a side too. */
@@ -76,6 +77,11 @@ int coll_exchange(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void 
 int coll_exchange_reduce(mlsys_comm *c, const void *sbuf, size_t scount, int dst,
                          const void *in, void *out, size_t rcount, int src, int tag,
                          mlsys_dtype dt, mlsys_op op);
+/* coll_exchange with work(arg) done between posting the send and receiving: local work
+ * that overlaps the peer's reading of our message */
+int coll_exchange_during(mlsys_comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                         size_t rcount, int src, int tag, mlsys_dtype dt,
+                         void (*work)(void *), void *arg);
 int coll_send(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, int peer, int tag);
 int coll_recv(mlsys_comm *c, void *buf, size_t count, mlsys_dtype dt, int peer, int tag);
 int coll_recv_reduce(mlsys_comm *c, const void *in, void *out, size_t count, mlsys_dtype dt,
