@@ -3,7 +3,7 @@
 # Quiet unless V=1.
 
 PKGS_REQUIRED := build-essential pkg-config libncurses-dev libopenmpi-dev openmpi-bin check \
-                 libmd4c-dev libcjson-dev libhwloc-dev tmux iproute2
+                 libmd4c-dev libcjson-dev libhwloc-dev libopenblas-dev tmux iproute2
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -g
@@ -30,6 +30,7 @@ HAVE_MPI     := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
 HAVE_MD4C    := $(shell pkg-config --exists md4c && echo 1)
 HAVE_CJSON   := $(shell pkg-config --exists libcjson && echo 1)
 HAVE_HWLOC   := $(shell pkg-config --exists hwloc && echo 1)
+HAVE_BLAS    := $(shell pkg-config --exists openblas && echo 1)
 CUDA_HOME    ?= /usr/local/cuda
 HAVE_NCCL    := $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
 
@@ -45,12 +46,16 @@ ifeq ($(HAVE_CJSON),1)
 CFLAGS += -DHAVE_CJSON $(shell pkg-config --cflags libcjson)
 LDLIBS += $(shell pkg-config --libs libcjson)
 endif
+ifeq ($(HAVE_BLAS),1)
+CFLAGS += -DHAVE_OPENBLAS $(shell pkg-config --cflags openblas)
+LDLIBS += $(shell pkg-config --libs openblas)
+endif
 ifeq ($(HAVE_HWLOC),1)
 CFLAGS += -DHAVE_HWLOC
 LDLIBS += $(shell pkg-config --libs hwloc)
 endif
 
-CORE_SRC := $(wildcard core/*.c core/coll/*.c)
+CORE_SRC := $(wildcard core/*.c core/coll/*.c core/nn/*.c core/llm/*.c)
 LAB_SRC  := $(filter-out lab/main.c,$(wildcard lab/*.c lab/views/*.c chapters/*/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LAB_OBJ  := $(LAB_SRC:%.c=$(BUILD)/%.o)
@@ -99,6 +104,7 @@ features:
 	@printf '%s md4c (chapter texts)\n'       "$(if $(HAVE_MD4C),✓,✗)"
 	@printf '%s cJSON (JSON output, replay)\n' "$(if $(HAVE_CJSON),✓,✗)"
 	@printf '%s hwloc (topology)\n'           "$(if $(HAVE_HWLOC),✓,✗)"
+	@printf '%s OpenBLAS (cblas_sgemm for the models)\n' "$(if $(HAVE_BLAS),✓,✗)"
 	@printf '%s CUDA + NCCL ($(CUDA_HOME))\n' "$(if $(HAVE_NCCL),✓,✗)"
 
 run: deps

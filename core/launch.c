@@ -134,6 +134,8 @@ static void child_setup(mlsys_job *j, int rank, pid_t parent)
     set_env_int("MASTER_PORT", j->o.master_port ? j->o.master_port : 29500);
     set_env_int("MLSYS_TIMEOUT_MS", j->o.timeout_ms > 0 ? j->o.timeout_ms : 30000);
     setenv("MLSYS_BACKEND", j->o.backend ? j->o.backend : "shm", 1);
+    /* one BLAS thread per rank: N ranks on few cores must not each start a thread per core */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     if (j->o.algo)
         setenv("MLSYS_ALGO", j->o.algo, 1);
     else

@@ -167,6 +167,7 @@ static void child_setup(mpirun_job *j, int out[2], int err[2], pid_t parent)
     if (devnull >= 0)
         dup2(devnull, STDIN_FILENO);
     setenv("MLSYS_BACKEND", "mpi", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);    /* one BLAS thread per rank (mpirun passes it on) */
     set_env_int("MLSYS_TIMEOUT_MS", j->o.timeout_ms > 0 ? j->o.timeout_ms : 30000);
     if (j->o.algo)
         setenv("MLSYS_ALGO", j->o.algo, 1);
@@ -244,6 +245,7 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     int nf = 0;
     fwd[nf++] = "MLSYS_BACKEND";
     fwd[nf++] = "MLSYS_TIMEOUT_MS";
+    fwd[nf++] = "OPENBLAS_NUM_THREADS";
     if (o->algo)
         fwd[nf++] = "MLSYS_ALGO";
     if (j->col) {
