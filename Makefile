@@ -56,7 +56,7 @@ LDLIBS += $(shell pkg-config --libs hwloc)
 endif
 
 CORE_SRC := $(wildcard core/*.c core/coll/*.c core/nn/*.c core/llm/*.c)
-LAB_SRC  := $(filter-out lab/main.c,$(wildcard lab/*.c lab/views/*.c chapters/*/*.c))
+LAB_SRC  := $(filter-out lab/cli/main.c,$(wildcard lab/*.c lab/*/*.c lab/ui/views/*.c chapters/*/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LAB_OBJ  := $(LAB_SRC:%.c=$(BUILD)/%.o)
 BIN      := $(BUILD)/mlsys-lab
@@ -77,7 +77,7 @@ $(BUILD)/libmlsys.a: $(CORE_OBJ)
 $(BUILD)/liblab.a: $(LAB_OBJ)
 	$(Q)ar rcs $@ $^
 
-$(BIN): $(BUILD)/lab/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
+$(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(BUILD)/liblab.a -Wl,--no-whole-archive \
 	    $(BUILD)/libmlsys.a $(LDLIBS)
@@ -186,4 +186,4 @@ gpu:
 fuzz-topo:
 	$(Q)sh tests/fuzz/run_topo.sh 60 $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(LAB_OBJ:.o=.d) $(BUILD)/lab/main.d
+-include $(CORE_OBJ:.o=.d) $(LAB_OBJ:.o=.d) $(BUILD)/lab/cli/main.d

@@ -48,7 +48,7 @@ typedef struct lab {
     const char *view;           /* the view the front end opens: "ring", "log", "timeline" */
 } lab;
 
-struct exercise;                /* lab/exercise.h */
+struct exercise;                /* lab/exercise/exercise.h */
 
 typedef struct chapter {
     int number;

@@ -2,7 +2,7 @@
  * even/odd work by rank and the torchrun-style environment (implement), and predict
  * questions on the all_reduce of the ranks, the all_gather layout and local ranks. The
  * experiment's check runs the lab itself and compares the learner's answers with it. */
-#include "../../lab/exercise.h"
+#include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * the mpi backend counts as working only when 2 ranks of ch01/hello-distributed have run
  * under mpirun through the MPI plugin (lab/mpirun.h) and got the right sum. Single process. */
 #include "../common/common.h"
-#include "../../lab/mpirun.h"
+#include "../../lab/backend/mpirun.h"
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * that deadlocks with blocking sends, timing blocking against non-blocking (implement), and
  * predict questions: the chain's final value, whether a pair of programs deadlocks (worked
  * out by simulating synchronous sends), overlap, and the pipeline's traffic. */
-#include "../../lab/exercise.h"
+#include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * from send and recv, distributed softmax (implement), and predict questions on ring
  * volumes, message counts, reduce_scatter and weighted means. The implement files are in
  * assets/exercises/<id>/; the predict answers are computed here from the formulas. */
-#include "../../lab/exercise.h"
+#include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * the busbw factor of each collective, the model's crossover size, a topology matrix read
  * by eye, and an all-reduce's time from its bus bandwidth. Answers come from the formulas
  * of the curriculum (section 4), computed here. */
-#include "../../lab/exercise.h"
+#include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

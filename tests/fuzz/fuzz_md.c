@@ -3,7 +3,7 @@
  * a grid and searched. Besides crashes it checks the reader's promises: no line wider than
  * the document, no tail without its lead, every line reachable by md_line_text.
  * Built and run by tests/fuzz/run.sh (clang -fsanitize=fuzzer,address). */
-#include "../../lab/md.h"
+#include "../../lab/ui/md.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -29,7 +29,7 @@ mkdir -p "$build/fuzz/corpus" "$build/fuzz/crashes" || exit 1
 # shellcheck disable=SC2086
 clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -o "$build/fuzz/fuzz_md" \
-    tests/fuzz/fuzz_md.c lab/md.c lab/grid.c $md4c || exit 1
+    tests/fuzz/fuzz_md.c lab/ui/md.c lab/ui/grid.c $md4c || exit 1
 # Seed with the chapters cut into pieces of whole lines (<= 2 KB each): small inputs keep the
 # fuzzer fast, and every construct the chapters use is in some piece.
 for f in assets/chapters/*.md; do

@@ -5,7 +5,7 @@
  * send/send deadlock, a failing rank, and a known number of events for the collector. */
 #include "../../core/coll/coll.h"
 #include "../../core/net_events.h"
-#include "../../lab/mpirun.h"
+#include "../../lab/backend/mpirun.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

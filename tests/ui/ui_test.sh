@@ -5,7 +5,7 @@
 # cheatsheet stepped to the end of its all-reduce, the log view, replay, help, resizing and
 # tiny terminals, NO_COLOR, --ascii, a rank killed mid-run, Ctrl-C and SIGTERM (terminal
 # sane, no process left). Every file the lab writes (workspace, progress) stays in a temp dir.
-# MLSYS_EX_SEED (test-only, read by lab/expane.c) fixes the seeds of the pane's checks and
+# MLSYS_EX_SEED (test-only, read by lab/ui/expane.c) fixes the seeds of the pane's checks and
 # questions so that its golden frame (tests/frames/ui_expane_*.txt) is the same every run.
 # Usage: tests/ui/ui_test.sh [BUILD_DIR]   (from the repository root; default build)
 # GENERATE=1 rewrites the golden frames. Ends with "N passed, M failed"; without tmux it

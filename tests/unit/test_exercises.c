@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../../lab/exercise.h"
+#include "../../lab/exercise/exercise.h"
 
 static char g_tmp[PATH_MAX];
 

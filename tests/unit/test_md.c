@@ -2,10 +2,10 @@
  * of block at widths 40 and 80 (expected lines written here by hand), golden frames under
  * tests/frames/ (GENERATE=1 rewrites them), wrapping and wide characters, search, empty and
  * huge inputs, the raw fallback, and every shipped chapter at widths 20..200. */
-#include "../../lab/exercise.h"
-#include "../../lab/grid.h"
+#include "../../lab/exercise/exercise.h"
+#include "../../lab/ui/grid.h"
 #include "../../lab/lab.h"
-#include "../../lab/md.h"
+#include "../../lab/ui/md.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../../core/nccl/nccl_plugin.h"
-#include "../../lab/nccl_probe.h"
+#include "../../lab/backend/nccl_probe.h"
 
 #define NO_GPU "NCCL needs one GPU per rank: 0 GPUs found; use --backend shm"
 

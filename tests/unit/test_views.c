@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "../../lab/ui.h"
-#include "../../lab/views/view.h"
+#include "../../lab/ui/ui.h"
+#include "../../lab/ui/views/view.h"
 #include "../../core/trace_values.h"
 
 #define W 118

@@ -4,7 +4,7 @@
 #ifndef MLSYS_LAB_NCCL_PROBE_H
 #define MLSYS_LAB_NCCL_PROBE_H
 
-#include "../core/mlsys.h"
+#include "../../core/mlsys.h"
 #include <stddef.h>
 
 /* GPUs NCCL can use here (> 0), or 0 with one line in why. With no GPU, why is exactly

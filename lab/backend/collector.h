@@ -5,7 +5,7 @@
 #ifndef MLSYS_COLLECTOR_H
 #define MLSYS_COLLECTOR_H
 
-#include "../core/mlsys.h"
+#include "../../core/mlsys.h"
 #include <poll.h>
 
 typedef struct collector collector;

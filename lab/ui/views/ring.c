@@ -14,7 +14,7 @@
  * ("Rank r: [..]"), what it emitted (MARK "values") or, in gated mode, what the shell read
  * from its memory at the gate (core/trace_values.h). */
 #include "view.h"
-#include "../../core/trace_values.h"
+#include "../../../core/trace_values.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * CUDA and says why --backend nccl cannot run there. The GPU count comes from the plugin's
  * mlsys_nccl_probe, or from libcudart directly when the plugin is absent or does not load. */
 #include "nccl_probe.h"
-#include "../core/nccl/nccl_plugin.h"
+#include "../../core/nccl/nccl_plugin.h"
 
 #include <dlfcn.h>
 #include <libgen.h>

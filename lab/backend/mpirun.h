@@ -5,7 +5,7 @@
 #ifndef MLSYS_MPIRUN_H
 #define MLSYS_MPIRUN_H
 
-#include "lab.h"
+#include "../lab.h"
 
 typedef struct mpirun_opts {
     int world_size;

@@ -3,7 +3,7 @@
  * phase (b/e async p2p spans, B/E collectives and compute, i steps and marks, s/f message
  * flows), the rank as tid, and args bytes/peer/tag/step; optional args (dtype, op, chunk,
  * val) are read when a newer writer adds them. Without cJSON the command says why. */
-#include "ui.h"
+#include "../ui/ui.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * form. A chapter whose text is not written yet says so. */
 #include "ui.h"
 #include "md.h"
-#include "exercise.h"
+#include "../exercise/exercise.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

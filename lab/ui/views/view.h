@@ -7,7 +7,7 @@
 #ifndef MLSYS_VIEW_H
 #define MLSYS_VIEW_H
 
-#include "../../core/mlsys.h"
+#include "../../../core/mlsys.h"
 #include "../grid.h"
 
 /* ---- reaction flags: what a key handler or a tick asks of the loop ---- */

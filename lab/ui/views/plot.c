@@ -3,7 +3,7 @@
  * bandwidth against message size. The x axis turns logarithmic (base 2) when the points
  * span more than a factor of 64, as size sweeps do. */
 #include "view.h"
-#include "../../core/trace_values.h"
+#include "../../../core/trace_values.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef MLSYS_LAB_BENCH_H
 #define MLSYS_LAB_BENCH_H
 
-#include "../core/mlsys.h"
+#include "../../core/mlsys.h"
 
 /* What one measurement calls: the collective and its arguments, and how it is timed. */
 typedef struct bench_call {

@@ -2,8 +2,8 @@
  * help) and the dispatch to them. With no command it opens the lab's front end when the
  * terminal allows, otherwise it prints the chapter list and how to run a lab. */
 #include "runner.h"
-#include "exercise.h"
-#include "ui.h"
+#include "../exercise/exercise.h"
+#include "../ui/ui.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef MLSYS_UI_H
 #define MLSYS_UI_H
 
-#include "lab.h"
+#include "../lab.h"
 #include "views/view.h"
 
 #define UI_MIN_W 80             /* below this the shell only says how big it needs to be */

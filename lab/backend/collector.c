@@ -4,7 +4,7 @@
  * Events from another host (another boot id) are moved onto this host's clock by the offset
  * seen at hello time. Everything is non-blocking: the runner polls these fds with its pipes. */
 #include "collector.h"
-#include "../core/net_events.h"
+#include "../../core/net_events.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -3,8 +3,8 @@
  * comes, writes the trace, and says in one line how the job ended. Also the worker side:
  * what each rank process does once exec'd. */
 #include "runner.h"
-#include "mpirun.h"
-#include "nccl_probe.h"
+#include "../backend/mpirun.h"
+#include "../backend/nccl_probe.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

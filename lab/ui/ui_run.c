@@ -8,8 +8,8 @@
  * (more than the player can animate) is fed to the views at once: views coalesce, and the
  * status line says how many events were fast-forwarded and how many the job lost. */
 #include "ui.h"
-#include "runner.h"
-#include "../core/trace_values.h"
+#include "../cli/runner.h"
+#include "../../core/trace_values.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

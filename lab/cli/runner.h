@@ -3,7 +3,7 @@
 #ifndef MLSYS_RUNNER_H
 #define MLSYS_RUNNER_H
 
-#include "lab.h"
+#include "../lab.h"
 
 /* Events collected for --trace: a growing array. */
 typedef struct trace_buf {

@@ -5,7 +5,7 @@
  * checks it (exercise_check, after one frame that says "checking…"), h shows the next hint
  * (saved in the progress file), and a predict question takes its answer in a field. */
 #include "ui.h"
-#include "exercise.h"
+#include "../exercise/exercise.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>

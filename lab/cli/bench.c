@@ -4,8 +4,8 @@
  * where "native" is MPI's own) and rank 0 prints the table (time, algbw, busbw, #wrong) with
  * the busbw factor and the algorithm that ran and why. --memcpy: the one-core ceiling. */
 #include "bench.h"
-#include "mpirun.h"
-#include "../core/mlsys.h"
+#include "../backend/mpirun.h"
+#include "../../core/mlsys.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
