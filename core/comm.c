@@ -165,6 +165,7 @@ void mlsys_finalize(mlsys_comm *c)
     if (!c)
         return;
     mlsys_world *w = c->w;
+    icoll_fini(w);              /* non-blocking collectives in flight finish first */
     if (w->h)
         atomic_store(&shm_rank(w->h, w->rank)->wait_kind, WAIT_DONE);
     net_events_stop(w);

@@ -4,6 +4,7 @@
  * the page pinning of process_vm_readv (about 3x slower on this machine). Other buffers
  * still work through process_vm_readv. First-fit free list, page granularity. */
 #include "internal.h"
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,7 @@ void heap_detach(mlsys_world *w)
     g_heap.base = NULL;
 }
 
-void *heap_alloc(size_t n, int zero)
+static void *heap_alloc_locked(size_t n, int zero)
 {
     if (!g_heap.base)
         return NULL;
@@ -114,7 +115,7 @@ void *heap_alloc(size_t n, int zero)
 
 /* Give the range back to the free list, and its pages back to the system unless they are
  * kept for the next allocation (keep_limit). */
-int heap_free(void *p, size_t n)
+static int heap_free_locked(void *p, size_t n)
 {
     char *c = p;
     if (!g_heap.base || c < g_heap.base || c >= g_heap.base + g_heap.size)
@@ -173,4 +174,24 @@ const void *heap_peer(mlsys_world *w, int r, uint64_t off)
         w->peer_heap[r] = p;
     }
     return w->peer_heap[r] + off;
+}
+
+/* The non-blocking collectives' progress thread allocates scratch here too (core/icoll.c),
+ * so the free list is guarded; the lock is uncontended in programs without icolls. */
+static pthread_mutex_t heap_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void *heap_alloc(size_t n, int zero)
+{
+    pthread_mutex_lock(&heap_mu);
+    void *p = heap_alloc_locked(n, zero);
+    pthread_mutex_unlock(&heap_mu);
+    return p;
+}
+
+int heap_free(void *p, size_t n)
+{
+    pthread_mutex_lock(&heap_mu);
+    int r = heap_free_locked(p, n);
+    pthread_mutex_unlock(&heap_mu);
+    return r;
 }

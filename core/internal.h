@@ -164,7 +164,7 @@ static inline size_t dt_size(mlsys_dtype dt)
 }
 
 /* ---- requests ---- */
-enum { REQ_SEND = 1, REQ_RECV = 2 };
+enum { REQ_SEND = 1, REQ_RECV = 2, REQ_COLL = 3 };   /* REQ_COLL: icoll.c's requests */
 
 struct mlsys_request {
     mlsys_comm *comm;
@@ -208,6 +208,11 @@ typedef struct transport_ops {
      * NULL, or MLSYS_ERR_UNSUPPORTED for a collective it lacks. args: core/coll/coll.h. */
     int (*native)(mlsys_comm *c, int coll, const void *args);
     void (*fini)(mlsys_world *w);        /* at mlsys_finalize */
+    /* Optional: the backend's own non-blocking collective (MPI_Iallreduce & co.) for r, a
+     * REQ_COLL request already in the pending list; progress/wait/cancel then treat r like
+     * any other request, and the transport completes it itself (not with req_complete).
+     * args: core/coll/coll.h. 0, or an error with the communicator's message. */
+    int (*icoll)(mlsys_request *r, int coll, const void *args);
 } transport_ops;
 
 extern const transport_ops shm_transport;
@@ -260,6 +265,11 @@ struct mlsys_world {
     int tracing;                /* someone collects events */
     /* where events go: NULL = this rank's ring in the job segment; a plugin sends them on */
     void (*emit)(mlsys_world *w, const mlsys_event *ev);
+    /* icoll.c: the non-blocking collectives' engine (NULL until the first one), and 1 while
+     * its progress thread may own the transport: then p2p calls of the main thread wait for
+     * it first (icoll_fence). Written by the main thread only. */
+    struct icoll_engine *icoll;
+    _Atomic int icoll_busy;
 };
 
 struct mlsys_comm {
@@ -278,6 +288,13 @@ struct mlsys_comm {
     int cur_coll;               /* collective running now, -1 */
     int cur_algo;
     struct mlsys_comm *next_comm;
+    /* icoll.c: the shadow communicator this one's non-blocking collectives run on (same
+     * group, context ctx | ICOLL_CTX_BIT), made at the first one; is_shadow marks a shadow,
+     * whose calls come from the progress thread and never fence; icoll_broken: an earlier
+     * non-blocking collective failed, the shadow's sequence is lost */
+    struct mlsys_comm *icoll_shadow;
+    int is_shadow;
+    int icoll_broken;
 };
 
 /* The context a message of c carries now: user p2p on ctx, collectives on ctx + 1 (odd). */
@@ -330,5 +347,20 @@ int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max);
 
 /* coll.c */
 void coll_init_comm(mlsys_comm *c);              /* algorithm choice from MLSYS_ALGO */
+
+/* icoll.c: non-blocking collectives. Split contexts use bits 1..27 (leader rank << 22), so
+ * the top bit gives every communicator a second, disjoint pair for its shadow. */
+#define ICOLL_CTX_BIT 0x80000000u
+int icoll_wait(mlsys_request *r);                /* mlsys_wait of a REQ_COLL request */
+int icoll_test(mlsys_request *r, int *done);
+void icoll_drop(mlsys_request *r);               /* req_drop of a REQ_COLL request */
+int icoll_fence(mlsys_comm *c);                  /* until the progress thread is idle */
+void icoll_fini(mlsys_world *w);                 /* at mlsys_finalize, before the transport */
+/* The main thread's p2p must wait while the progress thread owns the transport: one load
+ * of a flag that is 0 unless non-blocking collectives were issued and not yet seen done. */
+static inline int icoll_fence_needed(const mlsys_comm *c)
+{
+    return atomic_load_explicit(&c->w->icoll_busy, memory_order_relaxed) && !c->is_shadow;
+}
 
 #endif

@@ -142,6 +142,26 @@ int mlsys_coll_parse(const char *s, mlsys_coll *out);
 const char *const *mlsys_algo_names(mlsys_coll coll);
 const char *mlsys_last_algo(const mlsys_comm *c);   /* name of the algorithm the last call ran */
 
+/* ---- icoll.c: non-blocking collectives ---- */
+/* Start the collective and return at once; mlsys_wait / mlsys_waitall / mlsys_test complete
+ * *req (wait frees it). Buffers and in-place conventions as the blocking forms above; they
+ * belong to the runtime until the request completes. Every rank issues its non-blocking
+ * collectives of a communicator in the same order (they match in issue order, as in MPI);
+ * several may be in flight and be waited for in any order. The result equals the blocking
+ * call's bit for bit under the same algorithm (mlsys_set_algo at issue time, or the size
+ * rule); under --backend mpi it is MPI's own (MPI_Iallreduce & co., as --algo native).
+ * On shm a progress thread runs them while the caller computes. The rule while any are in
+ * flight: compute, issue more, wait/test them; other calls that move messages (p2p,
+ * blocking collectives, split) first wait for every one in flight (allocation from the
+ * communication heap is safe: heap.c takes a lock). MLSYS_ERR_UNSUPPORTED under --backend
+ * nccl. */
+int mlsys_iallreduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                     mlsys_dtype dt, mlsys_op op, mlsys_request **req);
+int mlsys_ireduce_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                          mlsys_dtype dt, mlsys_op op, mlsys_request **req);
+int mlsys_iallgather(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                     mlsys_dtype dt, mlsys_request **req);
+
 /* ---- trace.c: typed events in per-rank rings ---- */
 typedef enum {
     MLSYS_EV_SEND_BEGIN, MLSYS_EV_SEND_END, MLSYS_EV_RECV_BEGIN, MLSYS_EV_RECV_END,

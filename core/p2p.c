@@ -111,6 +111,8 @@ int mlsys_isend(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt, in
 {
     *req = NULL;
     int rc = check_peer(c, "send to", peer, tag, buf, count, dt);
+    if (!rc && icoll_fence_needed(c))
+        rc = icoll_fence(c);
     if (rc)
         return rc;
     size_t bytes = count * dt_size(dt);
@@ -145,6 +147,8 @@ static int irecv_common(mlsys_comm *c, const void *in, void *out, size_t count, 
 {
     *req = NULL;
     int rc = check_peer(c, "recv from", peer, tag, out, count, dt);
+    if (!rc && icoll_fence_needed(c))
+        rc = icoll_fence(c);
     if (rc)
         return rc;
     if (op != MLSYS_OP_NONE && ((unsigned)op >= MLSYS_OP_COUNT || (count && !in))) {
@@ -210,7 +214,14 @@ int mlsys_wait(mlsys_request *r)
 {
     if (!r)
         return 0;
+    if (r->kind == REQ_COLL)
+        return icoll_wait(r);
     mlsys_world *w = r->comm->w;
+    if (icoll_fence_needed(r->comm)) {
+        int rc = icoll_fence(r->comm);
+        if (rc)
+            return rc;          /* the transport is not ours: finalize releases r */
+    }
     int rc = w->tp->wait(r);
     if (!r->done) {
         /* Timed out or aborted: leave nothing in flight that points at the caller's buffer. */
@@ -225,6 +236,12 @@ void req_drop(mlsys_request *r)
 {
     if (!r)
         return;
+    if (r->kind == REQ_COLL) {
+        icoll_drop(r);
+        return;
+    }
+    if (!r->done && icoll_fence_needed(r->comm) && icoll_fence(r->comm))
+        return;                 /* the transport is not ours: finalize releases r */
     if (!r->done) {
         req_pending_remove(r->comm->w, r);
         r->comm->w->tp->cancel(r);
@@ -254,6 +271,15 @@ int mlsys_test(mlsys_request *r, int *done)
     if (!r) {
         *done = 1;
         return 0;
+    }
+    if (r->kind == REQ_COLL)
+        return icoll_test(r, done);
+    if (!r->done && icoll_fence_needed(r->comm)) {
+        int rc = icoll_fence(r->comm);
+        if (rc) {
+            *done = 0;
+            return rc;
+        }
     }
     if (!r->done)
         r->comm->w->tp->progress(r->comm->w);

@@ -165,7 +165,8 @@ static int post_failed(mlsys_request *r, int code)
 
 static const char *dir_name(const mlsys_request *r)
 {
-    return r->kind == REQ_SEND ? "send to" : "recv from";
+    return r->kind == REQ_SEND ? "send to" : r->kind == REQ_COLL ? "a non-blocking collective with"
+                                                                  : "recv from";
 }
 
 static int mpi_post(mlsys_request *r)
@@ -231,6 +232,28 @@ static int mpi_post(mlsys_request *r)
     return 0;
 }
 
+/* A non-blocking collective has completed: copy out of the bounce buffer (reduce_scatter in
+ * place), complete r. Not req_complete: it is no message, and icoll.c counts it. */
+static void finish_coll(mlsys_request *r, int mpi_rc)
+{
+    mlsys_comm *c = r->comm;
+    mpi_slot *s = &g.slots[r->slot];
+    char es[MPI_MAX_ERROR_STRING];
+    int st = 0;
+    if (mpi_rc != MPI_SUCCESS) {
+        mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: non-blocking collective (%zu B): %s",
+                        c->rank, r->bytes, mpi_errstr(mpi_rc, es));
+        st = MLSYS_ERR_SYS;
+    } else if (s->tmp && r->bytes) {
+        memcpy(r->rbuf, s->tmp, r->bytes);
+    }
+    slot_put(r->slot);
+    r->slot = -1;
+    req_pending_remove(c->w, r);
+    r->done = 1;
+    r->status = st;
+}
+
 /* Every MPI request of r has completed: check, reduce, complete. */
 static void finish(mlsys_request *r, int mpi_rc)
 {
@@ -238,6 +261,10 @@ static void finish(mlsys_request *r, int mpi_rc)
     mpi_slot *s = &g.slots[r->slot];
     char es[MPI_MAX_ERROR_STRING];
     int st = 0;
+    if (r->kind == REQ_COLL) {
+        finish_coll(r, mpi_rc);
+        return;
+    }
     if (r->kind == REQ_RECV && s->nreq == 2) {
         r->msg_id = MSG_ID(r->peer_world, c->w->rank, s->hdr[0]);
         c->w->recv_seq[r->peer_world] = s->hdr[0];
@@ -369,6 +396,14 @@ static void mpi_cancel(mlsys_request *r)
         return;
     mpi_slot *s = &g.slots[r->slot];
     int safe = 1;
+    if (r->kind == REQ_COLL) {
+        /* MPI forbids cancelling or freeing a collective's request: leave it to MPI, with
+         * its bounce buffer (MPI may still write there) */
+        s->tmp = NULL;
+        slot_put(r->slot);
+        r->slot = -1;
+        return;
+    }
     for (int k = 0; k < s->nreq; k++) {
         if (s->req[k] == MPI_REQUEST_NULL)
             continue;
@@ -509,6 +544,69 @@ static int mpi_native(mlsys_comm *c, int coll, const void *args)
     return 0;
 }
 
+/* The non-blocking forms for icoll.c: MPI_Iallreduce, MPI_Ireduce_scatter_block and
+ * MPI_Iallgather on the collective communicator, one MPI request in r's slot; progress,
+ * wait and the timeout are those of point-to-point requests. In-place conventions as in
+ * mpi_native; reduce_scatter in place lands in a bounce buffer, copied at completion. */
+static int mpi_icoll(mlsys_request *r, int coll, const void *args)
+{
+    const coll_args *a = args;
+    mlsys_comm *c = r->comm;
+    char es[MPI_MAX_ERROR_STRING];
+    mpi_ctx *x = ctx_find(c->ctx);
+    const char *name = coll == MLSYS_COLL_ALLREDUCE ? "MPI_Iallreduce"
+                       : coll == MLSYS_COLL_REDUCE_SCATTER ? "MPI_Ireduce_scatter_block"
+                       : coll == MLSYS_COLL_ALLGATHER ? "MPI_Iallgather" : NULL;
+    if (!x || !name) {
+        mlsys_set_error(c, MLSYS_ERR_UNSUPPORTED, "rank %d: non-blocking %s: %s", c->rank,
+                        mlsys_coll_name((mlsys_coll)coll), x ? "not offered by the mpi backend"
+                        : "no MPI communicator");
+        return MLSYS_ERR_UNSUPPORTED;
+    }
+    size_t esz = mlsys_dtype_size(a->dt);
+    size_t total = coll == MLSYS_COLL_ALLREDUCE ? a->count : a->count * (size_t)c->size;
+    if (a->count > (size_t)INT_MAX || total > (size_t)INT_MAX) {
+        mlsys_set_error(c, MLSYS_ERR_UNSUPPORTED, "rank %d: %s: %zu elements is more than "
+                        "MPI's int count", c->rank, name, a->count);
+        return MLSYS_ERR_UNSUPPORTED;
+    }
+    MPI_Datatype t = mpi_type(a->dt);
+    int n = (int)a->count, i = slot_get(), rc = MPI_SUCCESS;
+    mpi_slot *s = &g.slots[i];
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+    r->slot = i;
+    s->nreq = 1;
+    s->data = 0;
+    switch (coll) {
+    case MLSYS_COLL_ALLREDUCE:
+        rc = MPI_Iallreduce(sb == rb ? MPI_IN_PLACE : sb, rb, n, t, mpi_op(a->op), x->coll,
+                            &s->req[0]);
+        break;
+    case MLSYS_COLL_ALLGATHER: {
+        char *mine = rb ? rb + (size_t)c->rank * a->count * esz : NULL;
+        rc = MPI_Iallgather(sb == mine ? MPI_IN_PLACE : sb, n, t, rb, n, t, x->coll, &s->req[0]);
+        break;
+    }
+    default: {
+        /* our result may sit inside the vector MPI reads: then a bounce buffer */
+        void *dst = rb;
+        if (rb && sb && rb < sb + total * esz && sb < rb + a->count * esz)
+            dst = s->tmp = mlsys_xmalloc(a->count * esz);
+        rc = MPI_Ireduce_scatter_block(sb, dst, n, t, mpi_op(a->op), x->coll, &s->req[0]);
+        break;
+    }
+    }
+    if (rc != MPI_SUCCESS) {
+        mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: %s (%zu elements): %s", c->rank, name,
+                        a->count, mpi_errstr(rc, es));
+        slot_put(i);
+        r->slot = -1;
+        return MLSYS_ERR_SYS;
+    }
+    return 0;
+}
+
 /* ---- start and end ---- */
 
 /* MPI_Finalize waits for every rank, so a rank that fails must not call it, or its failure
@@ -542,6 +640,7 @@ static const transport_ops mpi_transport = {
     .cancel = mpi_cancel,
     .native = mpi_native,
     .fini = mpi_fini,
+    .icoll = mpi_icoll,
 };
 
 static void set_env_int(const char *k, int v)

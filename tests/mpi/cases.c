@@ -321,6 +321,119 @@ static int native_case(mlsys_comm *c)
     return fails ? 1 : 0;
 }
 
+/* Non-blocking collectives through MPI_Iallreduce / MPI_Ireduce_scatter_block /
+ * MPI_Iallgather: every type and operator, in place and not, against val(); 8 in flight
+ * waited for in reverse order with p2p and a blocking collective in between; the same on a
+ * split communicator; a request left open at finalize. */
+static int icoll_one(mlsys_comm *c, int coll, mlsys_dtype dt, mlsys_op op, int inplace,
+                     size_t m, mlsys_request **q, char **keep)
+{
+    int r = mlsys_rank(c), n = mlsys_size(c);
+    size_t es = mlsys_dtype_size(dt), in_e = coll == MLSYS_COLL_REDUCE_SCATTER ? m * n : m;
+    size_t out_e = coll == MLSYS_COLL_ALLGATHER ? m * n : m;
+    size_t big = in_e > out_e ? in_e : out_e;
+    char *buf = calloc(big * 2 + 1, es), *in = buf, *out = buf + big * es;
+    const char *sb = in;
+    char *rb = out;
+    if (inplace) {
+        sb = rb = in;
+        if (coll == MLSYS_COLL_ALLGATHER)
+            sb = in + (size_t)r * m * es;
+        if (coll == MLSYS_COLL_REDUCE_SCATTER)
+            rb = in + (size_t)r * m * es;
+    }
+    for (size_t i = 0; i < in_e; i++)
+        put((char *)sb, dt, i, val(r, coll == MLSYS_COLL_ALLGATHER ? i : i));
+    int rc = coll == MLSYS_COLL_ALLREDUCE ? mlsys_iallreduce(c, sb, rb, m, dt, op, q)
+             : coll == MLSYS_COLL_REDUCE_SCATTER ? mlsys_ireduce_scatter(c, sb, rb, m, dt, op, q)
+             : mlsys_iallgather(c, sb, rb, m, dt, q);
+    CHECK(rc == 0, "%s: %s", mlsys_coll_name((mlsys_coll)coll), mlsys_errmsg(c));
+    keep[0] = buf;
+    keep[1] = rb;
+    return rc;
+}
+
+static void icoll_verify(mlsys_comm *c, int coll, mlsys_dtype dt, mlsys_op op, int inplace,
+                         size_t m, char **keep)
+{
+    int r = mlsys_rank(c), n = mlsys_size(c);
+    size_t out_e = coll == MLSYS_COLL_ALLGATHER ? m * n : m, bad = 0;
+    for (size_t i = 0; i < out_e; i++) {
+        double want = coll == MLSYS_COLL_ALLGATHER ? val((int)(i / m), i % m)
+                      : coll == MLSYS_COLL_REDUCE_SCATTER ? reduced(op, n, (size_t)r * m + i, dt)
+                      : reduced(op, n, i, dt);
+        bad += get(keep[1], dt, i) != want;
+    }
+    CHECK(bad == 0, "%s %s %s %s, %zu elements: %zu wrong", mlsys_coll_name((mlsys_coll)coll),
+          mlsys_dtype_name(dt), coll == MLSYS_COLL_ALLGATHER ? "-" : mlsys_op_name(op),
+          inplace ? "in place" : "out of place", m, bad);
+    free(keep[0]);
+}
+
+static void icoll_all(mlsys_comm *c)
+{
+    static const int colls[] = {MLSYS_COLL_ALLREDUCE, MLSYS_COLL_REDUCE_SCATTER,
+                                MLSYS_COLL_ALLGATHER};
+    for (int k = 0; k < 3; k++)
+        for (int dt = 0; dt < MLSYS_DTYPE_COUNT; dt++)
+            for (int op = 0; op < MLSYS_OP_COUNT; op++)
+                for (int ip = 0; ip < 2; ip++) {
+                    if (colls[k] == MLSYS_COLL_ALLGATHER && op)
+                        continue;
+                    mlsys_request *q = NULL;
+                    char *keep[2];
+                    size_t m = 1 + (size_t)(dt * 37 + op * 11 + ip);
+                    if (icoll_one(c, colls[k], (mlsys_dtype)dt, (mlsys_op)op, ip, m, &q, keep)) {
+                        free(keep[0]);
+                        continue;
+                    }
+                    CHECK(mlsys_wait(q) == 0, "wait: %s", mlsys_errmsg(c));
+                    icoll_verify(c, colls[k], (mlsys_dtype)dt, (mlsys_op)op, ip, m, keep);
+                }
+}
+
+static int icoll_case(mlsys_comm *c)
+{
+    int r = mlsys_rank(c), n = mlsys_size(c);
+    icoll_all(c);
+    /* eight in flight, waited for in reverse order, p2p and a blocking one in between */
+    mlsys_request *q[8];
+    char *keep[8][2];
+    int coll_of[8];
+    size_t m_of[8];
+    for (int i = 0; i < 8; i++) {
+        coll_of[i] = i % 3 == 0 ? MLSYS_COLL_ALLREDUCE : i % 3 == 1 ? MLSYS_COLL_REDUCE_SCATTER
+                                                                    : MLSYS_COLL_ALLGATHER;
+        m_of[i] = i == 7 ? 300000 : (size_t)(5 + i);
+        if (icoll_one(c, coll_of[i], MLSYS_F64, MLSYS_SUM, i % 2, m_of[i], &q[i], keep[i])) {
+            free(keep[i][0]);
+            return 1;
+        }
+    }
+    int out = r, in = -1;
+    CHECK(mlsys_sendrecv(c, &out, 1, (r + 1) % n, 6, &in, 1, (r + n - 1) % n, 6, MLSYS_I32) == 0
+          && in == (r + n - 1) % n, "sendrecv with collectives in flight: %s", mlsys_errmsg(c));
+    double one = 1, all = 0;
+    CHECK(mlsys_allreduce(c, &one, &all, 1, MLSYS_F64, MLSYS_SUM) == 0 && all == n,
+          "blocking all-reduce with collectives in flight: %g", all);
+    for (int i = 7; i >= 0; i--) {
+        CHECK(mlsys_wait(q[i]) == 0, "wait %d: %s", i, mlsys_errmsg(c));
+        icoll_verify(c, coll_of[i], MLSYS_F64, MLSYS_SUM, i % 2, m_of[i], keep[i]);
+    }
+    mlsys_comm *sub = NULL;
+    CHECK(mlsys_split(c, r % 2, r, &sub) == 0 && sub, "split: %s", mlsys_errmsg(c));
+    if (sub)
+        icoll_all(sub);
+    /* one left open: finalize must complete it, not crash */
+    static double lonely[64];
+    mlsys_request *open_req = NULL;
+    CHECK(mlsys_iallreduce(c, lonely, lonely, 64, MLSYS_F64, MLSYS_MAX, &open_req) == 0,
+          "open one: %s", mlsys_errmsg(c));
+    if (r == 0)
+        printf("icoll: %s on %d ranks\n", fails ? "FAILED" : "ok", n);
+    return fails ? 1 : 0;
+}
+
 static int deadlock_case(mlsys_comm *c)
 {
     int r = mlsys_rank(c);
@@ -377,6 +490,8 @@ static int rank_main(const char *mode, int k)
         rc = p2p_case(c);
     else if (!strcmp(mode, "native"))
         rc = native_case(c);
+    else if (!strcmp(mode, "icoll"))
+        rc = icoll_case(c);
     else if (!strcmp(mode, "deadlock"))
         rc = deadlock_case(c);
     else if (!strcmp(mode, "fail"))

@@ -111,6 +111,13 @@ for n in 3 4; do
         "$tmp/o" "^native: ok on $n ranks" "^why: all ranks finished"
 done
 
+for n in 2 3 4; do
+    "$cases" job icoll $n >"$tmp/o" 2>&1
+    expect "non-blocking collectives on $n ranks (MPI_Iallreduce & co.: every type, operator, in place and not; 8 in flight with p2p between; split; one open at finalize)" \
+        "$tmp/o" "^icoll: ok on $n ranks" "^why: all ranks finished" \
+        'finalize: 1 non-blocking collective was never waited for'
+done
+
 MLSYS_TIMEOUT_MS=500 "$cases" job deadlock 2 >"$tmp/o" 2>&1
 expect "send/send deadlock reported by the timeout" "$tmp/o" \
     '^\[rank 0\] rank 0: deadlock suspected after 0\.[5-9] s: rank 0 waits in send to rank 1 \(tag 5, 4 B\)' \
