@@ -1,0 +1,390 @@
+/* checkpoint.c - llama2.c's legacy "version 0" model file and the lab's training companion.
+ * The .bin is 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size — negative
+ * when the classifier has its own weights —, seq_len) and then float32 tensors in the order of
+ * llm_weights; run.c reads it unchanged. Everything is validated against the file size before
+ * any allocation; writes are atomic. The ".train" file layout is documented in model.h. */
+#include "model.h"
+#include "llm.h"
+#include "llm_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEADER_BYTES 28
+
+int llm_config_check(llm_config *c, char *err, size_t errlen)
+{
+    struct { const char *name; int v, max; } d[] = {
+        {"dim", c->dim, LLM_MAX_DIM},          {"hidden_dim", c->hidden_dim, 4 * LLM_MAX_DIM},
+        {"n_layers", c->n_layers, LLM_MAX_LAYERS}, {"n_heads", c->n_heads, LLM_MAX_DIM},
+        {"n_kv_heads", c->n_kv_heads, LLM_MAX_DIM}, {"vocab_size", c->vocab_size, LLM_MAX_VOCAB},
+        {"seq_len", c->seq_len, LLM_MAX_SEQ},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (d[i].v <= 0 || d[i].v > d[i].max) {
+            snprintf(err, errlen, "%s %d out of range 1..%d", d[i].name, d[i].v, d[i].max);
+            return -1;
+        }
+    if (c->dim % c->n_heads) {
+        snprintf(err, errlen, "n_heads %d does not divide dim %d", c->n_heads, c->dim);
+        return -1;
+    }
+    if (c->n_heads % c->n_kv_heads) {
+        snprintf(err, errlen, "n_kv_heads %d does not divide n_heads %d", c->n_kv_heads,
+                 c->n_heads);
+        return -1;
+    }
+    c->head_size = c->dim / c->n_heads;
+    if (c->head_size % 2) {
+        snprintf(err, errlen, "head_size %d (dim %d / n_heads %d) is odd: RoPE rotates pairs",
+                 c->head_size, c->dim, c->n_heads);
+        return -1;
+    }
+    c->kv_dim = c->n_kv_heads * c->head_size;
+    if (llm_file_bytes(c) > LLM_MAX_FILE_BYTES) {
+        snprintf(err, errlen, "%llu bytes of weights, more than the %llu allowed",
+                 (unsigned long long)llm_file_bytes(c), (unsigned long long)LLM_MAX_FILE_BYTES);
+        return -1;
+    }
+    return 0;
+}
+
+/* Tensor sizes in file order; the RoPE tables are entries 11 and 12, wcls 13. */
+static void sizes(const llm_config *c, size_t s[14])
+{
+    size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
+    size_t V = (size_t)c->vocab_size, KV = (size_t)c->n_kv_heads * (size_t)(c->dim / c->n_heads);
+    size_t rope = (size_t)c->seq_len * (size_t)(c->dim / c->n_heads) / 2;
+    size_t t[14] = {V * D, L * D, L * D * D, L * KV * D, L * KV * D, L * D * D, L * D,
+                    L * H * D, L * D * H, L * H * D, D, rope, rope,
+                    c->shared_classifier ? 0 : V * D};
+    memcpy(s, t, sizeof t);
+}
+
+size_t llm_file_floats(const llm_config *c)
+{
+    size_t s[14], n = 0;
+    sizes(c, s);
+    for (int i = 0; i < 14; i++)
+        n += s[i];
+    return n;
+}
+
+size_t llm_param_count(const llm_config *c)
+{
+    size_t s[14];
+    sizes(c, s);
+    return llm_file_floats(c) - s[11] - s[12];
+}
+
+uint64_t llm_file_bytes(const llm_config *c)
+{
+    return HEADER_BYTES + 4ull * llm_file_floats(c);
+}
+
+int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12])
+{
+    size_t s[14], o = 0;
+    int k = 0;
+    sizes(c, s);
+    for (int i = 0; i < 14; i++) {
+        if (i != 11 && i != 12 && s[i]) {
+            off[k] = o;
+            len[k] = s[i];
+            k++;
+        }
+        o += s[i];
+    }
+    return k;
+}
+
+static void carve(llm_weights *w, const llm_config *c)
+{
+    size_t s[14];
+    sizes(c, s);
+    float **dst[14] = {&w->token_embedding, &w->rms_att, &w->wq, &w->wk, &w->wv, &w->wo,
+                       &w->rms_ffn, &w->w1, &w->w2, &w->w3, &w->rms_final, &w->freq_cis_real,
+                       &w->freq_cis_imag, &w->wcls};
+    float *p = w->mem;
+    for (int i = 0; i < 14; i++) {
+        *dst[i] = p;
+        p += s[i];
+    }
+    if (c->shared_classifier)
+        w->wcls = w->token_embedding;
+}
+
+static void fill_rope(llm_weights *w, const llm_config *c)
+{
+    int half = c->head_size / 2;
+    for (int pos = 0; pos < c->seq_len; pos++)
+        for (int i = 0; i < half; i++) {
+            double theta = pow(10000.0, -2.0 * i / c->head_size);
+            w->freq_cis_real[(size_t)pos * half + i] = (float)cos(pos * theta);
+            w->freq_cis_imag[(size_t)pos * half + i] = (float)sin(pos * theta);
+        }
+}
+
+int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen)
+{
+    llm_config cc = *c;
+    memset(w, 0, sizeof *w);
+    if (llm_config_check(&cc, err, errlen))
+        return -1;
+    w->n_floats = llm_file_floats(&cc);
+    w->mem = calloc(w->n_floats, sizeof(float));
+    if (!w->mem) {
+        snprintf(err, errlen, "cannot allocate %zu floats of weights", w->n_floats);
+        return -1;
+    }
+    carve(w, &cc);
+    fill_rope(w, &cc);
+    return 0;
+}
+
+void llm_weights_free(llm_weights *w)
+{
+    free(w->mem);
+    memset(w, 0, sizeof *w);
+}
+
+uint64_t llm_weights_hash(const llm_weights *w)
+{
+    return llm_fnv1a64(w->mem, w->n_floats * sizeof(float), LLM_FNV_INIT);
+}
+
+static void header_of(const llm_config *c, int32_t h[7])
+{
+    h[0] = c->dim;
+    h[1] = c->hidden_dim;
+    h[2] = c->n_layers;
+    h[3] = c->n_heads;
+    h[4] = c->n_kv_heads;
+    h[5] = c->shared_classifier ? c->vocab_size : -c->vocab_size;
+    h[6] = c->seq_len;
+}
+
+static int config_of(const int32_t h[7], llm_config *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->dim = h[0];
+    c->hidden_dim = h[1];
+    c->n_layers = h[2];
+    c->n_heads = h[3];
+    c->n_kv_heads = h[4];
+    c->shared_classifier = h[5] > 0;
+    c->vocab_size = h[5] == INT32_MIN ? 0 : h[5] < 0 ? -h[5] : h[5];
+    c->seq_len = h[6];
+    return llm_config_check(c, err, errlen);
+}
+
+int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weights *w,
+                         char *err, size_t errlen)
+{
+    llm_config cc = *c;
+    char why[200];
+    if (llm_config_check(&cc, why, sizeof why)) {
+        snprintf(err, errlen, "%s: not written: %s", path, why);
+        return -1;
+    }
+    if (w->n_floats != llm_file_floats(&cc)) {
+        snprintf(err, errlen, "%s: not written: weights hold %zu floats, the config needs %zu",
+                 path, w->n_floats, llm_file_floats(&cc));
+        return -1;
+    }
+    int32_t h[7];
+    header_of(&cc, h);
+    const void *parts[2] = {h, w->mem};
+    size_t sz[2] = {HEADER_BYTES, w->n_floats * sizeof(float)};
+    return llm_write_atomic(path, parts, sz, 2, err, errlen);
+}
+
+int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
+                        size_t errlen)
+{
+    unsigned char *b;
+    size_t n;
+    char why[200];
+    memset(w, 0, sizeof *w);
+    if (llm_read_file(path, LLM_MAX_FILE_BYTES, &b, &n, err, errlen))
+        return -1;
+    if (n < HEADER_BYTES) {
+        snprintf(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", path, n,
+                 HEADER_BYTES);
+        free(b);
+        return -1;
+    }
+    int32_t h[7];
+    memcpy(h, b, sizeof h);
+    if (config_of(h, c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: bad header: %s", path, why);
+        free(b);
+        return -1;
+    }
+    uint64_t want = llm_file_bytes(c);
+    if (n != want) {
+        snprintf(err, errlen, "%s: %s: %zu bytes, the header (dim %d, %d layers, vocab %d%s, "
+                 "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size", n, c->dim,
+                 c->n_layers, c->vocab_size, c->shared_classifier ? "" : " unshared",
+                 c->seq_len, (unsigned long long)want);
+        free(b);
+        return -1;
+    }
+    if (llm_weights_alloc(w, c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        free(b);
+        return -1;
+    }
+    memcpy(w->mem, b + HEADER_BYTES, w->n_floats * sizeof(float));
+    free(b);
+    for (size_t i = 0; i < w->n_floats; i++)
+        if (!isfinite(w->mem[i])) {
+            snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
+            llm_weights_free(w);
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- the .train companion ---- */
+static const char train_magic[8] = {'M', 'L', 'S', 'Y', 'S', 'T', 'R', 'N'};
+#define TRAIN_VERSION 1u
+#define TRAIN_HEAD 136   /* bytes before m[] */
+
+int llm_train_state_alloc(llm_train_state *s, const llm_config *c)
+{
+    memset(s, 0, sizeof *s);
+    s->n = llm_param_count(c);
+    s->m = calloc(2 * s->n + 1, sizeof(float));
+    if (!s->m)
+        return -1;
+    s->v = s->m + s->n;
+    return 0;
+}
+
+void llm_train_state_free(llm_train_state *s)
+{
+    free(s->m);
+    memset(s, 0, sizeof *s);
+}
+
+static void layout_head(unsigned char *p, const llm_config *c, const llm_train_state *s)
+{
+    uint32_t ver = TRAIN_VERSION, zero = 0;
+    int32_t h[7];
+    uint64_t n = s->n;
+    float hp[5] = {s->lr, s->beta1, s->beta2, s->eps, s->weight_decay};
+    uint64_t u[5] = {s->step, s->tokens_seen, s->data_pos, s->rng_key, s->rng_ctr};
+    header_of(c, h);
+    memcpy(p, train_magic, 8);
+    memcpy(p + 8, &ver, 4);
+    memcpy(p + 12, &zero, 4);
+    memcpy(p + 16, h, 28);
+    memcpy(p + 44, u, 40);
+    memcpy(p + 84, hp, 20);
+    memcpy(p + 104, &zero, 4);
+    memcpy(p + 108, &s->weights_hash, 8);
+    memcpy(p + 116, &n, 8);
+    memset(p + 124, 0, TRAIN_HEAD - 124);   /* reserved */
+}
+
+int llm_train_state_write(const char *path, const llm_config *c, const llm_train_state *s,
+                          char *err, size_t errlen)
+{
+    llm_config cc = *c;
+    char why[200];
+    if (llm_config_check(&cc, why, sizeof why) || s->n != llm_param_count(&cc)) {
+        snprintf(err, errlen, "%s: not written: %s", path,
+                 s->n != llm_param_count(&cc) ? "moments do not match the config" : why);
+        return -1;
+    }
+    unsigned char head[TRAIN_HEAD];
+    layout_head(head, &cc, s);
+    uint64_t sum = llm_fnv1a64(head, sizeof head, LLM_FNV_INIT);
+    sum = llm_fnv1a64(s->m, s->n * sizeof(float), sum);
+    sum = llm_fnv1a64(s->v, s->n * sizeof(float), sum);
+    const void *parts[4] = {head, s->m, s->v, &sum};
+    size_t sz[4] = {sizeof head, s->n * sizeof(float), s->n * sizeof(float), 8};
+    return llm_write_atomic(path, parts, sz, 4, err, errlen);
+}
+
+int llm_train_state_read(const char *path, const llm_config *c, llm_train_state *s,
+                         char *err, size_t errlen)
+{
+    llm_config cc = *c;
+    char why[200];
+    memset(s, 0, sizeof *s);
+    if (llm_config_check(&cc, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        return -1;
+    }
+    size_t np = llm_param_count(&cc);
+    uint64_t want = TRAIN_HEAD + 8ull * np + 8;
+    unsigned char *b;
+    size_t n;
+    if (llm_read_file(path, want + 4096, &b, &n, err, errlen))
+        return -1;
+    int rc = -1;
+    uint64_t sum, u[5], nn, wh;
+    uint32_t ver;
+    int32_t h[7], mine[7];
+    float hp[5];
+    if (n < 16 || memcmp(b, train_magic, 8) != 0) {
+        snprintf(err, errlen, "%s: not an MLSys Lab training state (bad magic)", path);
+        goto out;
+    }
+    memcpy(&ver, b + 8, 4);
+    if (ver != TRAIN_VERSION) {
+        snprintf(err, errlen, "%s: version %u, this build reads %u", path, ver, TRAIN_VERSION);
+        goto out;
+    }
+    if (n != want) {
+        snprintf(err, errlen, "%s: %s: %zu bytes, expected %llu", path,
+                 n < want ? "truncated" : "wrong size", n, (unsigned long long)want);
+        goto out;
+    }
+    memcpy(&sum, b + n - 8, 8);
+    if (llm_fnv1a64(b, n - 8, LLM_FNV_INIT) != sum) {
+        snprintf(err, errlen, "%s: checksum mismatch (the file is damaged)", path);
+        goto out;
+    }
+    memcpy(h, b + 16, 28);
+    header_of(&cc, mine);
+    if (memcmp(h, mine, 28) != 0) {
+        snprintf(err, errlen, "%s: saved for another model shape (dim %d, %d layers)", path,
+                 (int)h[0], (int)h[2]);
+        goto out;
+    }
+    memcpy(&nn, b + 116, 8);
+    if (nn != np) {
+        snprintf(err, errlen, "%s: holds %llu moments per tensor set, the model has %zu", path,
+                 (unsigned long long)nn, np);
+        goto out;
+    }
+    if (llm_train_state_alloc(s, &cc)) {
+        snprintf(err, errlen, "%s: cannot allocate %zu moments", path, 2 * np);
+        goto out;
+    }
+    memcpy(u, b + 44, 40);
+    memcpy(hp, b + 84, 20);
+    memcpy(&wh, b + 108, 8);
+    s->step = u[0];
+    s->tokens_seen = u[1];
+    s->data_pos = u[2];
+    s->rng_key = u[3];
+    s->rng_ctr = u[4];
+    s->lr = hp[0];
+    s->beta1 = hp[1];
+    s->beta2 = hp[2];
+    s->eps = hp[3];
+    s->weight_decay = hp[4];
+    s->weights_hash = wh;
+    memcpy(s->m, b + TRAIN_HEAD, np * sizeof(float));
+    memcpy(s->v, b + TRAIN_HEAD + 4 * np, np * sizeof(float));
+    rc = 0;
+out:
+    free(b);
+    return rc;
+}
