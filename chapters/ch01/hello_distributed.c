@@ -37,7 +37,7 @@ static int hello_before(const lab_args *a)
         printf("CUDA available: yes (%d GPU%s)\n", gpus, gpus == 1 ? "" : "s");
     else
         printf("CUDA available: no\n");
-    printf("Starting %d processes...\n\n", n);
+    printf("Starting %d process%s...\n\n", n, n == 1 ? "" : "es");
     fflush(stdout);
     return -1;
 }
@@ -119,8 +119,9 @@ out:
 
 static void hello_after(const lab_args *a, int status)
 {
+    long n = lab_arg_int(a, "world-size");
     if (status == 0)
-        printf("\nAll %ld processes finished.\n", lab_arg_int(a, "world-size"));
+        printf("\nAll %ld process%s finished.\n", n, n == 1 ? "" : "es");
 }
 
 const lab ch01_hello_distributed_lab = {

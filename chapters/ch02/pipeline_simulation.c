@@ -3,7 +3,9 @@
  * ReLU) seeded with 1000+s; stage 0 creates micro-batch m (B×H normals seeded with m) and
  * every stage passes its activations on. Teaches that pipeline parallelism is just p2p
  * between neighbouring stages, and checks itself: the last stage recomputes each micro-batch
- * with all P layers in one process and reports the largest difference (0 with our kernels). */
+ * with all P layers in one process and reports the largest difference (0 with our kernels).
+ * Every stage timestamps its events; rank 0 prints them merged in time order, so the lines
+ * of different stages interleave the way the stages really ran: at the same time. */
 #include "../common/common.h"
 #include <math.h>
 #include <stdlib.h>
@@ -64,6 +66,70 @@ static void layer_forward(const layer *l, const float *x, float *out, int rows)
             out[(size_t)i * h + o] = acc > 0.0f ? acc : 0.0f;
         }
     }
+}
+
+/* One event of one stage, sent to rank 0 as EV_DOUBLES doubles. */
+enum { EV_CREATED, EV_RECEIVED, EV_SENT, EV_COMPLETED };
+#define EV_DOUBLES 7
+typedef struct pipe_event {
+    double t;                   /* seconds since the common start */
+    int stage, kind, mb;
+    double mean, sum, diff;     /* EV_COMPLETED only */
+} pipe_event;
+
+static void ev_pack(const pipe_event *e, double *d)
+{
+    d[0] = e->t;
+    d[1] = e->stage;
+    d[2] = e->kind;
+    d[3] = e->mb;
+    d[4] = e->mean;
+    d[5] = e->sum;
+    d[6] = e->diff;
+}
+
+static void ev_unpack(const double *d, pipe_event *e)
+{
+    e->t = d[0];
+    e->stage = (int)d[1];
+    e->kind = (int)d[2];
+    e->mb = (int)d[3];
+    e->mean = d[4];
+    e->sum = d[5];
+    e->diff = d[6];
+}
+
+/* Time order; on a tie, by stage, then by the order the stage logged them. */
+static int ev_cmp(const void *pa, const void *pb)
+{
+    const pipe_event *a = pa, *b = pb;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    if (a->stage != b->stage)
+        return a->stage - b->stage;
+    if (a->mb != b->mb)
+        return a->mb - b->mb;
+    return a->kind - b->kind;
+}
+
+static void ev_print(const pipe_event *e, const char *shape)
+{
+    int s = e->stage;
+    switch (e->kind) {
+    case EV_CREATED:
+        printf("Stage 0: created input for micro-batch %d, shape %s", e->mb, shape);
+        break;
+    case EV_RECEIVED:
+        printf("Stage %d: received micro-batch %d from stage %d", s, e->mb, s - 1);
+        break;
+    case EV_SENT:
+        printf("Stage %d: sent micro-batch %d to stage %d", s, e->mb, s + 1);
+        break;
+    default:
+        printf("Stage %d: completed micro-batch %d, output mean %.4f, checksum %.6f, max "
+               "|pipelined - serial| = %.3g", s, e->mb, e->mean, e->sum, e->diff);
+    }
+    printf("   @ %.3f ms\n", e->t * 1e3);
 }
 
 /* Micro-batch m's input: B×H standard normals from seed m (the same on every rank). */
@@ -158,8 +224,9 @@ static int pipe_rank(mlsys_comm *c, const lab_args *a)
     float *y = mlsys_alloc_aligned(elems * sizeof *y);
     float *ref = NULL, *tmp = NULL;
     int last = s == p - 1;
-    double max_diff = 0.0;
-    common_text out = {0};
+    double max_diff = 0.0, t0;
+    int nev = 0, cap = 2 * nmb;
+    double *evs = mlsys_xcalloc((size_t)cap * EV_DOUBLES, sizeof *evs), *all = NULL;
     layer l;
     char shape[32], label[24];
     int dims[2] = {rows, h};
@@ -170,19 +237,30 @@ static int pipe_rank(mlsys_comm *c, const lab_args *a)
         ref = mlsys_xmalloc(elems * sizeof *ref);
         tmp = mlsys_xmalloc(elems * sizeof *tmp);
     }
+    /* a common start: the clock is the same monotonic one in every process */
+    if (mlsys_barrier(c) != MLSYS_OK)
+        goto err;
+    t0 = mlsys_now_s();
+    if (mlsys_allreduce(c, &t0, &t0, 1, MLSYS_F64, MLSYS_MIN) != MLSYS_OK)
+        goto err;
     mlsys_reset_counters(c);
+
+#define LOG_EVENT(k, m_, mean_, sum_, diff_)                                                    \
+    do {                                                                                       \
+        pipe_event e_ = {mlsys_now_s() - t0, s, (k), (m_), (mean_), (sum_), (diff_)};          \
+        ev_pack(&e_, evs + (size_t)nev++ * EV_DOUBLES);                                        \
+    } while (0)
 
     for (int m = 0; m < nmb; m++) {
         mlsys_step(c, m, "micro-batch");
         if (s == 0) {
             make_input(x, rows, h, m);
-            common_text_add(&out, "Stage 0: created input for micro-batch %d, shape %s\n", m,
-                            shape);
+            LOG_EVENT(EV_CREATED, m, 0, 0, 0);
         } else {
             /* the tag names the micro-batch, so the order of arrival is visible */
             if (mlsys_recv(c, x, elems, MLSYS_F32, s - 1, m) != MLSYS_OK)
                 goto err;
-            common_text_add(&out, "Stage %d: received micro-batch %d from stage %d\n", s, m, s - 1);
+            LOG_EVENT(EV_RECEIVED, m, 0, 0, 0);
         }
         snprintf(label, sizeof label, "F mb%d", m);
         mlsys_compute_begin(c, label);
@@ -191,10 +269,10 @@ static int pipe_rank(mlsys_comm *c, const lab_args *a)
         if (!last) {
             if (mlsys_send(c, y, elems, MLSYS_F32, s + 1, m) != MLSYS_OK)
                 goto err;
-            common_text_add(&out, "Stage %d: sent micro-batch %d to stage %d\n", s, m, s + 1);
+            LOG_EVENT(EV_SENT, m, 0, 0, 0);
             continue;
         }
-        double sum = 0.0, diff = 0.0;
+        double sum = 0.0, diff = 0.0, t_done = mlsys_now_s() - t0;   /* before the check */
         for (size_t i = 0; i < elems; i++)
             sum += y[i];
         serial_reference(ref, tmp, p, rows, h, m);
@@ -205,14 +283,33 @@ static int pipe_rank(mlsys_comm *c, const lab_args *a)
         }
         if (diff > max_diff)
             max_diff = diff;
-        common_text_add(&out, "Stage %d: completed micro-batch %d, output mean %.4f, checksum "
-                        "%.6f, max |pipelined - serial| = %.3g\n", s, m, sum / (double)elems,
-                        sum, diff);
+        pipe_event e = {t_done, s, EV_COMPLETED, m, sum / (double)elems, sum, diff};
+        ev_pack(&e, evs + (size_t)nev++ * EV_DOUBLES);
     }
+#undef LOG_EVENT
     /* messages this rank sent during the pipeline (read before any collective adds some) */
     double sent = (double)mlsys_get_counters(c)->sends;
-    if (mlsys_print_ordered(c, "%s", common_text_str(&out)) != MLSYS_OK)
+    /* every stage logged exactly 2M events (P = 1: created and completed) */
+    if (s == 0)
+        all = mlsys_xcalloc((size_t)p * cap * EV_DOUBLES, sizeof *all);
+    if (mlsys_gather(c, evs, all, (size_t)cap * EV_DOUBLES, MLSYS_F64, 0) != MLSYS_OK)
         goto err;
+    if (s == 0) {
+        size_t total = (size_t)p * cap;
+        pipe_event *ev = mlsys_xcalloc(total, sizeof *ev);
+        for (size_t i = 0; i < total; i++)
+            ev_unpack(all + i * EV_DOUBLES, &ev[i]);
+        qsort(ev, total, sizeof *ev, ev_cmp);
+        printf("Events of all stages, merged in time order (@ = ms since the common start;\n"
+               "a \"sent\" line is logged when the send returned, once the next stage had\n"
+               "the data). The stages run at the same time, so their lines interleave:\n"
+               "stage 0 creates micro-batch 1 while stage 1 still works on micro-batch 0.\n"
+               "With more ranks than cores, ranks also wait for a core: the times are noisy.\n\n");
+        for (size_t i = 0; i < total; i++)
+            ev_print(&ev[i], shape);
+        fflush(stdout);
+        free(ev);
+    }
     if (mlsys_allreduce(c, &sent, &sent, 1, MLSYS_F64, MLSYS_SUM) != MLSYS_OK)
         goto err;
     if (mlsys_allreduce(c, &max_diff, &max_diff, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK)
@@ -227,8 +324,9 @@ static int pipe_rank(mlsys_comm *c, const lab_args *a)
                      nmb, rows, h);
     mlsys_print_root(c, "Messages sent: %.0f (expected (P-1)*M = %d), %zu bytes each\n", sent,
                      (p - 1) * nmb, elems * sizeof(float));
-    mlsys_print_root(c, "Serial reference (all %d layers in one process): max |pipelined - "
-                     "serial| = %.3g over %d micro-batches\n", p, max_diff, nmb);
+    mlsys_print_root(c, "Serial reference (%s %d layer%s in one process): max |pipelined - "
+                     "serial| = %.3g over %d micro-batch%s\n", p == 1 ? "its" : "all", p,
+                     p == 1 ? "" : "s", max_diff, nmb, nmb == 1 ? "" : "es");
     mlsys_print_root(c, "\nIn a real pipeline:\n"
                         "  - stages work on different micro-batches at the same time\n"
                         "  - the backward pass sends gradients the other way, stage s to s-1\n"
@@ -239,7 +337,8 @@ err:
     fprintf(stderr, "rank %d: %s\n", s, mlsys_errmsg(c));
     rc = 1;
 out:
-    common_text_free(&out);
+    free(evs);
+    free(all);
     layer_free(&l);
     free(ref);
     free(tmp);

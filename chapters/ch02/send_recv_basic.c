@@ -39,9 +39,11 @@ static void show_deadlock(void)
     printf("even ranks send first, odd ranks receive first.\n");
     printf("\n");
     common_banner(stdout, W, "Fix 2: non-blocking calls");
-    printf("Both ranks: irecv(from peer), isend(to peer), then wait for both.\n");
-    printf("Posting the receive first means nobody blocks before both sides are ready.\n");
-    printf("(Or use sendrecv, which does exactly this.)\n");
+    printf("Both ranks: irecv(from peer) and isend(to peer), then wait for both.\n");
+    printf("Neither call blocks, so both ranks reach their wait with both operations\n");
+    printf("posted; the order of irecv and isend does not matter. Only the waits\n");
+    printf("block, and by then every send has a matching receive.\n");
+    printf("(Or use sendrecv, which does both halves in one call.)\n");
 }
 
 static int srb_before(const lab_args *a)
@@ -103,7 +105,8 @@ static int srb_rank(mlsys_comm *c, const lab_args *a)
         common_text_add(&out, "Rank %d: final value %.1f\n", r, (double)v);
         common_text_add(&out, "\n%s\n Chain complete\n%s\n", rule, rule);
         common_text_add(&out, "original value: 42.0\n");
-        common_text_add(&out, "after %d additions (one per middle rank): %.1f\n", n - 2, (double)v);
+        common_text_add(&out, "after %d addition%s (one per middle rank): %.1f\n", n - 2,
+                        n - 2 == 1 ? "" : "s", (double)v);
         common_text_add(&out, "expected = 42 + 10*(N-2) = 42 + 10*%d = %ld\n", n - 2, expected);
         common_text_add(&out, "correct: %s\n", v == (float)expected ? "yes" : "NO");
         rc = v == (float)expected ? 0 : 1;

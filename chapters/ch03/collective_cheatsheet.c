@@ -82,7 +82,7 @@ static int run_op(mlsys_comm *c, const char *op)
         if ((rc = show(c, in, 1, 3)))
             goto out;
         mlsys_print_root(c, "broadcast copied rank 0's [42.0, 43.0, 44.0] into the buffer of "
-                            "all %d ranks.\n", n);
+                            "%s %d rank%s.\n", n == 1 ? "its" : "all", n, n == 1 ? "" : "s");
     } else if (!strcmp(op, "scatter")) {
         if (r == 0)
             for (int i = 0; i < n; i++) {
@@ -96,8 +96,9 @@ static int run_op(mlsys_comm *c, const char *op)
         mlsys_print_root(c, "AFTER:\n");
         if ((rc = show(c, out, 1, 2)))
             goto out;
-        mlsys_print_root(c, "scatter cut rank 0's %d×2 matrix into %d chunks: chunk i = "
+        mlsys_print_root(c, "scatter cut rank 0's %d×2 matrix into %d chunk%s: chunk i = "
                             "[10i, 10i+1] went to rank i (rank %d got [%.1f, %.1f]).\n", n, n,
+                            n == 1 ? "" : "s",
                             n - 1, 10.0 * (n - 1), 10.0 * (n - 1) + 1);
     } else if (!strcmp(op, "gather")) {
         in[0] = 100.0f * (float)r;
@@ -110,8 +111,8 @@ static int run_op(mlsys_comm *c, const char *op)
         if ((rc = r == 0 ? show(c, out, (size_t)n, 2) : show(c, in, 1, 2)))
             goto out;
         mlsys_print_root(c, "gather collected one row per rank on rank 0: row i = rank i's "
-                            "[100i, 100i+1]; the %d other rank%s keep their input.\n", n - 1,
-                         n == 2 ? "" : "s");
+                            "[100i, 100i+1]; the %d other rank%s %s input.\n", n - 1,
+                         n == 2 ? "" : "s", n == 2 ? "keeps its" : "keep their");
     } else if (!strcmp(op, "all_gather")) {
         in[0] = (float)(r + 1);
         if ((rc = show(c, in, 1, 1)))
@@ -121,8 +122,9 @@ static int run_op(mlsys_comm *c, const char *op)
         mlsys_print_root(c, "AFTER:\n");
         if ((rc = show(c, out, 1, (size_t)n)))
             goto out;
-        mlsys_print_root(c, "all_gather gave every rank the list of all %d inputs, "
-                            "[1.0 .. %d.0]; the inputs are untouched (out-of-place).\n", n, n);
+        mlsys_print_root(c, "all_gather gave every rank the list of all %d input%s, "
+                            "[1.0 .. %d.0]; the inputs are untouched (out-of-place).\n", n,
+                            n == 1 ? "" : "s", n);
     } else if (!strcmp(op, "reduce")) {
         in[0] = (float)(r + 1);
         if ((rc = show(c, in, 1, 1)))
@@ -133,8 +135,9 @@ static int run_op(mlsys_comm *c, const char *op)
         mlsys_print_root(c, "AFTER:\n");
         if ((rc = show(c, in, 1, 1)))
             goto out;
-        mlsys_print_root(c, "reduce(SUM) left %s = %ld on rank 0 only; the other ranks' "
-                            "buffers are unchanged.\n", expr, tri);
+        mlsys_print_root(c, "reduce(SUM) left %s = %ld on rank 0 only; %s.\n", expr, tri,
+                         n == 1 ? "there is no other rank" : n == 2 ? "rank 1's buffer is unchanged"
+                                                               : "the other ranks' buffers are unchanged");
     } else if (!strcmp(op, "all_reduce")) {
         in[0] = (float)(r + 1);
         in[1] = 2.0f * (float)(r + 1);

@@ -45,7 +45,7 @@ static int sm_before(const lab_args *a)
     printf("World size: %d\n", n);
     printf("Vector length: %ld, values: %g + %g · normal(0, 1)\n", lab_arg_int(a, "size"),
            lab_arg_double(a, "offset"), lab_arg_double(a, "scale"));
-    printf("Steps: local max → all_reduce(MAX) → exp(x - max) → all_reduce(SUM) → divide\n\n");
+    printf("Steps: local max → all_reduce(MAX) → exp(x - global max) → all_reduce(SUM) → divide\n\n");
     fflush(stdout);
     return -1;
 }
@@ -88,7 +88,7 @@ static int sm_rank(mlsys_comm *c, const lab_args *a)
     for (long i = 0; i < len; i++)
         p[i] = (float)(p[i] / gsum);
     if (mlsys_print_ordered(c, "Rank %d: elements [%ld, %ld), local max %.4f, local Σexp(x - "
-                            "max) %.6f\n", r, lo, lo + len, (double)mx, lsum))
+                            "global max) %.6f\n", r, lo, lo + len, (double)mx, lsum))
         goto err;
 
     /* collect the shards on rank 0 (padded to equal length) to check against serial */
@@ -120,7 +120,7 @@ static int sm_rank(mlsys_comm *c, const lab_args *a)
             psum += flat[i];
         }
         printf("\nGlobal max: %.4f\n", (double)gmax);
-        printf("Global Σexp(x - max): %.6f\n", gsum);
+        printf("Global Σexp(x - global max): %.6f\n", gsum);
         char first[512];
         long k = total < 8 ? total : 8;
         printf("softmax[0..%ld] = %s\n", k - 1, common_list_prec(first, sizeof first, flat,

@@ -29,6 +29,8 @@ static const lab_flag algos_flags[] = {
      "cost model: latency per message in us (with --beta; default: fitted to the means)"},
     {"beta", 0, FLAG_DOUBLE, NULL, NULL, 0, 100000000,
      "cost model: bandwidth of one link in GB/s (with --alpha; default: fitted)"},
+    {"barrier-in-loop", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "also time the original's loop (all_reduce + barrier per call) and print the ratio"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -230,6 +232,7 @@ static int fit_alpha_beta(const fit_point *p, int np, int n, double *alpha, doub
 
 typedef struct cell {
     bench_result r;
+    double barrier_us;        /* --barrier-in-loop: mean of all_reduce + barrier, else 0 */
     int done;
 } cell;
 
@@ -237,6 +240,52 @@ static int fail(mlsys_comm *c, const char *what)
 {
     fprintf(stderr, "rank %d: %s failed: %s\n", mlsys_rank(c), what, mlsys_errmsg(c));
     return 1;
+}
+
+/* The original's timing, for --barrier-in-loop: iters calls of all_reduce followed by a
+ * barrier, each inside the timed region. bench_measure left the algorithm forced, so this
+ * runs the same one. Out: the max over ranks of each rank's mean per call, in us. */
+static int time_with_barrier(mlsys_comm *c, uint64_t bytes, long iters, double *us)
+{
+    size_t count = (size_t)(bytes / 4);
+    size_t len = count ? count * sizeof(float) : sizeof(float);
+    float *in = mlsys_alloc_aligned(len), *out = mlsys_alloc_aligned(len);
+    int rc = 0;
+    for (size_t i = 0; i < count; i++)
+        in[i] = 1.0f;
+    for (int w = 0; w < WARMUP && !rc; w++)
+        rc = mlsys_allreduce(c, in, out, count, MLSYS_F32, MLSYS_SUM) != MLSYS_OK;
+    rc = rc || mlsys_barrier(c) != MLSYS_OK;
+    double t0 = mlsys_now_s();
+    for (long i = 0; i < iters && !rc; i++)
+        rc = mlsys_allreduce(c, in, out, count, MLSYS_F32, MLSYS_SUM) != MLSYS_OK ||
+             mlsys_barrier(c) != MLSYS_OK;
+    double t = (mlsys_now_s() - t0) / (double)iters * 1e6;
+    rc = rc || mlsys_allreduce(c, &t, us, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK;
+    mlsys_free_aligned(in, len);
+    mlsys_free_aligned(out, len);
+    return rc ? fail(c, "all_reduce + barrier loop") : 0;
+}
+
+/* --barrier-in-loop: the clean mean next to the original's, per size and algorithm. */
+static void print_barrier_effect(const uint64_t *sizes, int ns, const cell *cells,
+                                 const char **names, int na)
+{
+    char rule[W * 3 + 1];
+    common_rule(rule, sizeof rule, "=", W);
+    printf("\n%s\n THE ORIGINAL'S TIMING: A BARRIER INSIDE THE TIMED LOOP\n%s\n", rule, rule);
+    printf("%-12s %-6s %14s %18s %8s\n", "Size", "Algo", "Mean (ms)", "+barrier (ms)", "Ratio");
+    for (int i = 0; i < ns; i++)
+        for (int j = 0; j < na; j++) {
+            const cell *x = &cells[i * MAX_ALGOS + j];
+            char sz[32];
+            fmt_bytes((double)sizes[i], 1, sz, sizeof sz);
+            printf("%-12s %-6s %14.3f %18.3f %7.2fx\n", sz, names[j], x->r.time_us / 1e3,
+                   x->barrier_us / 1e3, x->r.time_us > 0 ? x->barrier_us / x->r.time_us : 0.0);
+        }
+    printf("Ratio = (all_reduce + barrier) / all_reduce alone. The barrier is a second\n"
+           "collective per call: it adds its own latency, which matters for small messages\n"
+           "and vanishes for large ones.\n");
 }
 
 static void print_header(const lab_args *a, mlsys_comm *c, const char **names, int na)
@@ -251,9 +300,9 @@ static void print_header(const lab_args *a, mlsys_comm *c, const char **names, i
     printf("World size: %d\n", n);
     printf("Device: cpu\n");
     printf("Iterations per test: %ld (after %d warm-up calls)\n", iters, WARMUP);
-    printf("Timing: one barrier, then %ld back-to-back calls, no barrier inside the loop\n"
+    printf("Timing: one barrier, then %ld back-to-back call%s, no barrier inside the loop\n"
            "        (the original timed a barrier with each call: small sizes looked slower)\n",
-           iters);
+           iters, iters == 1 ? "" : "s");
     printf("Mean = max over ranks of each rank's average; Min = max over ranks of each rank's "
            "fastest call\n");
     printf("Bandwidth = busbw = 2*S*(N-1)/N / Mean = algbw x %.3f; algbw = S / Mean; "
@@ -437,8 +486,9 @@ static void print_model(const lab_args *a, const uint64_t *sizes, int ns, const 
         printf("alpha = %.4g us per message, beta = %.4g GB/s per link (fitted to the %d "
                "measured means, least squares on the relative error)\n", alpha, beta, np);
     } else {
-        printf("alpha and beta cannot be fitted to these %d means (too few sizes, or a "
-               "negative fit); give them with --alpha US --beta GB/s\n", np);
+        printf("alpha and beta cannot be fitted to %s %d mean%s (too few sizes, or a "
+               "negative fit); give them with --alpha US --beta GB/s\n", np == 1 ? "this" : "these",
+               np, np == 1 ? "" : "s");
         if (!(na == 2 && !strcmp(names[0], "ring") && !strcmp(names[1], "tree")))
             print_one_algo_note(names[0]);
         return;
@@ -489,7 +539,7 @@ static void print_understanding(void)
     printf("\nUnderstanding the results:\n\n"
            "1. SMALL MESSAGES (< 1 MB):\n"
            "   - The fixed cost per message (latency, alpha) dominates\n"
-           "   - Tree needs fewer steps (2 log2 N instead of 2(N-1)), so it wins when N is "
+           "   - Tree needs fewer steps (2 ceil(log2 N) instead of 2(N-1)), so it wins when N is "
            "large enough\n"
            "   - Little of the bandwidth is used\n\n"
            "2. LARGE MESSAGES (> 10 MB):\n"
@@ -541,6 +591,9 @@ static int algos_rank(mlsys_comm *c, const lab_args *a)
                 break;
             row[j].done = 1;
             wrong += row[j].r.wrong;
+            if (lab_arg_bool(a, "barrier-in-loop") &&
+                (rc = time_with_barrier(c, sizes[i], k.iters, &row[j].barrier_us)) != 0)
+                break;
             if (me == 0) {
                 char series[32];
                 snprintf(series, sizeof series, "%s busbw GB/s", names[j]);
@@ -567,8 +620,8 @@ static int algos_rank(mlsys_comm *c, const lab_args *a)
         if (rounded)
             printf("Sizes that are not a multiple of 4 B move 4 x Elements bytes; the "
                    "bandwidth uses that\n");
-        printf("Rule: what --algo auto runs for that size on %d ranks (our size/rank rule)\n",
-               n);
+        printf("Rule: what --algo auto runs for that size on %d rank%s (our size/rank rule)\n",
+               n, n == 1 ? "" : "s");
         printf("KB, MB and GB here are 1024-based, as the original prints them; the plot "
                "view shows busbw in GB/s of 10^9 bytes, as mlsys-lab bench does\n");
         if (wrong)
@@ -586,6 +639,8 @@ static int algos_rank(mlsys_comm *c, const lab_args *a)
         else
             printf("\n(one size: give two or more --sizes for the scaling analysis)\n");
         print_model(a, sizes, ns, cells, names, na, n);
+        if (lab_arg_bool(a, "barrier-in-loop"))
+            print_barrier_effect(sizes, ns, cells, names, na);
         print_understanding();
         fflush(stdout);
     }

@@ -55,11 +55,26 @@ static int parse_bench(const char *out, double model[2], long *wrong)
     return found == 3 ? 0 : -1;
 }
 
+/* The benchmark of ch04-crossover, in one place: the check runs it, the task shows it, and
+ * the chapter text and the starter must quote it (tests/unit/test_truth.c holds them to it). */
+#define CROSSOVER_BENCH "--world-size 8 --sizes 1K,1M --alpha 10 --beta 5"
+
 static int run_bench(const ex_context *cx, const char *algo, double model[2], ex_verdict *v)
 {
-    char *argv[] = {(char *)cx->bin, "bench", "--world-size", "8", "--sizes", "1K,1M",
-                    "--alpha", "10", "--beta", "5", "--algo", (char *)algo, "-n", "2", "-w", "1",
-                    NULL};
+    char args[] = CROSSOVER_BENCH;
+    char *argv[24];
+    int k = 0;
+    argv[k++] = (char *)cx->bin;
+    argv[k++] = "bench";
+    for (char *save, *t = strtok_r(args, " ", &save); t && k < 16; t = strtok_r(NULL, " ", &save))
+        argv[k++] = t;
+    argv[k++] = "--algo";
+    argv[k++] = (char *)algo;
+    argv[k++] = "-n";
+    argv[k++] = "2";
+    argv[k++] = "-w";
+    argv[k++] = "1";
+    argv[k] = NULL;
     char *out;
     int st;
     long wrong = 0;
@@ -148,7 +163,7 @@ static int check_crossover(const ex_context *cx, const exercise *ex, const char 
                    "from the model");
     ex_verdict_add(v, "model: 1 KiB ring %.1f us vs tree %.1f us; 1 MiB ring %.1f us vs tree "
                    "%.1f us", m[0][0], m[1][0], m[0][1], m[1][1]);
-    ex_verdict_add(v, "Tree pays alpha only 2 log2(N) = 6 times, Ring 2(N-1) = 14 times, but Tree "
+    ex_verdict_add(v, "Tree pays alpha only 2 ceil(log2 N) = 6 times, Ring 2(N-1) = 14 times, but Tree "
                    "moves the whole buffer at every step and Ring only S/N: latency wins small "
                    "messages, bandwidth wins large ones. Where your measurements disagree with "
                    "the model, ask what the model leaves out (8 ranks on few cores, copies).");
@@ -168,8 +183,9 @@ static const exercise ch04_crossover = {
     .chapter = 4,
     .kind = EX_EXPERIMENT,
     .title = "When Ring beats Tree: measured and modelled",
-    .task = "Benchmark all_reduce with ring and tree at 1 KiB and 1 MiB; say which wins, by "
-            "your measurements and by the alpha-beta model.",
+    .task = "Run `mlsys-lab bench " CROSSOVER_BENCH " --algo ring`, and the same with --algo "
+            "tree; say which wins at 1 KiB and at 1 MiB, by your measurements and by the "
+            "alpha-beta model.",
     .hints = crossover_hints,
     .starter = "starter.txt",
     .solution = "solution.txt",
@@ -390,12 +406,14 @@ static void draw_steps(uint64_t seed, ex_question *q)
     int l = log2_ceil(n);
     if (tree) {
         snprintf(q->text, sizeof q->text,
-                 "A (non-pipelined) binary-tree all-reduce on N = %d ranks reduces up to the "
-                 "root, then broadcasts down. How many steps does it take?", n);
+                 "A (non-pipelined) binomial-tree all-reduce (ceil(log2 N) rounds each way) on "
+                 "N = %d ranks reduces up to the root, then broadcasts down. How many steps "
+                 "does it take?", n);
         q->answer = 2.0 * l;
         snprintf(q->explain, sizeof q->explain,
-                 "The tree is ceil(log2 N) = %d levels deep: %d steps up and %d down, 2 x %d = "
-                 "%d. Compare the ring's 2(N-1) = %d.", l, l, l, l, 2 * l, 2 * (n - 1));
+                 "A binomial tree over N ranks needs ceil(log2 N) = %d rounds: %d steps up and "
+                 "%d down, 2 x %d = %d. Compare the ring's 2(N-1) = %d.", l, l, l, l, 2 * l,
+                 2 * (n - 1));
     } else {
         snprintf(q->text, sizeof q->text,
                  "A ring all-reduce on N = %d ranks. How many steps does it take, counting both "
@@ -403,7 +421,8 @@ static void draw_steps(uint64_t seed, ex_question *q)
         q->answer = 2.0 * (n - 1);
         snprintf(q->explain, sizeof q->explain,
                  "N-1 steps of reduce-scatter and N-1 of all-gather: 2(N-1) = %d. A tree needs "
-                 "2 ceil(log2 N) = %d, so the ring's latency grows much faster with N.",
+                 "2 ceil(log2 N) = %d (a binomial tree), so the ring's latency grows much "
+                 "faster with N.",
                  2 * (n - 1), 2 * l);
     }
     snprintf(q->unit, sizeof q->unit, "steps");
@@ -411,7 +430,8 @@ static void draw_steps(uint64_t seed, ex_question *q)
 
 static const char *const steps_hints[] = {
     "In a ring, how many steps until every rank has seen every chunk once? And back again?",
-    "How many levels does a binary tree over N ranks have?",
+    "In a binomial tree, every round halves the ranks that still hold a partial sum. How "
+    "many rounds until one is left?",
     NULL
 };
 

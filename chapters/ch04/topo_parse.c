@@ -229,7 +229,7 @@ const char *topo_link_meaning(topo_link_kind kind)
 {
     switch (kind) {
     case TOPO_L_SELF: return "the device itself";
-    case TOPO_L_NV:   return "NVLink: k bonded links straight between the two GPUs";
+    case TOPO_L_NV:   return "NVLink: k bonded links, GPU to GPU or through NVSwitch";
     case TOPO_L_PIX:  return "PCIe through at most one bridge (same PCIe switch)";
     case TOPO_L_PXB:  return "PCIe through several bridges, without the host bridge";
     case TOPO_L_PHB:  return "PCIe through a host bridge (the CPU's root complex)";

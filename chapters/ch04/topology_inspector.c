@@ -154,8 +154,9 @@ static void print_recommendation(const topo_analysis *an)
     printf("\nRecommendation: ");
     switch (an->verdict) {
     case TOPO_ALL_NVLINK:
-        printf("all NVLink. Every GPU pair has a direct NVLink path, the best case for\n"
-               "all-reduce: any grouping of these GPUs works, and rings run at NVLink speed.\n");
+        printf("all NVLink. Every GPU pair talks over NVLink, directly or through\n"
+               "NVSwitch (topo -m shows both as NV#), the best case for all-reduce: any\n"
+               "grouping of these GPUs works, and rings run at NVLink speed.\n");
         break;
     case TOPO_MIXED:
         printf("mixed. Some pairs have NVLink, the others only PCIe. Put the ranks that\n"

@@ -259,7 +259,7 @@ START_TEST(hello)
     ck_assert_int_eq(atol(strrchr(r.lines[li], '=') + 1), n * (n - 1) / 2);
     ck_assert_int_eq(count_prefix(&r, "correct: yes"), 1);
     char done[64];
-    snprintf(done, sizeof done, "All %d processes finished.", n);
+    snprintf(done, sizeof done, "All %d process%s finished.", n, n == 1 ? "" : "es");
     ck_assert_int_ge(find_line(&r, 0, done), 0);
     run_free(&r);
 }
