@@ -1,0 +1,219 @@
+/* nn.h - the numerics of MLSys Lab: one GEMM entry point, layers as forward/backward pairs,
+ * a flat parameter set, optimizers over flat ranges, seeded initialisers and a
+ * finite-difference gradient checker. float32, row-major, no hidden allocations: every layer
+ * is a pure function over buffers its caller owns (DDP, TP and pipeline code own them).
+ * This header is the table of contents of core/nn: prototypes sit under their file. */
+#ifndef MLSYS_NN_H
+#define MLSYS_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../mlsys.h"
+
+/* Shape legend used in every comment below:
+ *   B  rows of a batch (samples, or B*T tokens flattened)
+ *   In input features of a linear layer      Out output features of a linear layer
+ *      (not I and O: <complex.h>, which cblas.h pulls in, defines I as a macro)
+ *   C  classes (logits per row)              D  features normalised / embedded per row
+ *   V  vocabulary (rows of an embedding table)
+ *   n  a flat element count
+ * A shape [B,D] means B rows of D contiguous floats. "+=" in a comment means the function
+ * accumulates into that buffer (parameter gradients); "=" means it overwrites. */
+
+/* ---- gemm.c: C = alpha * op(A) · op(B) + beta * C, one entry point, two kernels ---- */
+typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1 } nn_gemm_kernel;
+
+/* op(A) is [M,K]: A itself (trans_a = 0, stored [M,K] with row stride lda >= K) or the
+ * transpose of A (trans_a = 1, stored [K,M], lda >= M). Likewise op(B) is [K,N]: B stored
+ * [K,N] (ldb >= N) or Bᵀ with B stored [N,K] (ldb >= K). C is [M,N], ldc >= N. beta = 0
+ * overwrites C without reading it (NaNs in C do not survive). M, N or K may be 0. */
+void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+             int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The readable reference kernel, callable directly (tests compare it with BLAS). */
+void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* Select the kernel nn_gemm dispatches to. Default: BLAS when built with OpenBLAS, else REF;
+ * the environment variable MLSYS_GEMM=ref|blas overrides the default. Returns 0, or -1 when
+ * BLAS is asked for but not built in (the kernel then stays as it was). */
+int nn_set_gemm_kernel(nn_gemm_kernel k);
+nn_gemm_kernel nn_get_gemm_kernel(void);
+const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas" */
+int nn_have_blas(void);                              /* 1 when built with OpenBLAS */
+
+/* ---- linear.c: y = x · Wᵀ + b (torch layout: W is [Out,In]) ---- */
+/* y[B,Out] = x[B,In] · w[Out,In]ᵀ + b[Out]. b may be NULL (no bias). y must not alias x. */
+void nn_linear_forward(float *y, const float *x, const float *w, const float *b,
+                       int B, int In, int Out);
+/* dx[B,In] = dy[B,Out] · w[Out,In]        (dx may be NULL: the first layer needs no dx)
+ * dw[Out,In] += dy[B,Out]ᵀ · x[B,In]
+ * db[Out]    += sum over rows of dy       (db may be NULL: no bias) */
+void nn_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, int B, int In, int Out);
+
+/* ---- activations.c: elementwise nonlinearities; y may alias x, dx may alias dy ---- */
+/* relu: y = max(x, 0). Backward reads x (or y: both are > 0 at the same places). */
+void nn_relu_forward(float *y, const float *x, size_t n);
+void nn_relu_backward(float *dx, const float *dy, const float *x, size_t n);
+/* gelu (exact): y = x · Φ(x) = x/2 · (1 + erf(x/√2)). Backward reads the input x. */
+void nn_gelu_forward(float *y, const float *x, size_t n);
+void nn_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
+/* silu: y = x · σ(x). Backward reads the input x. */
+void nn_silu_forward(float *y, const float *x, size_t n);
+void nn_silu_backward(float *dx, const float *dy, const float *x, size_t n);
+
+/* ---- softmax.c: row-wise softmax (attention uses it; the loss has its own fused one) ---- */
+/* y[B,C] = softmax over each row of x[B,C]; y may alias x. */
+void nn_softmax_forward(float *y, const float *x, int B, int C);
+/* dx[B,C] = y ⊙ (dy - rowsum(dy ⊙ y)); reads the forward's output y; dx may alias dy. */
+void nn_softmax_backward(float *dx, const float *dy, const float *y, int B, int C);
+
+/* ---- loss.c: losses return the scalar loss; backward writes the input gradient ---- */
+/* Softmax cross-entropy, mean over the B rows. logits[B,C], targets[B] in [0,C).
+ * probs[B,C] = softmax(logits) is written for the backward (may alias logits).
+ * Stable for any finite logits: the row maximum is subtracted before exp. */
+float nn_softmax_ce_forward(float *probs, const float *logits, const int *targets, int B, int C);
+/* dlogits[B,C] = dloss · (probs - onehot(targets)) / B; dlogits may alias probs.
+ * dloss is the gradient arriving at the loss (1 for a plain step; 1/m when m
+ * micro-batches are accumulated). */
+void nn_softmax_ce_backward(float *dlogits, const float *probs, const int *targets, int B,
+                            int C, float dloss);
+/* Both in one pass over the logits (the training step's hot path): returns the mean loss
+ * and writes dlogits[B,C] as the backward with the given dloss would; dlogits may alias
+ * logits. */
+float nn_softmax_ce(float *dlogits, const float *logits, const int *targets, int B, int C,
+                    float dloss);
+/* Mean squared error over all n elements: mean((pred - target)²). */
+float nn_mse_forward(const float *pred, const float *target, size_t n);
+/* dpred[n] = dloss · 2 (pred - target) / n; dpred may alias pred. */
+void nn_mse_backward(float *dpred, const float *pred, const float *target, size_t n,
+                     float dloss);
+
+/* ---- norm.c: RMSNorm and LayerNorm over the last dimension D of x[B,D] ---- */
+/* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved. */
+void nn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int D,
+                        float eps);
+/* dx[B,D] = (written); dg[D] += sum over rows of dy ⊙ x̂. dx must not alias x. */
+void nn_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *g,
+                         const float *rstd, int B, int D);
+/* LayerNorm: y = (x - mean) · rstd ⊙ g + b; saves mean[B] and rstd[B]. b may be NULL. */
+void nn_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *g,
+                          const float *b, int B, int D, float eps);
+/* dx[B,D] = (written); dg[D] += dy ⊙ x̂ summed over rows; db[D] += dy summed over rows
+ * (db may be NULL). dx must not alias x. */
+void nn_layernorm_backward(float *dx, float *dg, float *db, const float *dy, const float *x,
+                           const float *g, const float *mean, const float *rstd, int B, int D);
+
+/* ---- embedding.c: rows of a table picked by ids ---- */
+/* y[N,D] = table[ids[i]] for each of the N ids (each in [0,V)). */
+void nn_embedding_forward(float *y, const int *ids, const float *table, int N, int V, int D);
+/* dtable[V,D]: row ids[i] += dy[i] (scatter-add: a repeated id accumulates). */
+void nn_embedding_backward(float *dtable, const float *dy, const int *ids, int N, int V, int D);
+
+/* ---- params.c: every parameter of a model carved from one flat vector ---- */
+#define NN_NAME_MAX 48
+#define NN_MAX_DIMS 4
+
+/* One named tensor inside the flat vectors: data = set->data + offset, same for grad. */
+typedef struct nn_tensor {
+    char name[NN_NAME_MAX];
+    int ndim;
+    int shape[NN_MAX_DIMS];
+    size_t offset;          /* first element in the flat vector */
+    size_t numel;           /* product of the shape */
+    float *data;            /* [numel], NULL until nn_params_alloc */
+    float *grad;            /* [numel], NULL until alloc (or when allocated without grads) */
+} nn_tensor;
+
+/* Declare tensors with nn_params_add*, then nn_params_alloc carves them, in declaration
+ * order and without padding, from one page-aligned allocation for the values and one with
+ * the same layout for the gradients (mlsys_alloc_aligned: inside a job these live in the
+ * rank's communication heap, so peers read them without a copy). */
+typedef struct nn_params {
+    nn_tensor *t;           /* [count] */
+    int count, cap;
+    size_t numel;           /* total floats in data (and in grad) */
+    size_t bytes;           /* size of each allocation, rounded up to whole pages */
+    float *data;            /* [numel] all parameters, flat */
+    float *grad;            /* [numel] all gradients, same layout; NULL without grads */
+} nn_params;
+
+void nn_params_init(nn_params *p);
+/* Declare a tensor; returns its index (stable: the order of declaration), or -1 when called
+ * after alloc, with a bad shape or a duplicate name. The table p->t may move while tensors
+ * are being declared: keep indices, and take nn_tensor pointers only after nn_params_alloc. */
+int nn_params_add(nn_params *p, const char *name, int ndim, const int *shape);
+int nn_params_add1(nn_params *p, const char *name, int n);
+int nn_params_add2(nn_params *p, const char *name, int rows, int cols);
+/* Allocate (zeroed) and point every tensor into the flat vectors. with_grad = 0 skips the
+ * gradient vector (inference). Returns 0, or -1 when already allocated. */
+int nn_params_alloc(nn_params *p, int with_grad);
+void nn_params_fini(nn_params *p);            /* frees everything; p can be init'ed again */
+nn_tensor *nn_params_find(nn_params *p, const char *name);   /* NULL if none */
+void nn_params_zero_grad(nn_params *p);
+/* The i-th of world equal-as-possible contiguous shards of n elements (the first n % world
+ * shards get one more): [*off, *off + *len). ZeRO engines shard the flat vector with it. */
+void nn_shard_range(size_t n, int i, int world, size_t *off, size_t *len);
+
+/* ---- optim.c: optimizers over one flat range [offset, offset + n) of the parameters ---- */
+/* Each optimizer owns the state for its range only, so a ZeRO rank keeps the state of its
+ * shard. step() takes pointers to the FIRST element of the range: w[n] = params + offset,
+ * g[n] its gradient (a gradient shard may live in its own buffer). lr and the other
+ * hyper-parameters are plain fields: change them between steps for a schedule. */
+typedef struct nn_sgd {
+    float lr, momentum;     /* momentum 0: plain SGD, no state */
+    size_t offset, n;
+    float *velocity;        /* [n] (torch's buffer: v = μ v + g; w -= lr v), NULL if μ = 0 */
+    size_t bytes;
+    long steps;
+} nn_sgd;
+void nn_sgd_init(nn_sgd *o, float lr, float momentum, size_t offset, size_t n);
+void nn_sgd_step(nn_sgd *o, float *w, const float *g);
+void nn_sgd_fini(nn_sgd *o);
+
+typedef struct nn_adamw {
+    float lr, beta1, beta2, eps, weight_decay;   /* decay is decoupled: w -= lr·wd·w */
+    size_t offset, n;
+    float *m, *v;           /* [n] each, carved from one allocation */
+    size_t bytes;
+    long steps;             /* t, for the bias corrections 1 - beta^t */
+} nn_adamw;
+void nn_adamw_init(nn_adamw *o, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, size_t offset, size_t n);
+void nn_adamw_step(nn_adamw *o, float *w, const float *g);
+void nn_adamw_fini(nn_adamw *o);
+
+/* Helpers for gradient clipping and averaging: sum of squares (in double), x *= s. */
+double nn_sumsq(const float *x, size_t n);
+void nn_scale(float *x, size_t n, float s);
+
+/* ---- init.c: seeded initialisers (mlsys_rng: the same seed gives the same weights on
+ * every rank) ---- */
+void nn_init_uniform(float *w, size_t n, float lo, float hi, mlsys_rng *r);
+/* torch.nn.Linear's default for weight and bias: U(-1/√fan_in, 1/√fan_in). */
+void nn_init_linear(float *w, size_t n, int fan_in, mlsys_rng *r);
+/* Xavier/Glorot uniform: U(-a, a), a = √(6 / (fan_in + fan_out)). */
+void nn_init_xavier_uniform(float *w, size_t n, int fan_in, int fan_out, mlsys_rng *r);
+void nn_init_normal(float *w, size_t n, float mean, float std, mlsys_rng *r);
+void nn_init_const(float *w, size_t n, float value);
+
+/* ---- gradcheck.c: compare an analytic gradient with central finite differences ---- */
+/* The scalar loss at the current contents of the buffers ctx describes. Compute it as
+ * precisely as you can (accumulate in double) so the differences are meaningful. */
+typedef double (*nn_loss_fn)(void *ctx);
+
+typedef struct nn_gradcheck_result {
+    double max_rel_err;     /* max over checked entries of |a - f| / max(|a|, |f|, floor) */
+    double max_abs_err;     /* max |a - f| */
+    size_t worst;           /* index of the entry with the largest relative error */
+    double worst_analytic, worst_numeric;
+    size_t checked;         /* entries checked */
+} nn_gradcheck_result;
+
+/* For entries of x[n] (all of them, or max_checks of them evenly spread when max_checks > 0
+ * and smaller than n), numeric = (f(x + h) - f(x - h)) / (2h), with x restored after each
+ * entry, compared with analytic[i]. floor keeps tiny gradients from inflating the relative
+ * error (e.g. 1e-3). Returns max_rel_err. */
+double nn_gradcheck(nn_loss_fn f, void *ctx, float *x, const float *analytic, size_t n,
+                    float h, double floor, size_t max_checks, nn_gradcheck_result *res);
+
+#endif
