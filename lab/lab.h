@@ -35,6 +35,9 @@ typedef struct lab {
     const lab_flag *flags;      /* terminated by an entry with name == NULL */
     int port;                   /* MASTER_PORT of the original script, 0 if single process */
     int min_ranks, max_ranks;   /* for labs with a world-size flag */
+    /* The flag whose value is the number of ranks: NULL for "world-size"; chapter 6's labs
+     * say "tp-size", so -t 4 starts four ranks. */
+    const char *ranks_flag;
     /* In the runner, before any rank starts: the parent banner, or a complete answer with no
      * ranks (--show-deadlock, --visualize). Return -1 to go on and start the ranks, or an exit
      * status to stop there. NULL: go on. */
@@ -45,6 +48,9 @@ typedef struct lab {
     int (*main)(const lab_args *a);
     /* In the runner after the ranks ended, status 0 when all succeeded. NULL: nothing. */
     void (*after)(const lab_args *a, int status);
+    /* When before() answered without ranks, events the front end plays in the lab's view
+     * instead (a schedule drawn slot by slot): *ev malloc'ed, returns the count. NULL: none. */
+    size_t (*synth_events)(const lab_args *a, mlsys_event **ev);
     const char *view;           /* the view the front end opens: "ring", "log", "timeline" */
 } lab;
 

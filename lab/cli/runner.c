@@ -53,7 +53,8 @@ int runner_check_backend(const lab *l, const char *backend, int world_size, cons
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
-    o->world_size = l->rank_main ? (int)lab_arg_int(a, "world-size") : 1;
+    o->world_size = l->rank_main
+        ? (int)lab_arg_int(a, l->ranks_flag ? l->ranks_flag : "world-size") : 1;
     if (l->rank_main && o->world_size < 1)
         o->world_size = l->min_ranks > 0 ? l->min_ranks : 1;
     double t = lab_arg_double(a, "timeout");
