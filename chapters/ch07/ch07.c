@@ -1,8 +1,14 @@
-/* ch07.c - Chapter 7, "Pipeline and expert parallelism": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch07.c - Chapter 7, "Pipeline and expert parallelism": the chapter entry. Its labs: the
+ * pipeline schedule visualiser (GPipe, 1F1B, interleaved, ZB-H1; --run executes them on
+ * ranks) and the parallel strategy calculator (TP x PP x DP x EP layouts). */
 #include "../../lab/lab.h"
 
+extern const lab ch07_pipeline_schedule_viz_lab;
+extern const lab ch07_parallel_strategy_calculator_lab;
+
 static const lab *const ch07_labs[] = {
+    &ch07_pipeline_schedule_viz_lab,
+    &ch07_parallel_strategy_calculator_lab,
     NULL
 };
 
@@ -10,6 +16,6 @@ const chapter ch07_chapter = {
     .number = 7,
     .part = "Part II: Parallelism strategies",
     .title = "Pipeline and expert parallelism",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch07.md",
     .labs = ch07_labs,
 };

@@ -1,0 +1,299 @@
+/* test_timeline.c - the timeline view from synthetic events: a generated 1F1B schedule drawn
+ * slot by slot (golden frame, bubble in the title equal to the schedule's), compute and
+ * communication on separate rows with the collective named (golden), zoom and scroll keys,
+ * an axis that grows in steps while live instead of rescaling with every event, and a gated
+ * wait squeezed out of the picture and out of the bubble. GENERATE=1 rewrites the goldens. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../lab/ui/views/view.h"
+#include "../../chapters/ch07/schedule.h"
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static void golden(const char *name, const char *text)
+{
+    char path[512];
+    const char *src = getenv("MLSYS_LAB_SRC");
+    snprintf(path, sizeof path, "%s%stests/frames/%s.txt", src ? src : "", src ? "/" : "", name);
+    const char *gen = getenv("GENERATE");
+    if (gen && *gen && strcmp(gen, "0")) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+        fputs(text, f);
+        fclose(f);
+        return;
+    }
+    char *want = read_all(path);
+    ck_assert_msg(want != NULL, "golden %s is missing (GENERATE=1 writes it)", path);
+    if (strcmp(want, text) != 0)
+        fprintf(stderr, "--- want %s ---\n%s--- got ---\n%s", name, want, text);
+    ck_assert_msg(strcmp(want, text) == 0, "golden %s differs (GENERATE=1 rewrites it)", name);
+    free(want);
+}
+
+static char *render(void *d, int w, int h, int live)
+{
+    view_ctx c;
+    memset(&c, 0, sizeof c);
+    c.anim = 1.0;
+    c.failed_rank = -1;
+    c.ascii = 1;
+    c.live = live;
+    grid *g = grid_create(w, h);
+    grid_set_ascii(g, 1);
+    view_timeline_class.draw(d, g, 0, 0, w, h, &c);
+    char *s = grid_dump(g);
+    grid_free(g);
+    return s;
+}
+
+static mlsys_event ev(int kind, int rank, uint64_t t, const char *label)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = (int16_t)kind;
+    e.rank = rank;
+    e.peer = e.tag = e.step = e.chunk = e.dtype = -1;
+    e.coll = e.algo = e.op = -1;
+    e.t_ns = t;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    return e;
+}
+
+/* The text of line y of a frame (without the newline). */
+static void line_of(const char *f, int y, char *out, size_t n)
+{
+    for (int i = 0; i < y && f; i++) {
+        f = strchr(f, '\n');
+        if (f)
+            f++;
+    }
+    size_t len = f ? strcspn(f, "\n") : 0;
+    snprintf(out, n, "%.*s", (int)len, f ? f : "");
+}
+
+START_TEST(schedule_slots)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 4);
+    schedule s;
+    char err[128];
+    ck_assert_int_eq(sched_build(&s, SCHED_1F1B, 4, 8, 1, err, sizeof err), 0);
+    mlsys_event *e;
+    size_t n = sched_events(&s, 1000000, &e);
+    for (size_t i = 0; i < n; i++)
+        c->event(d, &e[i]);
+    free(e);
+    /* 4 + 88 + 7 columns: 88 = 4 per slot, so each slot is exactly four cells */
+    char *f = render(d, 99, 14, 0);
+    golden("timeline_1f1b_slots", f);
+    ck_assert_msg(strstr(f, "bubble 27.3% overall") != NULL, "%s", f);
+    /* every lane: the schedule's own idle share, in '.' cells */
+    for (int r = 0; r < 4; r++) {
+        char row[256];
+        line_of(f, 2 + 2 * r, row, sizeof row);
+        int dots = 0, letters = 0;
+        for (int k = 4; k < 4 + 88; k++) {
+            dots += row[k] == '.';
+            letters += row[k] == 'F' || row[k] == 'B' || (row[k] >= '0' && row[k] <= '9');
+        }
+        ck_assert_msg(dots == 24 && letters == 64, "lane %d: %d dots %d busy: %s", r, dots,
+                      letters, row);
+        ck_assert_msg(strstr(row, "27.3%") != NULL, "%s", row);
+        /* stage r starts with r idle slots, then F0 */
+        ck_assert_msg(!strncmp(row + 4 + 4 * r, "F0", 2), "lane %d: %s", r, row);
+    }
+    free(f);
+    sched_free(&s);
+    c->free(d);
+}
+END_TEST
+
+static void feed_comm(void *d)
+{
+    const view_class *c = &view_timeline_class;
+    mlsys_event e;
+    uint64_t ms = 1000000;
+    e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 0, "F mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_END, 0, 4 * ms, "F mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_SEND_BEGIN, 0, 4 * ms, NULL);
+    e.peer = 1;
+    c->event(d, &e);
+    e = ev(MLSYS_EV_RECV_BEGIN, 1, 1 * ms, NULL);
+    e.peer = 0;
+    c->event(d, &e);
+    /* rank 0 computes B while its send is still in flight: overlap */
+    e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 5 * ms, "B mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_SEND_END, 0, 6 * ms, NULL);
+    c->event(d, &e);
+    e = ev(MLSYS_EV_RECV_END, 1, 6 * ms, NULL);
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_BEGIN, 1, 6 * ms, "F mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_END, 0, 9 * ms, "B mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_END, 1, 10 * ms, "F mb0");
+    c->event(d, &e);
+    for (int r = 0; r < 2; r++) {
+        e = ev(MLSYS_EV_COLL_BEGIN, r, 10 * ms, NULL);
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e);
+        e = ev(MLSYS_EV_COLL_END, r, 16 * ms, NULL);
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e);
+    }
+}
+
+START_TEST(comm_rows_and_keys)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    feed_comm(d);
+    char *f = render(d, 75, 10, 0);
+    golden("timeline_comm_rows", f);
+    char r0[128], c0[128];
+    line_of(f, 2, r0, sizeof r0);
+    line_of(f, 3, c0, sizeof c0);
+    ck_assert_msg(strstr(r0, "F0") && strstr(r0, "B0"), "%s", r0);
+    ck_assert_msg(strstr(c0, "all_reduce") && strstr(c0, "C>1"), "%s", c0);
+    /* overlap: a column where rank 0 computes B and its send is still open */
+    int overlap = 0;
+    for (int k = 4; k < 68; k++)
+        overlap |= (r0[k] == 'B' || r0[k] == '0') && c0[k] == 'C';
+    ck_assert_msg(overlap, "\n%s\n%s", r0, c0);
+    /* zoom in, scroll, back to the whole run */
+    ck_assert_int_ne(c->key(d, '>') & UI_REDRAW, 0);
+    char *z = render(d, 75, 10, 0);
+    ck_assert_ptr_nonnull(strstr(z, "zoom x2"));
+    ck_assert_str_ne(z, f);
+    ck_assert_int_ne(c->key(d, 'g'), 0);
+    char *g0 = render(d, 75, 10, 0);
+    line_of(g0, 2, r0, sizeof r0);
+    ck_assert_msg(!strncmp(r0 + 4, "F0", 2), "%s", r0);     /* the start is in view */
+    ck_assert_int_ne(c->key(d, 'l'), 0);
+    char *g1 = render(d, 75, 10, 0);
+    ck_assert_str_ne(g0, g1);
+    ck_assert_int_ne(c->key(d, 'z'), 0);
+    char *back = render(d, 75, 10, 0);
+    ck_assert_str_eq(back, f);
+    ck_assert_int_eq(c->key(d, 'q'), 0);                     /* not ours */
+    free(z);
+    free(g0);
+    free(g1);
+    free(back);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(axis_grows_in_steps)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    char last[64] = "", row[128];
+    int changes = 0;
+    for (int i = 0; i < 100; i++) {
+        uint64_t t = (uint64_t)i * 1000000;
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t, "F mb0");
+        c->event(d, &e);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, t + 500000, "F mb0");
+        c->event(d, &e);
+        char *f = render(d, 60, 8, 1);
+        line_of(f, 6, row, sizeof row);          /* the axis labels under the lane */
+        const char *end = row + strlen(row);
+        while (end > row && end[-1] == ' ')
+            end--;
+        const char *st = end;
+        while (st > row && st[-1] != ' ')
+            st--;
+        while (st > row + 1 && st[-1] == ' ' && st[-2] != ' ')
+            st--;
+        char lab[64];
+        snprintf(lab, sizeof lab, "%.*s", (int)(end - st), st);
+        if (strcmp(lab, last)) {
+            changes++;
+            snprintf(last, sizeof last, "%s", lab);
+        }
+        free(f);
+    }
+    /* 0.5 ms to 99.5 ms in doublings: at most 8 different ends, not one per event */
+    ck_assert_msg(changes <= 9, "axis end changed %d times (last %s)", changes, last);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(gated_wait_squeezed)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    uint64_t ms = 1000000;
+    mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 0, "F mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_END, 0, 10 * ms, "F mb0");
+    c->event(d, &e);
+    /* ten seconds at a gate, nobody doing anything */
+    e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 10010 * ms, "B mb0");
+    c->event(d, &e);
+    e = ev(MLSYS_EV_COMPUTE_END, 0, 10020 * ms, "B mb0");
+    c->event(d, &e);
+    char *f = render(d, 60, 8, 0);
+    ck_assert_msg(strstr(f, "~") != NULL, "%s", f);
+    char row[128];
+    line_of(f, 2, row, sizeof row);
+    int fs = 0, bs = 0;
+    for (const char *p = row; *p; p++) {
+        fs += *p == 'F' || (p > row && p[-1] == 'F' && *p == '0');
+        bs += *p == 'B' || (p > row && p[-1] == 'B' && *p == '0');
+    }
+    /* both bursts keep most of the width: the wait did not push them to the edges */
+    ck_assert_msg(fs > 15 && bs > 15, "%s", row);
+    ck_assert_msg(strstr(row, "0.0%") != NULL, "the wait counted as bubble: %s", row);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+static Suite *timeline_suite(void)
+{
+    Suite *s = suite_create("timeline");
+    TCase *t = tcase_create("timeline");
+    tcase_add_test(t, schedule_slots);
+    tcase_add_test(t, comm_rows_and_keys);
+    tcase_add_test(t, axis_grows_in_steps);
+    tcase_add_test(t, gated_wait_squeezed);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(timeline_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
