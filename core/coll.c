@@ -309,6 +309,67 @@ static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const 
     mlsys_emit(c, &e);
 }
 
+/* For the front end's step model: the first element of each of the N chunks of the call's
+ * logical buffer, before (MARK "chunks", step -2: the input) and after (step -3: the
+ * result). chunk = first chunk index, tag = values in this event, bytes = N. Blocked
+ * collectives (all_gather & co.) cut at count; the others cut as coll_chunk() does. */
+static double chunk_value(const void *buf, size_t i, mlsys_dtype dt)
+{
+    switch (dt) {
+    case MLSYS_F32: return ((const float *)buf)[i];
+    case MLSYS_F64: return ((const double *)buf)[i];
+    case MLSYS_I32: return ((const int32_t *)buf)[i];
+    case MLSYS_I64: return (double)((const int64_t *)buf)[i];
+    default: return 0.0;
+    }
+}
+
+static void emit_chunks(mlsys_comm *c, mlsys_coll coll, const coll_args *a, int out)
+{
+    int n = c->size, r = c->rank, blocked = 0, own = 0, root = c->rank == a->root;
+    const void *buf = out ? a->recvbuf : a->sendbuf;
+    switch (coll) {
+    case MLSYS_COLL_BARRIER: return;
+    case MLSYS_COLL_ALLGATHER: blocked = 1; own = !out; break;
+    case MLSYS_COLL_REDUCE_SCATTER: blocked = 1; own = out; break;
+    case MLSYS_COLL_GATHER: blocked = 1; own = !out || !root; if (out && !root) return; break;
+    case MLSYS_COLL_SCATTER: blocked = 1; own = out; if (!out && !root) return; break;
+    case MLSYS_COLL_ALLTOALL: blocked = 1; break;
+    case MLSYS_COLL_REDUCE: if (out && !root) return; break;
+    default: break;
+    }
+    if (!buf || a->count == 0)
+        return;
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MARK;
+    e.peer = e.tag = e.chunk = -1;
+    e.coll = (int16_t)coll;
+    e.algo = -1;
+    e.op = -1;
+    e.step = out ? -3 : -2;
+    e.dtype = (int32_t)a->dt;
+    e.bytes = (uint64_t)n;
+    snprintf(e.label, sizeof e.label, "chunks");
+    int lo = own ? r : 0, hi = own ? r + 1 : n;
+    for (int k = lo; k < hi; k += 4) {
+        e.chunk = k;
+        e.tag = hi - k < 4 ? hi - k : 4;
+        memset(e.val, 0, sizeof e.val);
+        for (int j = 0; j < e.tag; j++) {
+            size_t off, len;
+            if (own)
+                off = 0, len = 1;
+            else if (blocked)
+                off = (size_t)(k + j) * a->count, len = a->count;
+            else
+                coll_chunk(a->count, n, k + j, &off, &len);
+            e.val[j] = len ? chunk_value(buf, off, a->dt) : 0.0;
+        }
+        mlsys_emit(c, &e);
+    }
+}
+
 /* The backend's own collective, with the same events, counters and AVG division. */
 static int run_native(mlsys_comm *c, mlsys_coll coll, const coll_args *a, size_t bytes)
 {
@@ -377,8 +438,10 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
     c->cur_algo = idx;
     c->counters.coll_calls[coll]++;
     int tracing = mlsys_tracing(c);
-    if (tracing)
+    if (tracing) {
         emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, idx, a, bytes, al->name);
+        emit_chunks(c, coll, a, 0);
+    }
 
     if (n == 1)
         run_single(coll, a);
@@ -389,8 +452,11 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
         if (coll != MLSYS_COLL_REDUCE || c->rank == a->root)
             mlsys_scale_avg(a->recvbuf, a->count, a->dt, n);
     }
-    if (tracing)
+    if (tracing) {
+        if (!rc)
+            emit_chunks(c, coll, a, 1);
         emit_coll(c, MLSYS_EV_COLL_END, coll, idx, a, bytes, al->name);
+    }
     c->last_algo = al->name;
     c->cur_coll = saved_coll;
     c->cur_algo = saved_algo;

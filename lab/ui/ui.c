@@ -101,14 +101,22 @@ char *ui_capture(int (*fn)(void *), void *arg, int *rc)
 void ui_draw_footer(grid *g, int y, int w, const ui_key_help *keys)
 {
     grid_fill(g, 0, y, w, 1, ' ', GRID_PAIR(UI_PAIR_BAR) | GRID_REVERSE);
+    /* the global keys (help, back) always fit: the screen's own keys get what is left */
+    int reserve = 0;
+    for (const ui_key_help *k = global_keys; k->key; k++)
+        reserve += grid_text_width(k->key, strlen(k->key)) + 1 +
+                   grid_text_width(k->what, strlen(k->what)) + 2;
     int x = 1;
     for (int pass = 0; pass < 2; pass++) {
         const ui_key_help *k = pass == 0 ? keys : global_keys;
         for (; k && k->key; k++) {
             int kw = grid_text_width(k->key, strlen(k->key));
             int ww = grid_text_width(k->what, strlen(k->what));
-            if (x + kw + 1 + ww + 2 > w)
-                return;                 /* what does not fit is in the help overlay */
+            if (x + kw + 1 + ww + 2 + (pass == 0 ? reserve : 0) > w) {
+                if (pass == 0)
+                    break;              /* what does not fit is in the help overlay */
+                return;
+            }
             x += grid_put(g, x, y, k->key, GRID_PAIR(UI_PAIR_KEY) | GRID_REVERSE | GRID_BOLD);
             x += 1;
             x += grid_put(g, x, y, k->what, GRID_PAIR(UI_PAIR_BAR) | GRID_REVERSE);

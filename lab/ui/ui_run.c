@@ -8,6 +8,7 @@
  * (more than the player can animate) is fed to the views at once: views coalesce, and the
  * status line says how many events were fast-forwarded and how many the job lost. */
 #include "ui.h"
+#include "stepmodel.h"
 #include "../cli/runner.h"
 #include "../../core/trace_values.h"
 #include <errno.h>
@@ -133,7 +134,51 @@ typedef struct run {
     void *vd[RUN_MAX_VIEWS];
     int nviews, cur;
     ui_key_help keys[24];
+    /* the step model every run view reads, and the frame shown */
+    stepmodel *sm;
+    mlsys_event *smq;               /* events not yet in the model (waiting for order) */
+    size_t smn, smcap;
+    int frame, want_next, fanimating;
+    uint64_t fanim_t0;
 } run;
+
+static int by_time(const void *a, const void *b)
+{
+    const mlsys_event *x = a, *y = b;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* Events reach the model in time order: a drain that began at `upto` has delivered every
+ * event written before it, so those can go in; the rest wait for the next drain. */
+static void sm_feed(run *r, uint64_t upto)
+{
+    if (!r->smn)
+        return;
+    qsort(r->smq, r->smn, sizeof *r->smq, by_time);
+    size_t i = 0;
+    while (i < r->smn && r->smq[i].t_ns < upto)
+        sm_event(r->sm, &r->smq[i++]);
+    memmove(r->smq, r->smq + i, (r->smn - i) * sizeof *r->smq);
+    r->smn -= i;
+}
+
+static int last_frame(const run *r)
+{
+    int nc = sm_ncomplete(r->sm);
+    return nc > 0 ? nc - 1 : 0;
+}
+
+static void show_frame(run *r, int k, int animate)
+{
+    int last = last_frame(r);
+    if (k > last)
+        k = last;
+    if (k < 0)
+        k = 0;
+    r->fanimating = animate && k == r->frame + 1 && speeds_ms[r->speed] > 0;
+    r->fanim_t0 = mlsys_now_ns();
+    r->frame = k;
+}
 
 static void feed_line(run *r, int rank, int is_err, const char *text)
 {
@@ -300,6 +345,11 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
             }
             r->tev[r->tn++] = *e;
         }
+        if (r->smn == r->smcap) {
+            r->smcap = r->smcap ? r->smcap * 2 : 4096;
+            r->smq = grid_xrealloc(r->smq, r->smcap * sizeof *r->smq);
+        }
+        r->smq[r->smn++] = *e;
         if (r->queued >= RUN_BACKLOG_MAX)
             fast_forward(r, RUN_FF_CHUNK);   /* the tick did not keep up: bound the memory */
         evq_push(&r->q[e->rank], e);
@@ -312,6 +362,9 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
 
 static void views_reset(run *r)
 {
+    sm_reset(r->sm, r->nranks);
+    r->smn = 0;
+    r->frame = r->want_next = r->fanimating = 0;
     for (int i = 0; i < r->nviews; i++)
         r->cls[i]->reset(r->vd[i], r->nranks);
     r->phases = 0;
@@ -319,6 +372,7 @@ static void views_reset(run *r)
 
 static void views_create(run *r, const char *first)
 {
+    r->sm = sm_create();
     r->nviews = 0;
     for (int i = 0; view_classes[i] && r->nviews < RUN_MAX_VIEWS; i++) {
         r->cls[r->nviews] = view_classes[i];
@@ -531,6 +585,8 @@ static void finish(run *r, int rc)
 {
     r->done = 1;
     r->result = rc;
+    sm_feed(r, UINT64_MAX);
+    sm_finish(r->sm);
     if (r->job) {
         update_states(r);
         r->lost = mlsys_job_events_lost(r->job);
@@ -647,8 +703,24 @@ static int job_begin(run *r, char *err, size_t n)
         push_text(r, text, 0);
         free(text);
         if (brc >= 0) {                  /* the lab answered without ranks: its text is all */
+            mlsys_event *sev = NULL;     /* ... or events it made up for its view */
+            size_t ns = brc == 0 && r->l->synth_events ? r->l->synth_events(&r->a, &sev) : 0;
+            int lanes = 0;
+            for (size_t i = 0; i < ns; i++)
+                if (sev[i].rank >= lanes && sev[i].rank < 64)
+                    lanes = sev[i].rank + 1;
+            if (lanes > r->nranks) {
+                alloc_ranks(r, lanes);
+                views_reset(r);
+            }
+            for (size_t i = 0; i < ns; i++)
+                if (sev[i].rank >= 0 && sev[i].rank < r->nranks) {
+                    evq_push(&r->q[sev[i].rank], &sev[i]);
+                    r->queued++;
+                }
+            free(sev);
             for (int i = 0; i < r->nviews; i++)
-                if (!strcmp(r->cls[i]->name, "log"))
+                if (!strcmp(r->cls[i]->name, ns && r->l->view ? r->l->view : "log"))
                     r->cur = i;
             snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished (no ranks needed)" :
                      "the lab stopped before starting its ranks");
@@ -764,7 +836,10 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
     if (r->job && !r->done) {
         mlsys_job_sink sink = {sink_line, sink_events, r};
         char why[256];
+        uint64_t drained = mlsys_now_ns() - 1000000ull;
         int rc = mlsys_job_wait(r->job, &sink, 0, why, sizeof why);
+        if (rc == 1)
+            sm_feed(r, drained);
         if (rc != 1) {
             snprintf(r->why, sizeof r->why, "%s", why);
             finish(r, rc);
@@ -774,6 +849,9 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
             int nb = r->nranks < 64 ? r->nranks : 64;
             memcpy(before, r->gate, (size_t)nb * sizeof(int));
             update_states(r);
+            for (int k = 0; k < r->nranks; k++)
+                if (r->rank_state[k] != VIEW_RANK_RUNNING)
+                    sm_rank_ended(r->sm, k);
             r->lost = mlsys_job_events_lost(r->job);
             if (memcmp(before, r->gate, (size_t)nb * sizeof(int)))
                 flags |= UI_REDRAW;
@@ -791,8 +869,29 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
             flags |= UI_REDRAW;
         }
     }
-    /* the player */
+    /* the frame player: the ring view's frames, one per step */
     int ms = speeds_ms[r->speed];
+    {
+        int last = last_frame(r);
+        uint64_t period = (uint64_t)(ms ? ms : 1) * 1500000ull;
+        if (r->fanimating && now - r->fanim_t0 >= (uint64_t)ms * 1000000ull) {
+            r->fanimating = 0;
+            flags |= UI_REDRAW;
+        }
+        if (r->fanimating)
+            flags |= UI_REDRAW;
+        if (r->want_next && r->frame < last) {
+            r->want_next = 0;
+            show_frame(r, r->frame + 1, 1);
+            flags |= UI_REDRAW;
+        } else if (!r->paused && !r->fanimating && r->frame < last &&
+                   now - r->fanim_t0 >= (ms ? period : 0)) {
+            show_frame(r, r->frame + 1, 1);
+            flags |= UI_REDRAW;
+        }
+        if (r->frame < last || r->fanimating)
+            *tmo = 33;
+    }
     if (r->animating) {
         if (now - r->anim_t0 >= (uint64_t)ms * 1500000ull) {   /* the move, then a pause */
             r->animating = 0;
@@ -816,7 +915,8 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
         r->animating = ms > 0 && moved;
         r->anim_t0 = now;
         flags |= UI_REDRAW;
-    } else if (!r->animating && !have && !r->paused && r->gated && r->job && all_at_gate(r)) {
+    } else if (!r->animating && !have && !r->paused && r->gated && r->job && all_at_gate(r) &&
+               r->frame >= last_frame(r) && !r->fanimating) {
         grant(r);                    /* playing a gated job: one step per animation period */
         r->anim_t0 = now;
         r->animating = ms > 0;
@@ -841,8 +941,11 @@ static const ui_key_help *run_keys(ui_screen *s)
     run *r = s->data;
     int k = 0;
     r->keys[k++] = (ui_key_help){"space", r->paused ? "play" : "pause"};
-    r->keys[k++] = (ui_key_help){"n", r->gated && !r->done && !r->replay ? "next step" : "step"};
+    r->keys[k++] = (ui_key_help){"n/→", "step"};
+    r->keys[k++] = (ui_key_help){"b/←", "back"};
     r->keys[k++] = (ui_key_help){"+/-", "speed"};
+    r->keys[k++] = (ui_key_help){"[/]", "collective"};
+    r->keys[k++] = (ui_key_help){"Home/End", "first/last"};
     r->keys[k++] = (ui_key_help){"r", r->replay ? "restart" : "rerun"};
     r->keys[k++] = (ui_key_help){"Tab/1-4", "view"};
     const ui_key_help *vk = r->cls[r->cur]->keys;
@@ -883,6 +986,9 @@ static void status_line(run *r, grid *g, int x, int y, int w)
     } else if (r->replay) {
         snprintf(left, sizeof left, "replay of %zu events%s", r->rn,
                  r->queued ? "" : ": the end (r plays it again)");
+    } else if (r->done && r->frame < last_frame(r) && r->result == 0) {
+        snprintf(left, sizeof left, "the job has ended; showing step %d of %d (End: the last)",
+                 r->frame, last_frame(r));
     } else if (r->done) {
         snprintf(left, sizeof left, "%s", r->result == 0 ? "finished: every rank exited 0" : r->why);
         la = r->result == 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD;
@@ -893,7 +999,9 @@ static void status_line(run *r, grid *g, int x, int y, int w)
                 st = r->gate[k];
                 break;
             }
-        snprintf(left, sizeof left, "the ranks wait at step %d: n lets them take it", st);
+        (void)st;
+        snprintf(left, sizeof left, "the ranks wait at gate %d: n lets them take it",
+                 sm_nframes(r->sm) - 1);
         la = GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD;
     } else {
         snprintf(left, sizeof left, "running");
@@ -909,9 +1017,11 @@ static void status_line(run *r, grid *g, int x, int y, int w)
     int narrow = w < 100;
     if (narrow)
         snprintf(sp, sizeof sp, "%d ms", ms);
-    int used = snprintf(right, sizeof right, "%s%s%s%sphase %d%s%llu %s", r->paused ?
-                        "paused" : "playing", dot, sp, dot, r->phases, dot,
-                        (unsigned long long)r->events, narrow ? "ev" : "events");
+    int last = last_frame(r), ended = (r->done || r->replay) && r->frame >= last;
+    int used = snprintf(right, sizeof right, "%s%s%s%sstep %d/%d%s%llu %s", ended ? "the end" :
+                        r->paused ? "paused" : "playing", dot, sp, dot, r->frame,
+                        sm_nframes(r->sm) - 1, dot, (unsigned long long)r->events,
+                        narrow ? "ev" : "events");
     if (r->forwarded)
         used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu fast-forwarded", dot,
                          (unsigned long long)r->forwarded);
@@ -962,6 +1072,15 @@ static void run_draw(ui_screen *s, grid *g, int x, int y, int w, int h)
     ctx.forced_algo = r->forced[0] ? r->forced : NULL;
     ctx.events = r->events;
     ctx.lost = r->lost;
+    ctx.sm = r->sm;
+    ctx.frame = r->frame;
+    ctx.scrub = r->replay || r->done;
+    ctx.waiting = r->gated && r->job && !r->done && all_at_gate(r);
+    if (!strcmp(r->cls[r->cur]->name, "ring")) {
+        int ms = speeds_ms[r->speed];
+        double p = r->fanimating && ms ? (double)(mlsys_now_ns() - r->fanim_t0) / (ms * 1e6) : 1.0;
+        ctx.anim = p > 1.0 ? 1.0 : p;
+    }
     r->cls[r->cur]->draw(r->vd[r->cur], g, x + 1, y + 2, w - 2, h - 4, &ctx);
     grid_unclip(g);
     status_line(r, g, x, y + h - 1, w);
@@ -980,6 +1099,11 @@ static int rerun(run *r)
             }
         }
         r->events = r->rn;
+        for (size_t i = 0; i < r->rn; i++)
+            sm_event(r->sm, &r->rev[i]);
+        sm_finish(r->sm);
+        r->frame = 0;
+        r->fanim_t0 = 0;
         r->paused = 0;
         r->animating = 0;
         return UI_HANDLED | UI_REDRAW;
@@ -1003,16 +1127,36 @@ static int run_key(ui_screen *s, int key)
     case ' ':
         r->paused = !r->paused;
         return UI_HANDLED | UI_REDRAW;
-    case 'n':
-        if (r->gated && r->job && !r->done) {
-            grant(r);                /* one more step for every rank; its events animate */
-            r->animating = 0;
-        } else if (r->queued || r->ln) {
-            r->step_once = 1;
+    case 'n': case UI_KEY_RIGHT:
+        r->paused = 1;
+        if (r->frame < last_frame(r)) {
+            show_frame(r, r->frame + 1, 1);      /* a step already recorded */
+        } else if (r->gated && r->job && !r->done) {
+            grant(r);                /* one more step for every rank; shown when it is done */
+            r->want_next = 1;
             r->animating = 0;
         }
-        r->paused = 1;
+        if (r->queued || r->ln)
+            r->step_once = 1;
         return UI_HANDLED | UI_REDRAW;
+    case 'b': case UI_KEY_LEFT:
+        r->paused = 1;
+        show_frame(r, r->frame - 1, 0);
+        return UI_HANDLED | UI_REDRAW;
+    case UI_KEY_HOME:
+        r->paused = 1;
+        show_frame(r, 0, 0);
+        return UI_HANDLED | UI_REDRAW;
+    case UI_KEY_END:
+        show_frame(r, last_frame(r), 0);
+        return UI_HANDLED | UI_REDRAW;
+    case '[': case ']': {
+        int k = sm_next_call_frame(r->sm, r->frame, key == ']' ? 1 : -1);
+        r->paused = 1;
+        if (k >= 0)
+            show_frame(r, k, 0);
+        return UI_HANDLED | UI_REDRAW;
+    }
     case '+': case '=':
         if (r->speed < NSPEEDS - 1)
             r->speed++;
@@ -1054,6 +1198,8 @@ static void run_free(ui_screen *s)
     free(r->steps_seen);
     free(r->tev);
     free(r->rev);
+    free(r->smq);
+    sm_free(r->sm);
     for (int i = 0; i < r->nviews; i++)
         r->cls[i]->free(r->vd[i]);
     for (int i = 0; i < r->argc; i++)

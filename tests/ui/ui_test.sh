@@ -351,25 +351,29 @@ keys "$bin; echo EXIT=\$?" Enter
 wait_for "Chapter 1:" 30
 launch_cheatsheet gated
 check "the gated job starts with every rank at the gate" \
-    wait_for "the ranks wait at step 0: n lets them take it" 60
-check "all four ranks are drawn" eq "$(count '⏸ gate 0')" 4
+    wait_for "the ranks wait at gate 1: n lets them take it" 60
+check "all four ranks are drawn, each waiting" eq "$(count '⏸ waits')" 4
 keys n
-check "step: the ranks print their inputs and enter recursive doubling" \
-    wait_for "algorithm recursive_doubling" 60
-check "the rule that chose it is shown" wait_for "why: < 64 KiB: recursive_doubling" 30
-inputs_shown() { wait_count "= 1.0 2.0" 1 && wait_count "= 4.0 8.0" 1; }
-pairs_shown() { wait_count "0+1   0+1" 2 && wait_count "2+3   2+3" 2; }
-check "each rank shows its real input (printed)" inputs_shown
+check "step: n shows the next step, the lab's own (no collective yet)" wait_for "step 1/2 " 60
+pairs_shown() { wait_count "0+1      0+1" 2 && wait_count "2+3      2+3" 2; }
+sums_shown() { wait_count "3.0      6.0" 2 && wait_count "7.0     14.0" 2; }
 keys n
 check "after exchange step 0 the cells hold pairs 0+1 and 2+3" pairs_shown
-check "the job really waits at the next step" wait_for "wait at step 1" 40
+check "and their partial sums as values (ranks 0+1: 3.0 6.0)" sums_shown
+check "the header names the algorithm of this very step" wait_for "algorithm recursive_doubling" 20
+check "the rule that chose it is shown" wait_for "why: < 64 KiB: recursive_doubling" 30
+check "the caption names the step and a message" \
+    wait_for "all_reduce step 1 of 2 \\(exchange\\): rank . sends its whole buffer" 20
+check "the job really waits at the next gate" wait_for "the ranks wait at gate 3" 40
+keys b
+check "b steps back while the job waits" wait_for "step 1/3" 20
+keys n
 keys n
 check "after the last all-reduce step every rank holds all contributions" \
-    wait_count "all   all" 4
-check "and every rank's cells show the right sums 10.0 and 20.0" wait_count "= 10.0 20.0" 4
+    wait_count "all      all" 4
+check "and every rank's cells show the right sums 10.0 and 20.0" wait_count "10.0     20.0" 4
 check "no message was left unplaced" sh -c "! $T capture-pane -p -t $sess | grep -q 'rank [0-9] ≈'"
-check "bytes per link count the exchange (8 B each way on 0-1)" \
-    sh -c "$T capture-pane -p -t $sess | grep -Eq '^.*│ 0 +· +8 +8 '"
+check "the side panel counts the messages so far" wait_for "messages, " 10
 for i in 1 2 3 4 5 6; do keys n; sleep 0.3; done
 check "stepping on, the job finishes" wait_for "finished: every rank exited 0" 60
 keys + + + + + +
@@ -445,7 +449,7 @@ start kill
 keys "$bin; echo EXIT=\$?" Enter
 wait_for "Chapter 1:" 30
 launch_cheatsheet gated
-wait_for "the ranks wait at step 0" 60
+wait_for "the ranks wait at gate 1" 60
 ui=$(ui_pid)
 r2=$(rank_pid "$ui" 2)
 ranks=$(pgrep -P "$ui" | tr '\n' ' ')
@@ -458,7 +462,7 @@ check "rank 2's box is marked" wait_for "rank 2 .*✗ killed" 20
 check "no rank is left running" sh -c "sleep 1; for p in $ranks; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0"
 keys r
 check "r reruns the job after the failure: fresh ranks at the gate" \
-    wait_for "the ranks wait at step 0: n lets them take it" 60
+    wait_for "the ranks wait at gate 1: n lets them take it" 60
 check "the new ranks are new processes" sh -c "[ -z \"\$(pgrep -P $ui | grep -x '$r2')\" ] && \
     [ \$(pgrep -P $ui | wc -l) -eq 4 ]"
 keys q Escape q
@@ -472,7 +476,7 @@ for how in ctrl-c sigterm; do
     keys "$bin; echo EXIT=\$?" Enter
     wait_for "Chapter 1:" 30
     launch_cheatsheet gated
-    wait_for "the ranks wait at step 0" 60
+    wait_for "the ranks wait at gate 1" 60
     ui=$(ui_pid)
     ranks=$(pgrep -P "$ui" | tr '\n' ' ')
     if [ "$how" = ctrl-c ]; then keys C-c; else kill -TERM "$ui"; fi
@@ -489,8 +493,16 @@ start replay
 keys "$bin replay $tmp/t.json; echo EXIT=\$?" Enter
 check "replay opens the trace in the ring view" wait_for "replay t.json" 30
 keys + + + + + +
-check "replay plays the all-reduce: every rank ends with all contributions" \
-    wait_count "all   all" 4 120
+back_to_allreduce_end() {
+    wait_for "the end · " 120 || return 1
+    for i in 1 2 3 4 5 6 7 8; do
+        screen | grep -q "all_reduce step 2 of 2" && break
+        keys b
+        sleep 0.2
+    done
+    wait_count "all      all" 4 20
+}
+check "replay plays the all-reduce: every rank ends with all contributions" back_to_allreduce_end
 check "with the algorithm that ran, in the calls so far" wait_for "all_reduce recursive_doubling" 20
 check "and no message it could not place" sh -c "! $T capture-pane -p -t $sess | grep -q 'rank [0-9] ≈'"
 keys q

@@ -69,6 +69,12 @@ typedef struct view_ctx {
     int failed_rank;        /* first rank that failed, -1 */
     const char *forced_algo;/* --algo when not auto, else NULL */
     uint64_t events, lost;  /* events received, and lost by the job's rings */
+    /* the step model (lab/ui/stepmodel.h) and the frame to draw; NULL: the view's own model
+     * fed by its event(), at its last complete frame */
+    const struct stepmodel *sm;
+    int frame;              /* -1: the last complete one */
+    int scrub;              /* draw a scrubber (replays) */
+    int waiting;            /* a gated job's ranks wait for n at the next gate */
 } view_ctx;
 
 typedef struct view_class {
