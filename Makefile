@@ -55,6 +55,16 @@ CFLAGS += -DHAVE_HWLOC
 LDLIBS += $(shell pkg-config --libs hwloc)
 endif
 
+# The features found are recorded in $(BUILD)/features.flags (the flags they give); every
+# object depends on it, so installing or removing a library rebuilds with or without it
+# instead of keeping what the first `make` found. The file changes only when the flags do.
+FEATURES_STAMP := $(BUILD)/features.flags
+FEATURES_LINE  := $(strip $(CC) $(CFLAGS) | $(LDLIBS))
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD) && printf '%s\n' '$(subst ','\'',$(FEATURES_LINE))' | \
+    cmp -s - $(FEATURES_STAMP) || printf '%s\n' '$(subst ','\'',$(FEATURES_LINE))' > $(FEATURES_STAMP))
+endif
+
 CORE_SRC := $(wildcard core/*.c core/coll/*.c core/nn/*.c core/llm/*.c)
 LAB_SRC  := $(filter-out lab/cli/main.c,$(wildcard lab/*.c lab/*/*.c lab/ui/views/*.c chapters/*/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -66,7 +76,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 .PHONY: all run test unit deps features asan bench clean
 all: $(BIN)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(FEATURES_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -82,7 +92,7 @@ $(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(BUILD)/liblab.a -Wl,--no-whole-archive \
 	    $(BUILD)/libmlsys.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblab.a $(BUILD)/libmlsys.a
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblab.a $(BUILD)/libmlsys.a $(FEATURES_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) $(shell pkg-config --cflags check) $(LDFLAGS) -o $@ $< \

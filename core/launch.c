@@ -1,7 +1,9 @@
 /* launch.c - the fork launcher. It creates the job segment (an anonymous memfd, so nothing
  * is left in /dev/shm whatever happens), starts N ranks in a process group of their own
  * with torchrun's environment, pumps their output and events, and ends the whole job when
- * one rank fails or the user presses Ctrl-C. Ranks die with the launcher (PDEATHSIG). */
+ * one rank fails or the user presses Ctrl-C. Ranks die with the launcher (PDEATHSIG). The
+ * launcher waits on the ranks' pidfds (no polling for exits), and as a subreaper it ends
+ * whatever the ranks left running (forks, daemons) when the job ends. */
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -12,14 +14,19 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sched.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_RANKS SHM_MAX_RANKS
 #define HEAP_BYTES (2ull << 30)     /* per rank, virtual: pages exist only once touched */
 #define STOP_GRACE_NS 500000000ull
+#define DRAIN_NS 1000000000ull      /* output still in the pipes once every rank is gone */
 #define EVBATCH 4096
+#define WAKE_MS 100                 /* longest sleep: a signal that lands just before poll */
 
 typedef struct linebuf { char *buf; size_t len, cap; } linebuf;
 
@@ -42,7 +49,43 @@ struct mlsys_job {
     int interrupted;
     char reason[256];
     mlsys_event *ev;
+    int *pidfd;             /* per rank, readable once it exits; -1 where unsupported */
+    ino_t (*pipe_ino)[2];   /* inodes of the output pipes: whoever holds one is of the job */
+    char token[48];         /* MLSYS_JOB_TOKEN=..., exported to the ranks */
+    int swept;              /* the ranks' leftover descendants have been killed */
+    int strays;             /* how many there were */
+    int stray_rank;         /* the rank one of them came from (its RANK), -1 */
+    uint64_t drain_until;
 };
+
+/* Jobs of this process that are still running: their ranks are never strays of another. */
+#define MAX_LIVE_JOBS 64
+static mlsys_job *g_live[MAX_LIVE_JOBS];
+
+static void live_add(mlsys_job *j)
+{
+    for (int i = 0; i < MAX_LIVE_JOBS; i++)
+        if (!g_live[i]) {
+            g_live[i] = j;
+            return;
+        }
+}
+
+static void live_remove(mlsys_job *j)
+{
+    for (int i = 0; i < MAX_LIVE_JOBS; i++)
+        if (g_live[i] == j)
+            g_live[i] = NULL;
+}
+
+static int is_live_rank(pid_t pid)
+{
+    for (int i = 0; i < MAX_LIVE_JOBS; i++)
+        for (int r = 0; g_live[i] && r < g_live[i]->n; r++)
+            if (g_live[i]->pid[r] == pid && !g_live[i]->reaped[r])
+                return 1;
+    return 0;
+}
 
 static volatile sig_atomic_t g_stop_requested;
 
@@ -134,6 +177,7 @@ static void child_setup(mlsys_job *j, int rank, pid_t parent)
     set_env_int("MASTER_PORT", j->o.master_port ? j->o.master_port : 29500);
     set_env_int("MLSYS_TIMEOUT_MS", j->o.timeout_ms > 0 ? j->o.timeout_ms : 30000);
     setenv("MLSYS_BACKEND", j->o.backend ? j->o.backend : "shm", 1);
+    setenv("MLSYS_JOB_TOKEN", j->token, 1);
     /* one BLAS thread per rank: N ranks on few cores must not each start a thread per core */
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     if (j->o.algo)
@@ -199,6 +243,18 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
     j->pipes = mlsys_xcalloc((size_t)j->n, sizeof *j->pipes);
     j->lines = mlsys_xcalloc((size_t)j->n, sizeof *j->lines);
     j->ev = mlsys_xmalloc(EVBATCH * sizeof(mlsys_event));
+    j->pidfd = mlsys_xcalloc((size_t)j->n, sizeof(int));
+    j->pipe_ino = mlsys_xcalloc((size_t)j->n, sizeof *j->pipe_ino);
+    j->stray_rank = -1;
+    for (int r = 0; r < j->n; r++)
+        j->pidfd[r] = -1;
+    live_add(j);
+    static unsigned job_counter;
+    snprintf(j->token, sizeof j->token, "%d-%u-%llx", (int)getpid(), ++job_counter,
+             (unsigned long long)j->h->t0_ns);
+    /* Orphans of the ranks (a learner's fork, setsid or double fork) come to us instead of
+     * init, so that the job's end can find them and end them too. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
@@ -212,7 +268,14 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
         /* the child dups the write ends onto 1 and 2; keep them in pipes[] until then */
         j->pipes[r][0] = po[1];
         j->pipes[r][1] = pe[1];
+        /* Signals wait until the child has its own handlers (mlsys_child_tie): a SIGTERM
+         * that came in between would run the parent's handler in the child. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, &old);
         pid_t pid = fork();
+        if (pid != 0)
+            sigprocmask(SIG_SETMASK, &old, NULL);
         if (pid < 0) {
             snprintf(err, errlen, "cannot start rank %d: %s", r, strerror(errno));
             close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
@@ -241,7 +304,17 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
         j->pid[r] = pid;
         j->st[r].pid = pid;
         j->alive++;
+#ifdef SYS_pidfd_open
+        j->pidfd[r] = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (j->pidfd[r] >= 0)
+            fcntl(j->pidfd[r], F_SETFD, FD_CLOEXEC);
+#endif
         if (o->capture_output) {
+            struct stat pst;
+            if (fstat(po[0], &pst) == 0)
+                j->pipe_ino[r][0] = pst.st_ino;
+            if (fstat(pe[0], &pst) == 0)
+                j->pipe_ino[r][1] = pst.st_ino;
             close(po[1]);
             close(pe[1]);
             j->pipes[r][0] = po[0];
@@ -329,8 +402,43 @@ static void begin_stop(mlsys_job *j)
     for (int r = 0; r < j->n; r++)
         if (!j->reaped[r]) {
             kill(j->pid[r], SIGTERM);
+            kill(j->pid[r], SIGCONT);     /* a stopped rank would hold SIGTERM until then */
             j->st[r].killed_by_us = 1;
         }
+}
+
+/* The state letter of a process ('R', 'S', 'T' stopped, 't' traced, 'Z'), 0 when gone. */
+static char proc_state(pid_t pid, pid_t *pgrp)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    buf[got] = 0;
+    char *rp = strrchr(buf, ')'), st = 0;
+    int ppid = 0, pg = 0;
+    if (!rp || sscanf(rp + 1, " %c %d %d", &st, &ppid, &pg) < 1)
+        return 0;
+    if (pgrp)
+        *pgrp = (pid_t)pg;
+    return st;
+}
+
+/* A rank stopped by a signal (SIGSTOP, Ctrl-Z) makes the others time out waiting for it:
+ * the one to name is the stopped rank, not the first that gave up. -1 when none. */
+static int stopped_rank(const mlsys_job *j)
+{
+    for (int r = 0; r < j->n; r++) {
+        char st = j->reaped[r] ? 0 : proc_state(j->pid[r], NULL);
+        if (st == 'T')
+            return r;
+    }
+    return -1;
 }
 
 static void note_exit(mlsys_job *j, int r, int status)
@@ -338,6 +446,10 @@ static void note_exit(mlsys_job *j, int r, int status)
     mlsys_rank_status *s = &j->st[r];
     j->reaped[r] = 1;
     j->alive--;
+    if (j->pidfd[r] >= 0) {
+        close(j->pidfd[r]);
+        j->pidfd[r] = -1;
+    }
     if (WIFEXITED(status)) {
         s->exited = 1;
         s->code = WEXITSTATUS(status);
@@ -347,12 +459,21 @@ static void note_exit(mlsys_job *j, int r, int status)
     }
     int bad = !s->exited || s->code != 0;
     if (bad && j->failed < 0 && !(j->stopping && s->killed_by_us)) {
-        j->failed = r;
+        char what[96];
         if (s->exited)
-            snprintf(j->reason, sizeof j->reason, "rank %d exited with status %d", r, s->code);
+            snprintf(what, sizeof what, "rank %d exited with status %d", r, s->code);
         else
-            snprintf(j->reason, sizeof j->reason, "rank %d died by signal %d (%s)", r, s->code,
+            snprintf(what, sizeof what, "rank %d died by signal %d (%s)", r, s->code,
                      strsignal(s->code));
+        int stopped = stopped_rank(j);
+        if (stopped >= 0) {
+            j->failed = stopped;
+            snprintf(j->reason, sizeof j->reason, "rank %d was stopped by a signal (SIGSTOP or "
+                     "Ctrl-Z) while the others waited for it; then %s", stopped, what);
+        } else {
+            j->failed = r;
+            snprintf(j->reason, sizeof j->reason, "%s", what);
+        }
         begin_stop(j);
     }
     if (!bad)
@@ -389,26 +510,211 @@ static int open_pipes(const mlsys_job *j)
     return n;
 }
 
+/* ---- what the ranks leave behind ---- */
+
+/* Does pid hold the write end of one of the job's output pipes (what a rank's child inherits
+ * as its stdout or stderr)? Read ends do not count: a rank of another job forked later
+ * without exec inherits those. */
+static int holds_job_pipe(const mlsys_job *j, pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) != 0 ||
+            !S_ISFIFO(st.st_mode))
+            continue;
+        int ours = 0;
+        for (int r = 0; !ours && r < j->n; r++)
+            ours = st.st_ino == j->pipe_ino[r][0] || st.st_ino == j->pipe_ino[r][1];
+        if (!ours)
+            continue;
+        char info[300], text[256];
+        snprintf(info, sizeof info, "/proc/%d/fdinfo/%s", (int)pid, e->d_name);
+        int fd = open(info, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t got = read(fd, text, sizeof text - 1);
+        close(fd);
+        text[got > 0 ? got : 0] = 0;
+        const char *fl = strstr(text, "flags:");
+        unsigned long flags = fl ? strtoul(fl + 6, NULL, 8) : 0;
+        found = (flags & O_ACCMODE) == O_WRONLY || (flags & O_ACCMODE) == O_RDWR;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Was pid started under this job (MLSYS_JOB_TOKEN in its environment)? *rank gets its RANK. */
+static int has_job_token(const mlsys_job *j, pid_t pid, int *rank)
+{
+    char path[64], want[80];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    snprintf(want, sizeof want, "MLSYS_JOB_TOKEN=%s", j->token);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[16384];
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    buf[got] = 0;
+    int found = 0;
+    for (char *p = buf; p < buf + got; p += strlen(p) + 1) {
+        if (!strcmp(p, want))
+            found = 1;
+        else if (!strncmp(p, "RANK=", 5))
+            *rank = atoi(p + 5);
+    }
+    return found;
+}
+
+/* Our children right now (the runner is a subreaper: orphans of the ranks are among them). */
+static int list_children(pid_t *out, int max)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t got = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[got > 0 ? got : 0] = 0;
+        for (char *p = buf, *end; n < max; p = end) {
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            out[n++] = (pid_t)v;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Once every rank is gone: end whatever they started (a fork without wait, a daemon that
+ * called setsid, a double fork), since it would hold the job's pipes and segment and outlive
+ * the job. A process belongs to the job when it is in the job's process group, holds the job's
+ * segment or pipes, or carries the job's token in its environment; no other process is
+ * touched. Each is killed and collected; its own children then come to us, and the next round
+ * takes them. */
+static void sweep_strays(mlsys_job *j)
+{
+    pid_t kids[256];
+    for (int round = 0; round < 64; round++) {
+        int n = list_children(kids, 256), found = 0;
+        for (int i = 0; i < n; i++) {
+            int rank = -1;
+            if (is_live_rank(kids[i]))
+                continue;
+            pid_t pg = 0;
+            char st = proc_state(kids[i], &pg);
+            if (!st)
+                continue;
+            int member = (pg == j->pgid && j->pgid > 0) || has_job_token(j, kids[i], &rank) ||
+                         holds_job_pipe(j, kids[i]);
+            if (!member)
+                continue;
+            if (st != 'Z') {
+                j->strays++;
+                if (j->stray_rank < 0)
+                    j->stray_rank = rank;
+            }
+            kill(kids[i], SIGKILL);
+            int status;
+            while (waitpid(kids[i], &status, 0) < 0 && errno == EINTR)
+                ;
+            found++;
+        }
+        if (!found)
+            break;
+    }
+}
+
+int mlsys_job_strays(const mlsys_job *j, int *rank)
+{
+    if (rank)
+        *rank = j->stray_rank;
+    return j->strays;
+}
+
+/* After the last rank: flush what a pipe still holds as a line, then close it. */
+static void close_pipes(mlsys_job *j, const mlsys_job_sink *sink)
+{
+    for (int r = 0; r < j->n; r++)
+        for (int k = 0; k < 2; k++)
+            if (j->pipes[r][k] >= 0) {
+                pump(j, sink, r, k);
+                if (j->pipes[r][k] < 0)
+                    continue;
+                linebuf *lb = &j->lines[r][k];
+                if (lb->len) {
+                    lb->buf[lb->len] = 0;
+                    emit_line(j, sink, r, k, lb->buf);
+                    lb->len = 0;
+                }
+                close(j->pipes[r][k]);
+                j->pipes[r][k] = -1;
+            }
+}
+
+static int ms_until(uint64_t now, uint64_t t)
+{
+    return t > now ? (int)((t - now) / 1000000ull) + 1 : 0;
+}
+
 int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *why, size_t whylen)
 {
     uint64_t start = mlsys_now_ns();
-    struct pollfd *pfd = mlsys_xcalloc((size_t)j->n * 2, sizeof *pfd);
+    struct pollfd *pfd = mlsys_xcalloc((size_t)j->n * 3, sizeof *pfd);
     int result = 1;
     for (;;) {
-        if (g_stop_requested && !j->stopping) {
+        if (g_stop_requested && !j->stopping && j->alive) {
             j->interrupted = 1;
             snprintf(j->reason, sizeof j->reason, "interrupted: the job was stopped");
             begin_stop(j);
         }
-        int np = 0;
-        for (int r = 0; r < j->n; r++)
+        /* Sleep until output, an exit (the ranks' pidfds), or the next deadline: no polling
+         * for exits, so the job ends as soon as its last rank does. */
+        int np = 0, blind = 0;
+        for (int r = 0; r < j->n; r++) {
             for (int k = 0; k < 2; k++)
                 if (j->pipes[r][k] >= 0)
                     pfd[np++] = (struct pollfd){.fd = j->pipes[r][k], .events = POLLIN};
-        int tmo = j->h->ring_cap ? 2 : 20;
+            if (!j->reaped[r]) {
+                if (j->pidfd[r] >= 0)
+                    pfd[np++] = (struct pollfd){.fd = j->pidfd[r], .events = POLLIN};
+                else
+                    blind = 1;      /* no pidfd here: look for its exit every 20 ms */
+            }
+        }
+        uint64_t now = mlsys_now_ns();
+        int tmo = j->h->ring_cap ? 2 : blind ? 20 : WAKE_MS;
+        if (j->stopping && j->alive && ms_until(now, j->stop_at) < tmo)
+            tmo = ms_until(now, j->stop_at);
+        if (!j->alive && j->swept && ms_until(now, j->drain_until) < tmo)
+            tmo = ms_until(now, j->drain_until);
+        if (step_ms >= 0) {
+            uint64_t end = start + (uint64_t)step_ms * 1000000ull;
+            if (ms_until(now, end) < tmo)
+                tmo = ms_until(now, end);
+        }
         if (np)
             poll(pfd, (nfds_t)np, tmo);
-        else if (j->alive)
+        else if (tmo > 0)
             usleep((useconds_t)tmo * 1000);
         for (int r = 0; r < j->n; r++)
             for (int k = 0; k < 2; k++)
@@ -416,11 +722,22 @@ int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *
                     pump(j, sink, r, k);
         drain_events(j, sink);
         reap(j);
-        if (j->stopping && j->alive && mlsys_now_ns() > j->stop_at)
+        now = mlsys_now_ns();
+        if (j->stopping && j->alive && now > j->stop_at)
             for (int r = 0; r < j->n; r++)
                 if (!j->reaped[r])
                     kill(j->pid[r], SIGKILL);
-        if (!j->alive && !open_pipes(j)) {
+        if (!j->alive && !j->swept) {
+            sweep_strays(j);
+            j->swept = 1;
+            j->drain_until = mlsys_now_ns() + DRAIN_NS;
+            for (int r = 0; r < j->n; r++)
+                for (int k = 0; k < 2; k++)
+                    if (j->pipes[r][k] >= 0)
+                        pump(j, sink, r, k);
+        }
+        if (!j->alive && (!open_pipes(j) || mlsys_now_ns() > j->drain_until)) {
+            close_pipes(j, sink);     /* whoever still holds a pipe is not of this job */
             drain_events(j, sink);
             result = (j->failed >= 0 || j->interrupted) ? 2 : 0;
             break;
@@ -508,6 +825,12 @@ void mlsys_job_free(mlsys_job *j)
                 close(j->pipes[r][k]);
             free(j->lines[r][k].buf);
         }
+    if (!j->swept)
+        sweep_strays(j);
+    live_remove(j);
+    for (int r = 0; r < j->n; r++)
+        if (j->pidfd[r] >= 0)
+            close(j->pidfd[r]);
     for (int r = 0; r < j->n; r++)
         if (j->h->heap_fd[r] >= 0)
             close(j->h->heap_fd[r]);
@@ -519,6 +842,8 @@ void mlsys_job_free(mlsys_job *j)
     free(j->pipes);
     free(j->lines);
     free(j->ev);
+    free(j->pidfd);
+    free(j->pipe_ino);
     free(j);
 }
 

@@ -276,6 +276,9 @@ uint64_t mlsys_job_events_lost(const mlsys_job *j);
 uint64_t mlsys_job_grant_step(mlsys_job *j);
 void mlsys_job_free(mlsys_job *j);             /* stops it if still running, frees all */
 int mlsys_job_failed_rank(const mlsys_job *j); /* first rank that failed, -1 */
+/* Processes the ranks started and left running at the job's end (the launcher killed them);
+ * *rank, when not NULL, gets the rank one of them came from (-1 when unknown). */
+int mlsys_job_strays(const mlsys_job *j, int *rank);
 uint64_t mlsys_job_t0_ns(const mlsys_job *j);  /* when the job started (event time base) */
 int mlsys_job_gate_step(const mlsys_job *j, int rank);   /* step a rank waits at, -1 */
 /* SIGINT/SIGTERM/SIGHUP then only set a flag that mlsys_job_wait turns into a clean stop. */

@@ -170,9 +170,17 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
                          : (v < (double)f->min || v > (double)f->max))
                 bad = 1;
         }
+        if (!bad && !strcmp(f->name, "timeout") && v < 0.001) {
+            snprintf(err, errlen, "--timeout must be at least 0.001 seconds (1 ms), got '%s'",
+                     value);
+            return -1;
+        }
         if (!bad)
             return 0;
-        if (positive)
+        if (end != value && !*end && !isfinite(v))
+            snprintf(err, errlen, "--%s must be a number, got '%s' (a finite one)", f->name,
+                     value);
+        else if (positive)
             snprintf(err, errlen, "--%s must be a number above 0 and at most %ld, got '%s'",
                      f->name, f->max, value);
         else if (bounded)
@@ -232,12 +240,18 @@ static int find_short(const lab_args *a, char ch)
     return -1;
 }
 
-/* Does this word look like a flag rather than a value? "-1" and "-0.5" are values. */
+/* Does this word look like a flag rather than a value? "-1", "-0.5" and every other word
+ * that reads whole as a number ("-inf", "-nan": then the check says what is wrong with it)
+ * are values. */
 static int looks_like_flag(const char *s)
 {
     if (s[0] != '-' || s[1] == 0)
         return 0;
     if (isdigit((unsigned char)s[1]) || (s[1] == '.' && isdigit((unsigned char)s[2])))
+        return 0;
+    char *end;
+    strtod(s, &end);
+    if (end != s && *end == 0)
         return 0;
     return 1;
 }

@@ -181,10 +181,18 @@ static void conn_drop(collector *c, int i)
     c->conns[i] = c->conns[--c->nconns];
 }
 
+/* The first few refusals are said one by one; after that, only how many more there were
+ * (once, when the collector closes): a flood of bad connections is not a flood of lines. */
+#define REFUSALS_SAID 5
+
 static void refuse(collector *c, int i, const char *why)
 {
-    fprintf(stderr, "mlsys-lab: refused an event connection from %s: %s\n", c->conns[i].peer,
-            why);
+    if (c->refused < REFUSALS_SAID)
+        fprintf(stderr, "mlsys-lab: refused an event connection from %s: %s\n",
+                c->conns[i].peer, why);
+    else if (c->refused == REFUSALS_SAID)
+        fprintf(stderr, "mlsys-lab: refusing more event connections; only their number will "
+                "be said\n");
     c->refused++;
     conn_drop(c, i);
 }
@@ -412,6 +420,9 @@ void collector_close(collector *c)
 {
     if (!c)
         return;
+    if (c->refused > REFUSALS_SAID)
+        fprintf(stderr, "mlsys-lab: refused %d event connections in all (%d more than said)\n",
+                c->refused, c->refused - REFUSALS_SAID);
     while (c->nconns)
         conn_drop(c, 0);
     close(c->lfd);

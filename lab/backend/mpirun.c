@@ -53,6 +53,8 @@ struct mpirun_job {
     int saw_ranks, hung;
     int nonzero;                         /* mpirun said a rank exited non-zero, not which */
     int leftovers;                       /* processes of the session killed at the end */
+    unsigned char *noise;                /* per rank: inside Open MPI's crash backtrace */
+    int swept;                           /* files the transport left were removed */
 };
 
 const char *mpirun_find(char *path, size_t n)
@@ -198,9 +200,11 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     }
     mpirun_job *j = mlsys_xcalloc(1, sizeof *j);
     j->o = *o;
+    j->noise = mlsys_xcalloc((size_t)o->world_size, 1);
     j->fd[0] = j->fd[1] = -1;
     j->fail_rank = -1;
     if (o->events && !(j->col = collector_open(o->events_addr, o->world_size, err, n))) {
+        free(j->noise);
         free(j);
         return NULL;
     }
@@ -319,6 +323,7 @@ fail:
             close(er[i]);
     }
     collector_close(j->col);
+    free(j->noise);
     free(j);
     return NULL;
 }
@@ -326,6 +331,28 @@ fail:
 /* ---- output ---- */
 
 /* "[1,3]<stdout>:text" -> rank 3, stream 0, text. 0 when the line is not tagged. */
+/* Open MPI's own report of a signal in a rank ("[host:pid] *** Process received signal ***"
+ * to "*** End of error message ***", a backtrace of two dozen lines): noise next to our
+ * one line naming the rank and the signal, so it is shown only with --verbose. */
+static int crash_noise(mpirun_job *j, int rank, const char *text)
+{
+    if (j->o.verbose || rank < 0 || rank >= j->o.world_size || text[0] != '[')
+        return 0;
+    const char *end = strstr(text, "] ");
+    if (!end || !strchr(text, ':') || strchr(text, ':') > end)
+        return 0;
+    const char *msg = end + 2;
+    if (!strncmp(msg, "*** Process received signal ***", 31)) {
+        j->noise[rank] = 1;
+        return 1;
+    }
+    if (!j->noise[rank])
+        return 0;
+    if (!strncmp(msg, "*** End of error message ***", 28))
+        j->noise[rank] = 0;
+    return 1;
+}
+
 static int untag(char *line, int *rank, int *is_err, char **text)
 {
     char *p = line;
@@ -459,7 +486,8 @@ static void handle_line(mpirun_job *j, const mlsys_job_sink *sink, int which, ch
     int rank, is_err;
     char *text;
     if (untag(line, &rank, &is_err, &text)) {
-        deliver(sink, rank, is_err, text);
+        if (!(is_err && crash_noise(j, rank, text)))
+            deliver(sink, rank, is_err, text);
         return;
     }
     boxbuf *b = &j->box[which];
@@ -563,6 +591,106 @@ static int scan_session(mpirun_job *j, int do_kill)
     return n;
 }
 
+/* ---- what Open MPI leaves when mpirun is killed ----
+ * mpirun cleans its session directory (<tmp>/ompi.<host>.<uid>/pid.<pid>) and the ranks'
+ * shared-memory segments (/dev/shm/vader_segment.<host>.<uid>.<jobid>.<local rank>) only
+ * when it ends on its own. The session directory is named by mpirun's pid, which is ours
+ * until we collect it; its contact.txt starts with mpirun's job id, whose upper 16 bits (the
+ * job family) every job id of this mpirun shares. So only this mpirun's files are removed. */
+
+static void remove_tree(const char *dir, int depth)
+{
+    DIR *d = depth < 8 ? opendir(dir) : NULL;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char p[PATH_MAX];
+            if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p)
+                continue;
+            struct stat st;
+            if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                remove_tree(p, depth + 1);
+            else
+                unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* Find <base>/ompi.*<uid>/pid.<pid> of this mpirun; 0 with its path. */
+static int session_dir(pid_t pid, char *out, size_t n)
+{
+    const char *t = getenv("TMPDIR");
+    const char *bases[] = {t && *t ? t : "/tmp", "/tmp", "/dev/shm"};
+    for (int b = 0; b < 3; b++) {
+        DIR *d = opendir(bases[b]);
+        if (!d)
+            continue;
+        struct dirent *e;
+        int found = 0;
+        while (!found && (e = readdir(d))) {
+            if (strncmp(e->d_name, "ompi.", 5) != 0)
+                continue;
+            struct stat st;
+            if (snprintf(out, n, "%s/%s/pid.%d", bases[b], e->d_name, (int)pid) < (int)n &&
+                stat(out, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+                found = 1;
+        }
+        closedir(d);
+        if (found)
+            return 0;
+    }
+    return -1;
+}
+
+/* Remove what the job's transport left: its vader segments and mpirun's session directory.
+ * Returns how many segments were removed. */
+static int clean_transport(mpirun_job *j)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    if (j->swept || session_dir(j->pid, dir, sizeof dir) != 0)
+        return 0;
+    j->swept = 1;
+    snprintf(path, sizeof path, "%s/contact.txt", dir);
+    FILE *f = fopen(path, "r");
+    unsigned long long jobid = 0;
+    int have = f && fscanf(f, "%llu", &jobid) == 1 && jobid > 0xffff;
+    if (f)
+        fclose(f);
+    int removed = 0;
+    DIR *d = have ? opendir("/dev/shm") : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        /* vader_segment.<host>.<uid>.<jobid hex>.<local rank> */
+        if (strncmp(e->d_name, "vader_segment.", 14) != 0)
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%s", e->d_name);
+        char *last = strrchr(name, '.');
+        if (!last || !last[1] || strspn(last + 1, "0123456789") != strlen(last + 1))
+            continue;
+        *last = 0;
+        char *idp = strrchr(name, '.'), *end;
+        if (!idp)
+            continue;
+        unsigned long long id = strtoull(idp + 1, &end, 16);
+        if (*end || end == idp + 1 || (id >> 16) != (jobid >> 16))
+            continue;
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            unlink(path) == 0)
+            removed++;
+    }
+    if (d)
+        closedir(d);
+    remove_tree(dir, 0);
+    return removed;
+}
+
 /* SIGKILL mpirun (unless it has ended) and everything left in its session. */
 static int kill_session(mpirun_job *j)
 {
@@ -648,6 +776,7 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
         if (j->reaped && !j->cleaned &&
             (now - j->ended_at > LEFTOVER_GRACE_NS || !scan_session(j, 0))) {
             j->leftovers += kill_session(j);     /* what did not leave on its own */
+            clean_transport(j);             /* only there when mpirun could not clean */
             j->cleaned = 1;
             j->collected = waitpid(j->pid, &j->status, 0) == j->pid;
         }
@@ -727,6 +856,7 @@ void mpirun_free(mpirun_job *j)
     }
     if (!j->collected) {
         kill_session(j);
+        clean_transport(j);
         waitpid(j->pid, &j->status, 0);
         j->collected = 1;
     }
@@ -739,6 +869,7 @@ void mpirun_free(mpirun_job *j)
         free(j->box[k].lines);
     }
     collector_close(j->col);
+    free(j->noise);
     free(j);
 }
 
@@ -772,6 +903,11 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     exe[k < 0 ? 0 : k] = 0;
 
     const char *trace = lab_arg_str(a, "trace");
+    char trace_tmp[PATH_MAX + 32] = "";
+    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
+        return 2;
+    }
     mpirun_opts o = {
         .world_size = lo.world_size,
         .timeout_ms = lo.timeout_ms,
@@ -791,6 +927,8 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     free(args);
     if (!j) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
+        if (trace_tmp[0])
+            unlink(trace_tmp);
         return 2;
     }
     mlsys_job_install_signal_stop();
@@ -798,10 +936,12 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
     char why[300];
     int rc = mpirun_wait(j, o.events ? &sink : NULL, -1, why, sizeof why);
-    if (trace) {
+    if (trace && mlsys_job_stop_requested()) {
+        unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
+    } else if (trace) {
         char missing[256];
         int nmiss = mpirun_events_incomplete(j, missing, sizeof missing);
-        if (mlsys_trace_write_json(trace, tb.ev, tb.n, mpirun_t0_ns(j)) != 0)
+        if (runner_trace_commit(trace, trace_tmp, &tb, mpirun_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,

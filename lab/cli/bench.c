@@ -1324,7 +1324,7 @@ static int bench_run_mpi(const bench_cfg *g, int argc, char **argv)
                          mpirun_exit_status(j) == BENCH_EXIT_WRONG;
         if (!only_wrong)
             fprintf(stderr, "mlsys-lab bench: %s\n", why);
-        rc = 1;
+        rc = mlsys_job_stop_requested() ? 130 : 1;    /* Ctrl-C: 130, as every command */
     }
     mpirun_free(j);
     return rc;
@@ -1391,7 +1391,7 @@ int bench_main(int argc, char **argv)
                          s0->code == BENCH_EXIT_WRONG;
         if (!only_wrong)
             fprintf(stderr, "mlsys-lab bench: %s\n", why);
-        rc = 1;
+        rc = mlsys_job_stop_requested() ? 130 : 1;    /* Ctrl-C: 130, as every command */
     }
     mlsys_job_free(j);
 out:

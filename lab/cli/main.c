@@ -18,6 +18,21 @@ typedef struct command {
 
 static int cmd_help(int argc, char **argv);
 
+/* For commands without arguments: --help prints the usage (exit 0, as help does), anything
+ * else is refused in one line (exit 2) instead of being ignored. 1: go on. */
+static int no_args(int argc, char **argv, const char *usage)
+{
+    if (argc < 2)
+        return 1;
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: mlsys-lab %s\n", usage);
+        return 0;
+    }
+    fprintf(stderr, "mlsys-lab: %s: unexpected argument '%s' (usage: mlsys-lab %s)\n", argv[0],
+            argv[1], usage);
+    return 2;
+}
+
 /* An exercise's status from the progress file: "done", "failed" or "not tried". */
 static const char *ex_status(ex_progress *p, const exercise *ex)
 {
@@ -63,8 +78,9 @@ static void print_list(FILE *out)
 
 static int cmd_list(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    int rc = no_args(argc, argv, "list");
+    if (rc != 1)
+        return rc;
     printf("MLSys Lab %s: chapters, labs and exercises", MLSYS_VERSION);
     print_list(stdout);
     printf("Run a lab:       mlsys-lab run LAB [--world-size N] [flags]   "
@@ -99,8 +115,9 @@ static int cmd_worker(int argc, char **argv)
 
 static int cmd_doctor(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    int rc = no_args(argc, argv, "doctor");
+    if (rc != 1)
+        return rc;
     return lab_doctor_main();
 }
 
@@ -111,8 +128,9 @@ static int cmd_bench(int argc, char **argv)
 
 static int cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    int rc = no_args(argc, argv, "version");
+    if (rc != 1)
+        return rc;
     printf("mlsys-lab %s\n", MLSYS_VERSION);
     return 0;
 }
@@ -146,13 +164,15 @@ static int cmd_help(int argc, char **argv)
     for (const command *c = commands; c->name; c++)
         if (!c->hidden)
             printf("  %-8s %-22s %s\n", c->name, c->args, c->help);
+    printf("\nExit status: 0 done (a check passed), 1 a job or a check failed, 2 a usage "
+           "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || ui_is_flag(argv[1]))
-        return ui_is_terminal() ? ui_main(argc, argv) : cmd_list(argc, argv);
+        return ui_is_terminal() ? ui_main(argc, argv) : cmd_list(1, argv);
     const char *name = argv[1];
     if (!strcmp(name, "--help") || !strcmp(name, "-h"))
         name = "help";

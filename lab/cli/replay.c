@@ -4,10 +4,40 @@
  * flows), the rank as tid, and args bytes/peer/tag/step; optional args (dtype, op, chunk,
  * val) are read when a newer writer adds them. Without cJSON the command says why. */
 #include "../ui/ui.h"
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REPLAY_MAX_BYTES (512ull << 20)   /* a trace larger than this is refused */
+
+/* Up to max bytes of s as one quoted line: control and non-ASCII bytes escaped. */
+static void quote_cut(const char *s, size_t max, char *out, size_t n)
+{
+    size_t o = 0, i;
+    if (n < 8)
+        return;
+    out[o++] = '\'';
+    for (i = 0; s[i] && i < max && o + 6 < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n')
+            o += (size_t)snprintf(out + o, n - o, "\\n");
+        else if (c == '\t')
+            o += (size_t)snprintf(out + o, n - o, "\\t");
+        else if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\')
+            o += (size_t)snprintf(out + o, n - o, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o++] = '\'';
+    out[o] = 0;
+    if (s[i] && o + 4 < n)
+        snprintf(out + o, n - o, "...");
+}
 
 #ifdef HAVE_CJSON
 #include <cjson/cJSON.h>
@@ -51,7 +81,10 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
-        snprintf(err, errlen, "not valid JSON%s%.20s", at ? " near: " : "", at ? at : "");
+        char near[128] = "";
+        if (at && at >= text && at < text + len)
+            quote_cut(at, 24, near, sizeof near);
+        snprintf(err, errlen, "not valid JSON%s%s", near[0] ? " near " : "", near);
         return -1;
     }
     const cJSON *arr = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root,
@@ -197,22 +230,48 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
 int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char *err,
                 size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* only a regular file of a sane size: /dev/zero or a FIFO would be read forever, a
+     * huge (or sparse) file would fill the memory */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a regular file (a trace is a file written with "
+                 "--trace)", path);
+        close(fd);
+        return -1;
+    }
+    if ((unsigned long long)st.st_size > REPLAY_MAX_BYTES) {
+        snprintf(err, errlen, "%s is %llu MiB: larger than the %llu MiB a trace may have",
+                 path, (unsigned long long)st.st_size >> 20, REPLAY_MAX_BYTES >> 20);
+        close(fd);
         return -1;
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = mlsys_xmalloc(cap);
-    size_t k;
-    while ((k = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += k;
+    for (;;) {
         if (len == cap) {
+            if (cap >= REPLAY_MAX_BYTES) {      /* it grew while we read */
+                snprintf(err, errlen, "%s is larger than the %llu MiB a trace may have", path,
+                         REPLAY_MAX_BYTES >> 20);
+                free(buf);
+                close(fd);
+                return -1;
+            }
             cap *= 2;
             buf = grid_xrealloc(buf, cap);
         }
+        ssize_t k = read(fd, buf + len, cap - len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        len += (size_t)k;
     }
-    fclose(f);
+    close(fd);
     int rc = replay_parse(buf, len, ev, n, nranks, err, errlen);
     free(buf);
     if (rc == 0 && *n == 0) {

@@ -5,9 +5,13 @@
 #include "runner.h"
 #include "../backend/mpirun.h"
 #include "../backend/nccl_probe.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TRACE_RING_EVENTS 65536
@@ -70,6 +74,55 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
 
+/* --trace FILE is checked before the job starts: a directory, a device or a folder that
+ * cannot be written to would only show at the end. The trace goes to a temp file next to
+ * FILE (created now, so that the folder is known writable) and is renamed over FILE once
+ * written: an existing FILE is never cut short by a job that ends badly. */
+int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen)
+{
+    struct stat st;
+    tmp[0] = 0;
+    if (!*path) {
+        snprintf(err, errlen, "--trace needs a file name");
+        return 2;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--trace %s is a directory: name a file in it", path);
+        return 2;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "--trace %s is not a regular file (a device or a pipe)", path);
+        return 2;
+    }
+    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
+        snprintf(err, errlen, "--trace %s: cannot write it: %s", path, strerror(errno));
+        return 2;
+    }
+    if (snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid()) >= (int)n) {
+        snprintf(err, errlen, "--trace %s: the name is too long", path);
+        tmp[0] = 0;
+        return 2;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "--trace %s: cannot create a file there: %s", path, strerror(errno));
+        tmp[0] = 0;
+        return 2;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Write the events to the temp file, then put it in place. 0, or -1 (the temp is removed). */
+int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0)
+{
+    if (mlsys_trace_write_json(tmp, tb->ev, tb->n, t0) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int runner_run(const lab *l, int argc, char **argv)
 {
     lab_args a;
@@ -87,7 +140,24 @@ int runner_run(const lab *l, int argc, char **argv)
         lab_args_free(&a);
         return rc;
     }
+    const char *be = lab_arg_str(&a, "backend");
+    if (o.gated && l->rank_main && !(be && !strcmp(be, "mpi"))) {
+        fprintf(stderr, "mlsys-lab: %s: --gated makes the ranks wait for a viewer at every "
+                "step: open the lab (mlsys-lab) and launch it from there\n", l->id);
+        lab_args_free(&a);
+        return 2;
+    }
+    const char *trace = lab_arg_str(&a, "trace");
+    char trace_tmp[PATH_MAX + 32] = "";
+    if (trace && l->rank_main &&
+        runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
+        lab_args_free(&a);
+        return 2;
+    }
     if (l->before && (rc = l->before(&a)) >= 0) {
+        if (trace_tmp[0])
+            unlink(trace_tmp);
         lab_args_free(&a);
         return rc;
     }
@@ -98,6 +168,8 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     const char *backend = lab_arg_str(&a, "backend");
     if (backend && !strcmp(backend, "mpi")) {
+        if (trace_tmp[0])
+            unlink(trace_tmp);       /* runner_run_mpi checks the path again itself */
         rc = runner_run_mpi(l, &a, argc, argv);
         if (l->after)
             l->after(&a, rc);
@@ -116,6 +188,8 @@ int runner_run(const lab *l, int argc, char **argv)
     free(wargv);
     if (!j) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
+        if (trace_tmp[0])
+            unlink(trace_tmp);
         lab_args_free(&a);
         return 2;
     }
@@ -124,18 +198,24 @@ int runner_run(const lab *l, int argc, char **argv)
     mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
-    const char *trace = lab_arg_str(&a, "trace");
-    if (trace) {
+    int interrupted = mlsys_job_stop_requested();
+    if (trace && interrupted) {
+        unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
+    } else if (trace) {
         uint64_t lost = mlsys_job_events_lost(j);
-        if (mlsys_trace_write_json(trace, tb.ev, tb.n, mlsys_job_t0_ns(j)) != 0)
+        if (runner_trace_commit(trace, trace_tmp, &tb, mlsys_job_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
                     trace, (unsigned long long)lost);
     }
     free(tb.ev);
-    int interrupted = mlsys_job_stop_requested();
+    int strays_rank = -1, strays = mlsys_job_strays(j, &strays_rank);
     mlsys_job_free(j);
+    if (strays)
+        fprintf(stderr, "mlsys-lab: %s: %d process%s that the ranks started %s still running "
+                "when the job ended; killed\n", l->id, strays, strays == 1 ? "" : "es",
+                strays == 1 ? "was" : "were");
     if (rc) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, why);
         rc = interrupted ? 130 : 1;

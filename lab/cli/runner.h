@@ -16,6 +16,10 @@ void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sin
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);
+/* --trace FILE: refuse a directory, a device or an unwritable place before the job (2 with
+ * err); the trace is written to tmp and renamed over FILE by runner_trace_commit. */
+int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen);
+int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0);
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n);
 

@@ -178,10 +178,16 @@ typedef struct ex_progress {
     ex_progress_entry *e;
     int n, cap;
     char path[PATH_MAX];
+    int *idx;                   /* hash index of e by id (open addressing), built lazily */
+    int idx_cap;
 } ex_progress;
 
-/* Missing file: empty progress, 0. A corrupt file is renamed to <path>.corrupt-<time>
- * (never overwritten) and reported in msg: returns 1 with empty progress. -1: unreadable. */
+#define EX_PROGRESS_MAX_BYTES (1u << 20)    /* a progress file larger than this is corrupt */
+
+/* Missing file: empty progress, 0. A corrupt file (a line that does not parse, a repeated
+ * id, over EX_PROGRESS_MAX_BYTES, not a regular file) is renamed to <path>.corrupt-<time>
+ * (never overwritten) and reported in msg: returns 1 with the entries of the lines that did
+ * parse (only the first EX_PROGRESS_MAX_BYTES are read). -1: unreadable. */
 int ex_progress_load(ex_progress *p, const char *path, char *msg, size_t n);
 /* Write temp + fsync + rename + fsync of the directory. 0, or -1 with msg. */
 int ex_progress_save(const ex_progress *p, char *msg, size_t n);

@@ -138,8 +138,20 @@ int exercises_main(int argc, char **argv)
     int chapter = 0;
     for (int i = 1; i < argc; i++) {
         long v;
-        if ((!strcmp(argv[i], "--chapter") || !strcmp(argv[i], "-c")) && i + 1 < argc &&
-            mlsys_parse_long(argv[i + 1], &v) == 0) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mlsys-lab exercises [--chapter N]\n");
+            return 0;
+        }
+        if ((!strcmp(argv[i], "--chapter") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
+            int known = 0;
+            if (mlsys_parse_long(argv[i + 1], &v) == 0)
+                for (int k = 0; lab_chapters[k]; k++)
+                    known |= lab_chapters[k]->number == v;
+            if (!known) {
+                fprintf(stderr, "mlsys-lab: exercises: --chapter must be the number of a "
+                        "chapter (see `mlsys-lab list`), got '%s'\n", argv[i + 1]);
+                return 2;
+            }
             chapter = (int)v;
             i++;
         } else {
@@ -314,8 +326,13 @@ int ex_check_main(int argc, char **argv)
     const char *id = NULL, *answer = NULL;
     uint64_t seed = 0;
     int all = 0;
+    static const char usage[] = "usage: mlsys-lab check [ID | --all] [--seed N] [--answer VALUE]\n";
     for (int i = 1; i < argc; i++) {
         long v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s", usage);
+            return 0;
+        }
         if (!strcmp(argv[i], "--all"))
             all = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
@@ -328,16 +345,24 @@ int ex_check_main(int argc, char **argv)
         else if (argv[i][0] != '-' && !id)
             id = argv[i];
         else {
-            fprintf(stderr, "usage: mlsys-lab check [ID | --all] [--seed N] [--answer VALUE]\n");
+            fprintf(stderr, "%s", usage);
             return 2;
         }
+    }
+    if (all && (id || answer)) {
+        fprintf(stderr, "mlsys-lab: check: --all checks every exercise: it takes no ID%s\n",
+                answer ? " and no --answer" : "");
+        return 2;
     }
     ex_context cx;
     if (context(&cx) || sync_workspace(&cx))
         return 2;
     mlsys_job_install_signal_stop();
-    if (all)
-        return check_all(&cx);
+    int rc;
+    if (all) {
+        rc = check_all(&cx);
+        return mlsys_job_stop_requested() ? 130 : rc;
+    }
     const exercise *ex;
     if (id) {
         if (!(ex = find_or_complain(id)))
@@ -353,7 +378,8 @@ int ex_check_main(int argc, char **argv)
             return 0;
         }
     }
-    return check_one(&cx, ex, seed, answer);
+    rc = check_one(&cx, ex, seed, answer);
+    return mlsys_job_stop_requested() ? 130 : rc;   /* Ctrl-C: 130, as every command */
 }
 
 /* ---- hint ---- */

@@ -3,7 +3,9 @@
  * with " failed=TIME" after a failed try).
  * It is written atomically (temp file, fsync, rename, fsync of the directory), so a crash
  * leaves the old or the new file, never half of one. A file that does not parse is renamed
- * to <path>.corrupt-<time> and reported: progress is never silently overwritten. */
+ * to <path>.corrupt-<time> and reported, and the lines that did parse are kept: progress is
+ * never silently overwritten or lost. Entries are found through a hash index, and at most
+ * EX_PROGRESS_MAX_BYTES are read, so a huge file costs little. */
 #include "exercise.h"
 #include <ctype.h>
 #include <errno.h>
@@ -20,15 +22,56 @@
 void ex_progress_free(ex_progress *p)
 {
     free(p->e);
+    free(p->idx);
     p->e = NULL;
-    p->n = p->cap = 0;
+    p->idx = NULL;
+    p->n = p->cap = p->idx_cap = 0;
+}
+
+static unsigned hash_id(const char *s)
+{
+    unsigned h = 2166136261u;           /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot of id in the index: where it is, or the empty slot where it would go. */
+static int slot_of(const ex_progress *p, const char *id)
+{
+    unsigned mask = (unsigned)p->idx_cap - 1, i = hash_id(id) & mask;
+    while (p->idx[i] >= 0 && strcmp(p->e[p->idx[i]].id, id) != 0)
+        i = (i + 1) & mask;
+    return (int)i;
+}
+
+/* Keep the index at most half full, covering every entry. */
+static void index_grow(ex_progress *p, int want)
+{
+    if (p->idx && 2 * want <= p->idx_cap)
+        return;
+    int cap = 64;
+    while (cap < 2 * want)
+        cap *= 2;
+    free(p->idx);
+    p->idx = malloc((size_t)cap * sizeof *p->idx);
+    if (!p->idx) {
+        fprintf(stderr, "mlsys-lab: out of memory\n");
+        exit(70);
+    }
+    p->idx_cap = cap;
+    for (int i = 0; i < cap; i++)
+        p->idx[i] = -1;
+    for (int k = 0; k < p->n; k++)
+        p->idx[slot_of(p, p->e[k].id)] = k;
 }
 
 ex_progress_entry *ex_progress_get(ex_progress *p, const char *id, int create)
 {
-    for (int i = 0; i < p->n; i++)
-        if (!strcmp(p->e[i].id, id))
-            return &p->e[i];
+    index_grow(p, p->n + 1);
+    int slot = slot_of(p, id);
+    if (p->idx[slot] >= 0)
+        return &p->e[p->idx[slot]];
     if (!create)
         return NULL;
     if (p->n == p->cap) {
@@ -40,9 +83,10 @@ ex_progress_entry *ex_progress_get(ex_progress *p, const char *id, int create)
         }
         p->e = e;
     }
-    ex_progress_entry *e = &p->e[p->n++];
+    ex_progress_entry *e = &p->e[p->n];
     memset(e, 0, sizeof *e);
     snprintf(e->id, sizeof e->id, "%s", id);
+    p->idx[slot] = p->n++;
     return e;
 }
 
@@ -70,7 +114,7 @@ static int parse_ll(const char *s, long long *out)
     return 0;
 }
 
-/* One entry line; 0 on success, -1 with why. */
+/* One entry line; 0 on success, -1 with why (then nothing of the line is kept). */
 static int parse_line(ex_progress *p, char *line, char *why, size_t n)
 {
     char *save, *id = strtok_r(line, " \t", &save), *st = strtok_r(NULL, " \t", &save);
@@ -86,28 +130,69 @@ static int parse_line(ex_progress *p, char *line, char *why, size_t n)
         snprintf(why, n, "'%s' appears twice", id);
         return -1;
     }
-    ex_progress_entry *e = ex_progress_get(p, id, 1);
-    e->done = !strcmp(st, "done");
+    ex_progress_entry e;
+    memset(&e, 0, sizeof e);
+    e.done = !strcmp(st, "done");
     for (char *kv; (kv = strtok_r(NULL, " \t", &save));) {
         char *eq = strchr(kv, '=');
         long long v;
         if (!eq || parse_ll(eq + 1, &v) != 0) {
-            snprintf(why, n, "'%s': expected key=number", kv);
+            snprintf(why, n, "'%.60s': expected key=number", kv);
             return -1;
         }
         *eq = 0;
         if (!strcmp(kv, "hints") && v < 1000)
-            e->hints = (int)v;
+            e.hints = (int)v;
         else if (!strcmp(kv, "passed"))
-            e->passed_at = v;
+            e.passed_at = v;
         else if (!strcmp(kv, "failed"))
-            e->failed_at = v;
+            e.failed_at = v;
         else {
-            snprintf(why, n, "unknown field '%s'", kv);
+            snprintf(why, n, "unknown field '%.60s'", kv);
             return -1;
         }
     }
+    ex_progress_entry *slot = ex_progress_get(p, id, 1);
+    snprintf(e.id, sizeof e.id, "%s", slot->id);
+    *slot = e;
     return 0;
+}
+
+/* At most max bytes of a regular file, NUL-terminated; *len its length, *more when the file
+ * is longer. NULL with errno on failure (EINVAL: not a regular file). */
+static char *read_bounded(const char *path, size_t max, size_t *len, int *more)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(fd);
+        errno = S_ISREG(st.st_mode) ? e : EINVAL;
+        return NULL;
+    }
+    char *buf = malloc(max + 1);
+    if (!buf) {
+        close(fd);
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t n = 0;
+    while (n < max) {
+        ssize_t got = read(fd, buf + n, max - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    char extra;
+    *more = n == max && read(fd, &extra, 1) == 1;
+    close(fd);
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }
 
 /* Move a corrupt file aside under a name that does not exist yet. */
@@ -135,57 +220,72 @@ int ex_progress_load(ex_progress *p, const char *path, char *msg, size_t n)
     snprintf(p->path, sizeof p->path, "%s", path);
     msg[0] = 0;
     size_t len;
-    char *text = ex_read_file(path, &len);
+    int more = 0;
+    char *text = read_bounded(path, EX_PROGRESS_MAX_BYTES, &len, &more);
     if (!text) {
         if (errno == ENOENT)
             return 0;
-        snprintf(msg, n, "cannot read the progress file %s: %s", path, strerror(errno));
+        if (errno == EINVAL)
+            snprintf(msg, n, "the progress file %s is not a regular file: move it away to go on",
+                     path);
+        else
+            snprintf(msg, n, "cannot read the progress file %s: %s", path, strerror(errno));
         return -1;
     }
-    char why[160] = "";
-    int lineno = 0, ok = 1, seen_header = 0;
-    if (memchr(text, 0, len)) {
-        snprintf(why, sizeof why, "it contains NUL bytes");
-        ok = 0;
+    char why[200] = "";
+    int lineno = 0, bad = 0, seen_header = 0;
+    if (more) {
+        snprintf(why, sizeof why, "it is larger than %u KiB; only its first %u KiB were read",
+                 EX_PROGRESS_MAX_BYTES >> 10, EX_PROGRESS_MAX_BYTES >> 10);
+        bad++;
+        char *nl = strrchr(text, '\n');    /* the last line read may be cut: drop it */
+        if (nl)
+            nl[1] = 0;
     }
-    for (char *save, *line = strtok_r(text, "\n", &save); ok && line;
-         line = strtok_r(NULL, "\n", &save)) {
+    /* lines one by one; a NUL inside a line ends that line's text and makes it bad */
+    for (char *line = text, *next; line < text + len && *line != 0; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        next = nl ? nl + 1 : text + len;
+        if (nl)
+            *nl = 0;
         lineno++;
         size_t l = strlen(line);
+        int has_nul = line + l < (nl ? nl : text + len);
         if (l && line[l - 1] == '\r')
             line[--l] = 0;
+        char w[128] = "";
         if (!seen_header) {
-            if (strcmp(line, PROGRESS_HEADER) != 0) {
-                snprintf(why, sizeof why, "line 1 is not '%s'", PROGRESS_HEADER);
-                ok = 0;
-            }
             seen_header = 1;
+            if (strcmp(line, PROGRESS_HEADER) != 0)
+                snprintf(w, sizeof w, "line 1 is not '%s'", PROGRESS_HEADER);
+        } else if (has_nul) {
+            snprintf(w, sizeof w, "line %d contains NUL bytes", lineno);
+        } else if (!l || line[0] == '#') {
             continue;
+        } else if (parse_line(p, line, w + 20, sizeof w - 20) != 0) {
+            char tmp[108];
+            snprintf(tmp, sizeof tmp, "%s", w + 20);
+            snprintf(w, sizeof w, "line %d: %s", lineno, tmp);
         }
-        if (!l || line[0] == '#')
-            continue;
-        char w[128];
-        if (parse_line(p, line, w, sizeof w) != 0) {
-            snprintf(why, sizeof why, "line %d: %s", lineno, w);
-            ok = 0;
-        }
+        if (w[0] && !bad++)
+            snprintf(why, sizeof why, "%s", w);
+        else if (w[0] && more && bad == 2)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s", w);
     }
-    if (ok && !seen_header) {
+    if (!seen_header && !bad++)
         snprintf(why, sizeof why, "it is empty (no '%s' line)", PROGRESS_HEADER);
-        ok = 0;
-    }
     free(text);
-    if (ok)
+    if (!bad)
         return 0;
-    ex_progress_free(p);
     char bak[PATH_MAX + 64];
     if (back_up(path, bak, sizeof bak) != 0) {
+        ex_progress_free(p);
         snprintf(msg, n, "the progress file %s is corrupt (%s) and could not be backed up (%s); "
                  "it was left as it is: move it away to go on", path, why, strerror(errno));
         return -1;
     }
-    snprintf(msg, n, "the progress file %s is corrupt (%s): kept as %s; starting with no "
-             "progress", path, why, bak);
+    snprintf(msg, n, "the progress file %s is corrupt (%s): kept as %s; the %d good "
+             "entr%s kept", path, why, bak, p->n, p->n == 1 ? "y is" : "ies are");
     return 1;
 }
 

@@ -36,7 +36,12 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
         return -1;
     fflush(stdout);
     fflush(stderr);
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);     /* until the child has default handlers */
     pid_t pid = fork();
+    if (pid != 0)
+        sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         close(p[0]);
         close(p[1]);
@@ -52,6 +57,8 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(argv[0], argv);
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -61,10 +68,15 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
     size_t cap = 8192, n = 0;
     char *buf = mlsys_xmalloc(cap);
     uint64_t deadline = mlsys_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    int timed_out = 0, open_ = 1;
+    int timed_out = 0, open_ = 1, stopped = 0;
     while (open_) {
         struct pollfd pfd = {.fd = p[0], .events = POLLIN};
         int64_t left = (int64_t)(deadline - mlsys_now_ns()) / 1000000;
+        if (mlsys_job_stop_requested()) {      /* Ctrl-C: now, not when it is done */
+            stopped = 1;
+            kill(-pid, SIGKILL);
+            break;
+        }
         if (left <= 0) {
             timed_out = 1;
             kill(-pid, SIGKILL);
@@ -98,7 +110,9 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
     kill(-pid, SIGKILL);              /* anything it left in its group */
     buf[n] = 0;
     *out = buf;
-    if (timed_out)
+    if (stopped)
+        *status = 130;
+    else if (timed_out)
         *status = 124;
     else if (WIFEXITED(st))
         *status = WEXITSTATUS(st);
@@ -107,12 +121,44 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
     return 0;
 }
 
-/* ---- temp dirs ---- */
+/* ---- temp dirs ----
+ * mlsys-ex-<pid>-XXXXXX under $TMPDIR: the pid of the check that made it, so that a check
+ * killed outright (SIGKILL, a crash) leaves a folder the next check recognises as stale
+ * (its owner is gone) and removes. */
+
+static void remove_tree(const char *dir);
+
+static void sweep_stale_tmpdirs(const char *base)
+{
+    static int swept;
+    if (swept++)
+        return;
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0, off = 0;
+        if (sscanf(e->d_name, "mlsys-ex-%d-%n", &pid, &off) != 1 || !off || pid <= 0 ||
+            strlen(e->d_name + off) != 6)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;                   /* its check still runs (or is not ours to judge) */
+        char p[PATH_MAX];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", base, e->d_name) < (int)sizeof p &&
+            lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+            remove_tree(p);
+    }
+    closedir(d);
+}
 
 static int make_tmpdir(char *out, size_t n)
 {
     const char *t = getenv("TMPDIR");
-    snprintf(out, n, "%s/mlsys-ex-XXXXXX", t && *t ? t : "/tmp");
+    const char *base = t && *t ? t : "/tmp";
+    sweep_stale_tmpdirs(base);
+    snprintf(out, n, "%s/mlsys-ex-%d-XXXXXX", base, (int)getpid());
     return mkdtemp(out) ? 0 : -1;
 }
 
@@ -193,6 +239,19 @@ static void summarize_compile(const char *out, const char *learner, ex_verdict *
     }
 }
 
+/* Did the compiler itself break (its driver reports a crashed or killed pass, or no memory)? */
+static int compiler_broke(const char *out)
+{
+    static const char *const signs[] = {"internal compiler error", "terminated program cc1",
+                                        "Killed signal terminated", "out of memory allocating",
+                                        "virtual memory exhausted", "cannot allocate memory",
+                                        "Segmentation fault signal terminated", NULL};
+    for (int i = 0; signs[i]; i++)
+        if (strcasestr(out, signs[i]))
+            return 1;
+    return 0;
+}
+
 static int compile(const ex_context *cx, const exercise *ex, const char *file, const char *exe,
                    ex_verdict *v)
 {
@@ -238,6 +297,21 @@ static int compile(const ex_context *cx, const exercise *ex, const char *file, c
         rc = -1;
     } else if (status == 124) {
         ex_verdict_set(v, EX_ERROR, EXF_SETUP, "the compiler took more than %d s", COMPILE_LIMIT_MS / 1000);
+        rc = -1;
+    } else if (status == 130) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "interrupted");
+        rc = -1;
+    } else if (status > 128 || compiler_broke(out)) {
+        /* the compiler itself failed: not a verdict on the learner's code */
+        if (status > 128)
+            ex_verdict_set(v, EX_ERROR, EXF_SETUP, "the compiler %s was killed by signal %d "
+                           "(%s): this is a problem of the lab or the machine (memory?), not of "
+                           "your code", cx->cc, status - 128, strsignal(status - 128));
+        else
+            ex_verdict_set(v, EX_ERROR, EXF_SETUP, "the compiler %s crashed (an internal "
+                           "compiler error, or it ran out of memory): this is a problem of the "
+                           "lab or the machine, not of your code", cx->cc);
+        ex_verdict_add(v, "%s", out);
         rc = -1;
     } else if (status != 0) {
         summarize_compile(out, file, v);
@@ -603,6 +677,22 @@ static int run_world(const ex_context *cx, const exercise *ex, const char *exe,
                            "(%s)", n, r, rc ? why : "no record");
             goto judged;
         }
+    /* 4. processes the ranks started and left running: a leak that would outlive the job
+     * (the launcher has killed them); a fail, so that it is seen and fixed */
+    int stray_rank = -1, strays = mlsys_job_strays(j, &stray_rank);
+    if (strays) {
+        v->rank = stray_rank;
+        if (stray_rank >= 0)
+            ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "N=%d: rank %d left %d process%s running "
+                           "after it finished (a fork() without wait()?); the lab killed %s",
+                           n, stray_rank, strays, strays == 1 ? "" : "es",
+                           strays == 1 ? "it" : "them");
+        else
+            ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "N=%d: the ranks left %d process%s running "
+                           "after they finished (a fork() without wait()?); the lab killed %s",
+                           n, strays, strays == 1 ? "" : "es", strays == 1 ? "it" : "them");
+        goto judged;
+    }
     result = 0;
 judged:
     if (result != 0 && v->failure != EXF_SETUP)

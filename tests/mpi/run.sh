@@ -291,4 +291,67 @@ else
     bad "start a long lab under mpi" "$tmp/long.err"
 fi
 
+# ---- a rank's SEGV is our one line, without Open MPI's backtrace of two dozen lines ----
+if start_long; then
+    victim=$(rank_pid 1)
+    kill -SEGV "$victim"
+    wait "$runner"
+    rc=$?
+    { cat "$tmp/long.out" "$tmp/long.err"; echo "exit status $rc"; } >"$tmp/o"
+    if [ $rc -ne 0 ] && ! grep -q -e 'Process received signal' -e 'End of error message' "$tmp/o"; then
+        expect "a rank's SEGV: one line naming it, no Open MPI backtrace" "$tmp/o" \
+            '^mlsys-lab: ch02/pipeline-simulation: rank 1 died by signal 11'
+    else
+        bad "a rank's SEGV under mpi is filtered to one line" "$tmp/o"
+    fi
+else
+    kill "$runner" 2>/dev/null
+    bad "start a long lab under mpi" "$tmp/long.err"
+fi
+
+# ---- SIGKILL to mpirun: the job's vader segments and session folder do not outlive it,
+# and no other job's segment is touched ----
+vader_of() {   # the vader segments whose job family is that of mpirun $1's session
+    local d f fam
+    for d in "${TMPDIR:-/tmp}"/ompi.*/pid."$1" /tmp/ompi.*/pid."$1"; do
+        [ -f "$d/contact.txt" ] || continue
+        fam=$(( $(head -1 "$d/contact.txt" | cut -d. -f1) >> 16 ))
+        for f in /dev/shm/vader_segment.*; do
+            [ -e "$f" ] || continue
+            id=${f%.*}; id=${id##*.}
+            [ $(( 0x$id >> 16 )) -eq $fam ] && echo "$f"
+        done
+        return
+    done
+}
+decoy=/dev/shm/vader_segment.$(hostname).0.7fff0001.0
+: >"$decoy"
+if start_long; then
+    segs=""
+    for _ in $(seq 50); do
+        segs=$(vader_of "$mpirun")
+        [ "$(echo $segs | wc -w)" -ge 2 ] && break
+        sleep 0.1
+    done
+    session=$(ls -d "${TMPDIR:-/tmp}"/ompi.*/pid."$mpirun" /tmp/ompi.*/pid."$mpirun" 2>/dev/null | head -1)
+    kill -KILL "$mpirun"
+    wait "$runner"
+    rc=$?
+    sleep 0.2
+    left=""
+    for f in $segs; do [ -e "$f" ] && left="$left $f"; done
+    { cat "$tmp/long.err"; echo "exit status $rc; segments: $segs; left:$left; session $session"; } >"$tmp/o"
+    if [ -z "$segs" ]; then
+        bad "SIGKILL to mpirun: the job's vader segments were not found while it ran" "$tmp/o"
+    elif [ $rc -ne 0 ] && [ -z "$left" ] && [ ! -e "$session" ] && [ -e "$decoy" ]; then
+        ok "SIGKILL to mpirun: its vader segments and session folder are removed, another job's kept"
+    else
+        bad "SIGKILL to mpirun leaves its segments (or removed another job's)" "$tmp/o"
+    fi
+else
+    kill "$runner" 2>/dev/null
+    bad "start a long lab under mpi" "$tmp/long.err"
+fi
+rm -f "$decoy"
+
 finish

@@ -680,6 +680,8 @@ START_TEST(test_progress_corrupt_backed_up)
         "# mlsys-lab progress 1\nch03-ring-allreduce done\nch03-ring-allreduce pending\n",
         "",
     };
+    /* the entries of the lines that parse are kept (never lost with the bad ones) */
+    static const int good[] = {0, 1, 0, 0, 1, 0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_file(cx.progress, bad[i]);
         char msg[1024];
@@ -687,7 +689,9 @@ START_TEST(test_progress_corrupt_backed_up)
         int rc = ex_progress_load(&p, cx.progress, msg, sizeof msg);
         ck_assert_msg(rc == 1, "case %zu: corrupt file not reported (rc %d)", i, rc);
         ck_assert_msg(strstr(msg, "corrupt") && strstr(msg, ".corrupt-"), "case %zu: %s", i, msg);
-        ck_assert_int_eq(p.n, 0);
+        ck_assert_msg(p.n == good[i], "case %zu: %d entries kept, want %d", i, p.n, good[i]);
+        if (good[i])
+            ck_assert(ex_progress_get(&p, "ch03-ring-allreduce", 0)->done);
         ck_assert_msg(access(cx.progress, F_OK) != 0, "case %zu: the corrupt file is still there", i);
         /* the backup holds exactly the old bytes */
         const char *b = strstr(msg, "kept as ");
@@ -705,6 +709,57 @@ START_TEST(test_progress_corrupt_backed_up)
         ck_assert_int_eq(count_entries(dir, "progress.corrupt-"), (int)i + 1);
         unlink(cx.progress);
     }
+    remove_tmp();
+}
+END_TEST
+
+/* Many entries: each is found again through the index, a bad line in the middle loses only
+ * itself, and a file over the size limit keeps what was read of it. */
+START_TEST(test_progress_many_entries)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", cx.progress);
+    ck_assert_int_eq(system(cmd), 0);
+    FILE *f = fopen(cx.progress, "w");
+    fprintf(f, "# mlsys-lab progress 1\n");
+    for (int i = 0; i < 20000; i++) {
+        fprintf(f, "ch09-x%05d %s hints=%d passed=%d\n", i, i % 3 ? "pending" : "done", i % 7,
+                i);
+        if (i == 777)
+            fprintf(f, "this line is garbage\n");
+    }
+    fclose(f);
+    ex_progress p;
+    char msg[1024];
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, msg, sizeof msg), 1);
+    ck_assert_msg(strstr(msg, "20000 good entries are kept"), "%s", msg);
+    ck_assert_int_eq(p.n, 20000);
+    for (int i = 0; i < 20000; i += 997) {
+        char id[32];
+        snprintf(id, sizeof id, "ch09-x%05d", i);
+        ex_progress_entry *e = ex_progress_get(&p, id, 0);
+        ck_assert_msg(e && e->done == !(i % 3) && e->hints == i % 7 && e->passed_at == i, "%s", id);
+    }
+    ck_assert_ptr_null(ex_progress_get(&p, "ch09-x99999", 0));
+    ck_assert_int_eq(ex_progress_save(&p, msg, sizeof msg), 0);     /* the good ones, whole */
+    ex_progress_free(&p);
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, msg, sizeof msg), 0);
+    ck_assert_int_eq(p.n, 20000);
+    ex_progress_free(&p);
+    /* over the limit: corrupt, the first part kept */
+    f = fopen(cx.progress, "w");
+    fprintf(f, "# mlsys-lab progress 1\nch03-ring-allreduce done hints=1 passed=5\n");
+    for (long i = 0; ftell(f) < (long)EX_PROGRESS_MAX_BYTES + 4096; i++)
+        fprintf(f, "ch09-y%07ld pending hints=0 passed=0\n", i);
+    fclose(f);
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, msg, sizeof msg), 1);
+    ck_assert_msg(strstr(msg, "larger than"), "%s", msg);
+    ck_assert(p.n > 1000);
+    ck_assert(ex_progress_get(&p, "ch03-ring-allreduce", 0)->done);
+    ex_progress_free(&p);
     remove_tmp();
 }
 END_TEST
@@ -954,6 +1009,7 @@ static Suite *exercises_suite(void)
     tcase_add_test(t, test_predict_draws_vary);
     tcase_add_test(t, test_progress_roundtrip_atomic);
     tcase_add_test(t, test_progress_corrupt_backed_up);
+    tcase_add_test(t, test_progress_many_entries);
     tcase_add_test(t, test_cli_reports_corrupt_progress);
     tcase_add_test(t, test_report_compile_error);
     tcase_add_test(t, test_report_wrong_element);

@@ -418,6 +418,26 @@ START_TEST(table_consistent)
 }
 END_TEST
 
+/* A value that reads as a non-finite number is a value with an error, not a missing value;
+ * a timeout too small to be a whole millisecond is refused (it used to mean 30 s). */
+START_TEST(nonfinite_and_tiny)
+{
+    EXPECT_ERROR("--scale must be a number, got '-inf' (a finite one)", "--scale", "-inf");
+    EXPECT_ERROR("--scale must be a number, got '-nan' (a finite one)", "--scale", "-nan");
+    EXPECT_ERROR("--scale must be a number, got '-Infinity' (a finite one)", "--scale",
+                 "-Infinity");
+    EXPECT_ERROR("--timeout must be at least 0.001 seconds", "--timeout", "1e-300");
+    EXPECT_ERROR("--timeout must be at least 0.001 seconds", "--timeout", "0.0004");
+    lab_args a;
+    char err[512];
+    ck_assert_int_eq(PARSE(&a, err, "--timeout", "0.001", "--scale", "-2.5"), 0);
+    ck_assert(lab_arg_double(&a, "scale") == -2.5);
+    lab_args_free(&a);
+    /* a real flag after a flag that needs a value is still a flag */
+    EXPECT_ERROR("--scale needs a value", "--scale", "--verbose");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("flags");
@@ -426,6 +446,7 @@ int main(void)
     tcase_add_test(tc, spellings);
     tcase_add_test(tc, sizes);
     tcase_add_test(tc, errors);
+    tcase_add_test(tc, nonfinite_and_tiny);
     tcase_add_test(tc, flag_check);
     tcase_add_test(tc, help);
     tcase_add_test(tc, help_flag);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int count_fds(void)
@@ -353,6 +355,129 @@ START_TEST(test_bad_world_size)
 }
 END_TEST
 
+/* ---- the runner sleeps until a rank exits; it does not poll for exits ---- */
+
+static int sleep_then_exit(mlsys_comm *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    usleep(1000000);
+    return 0;
+}
+
+START_TEST(test_wait_sleeps_until_exit)
+{
+    /* no output pipes, no event rings: nothing but the ranks' exits can wake the runner. A
+     * runner that looks every 20 ms wakes about 50 times in the second the ranks sleep; one
+     * that waits on the ranks themselves wakes a few times (its 100 ms safety net) */
+    mlsys_launch_opts o = {.world_size = 2, .timeout_ms = 20000};
+    char err[256], why[256];
+    mlsys_job *j = mlsys_job_start(&o, NULL, sleep_then_exit, NULL, err, sizeof err);
+    ck_assert_msg(j != NULL, "%s", err);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    ck_assert_int_eq(mlsys_job_wait(j, NULL, -1, why, sizeof why), 0);
+    getrusage(RUSAGE_SELF, &r1);
+    long wakeups = r1.ru_nvcsw - r0.ru_nvcsw;
+    ck_assert_msg(wakeups < 30, "the runner woke %ld times while the ranks slept 1 s", wakeups);
+    mlsys_job_free(j);
+}
+END_TEST
+
+/* ---- what the ranks leave running is ended with the job ---- */
+
+static int g_report_fd = -1, g_ack[2] = {-1, -1};
+
+static int fork_and_leave(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    if (mlsys_rank(c) != 1)
+        return 0;
+    for (int k = 0; k < 3; k++) {
+        pid_t p = fork();
+        if (p == 0) {
+            if (k == 1)
+                setsid();                   /* out of the job's process group */
+            if (k == 2 && fork() != 0)      /* a double fork: the middle one exits */
+                _exit(0);
+            pid_t me = getpid();
+            char one = 1;
+            if (write(g_report_fd, &me, sizeof me) != sizeof me || write(g_ack[1], &one, 1) != 1)
+                _exit(1);
+            close(1);
+            close(2);
+            sleep(30);
+            _exit(0);
+        }
+    }
+    char got[3];
+    for (size_t n = 0; n < sizeof got;) {     /* every child is there before we return */
+        ssize_t k = read(g_ack[0], got + n, sizeof got - n);
+        if (k <= 0)
+            return 1;
+        n += (size_t)k;
+    }
+    return 0;
+}
+
+START_TEST(test_strays_killed_at_job_end)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    g_report_fd = pfd[1];
+    ck_assert_int_eq(pipe(g_ack), 0);
+    mlsys_launch_opts o = {.world_size = 2, .timeout_ms = 20000, .capture_output = 1};
+    char err[256], why[256];
+    mlsys_job *j = mlsys_job_start(&o, NULL, fork_and_leave, NULL, err, sizeof err);
+    ck_assert_msg(j != NULL, "%s", err);
+    close(pfd[1]);
+    close(g_ack[0]);
+    close(g_ack[1]);
+    ck_assert_int_eq(mlsys_job_wait(j, NULL, -1, why, sizeof why), 0);
+    int rank = -2;
+    ck_assert_int_ge(mlsys_job_strays(j, &rank), 3);   /* 4 if the middle one had not exited */
+    ck_assert_int_eq(rank, -1);         /* fn ranks are not exec'd: no RANK to read */
+    mlsys_job_free(j);
+    pid_t kids[3];
+    size_t have = 0;
+    for (ssize_t k; have < sizeof kids && (k = read(pfd[0], (char *)kids + have,
+                                                   sizeof kids - have)) > 0;)
+        have += (size_t)k;
+    ck_assert_int_eq(have, sizeof kids);
+    close(pfd[0]);
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(kill(kids[k], 0) == -1 && errno == ESRCH, "process %d (%s) still runs",
+                      (int)kids[k], k == 0 ? "forked" : k == 1 ? "setsid" : "double fork");
+}
+END_TEST
+
+/* ---- a rank stopped by SIGSTOP is the one named ---- */
+
+static int stop_rank3(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    int x = 0;
+    if (mlsys_rank(c) == 3)
+        raise(SIGSTOP);
+    else if (mlsys_rank(c) == 2)
+        return mlsys_recv(c, &x, 1, MLSYS_I32, 3, 0) ? 7 : 0;
+    else
+        return mlsys_recv(c, &x, 1, MLSYS_I32, 2, 0) ? 1 : 0;
+    return 0;
+}
+
+START_TEST(test_stopped_rank_blamed)
+{
+    char why[256];
+    mlsys_rank_status st[4];
+    int rc = run_job(4, 400, stop_rank3, NULL, why, sizeof why, st);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_msg(!strncmp(why, "rank 3 was stopped", 18), "%s", why);
+    ck_assert_msg(strstr(why, "then rank ") != NULL, "%s", why);   /* who gave up first */
+    ck_assert(st[3].killed_by_us);
+}
+END_TEST
+
 static Suite *launch_suite(void)
 {
     Suite *s = suite_create("launch");
@@ -368,6 +493,9 @@ static Suite *launch_suite(void)
     tcase_add_test(t, test_events_pair_up);
     tcase_add_test(t, test_gate_holds_ranks);
     tcase_add_test(t, test_bad_world_size);
+    tcase_add_test(t, test_wait_sleeps_until_exit);
+    tcase_add_test(t, test_strays_killed_at_job_end);
+    tcase_add_test(t, test_stopped_rank_blamed);
     suite_add_tcase(s, t);
     return s;
 }
