@@ -219,6 +219,9 @@ extern const transport_ops shm_transport;
 
 /* shm_p2p.c: a send to dst, at o or older in the pending list, still waits to be posted */
 int shm_send_queued(const mlsys_request *o, int dst);
+/* Tests only (test_order_stress), NULL in the runtime: called between a receive's look at
+ * the fast box and its slot scan, the window a descheduled receiver leaves its sender. */
+extern void (*shm_recv_window_hook)(mlsys_request *r);
 /* shm_p2p.c: a receive gets a message's bytes (copied, or reduced into rbuf) and completes */
 void shm_recv_finish(mlsys_request *r, const void *data, size_t n, uint64_t seq);
 /* n bytes of data into a receive of cap bytes (reduced with in when op is not NONE): 0, or
