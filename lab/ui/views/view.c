@@ -9,7 +9,7 @@
 #include <string.h>
 
 const view_class *const view_classes[] = {
-    &view_ring_class, &view_log_class, &view_plot_class, &view_timeline_class, NULL
+    &view_ring_class, &view_log_class, &view_plot_class, &view_timeline_class, &view_blocks_class, NULL
 };
 
 const view_class *view_find(const char *name)

@@ -109,5 +109,6 @@ int view_put_clipped(grid *g, int x, int y, int w, const char *s, grid_attr a);
 int view_parse_rank_values(const char *line, int *rank, double *out, int max);
 
 extern const view_class view_ring_class, view_log_class, view_plot_class, view_timeline_class;
+extern const view_class view_blocks_class;     /* blocks.c; event schema in blocks.h */
 
 #endif

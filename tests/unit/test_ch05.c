@@ -1,0 +1,493 @@
+/* test_ch05.c - chapter 5 for real: ch05/simple-ddp and ch05/gradient-sync-visualizer run
+ * through the built binary (MLSYS_LAB_BIN) for N = 1..4, their printed numbers checked
+ * against references computed here (the sampler from its definition, the ZeRO byte formulas
+ * from the model's shapes, the tiny network's gradient in plain loops), bad input (exit 2,
+ * one line), and unit tests of the DDP engine (bucket layout, the launch rule, the average)
+ * on in-process ranks. Never a wall-clock assertion. */
+#include "run_bin.h"
+#include <check.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include "../../chapters/ch05/ddp.h"
+
+/* ---- running the binary ---- */
+
+typedef struct run_result {
+    char *out, *err;
+    int status;
+} run_result;
+
+static char *read_stream(FILE *f)
+{
+    size_t cap = 8192, n = 0, got;
+    char *s = malloc(cap);
+    while ((got = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 4096)
+            s = realloc(s, cap *= 2);
+    }
+    s[n] = 0;
+    return s;
+}
+
+static run_result run(const char *fmt, ...)
+{
+    run_result r;
+    char args[1024], cmd[2048], errpath[] = "/tmp/mlsys-ch05-err-XXXXXX";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    int fd = mkstemp(errpath);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "exec timeout -k 5 120 '%s' %s 2>%s", bin(), args, errpath);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    r.out = read_stream(p);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    FILE *e = fopen(errpath, "r");
+    r.err = e ? read_stream(e) : strdup("");
+    if (e)
+        fclose(e);
+    unlink(errpath);
+    return r;
+}
+
+/* The last 1500 bytes of s: failure messages stay small enough for Check's pipe. */
+static const char *tail_of(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 1500 ? s + n - 1500 : s;
+}
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+#define ASSERT_OK(r, what) \
+    ck_assert_msg((r).status == 0, "%s: exit %d\nstdout (end):\n%.1500s\nstderr:\n%.500s", (what), \
+                  (r).status, tail_of((r).out), (r).err)
+
+/* The text right after the first occurrence of key at or after from, or NULL. */
+static const char *after(const char *from, const char *key)
+{
+    const char *p = strstr(from, key);
+    return p ? p + strlen(key) : NULL;
+}
+
+static int count_of(const char *s, const char *key)
+{
+    int n = 0;
+    for (const char *p = strstr(s, key); p; p = strstr(p + 1, key))
+        n++;
+    return n;
+}
+
+/* ---- references ---- */
+
+/* The distributed sampler as the curriculum defines it: Fisher-Yates on mlsys_rng seeded
+ * 0 + epoch, padded by repeating from the start, rank r takes r, r+N, ... */
+static int ref_sampler(int epoch, int r, int N, int *out)
+{
+    int perm[1000];
+    mlsys_rng g;
+    mlsys_rng_seed(&g, (uint64_t)epoch);
+    for (int i = 0; i < 1000; i++)
+        perm[i] = i;
+    for (int i = 999; i > 0; i--) {
+        int j = (int)(mlsys_rng_u64(&g) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int per = (1000 + N - 1) / N, k = 0;
+    for (int pos = r; pos < per * N; pos += N)
+        out[k++] = perm[pos % 1000];
+    return k;
+}
+
+/* Ψ' of the 784 -> 256 -> 10 model with every tensor padded to a multiple of N. */
+static size_t ref_padded(int N)
+{
+    static const size_t numel[4] = {256 * 784, 256, 10 * 256, 10};
+    size_t P = 0;
+    for (int t = 0; t < 4; t++)
+        P += (numel[t] + (size_t)N - 1) / (size_t)N * (size_t)N;
+    return P;
+}
+
+/* ---- simple-ddp ---- */
+
+START_TEST(simple_ddp_checks)
+{
+    int N = _i;
+    run_result r = run("run ch05/simple-ddp -w %d", N);
+    ASSERT_OK(r, "simple-ddp");
+    ck_assert_int_eq(count_of(r.out, ": PASS"), 7);
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    double l1 = atof(after(r.out, "Manual - Average loss: "));
+    double l2 = atof(after(r.out, "DDP - Average loss: "));
+    ck_assert(fabs(l1 - l2) < 1e-4);
+    ck_assert(l1 > 2.0 && l1 < 2.7);        /* random labels: about ln 10 */
+    ck_assert_ptr_nonnull(strstr(r.out, "all-reduces per step, manual: 4 (= 4 tensors): PASS"));
+    ck_assert_ptr_nonnull(strstr(r.out, "all-reduces per step, bucketed: 1 (= 1 buckets): PASS"));
+    /* the sampler: rank 0's first index and the batch count, from the definition */
+    int idx[1000];
+    int per = ref_sampler(0, 0, N, idx);
+    char want[128];
+    snprintf(want, sizeof want, "epoch 0: sampler seed 0, rank 0 first index %d, %d batches",
+             idx[0], (per + 31) / 32);
+    ck_assert_msg(strstr(r.out, want), "missing '%s' in:\n%s", want, tail_of(r.out));
+    ck_assert_int_eq(count_of(r.out, want), 2);     /* same order in both methods */
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(simple_ddp_bucket_count)
+{
+    /* 814120 B of gradients, first bucket 16 KiB, then 64 KiB: 1 + ceil(797736 / 65536) = 14 */
+    run_result r = run("run ch05/simple-ddp -w 2 --bucket-size 64K --first-bucket 16K");
+    ASSERT_OK(r, "simple-ddp buckets");
+    ck_assert_ptr_nonnull(strstr(r.out, "Buckets: 14 = "));
+    ck_assert_ptr_nonnull(strstr(r.out, "all-reduces per step, bucketed: 14 (= 14 buckets): PASS"));
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(simple_ddp_epochs)
+{
+    run_result r = run("run ch05/simple-ddp -w 2 --epochs 2");
+    ASSERT_OK(r, "simple-ddp --epochs 2");
+    int idx0[1000], idx1[1000];
+    ref_sampler(0, 0, 2, idx0);
+    ref_sampler(1, 0, 2, idx1);
+    ck_assert_int_ne(idx0[0], idx1[0]);
+    char w0[96], w1[96];
+    snprintf(w0, sizeof w0, "epoch 0: sampler seed 0, rank 0 first index %d,", idx0[0]);
+    snprintf(w1, sizeof w1, "epoch 1: sampler seed 1, rank 0 first index %d,", idx1[0]);
+    ck_assert_int_eq(count_of(r.out, w0), 2);
+    ck_assert_int_eq(count_of(r.out, w1), 2);
+    double e0 = atof(after(after(r.out, w0), "average loss "));
+    double e1 = atof(after(after(r.out, w1), "average loss "));
+    ck_assert(e0 != e1);
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    run_free(&r);
+}
+END_TEST
+
+static const struct { int n, stage, adamw; } zero_cases[] = {
+    {2, 1, 0}, {3, 1, 0}, {2, 2, 0}, {3, 2, 0}, {4, 2, 0}, {2, 3, 0}, {3, 3, 0}, {4, 3, 1},
+    {1, 3, 0}, {3, 1, 1},
+};
+
+START_TEST(simple_ddp_zero)
+{
+    int N = zero_cases[_i].n, z = zero_cases[_i].stage, adamw = zero_cases[_i].adamw;
+    run_result r = run("run ch05/simple-ddp -w %d --zero %d --optim %s", N, z,
+                       adamw ? "adamw" : "sgd");
+    ASSERT_OK(r, "simple-ddp --zero");
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    ck_assert_int_eq(count_of(r.out, ": PASS"), 10);
+    char key[64];
+    snprintf(key, sizeof key, "[check] ZeRO-%d final parameters = DDP's", z);
+    ck_assert_ptr_nonnull(strstr(r.out, key));
+    /* the bytes, from the shapes: params, grads, optimizer, sent per step */
+    size_t P = ref_padded(N), S = P / (size_t)N;
+    size_t params = z == 3 ? 4 * S : 4 * P, grads = z >= 2 ? 4 * S : 4 * P;
+    size_t optim = adamw ? 8 * S : 0;
+    unsigned long long unit = 4ull * S * (unsigned long long)(N - 1);
+    unsigned long long sent = z == 2 ? 2 * unit : 3 * unit;
+    for (int q = 0; q < N; q++) {
+        char want[160];
+        snprintf(want, sizeof want, "Rank %d: params %zu B (", q, params);
+        ck_assert_msg(strstr(r.out, want), "missing '%s'\n%s", want, tail_of(r.out));
+        snprintf(want, sizeof want, "grads %zu B (", grads);
+        ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
+        snprintf(want, sizeof want, "optimizer %zu B (", optim);
+        ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
+        snprintf(want, sizeof want, "Rank %d: sent per step %llu B (", q, sent);
+        ck_assert_msg(strstr(r.out, want), "missing '%s'\n%s", want, tail_of(r.out));
+    }
+    run_free(&r);
+}
+END_TEST
+
+/* ---- gradient-sync-visualizer ---- */
+
+/* Rank q's data and the 4 -> 3 -> 2 network in plain loops (torch's init from seed 42). */
+static void ref_data(int q, double *x, double *t)
+{
+    mlsys_rng g;
+    mlsys_rng_seed(&g, 100u * (uint64_t)q);
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)mlsys_rng_normal(&g);
+    for (int i = 0; i < 16; i++)
+        t[i] = (float)mlsys_rng_normal(&g);
+}
+
+static void ref_weights(double *w1, double *w2)
+{
+    float f1[12], f2[6];
+    mlsys_rng g;
+    mlsys_rng_seed(&g, 42);
+    nn_init_linear(f1, 12, 4, &g);
+    nn_init_linear(f2, 6, 3, &g);
+    for (int i = 0; i < 12; i++)
+        w1[i] = f1[i];
+    for (int i = 0; i < 6; i++)
+        w2[i] = f2[i];
+}
+
+/* MSE over B rows of x[B,4], t[B,2]; accumulates its gradient times scale into g1, g2. */
+static double ref_loss_grad(const double *w1, const double *w2, const double *x,
+                            const double *t, int B, double *g1, double *g2, double scale)
+{
+    double loss = 0;
+    for (int b = 0; b < B; b++) {
+        double h[3], y[2];
+        for (int j = 0; j < 3; j++) {
+            h[j] = 0;
+            for (int i = 0; i < 4; i++)
+                h[j] += w1[j * 4 + i] * x[b * 4 + i];
+            h[j] = h[j] > 0 ? h[j] : 0;
+        }
+        for (int k = 0; k < 2; k++) {
+            y[k] = 0;
+            for (int j = 0; j < 3; j++)
+                y[k] += w2[k * 3 + j] * h[j];
+            double d = y[k] - t[b * 2 + k];
+            loss += d * d;
+            double dy = 2 * d / (B * 2) * scale;
+            for (int j = 0; j < 3; j++) {
+                g2[k * 3 + j] += dy * h[j];
+                if (h[j] > 0)
+                    for (int i = 0; i < 4; i++)
+                        g1[j * 4 + i] += dy * w2[k * 3 + j] * x[b * 4 + i];
+            }
+        }
+    }
+    return loss / (B * 2);
+}
+
+START_TEST(visualizer)
+{
+    int N = _i;
+    run_result r = run("run ch05/gradient-sync-visualizer -w %d -v", N);
+    ASSERT_OK(r, "gradient-sync-visualizer");
+    ck_assert_int_eq(count_of(r.out, "identical on all ranks: True"), 2);
+    ck_assert_ptr_nonnull(strstr(r.out, "in one process: max |diff|"));
+    ck_assert_int_eq(count_of(r.out, ": PASS"), 1);
+    double w1[12], w2[6], g1[12] = {0}, g2[6] = {0};
+    ref_weights(w1, w2);
+    for (int q = 0; q < N; q++) {
+        double x[32], t[16], l1[12] = {0}, l2[6] = {0};
+        ref_data(q, x, t);
+        double loss = ref_loss_grad(w1, w2, x, t, 8, l1, l2, 1.0);
+        /* the union gradient: the mean of the shard gradients */
+        ref_loss_grad(w1, w2, x, t, 8, g1, g2, 1.0 / N);
+        char key[48];
+        snprintf(key, sizeof key, "Rank %d: loss ", q);
+        const char *p = after(r.out, key);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_msg(fabs(atof(p) - loss) < 2e-6, "rank %d loss %s vs %.6f", q, p, loss);
+        /* before the sync: the rank's own gradient; after: the union's */
+        snprintf(key, sizeof key, "Rank %d: grad w1[0,0] = ", q);
+        p = after(r.out, key);
+        ck_assert_ptr_nonnull(p);
+        ck_assert(fabs(atof(p) - l1[0]) < 2e-6);
+    }
+    const char *sync = strstr(r.out, "Step 3:");
+    ck_assert_ptr_nonnull(sync);
+    for (int q = 0; q < N; q++) {
+        char key[48];
+        snprintf(key, sizeof key, "Rank %d: grad w1[0,0] = ", q);
+        const char *p = after(sync, key);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_msg(fabs(atof(p) - g1[0]) < 2e-6, "synced w1[0,0] %s vs %.6f", p, g1[0]);
+        p = after(p, "w2[0,0] = ");
+        ck_assert(fabs(atof(p) - g2[0]) < 2e-6);
+    }
+    run_free(&r);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(bad_input)
+{
+    static const char *const cases[] = {
+        "run ch05/simple-ddp --bucket-size 0",
+        "run ch05/simple-ddp --first-bucket 0",
+        "run ch05/simple-ddp --hidden 12x",
+        "run ch05/gradient-sync-visualizer -w 20 --zero 1",
+        "run ch05/gradient-sync-visualizer --bucket-size 0",
+    };
+    run_result r = run("%s", cases[_i]);
+    ck_assert_msg(r.status == 2, "`%s`: exit %d, stderr %s", cases[_i], r.status, r.err);
+    ck_assert_msg(r.out[0] == 0, "`%s`: stdout not empty: %.500s", cases[_i], r.out);
+    size_t len = strlen(r.err);
+    ck_assert_msg(len > 1 && strchr(r.err, '\n') == r.err + len - 1, "`%s`: want one line: %s",
+                  cases[_i], r.err);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- the DDP engine in-process ---- */
+
+/* Tensors of 10, 3, 7 and 5 floats (25): buckets of 8 floats, the first of 3. */
+static void small_params(nn_params *p)
+{
+    nn_params_init(p);
+    nn_params_add1(p, "a", 10);
+    nn_params_add1(p, "b", 3);
+    nn_params_add1(p, "c", 7);
+    nn_params_add1(p, "d", 5);
+    nn_params_alloc(p, 1);
+}
+
+START_TEST(ddp_layout)
+{
+    nn_params p;
+    small_params(&p);
+    ddp *d;
+    ck_assert_int_eq(ddp_create(&d, NULL, &p, 32, 12), 0);
+    ck_assert_int_eq(d->nbuckets, 4);           /* 1 + ceil((25 - 3) / 8) */
+    static const size_t off[4] = {22, 14, 6, 0}, len[4] = {3, 8, 8, 6};
+    for (int k = 0; k < 4; k++) {
+        ck_assert_uint_eq(d->b[k].off, off[k]);  /* from the end: reverse parameter order */
+        ck_assert_uint_eq(d->b[k].n, len[k]);
+    }
+    ck_assert_uint_lt(d->b[0].n, d->b[1].n);     /* the first bucket is the small one */
+    ddp_free(d);
+    /* the count formula for other sizes, against a direct loop */
+    for (size_t n = 1; n < 60; n++)
+        for (size_t f = 1; f < 9; f++)
+            for (size_t b = 1; b < 9; b++) {
+                size_t left = n, k = 0;
+                for (size_t take = f; left; take = b, k++)
+                    left -= take < left ? take : left;
+                ck_assert_int_eq(ddp_bucket_count(n, f, b), (int)k);
+            }
+    ck_assert_int_ne(ddp_create(&d, NULL, &p, 0, 12), 0);     /* a bucket of 0 bytes */
+    nn_params_fini(&p);
+}
+END_TEST
+
+START_TEST(ddp_launch_rule)
+{
+    nn_params p;
+    small_params(&p);
+    ddp *d;
+    ck_assert_int_eq(ddp_create(&d, NULL, &p, 32, 12), 0);
+    ddp_begin(d);
+    int ready[4] = {0};
+    for (int t = 3; t >= 0; t--) {
+        ck_assert_int_eq(ddp_grad_ready(d, t), 0);
+        ready[t] = 1;
+        /* a bucket is launched exactly when every tensor overlapping it is ready */
+        for (int k = 0; k < d->nbuckets; k++) {
+            int all = 1;
+            for (int u = 0; u < 4; u++) {
+                size_t lo = p.t[u].offset, hi = lo + p.t[u].numel;
+                if (lo < d->b[k].off + d->b[k].n && hi > d->b[k].off)
+                    all &= ready[u];
+            }
+            ck_assert_msg(d->b[k].launched == all, "after tensor %d: bucket %d launched %d, "
+                          "ready %d", t, k, d->b[k].launched, all);
+        }
+    }
+    for (int k = 0; k < d->nbuckets; k++)
+        ck_assert_int_eq(d->launch_order[k], k);
+    ck_assert_int_eq(ddp_finish(d), 0);
+    ck_assert_int_eq(d->late, 0);
+    ddp_free(d);
+    nn_params_fini(&p);
+}
+END_TEST
+
+/* Each rank writes tensor t's gradient (values depending on rank), then says it is ready; the
+ * engine must produce the average on every rank, with one all-reduce per bucket. */
+static int average_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    int r = mlsys_rank(c), N = mlsys_size(c), bad = 0;
+    nn_params p;
+    small_params(&p);
+    ddp *d;
+    if (ddp_create(&d, c, &p, 32, 12))
+        return 1;
+    for (int step = 0; step < 3; step++) {
+        uint64_t calls0 = mlsys_get_counters(c)->coll_calls[MLSYS_COLL_ALLREDUCE];
+        ddp_begin(d);
+        for (int t = 3; t >= 0; t--) {
+            for (size_t i = 0; i < p.t[t].numel; i++)
+                p.t[t].grad[i] = (float)((r + 1) * (int)(p.t[t].offset + i + 1) + step);
+            usleep(2000);       /* give an early launch the time to read stale values */
+            if (ddp_grad_ready(d, t))
+                return 1;
+        }
+        if (ddp_finish(d))
+            return 1;
+        for (size_t i = 0; i < p.numel; i++) {
+            double want = 0;
+            for (int q = 0; q < N; q++)
+                want += (q + 1) * (double)(i + 1) + step;
+            want /= N;
+            if (fabs(p.grad[i] - want) > 1e-5 * fabs(want))
+                bad++;
+        }
+        if (mlsys_get_counters(c)->coll_calls[MLSYS_COLL_ALLREDUCE] - calls0 !=
+            (uint64_t)d->nbuckets)
+            bad++;
+    }
+    ddp_free(d);
+    nn_params_fini(&p);
+    return bad ? 1 : 0;
+}
+
+START_TEST(ddp_average)
+{
+    char why[256] = "";
+    int rc = mlsys_run_fn(_i, 20000, average_rank, NULL, why, sizeof why);
+    ck_assert_msg(rc == 0, "N = %d: %s", _i, why);
+}
+END_TEST
+
+static Suite *ch05_suite(void)
+{
+    Suite *s = suite_create("ch05");
+    TCase *tc = tcase_create("labs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, simple_ddp_checks, 1, 5);
+    tcase_add_test(tc, simple_ddp_bucket_count);
+    tcase_add_test(tc, simple_ddp_epochs);
+    tcase_add_loop_test(tc, simple_ddp_zero, 0, (int)(sizeof zero_cases / sizeof zero_cases[0]));
+    tcase_add_loop_test(tc, visualizer, 1, 5);
+    tcase_add_loop_test(tc, bad_input, 0, 5);
+    suite_add_tcase(s, tc);
+    TCase *te = tcase_create("engine");
+    tcase_set_timeout(te, 60);
+    tcase_add_test(te, ddp_layout);
+    tcase_add_test(te, ddp_launch_rule);
+    tcase_add_loop_test(te, ddp_average, 1, 5);
+    suite_add_tcase(s, te);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ch05_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
