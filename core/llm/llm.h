@@ -154,4 +154,141 @@ int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, siz
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen);
 
+/* ==== inference: KV cache, forward, sampler, batched generation ====
+ * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
+ * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
+ * V = vocab, S = seq_len, L = layers, NH query heads. The arithmetic is llama2.c's run.c:
+ * RMSNorm (eps 1e-5), RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier. */
+#include "../mlsys.h"
+
+/* ---- kvcache.c: where the keys and values of every (sequence, position) live ----
+ * Two levels, as SGLang and vLLM split it: a POOL of physical token slots, K and V stored
+ * [L, n_slots, KVD] (slot s of layer l starts at k + (l·n_slots + s)·KVD), and a MAP from
+ * (seq, pos) to a slot, behind ops. The forward only ever asks the map "which slot holds
+ * (seq, pos)" and then reads/writes the pool, so a paged cache (chapter 9: block tables,
+ * shared prefixes with reference counts) is a second set of ops over the same pool layout.
+ * Contract of the ops:
+ *   reserve(seq, n): make positions 0..n-1 of seq mapped (allocating what is missing);
+ *                    0, or -1 when the pool or the sequence is full (nothing changes then)
+ *   slot(seq, pos):  the slot of a reserved position, or -1
+ *   release(seq):    the sequence is done; its slots may be reused (positions unmapped)
+ *   destroy():       free the implementation's private state (the pool is freed by llm_kv_free)
+ * Rolling back (speculative decoding) needs no op: writing position p again overwrites it. */
+typedef struct llm_kv llm_kv;
+typedef struct llm_kv_ops {
+    const char *name;
+    int (*reserve)(llm_kv *kv, int seq, int n);
+    int (*slot)(const llm_kv *kv, int seq, int pos);
+    void (*release)(llm_kv *kv, int seq);
+    void (*destroy)(llm_kv *kv);
+} llm_kv_ops;
+struct llm_kv {
+    const llm_kv_ops *ops;
+    int n_layers, kv_dim;
+    int n_seqs;               /* sequence ids are 0..n_seqs-1 */
+    int n_slots;              /* physical token slots in the pool */
+    float *k, *v;             /* [L, n_slots, KVD] each, one allocation (k first) */
+    size_t bytes;             /* of that allocation */
+    void *impl;               /* the map's private state */
+};
+/* The contiguous cache: sequence i owns slots i·max_len .. i·max_len + max_len-1 (run.c's
+ * key_cache, one row per sequence). max_len <= 0 means c->seq_len. 0 or -1 with err. */
+int llm_kv_init_contiguous(llm_kv *kv, const llm_config *c, int n_seqs, int max_len,
+                           char *err, size_t errlen);
+void llm_kv_free(llm_kv *kv);
+static inline float *llm_kv_k(const llm_kv *kv, int layer, int slot)
+{
+    return kv->k + ((size_t)layer * kv->n_slots + (size_t)slot) * (size_t)kv->kv_dim;
+}
+static inline float *llm_kv_v(const llm_kv *kv, int layer, int slot)
+{
+    return kv->v + ((size_t)layer * kv->n_slots + (size_t)slot) * (size_t)kv->kv_dim;
+}
+
+/* ---- infer.c: the forward for inference ---- */
+/* The runner: weights (borrowed, not copied) and scratch for up to max_rows rows, all carved
+ * from one allocation at init, so a forward allocates nothing. */
+typedef struct llm_engine {
+    llm_config c;
+    const llm_weights *w;
+    int max_rows;             /* R per internal chunk; longer calls are cut into chunks */
+    float *rope_cos, *rope_sin;   /* [S, HS/2] run.c's angles pos·10000^(-2i/HS) */
+    float *x;                 /* [R, D] residual stream */
+    float *xb, *xb2;          /* [R, D] normed input; attention output / gathered rows */
+    float *q;                 /* [R, D] queries after RoPE */
+    float *k, *v;             /* [R, KVD] this call's new keys (after RoPE) and values */
+    float *hb, *hb2;          /* [R, H] gate W1·x then silu(gate)⊙up, and up W3·x */
+    float *att;               /* [R, NH, S] attention scores, then probabilities */
+    int *slots;               /* [R, S] each row's cache slots for positions 0..pos */
+    float *mem;
+    size_t bytes;
+} llm_engine;
+int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
+                    char *err, size_t errlen);
+void llm_engine_fini(llm_engine *e);
+/* One forward over n rows: row i is token tok[i] of sequence seq[i] at position pos[i]. The
+ * caller reserved positions 0..pos[i] of each sequence in kv, and every position a row
+ * attends to (0..pos[i]) was written earlier or is a row of this call (rows of one sequence
+ * go in increasing pos). Every weight matrix is applied as one GEMM over the rows: a decode
+ * step of B sequences (B rows), a prefill (the prompt's rows), or both mixed. want[i] != 0
+ * asks for row i's logits (want NULL: every row); they are packed in row order into
+ * logits [count of wanted rows, V]. Returns 0, or -1 on a bad row (message in err). */
+int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+                const int *tok, const unsigned char *want, float *logits, char *err,
+                size_t errlen);
+/* The same model with no cache at all: tokens [T] at positions 0..T-1, every key and value
+ * recomputed; logits [T, V] for every position (last_only: [V] for the last). T <= S. The
+ * reference the cached path is tested against, and the validation loss. Allocates. 0 / -1. */
+int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *tokens, int T,
+                        int last_only, float *logits);
+
+/* ---- sampler.c: the next token from one row of logits ---- */
+/* temperature 0: greedy (argmax, lowest id on ties). Otherwise softmax(logits / temperature),
+ * then keep the top_k most likely (top_k <= 0 or >= V: all), then the smallest most-likely
+ * set whose probability reaches top_p (top_p >= 1: all), renormalise and draw with the
+ * sampler's own mlsys_rng stream. Same seed, same logits => same tokens. */
+typedef struct llm_sampler {
+    int vocab;
+    float temperature, top_p;
+    int top_k;
+    mlsys_rng rng;
+    float *prob;              /* [V] scratch */
+    int *idx;                 /* [V] scratch: candidates, most likely first */
+} llm_sampler;
+/* 0, or -1 when a parameter is out of range (temperature < 0, top_p not in (0,1]). */
+int llm_sampler_init(llm_sampler *s, int vocab, float temperature, int top_k, float top_p,
+                     uint64_t seed);
+void llm_sampler_fini(llm_sampler *s);
+int llm_sample(llm_sampler *s, const float *logits);
+int llm_argmax(const float *x, int n);
+/* The distribution llm_sample draws from, into prob [V] (zeros outside the kept set);
+ * greedy gives a one-hot. For tests and for speculative decoding's acceptance rule. */
+void llm_sampler_probs(llm_sampler *s, const float *logits, float *prob);
+
+/* ---- batch.c: generate B sequences together ---- */
+/* Called for every token as soon as it is chosen (prompt tokens are not reported). */
+typedef void (*llm_token_fn)(void *u, int seq, int prev, int tok);
+typedef struct llm_gen_opts {
+    int max_new;              /* tokens to generate per sequence (fewer if S is reached) */
+    int stop_at_eos;          /* 1: a sequence ends when it draws BOS or EOS (not stored) */
+    int no_cache;             /* 1: every step recomputes the prefix (llm_forward_nocache) */
+    llm_token_fn on_token;    /* may be NULL */
+    void *u;
+} llm_gen_opts;
+typedef struct llm_gen_stats {
+    long prefill_tokens, decode_tokens;   /* tokens pushed through the model in each phase */
+    long steps;                           /* decode steps (forward calls) */
+    double prefill_s, decode_s;           /* wall time */
+    double decode_cpu_s;                  /* this process's CPU time while decoding (a
+                                             shared machine's fair measure) */
+} llm_gen_stats;
+/* Sequences b = 0..B-1 (kv sequence id b) start from prompts[b] (n_prompt[b] >= 1 tokens,
+ * n_prompt[b] <= S) and draw with samplers[b]; out[b] (room for max_new) receives the new
+ * tokens, n_out[b] their count. Prefill is one forward per prompt; then every step decodes all
+ * unfinished sequences in one forward. kv must have n_seqs >= B (unused with no_cache). The
+ * engine's scratch must hold B rows. 0, or -1 with err. */
+int llm_generate(llm_engine *e, llm_kv *kv, llm_sampler *samplers, int B,
+                 const int *const *prompts, const int *n_prompt, int **out, int *n_out,
+                 const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen);
+
 #endif

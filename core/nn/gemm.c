@@ -20,8 +20,11 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void gemm_setup(void)
 {
 #ifdef HAVE_OPENBLAS
-    if (!getenv("OPENBLAS_NUM_THREADS"))
-        openblas_set_num_threads(1);
+    /* The count OpenBLAS read at program start may not be the one in force now: a rank
+     * forked by the launcher (mlsys_run_fn) gets OPENBLAS_NUM_THREADS=1 after the library
+     * started, so the count is set here, from the variable or 1. */
+    const char *nt = getenv("OPENBLAS_NUM_THREADS");
+    openblas_set_num_threads(nt && atoi(nt) > 0 ? atoi(nt) : 1);
     g_kernel = NN_GEMM_BLAS;
 #endif
     const char *env = getenv("MLSYS_GEMM");

@@ -4,6 +4,8 @@
 #include "runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
+#include "train.h"
+#include "generate.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +142,9 @@ static const command commands[] = {
     {"run", "LAB [flags]", "run a lab headless (LAB --help shows its flags)", cmd_run, 0},
     {"doctor", "", "what works on this machine, with a real self-test", cmd_doctor, 0},
     {"bench", "[COLLECTIVE] [flags]", "nccl-tests-style benchmark (all_reduce by default)", cmd_bench, 0},
+    {"train", "[flags]", "train the lab's language model across ranks (--help: flags)", train_main, 0},
+    {"generate", "[flags]", "text from the lab's model, streamed (--help: flags)", generate_main, 0},
+    {"model", "info|init FILE", "a model's configuration, loss and quality; or a random one", model_main, 0},
     {"exercises", "[--chapter N]", "the exercises, with what is done", exercises_main, 0},
     {"check", "[ID|--all]", "check an exercise (or answer a predict question)", ex_check_main, 0},
     {"hint", "ID", "the next hint for an exercise, one at a time", ex_hint_main, 0},

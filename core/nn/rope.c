@@ -1,0 +1,56 @@
+/* rope.c - rotary position embedding, applied exactly as llama2.c's run.c applies it: inside
+ * each head, the adjacent pair (x[2i], x[2i+1]) is a point in the plane turned by the angle
+ * pos·θ_i, θ_i = 10000^(-2i/HS). Queries and keys carry their position in that angle, so the
+ * dot product q·k depends only on the distance between the two positions. */
+#include "transformer.h"
+#include <math.h>
+
+/* The tables, in float and by the same formula run.c evaluates at every token (powf, cosf,
+ * sinf on floats), so a model trained here sees the same rotations when llama2.c runs it. */
+void nn_rope_table(float *cos_t, float *sin_t, int T, int HS)
+{
+    int half = HS / 2;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            float freq = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HS);
+            float angle = (float)t * freq;
+            cos_t[(size_t)t * half + i] = cosf(angle);
+            sin_t[(size_t)t * half + i] = sinf(angle);
+        }
+    }
+}
+
+/* Rotate every pair by +angle (forward) or -angle (backward: the transpose of a rotation is
+ * the rotation the other way, and that is all the gradient of a linear map needs). */
+static void rope_turn(float *x, const float *cos_t, const float *sin_t, int B, int T, int NX,
+                      int HS, float sign)
+{
+    int half = HS / 2;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const float *c = cos_t + (size_t)t * half, *s = sin_t + (size_t)t * half;
+            float *row = x + ((size_t)b * T + t) * (size_t)NX * HS;
+            for (int h = 0; h < NX; h++) {
+                float *v = row + (size_t)h * HS;
+                for (int i = 0; i < half; i++) {
+                    float v0 = v[2 * i], v1 = v[2 * i + 1];
+                    float si = sign * s[i];
+                    v[2 * i] = v0 * c[i] - v1 * si;
+                    v[2 * i + 1] = v0 * si + v1 * c[i];
+                }
+            }
+        }
+    }
+}
+
+void nn_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, int T, int NX,
+                     int HS)
+{
+    rope_turn(x, cos_t, sin_t, B, T, NX, HS, 1.0f);
+}
+
+void nn_rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int T, int NX,
+                      int HS)
+{
+    rope_turn(dx, cos_t, sin_t, B, T, NX, HS, -1.0f);
+}
