@@ -5,10 +5,12 @@
 
 extern const lab ch05_simple_ddp_lab;
 extern const lab ch05_gradient_sync_visualizer_lab;
+extern const lab ch05_train_lm_lab;
 
 static const lab *const ch05_labs[] = {
     &ch05_simple_ddp_lab,
     &ch05_gradient_sync_visualizer_lab,
+    &ch05_train_lm_lab,
     NULL
 };
 
