@@ -6,6 +6,7 @@
 extern const lab ch05_simple_ddp_lab;
 extern const lab ch05_gradient_sync_visualizer_lab;
 extern const lab ch05_train_lm_lab;
+extern const struct exercise *const ch05_exercises[];   /* exercises.c */
 
 static const lab *const ch05_labs[] = {
     &ch05_simple_ddp_lab,
@@ -20,4 +21,5 @@ const chapter ch05_chapter = {
     .title = "Data parallelism deep dive",
     .text_asset = "assets/chapters/ch05.md",
     .labs = ch05_labs,
+    .exercises = ch05_exercises,
 };

@@ -6,6 +6,7 @@
 extern const lab ch06_tp_linear_lab;
 extern const lab ch06_tp_mlp_lab;
 extern const lab ch06_tp_attention_lab;
+extern const struct exercise *const ch06_exercises[];   /* exercises.c */
 
 static const lab *const ch06_labs[] = {
     &ch06_tp_linear_lab,
@@ -20,4 +21,5 @@ const chapter ch06_chapter = {
     .title = "Tensor parallelism",
     .text_asset = "assets/chapters/ch06.md",
     .labs = ch06_labs,
+    .exercises = ch06_exercises,
 };

@@ -5,6 +5,7 @@
 
 extern const lab ch07_pipeline_schedule_viz_lab;
 extern const lab ch07_parallel_strategy_calculator_lab;
+extern const struct exercise *const ch07_exercises[];   /* exercises.c */
 
 static const lab *const ch07_labs[] = {
     &ch07_pipeline_schedule_viz_lab,
@@ -18,4 +19,5 @@ const chapter ch07_chapter = {
     .title = "Pipeline and expert parallelism",
     .text_asset = "assets/chapters/ch07.md",
     .labs = ch07_labs,
+    .exercises = ch07_exercises,
 };

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../../lab/exercise/exercise.h"
+#include "../../chapters/ch07/schedule.h"
 
 static char g_tmp[PATH_MAX];
 
@@ -995,6 +996,295 @@ START_TEST(test_watch_polling)
 }
 END_TEST
 
+/* ---- chapters 5-7 ---- */
+
+START_TEST(test_curriculum_coverage_part2)
+{
+    /* the exercises of curriculum sections 5.3, 6.3 and 7.3, and a predict per chapter */
+    static const char *const ids[] = {
+        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch06-column-check",
+        "ch06-predict-layer-allreduces", "ch06-tp-overhead", "ch07-predict-bubble",
+        "ch07-moe-traffic", "ch07-layout", NULL};
+    for (int i = 0; ids[i]; i++) {
+        const exercise *ex = ex_find(ids[i]);
+        ck_assert_msg(ex != NULL, "missing %s", ids[i]);
+        ck_assert_int_eq(ex->chapter, ids[i][3] - '0');
+        ck_assert_msg(ex->hints && ex->hints[0] && ex->hints[1], "%s: fewer than 2 hints", ids[i]);
+        for (int h = 0; ex->hints[h]; h++)
+            ck_assert_msg(strchr(ex->hints[h], '?') != NULL, "%s: hint %d asks no question",
+                          ids[i], h + 1);
+    }
+    for (int ch = 5; ch <= 7; ch++) {
+        int predicts = 0;
+        for (int i = 0; i < ex_count(); i++)
+            predicts += ex_at(i)->chapter == ch && ex_at(i)->kind == EX_PREDICT;
+        ck_assert_msg(predicts >= 1, "chapter %d has no predict question", ch);
+    }
+}
+END_TEST
+
+/* The checker's verdict on a variant of a solution: text replaced once (must be found). */
+static void check_variant(const char *id, const char *from, const char *to, ex_verdict *v)
+{
+    char *sol = asset(id, "solution.c");
+    char *p = strstr(sol, from);
+    ck_assert_msg(p != NULL, "%s: '%s' not in the solution", id, from);
+    size_t n = strlen(sol) - strlen(from) + strlen(to) + 1;
+    char *code = malloc(n);
+    snprintf(code, n, "%.*s%s%s", (int)(p - sol), sol, to, p + strlen(from));
+    check_code(id, code, v);
+    free(code);
+    free(sol);
+}
+
+START_TEST(test_manual_ddp_catches_mistakes)
+{
+    fresh_env();
+    ex_verdict v;
+    /* no broadcast: the perturbed replicas are caught at once */
+    check_variant("ch05-manual-ddp", "int rc = mlsys_broadcast(c, p->t[i].data, p->t[i].numel, "
+                  "MLSYS_F32, 0);", "int rc = 0;", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_WRONG);
+    ck_assert_int_eq(v.world_size, 2);
+    ck_assert_msg(strstr(v.summary, "after dp_broadcast_params") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* the sum without the division: N times the mean */
+    check_variant("ch05-manual-ddp", "t->grad[k] /= (float)n;", "(void)n;", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_WRONG);
+    ck_assert_msg(strstr(v.summary, "division by N is missing") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* a broadcast from the wrong root */
+    check_variant("ch05-manual-ddp", "MLSYS_F32, 0);", "MLSYS_F32, mlsys_size(c) - 1);", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "after dp_broadcast_params") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* averaging with MLSYS_AVG and no division is right too */
+    check_variant("ch05-manual-ddp", "MLSYS_F32, MLSYS_SUM);", "MLSYS_F32, MLSYS_AVG);", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);            /* ... but not with the division kept */
+    ex_verdict_free(&v);
+    check_code("ch05-manual-ddp",
+               "#include \"mlsys.h\"\n#include \"api.h\"\n"
+               "int dp_broadcast_params(mlsys_comm *c, nn_params *p)\n"
+               "{ return mlsys_broadcast(c, p->data, p->numel, MLSYS_F32, 0); }\n"
+               "int dp_sync_grads(mlsys_comm *c, nn_params *p)\n"
+               "{ return mlsys_allreduce(c, p->grad, p->grad, p->numel, MLSYS_F32, MLSYS_AVG); }\n",
+               &v);
+    ck_assert_msg(v.result == EX_PASS, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_bucketing_counts_calls)
+{
+    fresh_env();
+    ex_verdict v;
+    /* one all-reduce per tensor: right values, wrong count */
+    check_code("ch05-bucketing",
+               "#include \"mlsys.h\"\n#include \"api.h\"\n"
+               "int bucketed_sync_grads(mlsys_comm *c, grad_tensor *t, int n, size_t b)\n{\n"
+               "    (void)b;\n    for (int i = 0; i < n; i++) {\n"
+               "        int rc = mlsys_allreduce(c, t[i].grad, t[i].grad, t[i].numel, MLSYS_F32, "
+               "MLSYS_AVG);\n        if (rc) return rc;\n    }\n    return 0;\n}\n", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_WRONG);
+    ck_assert_msg(strstr(v.summary, "made 4 all_reduce calls") &&
+                  strstr(v.summary, "ceil(814120 / 1024) = 796"), "%s", v.summary);
+    ex_verdict_free(&v);
+    /* the last, partial bucket forgotten */
+    check_variant("ch05-bucketing", "for (size_t start = 0; start < total && !rc; start += cap)",
+                  "for (size_t start = 0; start + cap <= total && !rc; start += cap)", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_int_eq(v.failure, EXF_WRONG);
+    ex_verdict_free(&v);
+    /* the sum, not the mean */
+    check_variant("ch05-bucketing", "bucket[k] /= (float)world;", "(void)world;", &v);
+    ck_assert_int_eq(v.result, EX_FAIL);
+    ck_assert_msg(strstr(v.summary, "expected") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(test_predict_buckets_answers)
+{
+    const exercise *ex = ex_find("ch05-predict-buckets");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int in, hid, out, kb;
+        const char *p = strstr(q.text, "An MLP ");
+        ck_assert(p && sscanf(p, "An MLP %d -> %d -> %d", &in, &hid, &out) == 3);
+        p = strstr(q.text, "buckets of ");
+        ck_assert(p && sscanf(p, "buckets of %d KiB", &kb) == 1);
+        long long bytes = 4LL * ((long long)in * hid + hid + (long long)hid * out + out);
+        long long want = (bytes + 1024LL * kb - 1) / (1024LL * kb);
+        expect_judge(ex, seed, (double)want, 1);
+        expect_judge(ex, seed, (double)want + 1, 0);
+        if (want > 1)
+            expect_judge(ex, seed, (double)want - 1, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_predict_layer_allreduces_answers)
+{
+    const exercise *ex = ex_find("ch06-predict-layer-allreduces");
+    ck_assert_ptr_nonnull(ex);
+    int kinds[5] = {0};
+    for (uint64_t seed = 1; seed <= 80; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int t = (int)num_after(q.text, "TP = ");
+        int heads = (int)num_after(q.text, "It has ");
+        int hd = (int)num_after(q.text, "heads of dimension ");
+        int hidden = (int)num_after(q.text, "hidden size ");
+        ck_assert_int_eq(heads * hd, hidden);             /* a whole head dimension */
+        ck_assert_int_eq(heads % t, 0);                   /* whole heads per rank */
+        double want;
+        int k;
+        if (strstr(q.text, "in its forward pass"))
+            want = 2, k = 0;
+        else if (strstr(q.text, "in its backward pass"))
+            want = 2, k = 1;
+        else if (strstr(q.text, "heads does each rank"))
+            want = (double)heads / t, k = 3;
+        else if (strstr(q.text, "such layers"))
+            want = 4.0 * num_after(q.text, "The model has "), k = 4;
+        else
+            want = 4, k = 2;
+        kinds[k]++;
+        expect_judge(ex, seed, want, 1);
+        expect_judge(ex, seed, want + 1, 0);
+        expect_judge(ex, seed, want * 2, 0);
+    }
+    for (int k = 0; k < 5; k++)
+        ck_assert_msg(kinds[k] > 0, "question kind %d never drawn", k);
+}
+END_TEST
+
+/* The bubble question's answers: from the closed forms, and the same as what schedule.c's
+ * generator counts from its own grid. */
+START_TEST(test_predict_bubble_matches_generator)
+{
+    const exercise *ex = ex_find("ch07-predict-bubble");
+    ck_assert_ptr_nonnull(ex);
+    int kinds[4] = {0};
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int p = (int)num_after(q.text, "P = "), m = (int)num_after(q.text, "M = ");
+        int onef1b = strstr(q.text, "1F1B schedule") != NULL;
+        schedule s;
+        char err[256];
+        ck_assert_int_eq(sched_build(&s, onef1b ? SCHED_1F1B : SCHED_GPIPE, p, m, 1, err,
+                                     sizeof err), 0);
+        double want;
+        if (strstr(q.text, "is idle")) {
+            want = 100.0 * (p - 1) / (m + p - 1);
+            ck_assert_msg(fabs(100.0 * sched_bubble(&s) - want) < 1e-9, "P=%d M=%d: the "
+                          "generator's bubble %.4f vs %.4f", p, m, 100.0 * sched_bubble(&s), want);
+            kinds[onef1b]++;
+            expect_judge(ex, seed, want + 0.09, 1);
+            expect_judge(ex, seed, want - 0.09, 1);
+            expect_judge(ex, seed, want + 0.2, 0);
+            expect_judge(ex, seed, want / 100.0, 0);     /* a fraction where percent was asked */
+            /* the original's naive formula (it agrees by chance for P = 3, M = 2) */
+            double naive = 100.0 * (p - 1) * m / (p * m + p - 1);
+            expect_judge(ex, seed, naive, fabs(naive - want) <= 0.1);
+        } else {
+            int st = (int)num_after(q.text, "does stage ");
+            want = onef1b ? (p - st < m ? p - st : m) : m;
+            ck_assert_int_eq(sched_peak_inflight(&s, st), (int)want);
+            kinds[2 + !onef1b]++;
+            expect_judge(ex, seed, want, 1);
+            expect_judge(ex, seed, want + 1, 0);
+        }
+        sched_free(&s);
+    }
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(kinds[k] > 0, "question kind %d never drawn", k);
+}
+END_TEST
+
+static void expect_answers(const ex_context *cx, const char *id, const char *text, int pass,
+                           const char *needle)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/answers.txt", g_tmp);
+    write_file(path, text);
+    ex_verdict v;
+    exercise_check_file(cx, ex_find(id), path, 0, &v);
+    ck_assert_msg(v.result == (pass ? EX_PASS : EX_FAIL), "%s with\n%s: %s", id, text, v.summary);
+    if (needle)
+        ck_assert_msg(strstr(v.summary, needle) != NULL, "%s: '%s' not in: %s", id, needle,
+                      v.summary);
+    ex_verdict_free(&v);
+}
+
+START_TEST(test_experiment_answers_part2)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    /* ch07-layout: the calculator's pick and the TP = 8 layouts pass */
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 16\ndp = 2\nmem_per_gpu_gb = 43.2\n", 1, NULL);
+    expect_answers(&cx, "ch07-layout", "tp = 8\npp = 4\ndp = 2\nmem_per_gpu_gb = 23.1\n", 1, NULL);
+    expect_answers(&cx, "ch07-layout", "tp = 8\npp = 2\ndp = 4\nmem_per_gpu_gb = 31.3\n", 1, NULL);
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 8\ndp = 2\nmem_per_gpu_gb = 51.4\n", 0,
+                   "must use the 64 GPUs");
+    expect_answers(&cx, "ch07-layout", "tp = 16\npp = 2\ndp = 2\nmem_per_gpu_gb = 20\n", 0,
+                   "inside a node");
+    expect_answers(&cx, "ch07-layout", "tp = 1\npp = 64\ndp = 1\nmem_per_gpu_gb = 20\n", 0,
+                   "equal stages");
+    expect_answers(&cx, "ch07-layout", "tp = 1\npp = 16\ndp = 4\nmem_per_gpu_gb = 78.2\n", 0,
+                   "78.2 GB per GPU");
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 16\ndp = 2\nmem_per_gpu_gb = 51.4\n", 0,
+                   "mem_per_gpu_gb = 51.4");
+    /* ch07-moe-traffic: 64 or 56 MiB for TP, 2 MiB for EP, in any declared unit */
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 56\nep_per_layer = 2\n", 1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 67108864\n"
+                   "ep_per_layer = 2,097,152\n", 1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = elements\ntp_per_layer = 29360128\n"
+                   "ep_per_layer = 1048576\n", 1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 64\nep_per_layer = 2\n",
+                   0, "tp_per_layer");
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 64\nep_per_layer = 112\n",
+                   0, "ep_per_layer");
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 32\nep_per_layer = 2\n",
+                   0, "tp_per_layer");
+    /* ch06-tp-overhead: comm% must follow from the learner's own times */
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
+                   "comm_percent = 20\nallreduces_per_forward = 1\nbottleneck = compute\n", 1, NULL);
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
+                   "comm_percent = 25\nallreduces_per_forward = 1\nbottleneck = compute\n", 0,
+                   "comm_percent = 25");
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.02\nt_allreduce_ms = 0.2\n"
+                   "comm_percent = 90.9\nallreduces_per_forward = 1\nbottleneck = compute\n", 0,
+                   "bottleneck");
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
+                   "comm_percent = 20\nallreduces_per_forward = 100\nbottleneck = compute\n", 0,
+                   "allreduces_per_forward");
+    /* ch06-column-check */
+    const char *ok = "local_cols_t8 = 1\nlocal_cols_t2 = 4\nmax_diff_t4 = 0\ncorrect_all = yes\n"
+                     "forward_allreduces = 0\nbackward_allreduces = 1\n";
+    expect_answers(&cx, "ch06-column-check", ok, 1, NULL);
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 8\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 0\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 0, "local_cols_t8");
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 0.5\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 0, "max_diff_t4");
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 0\ncorrect_all = yes\nforward_allreduces = 1\n"
+                   "backward_allreduces = 0\n", 0, "forward_allreduces");
+    remove_tmp();
+}
+END_TEST
+
 static Suite *exercises_suite(void)
 {
     Suite *s = suite_create("exercises");
@@ -1023,6 +1313,13 @@ static Suite *exercises_suite(void)
     tcase_add_test(t, test_watch_inotify);
     tcase_add_test(t, test_watch_polling);
     tcase_add_test(t, test_dev_check_passes);
+    tcase_add_test(t, test_curriculum_coverage_part2);
+    tcase_add_test(t, test_manual_ddp_catches_mistakes);
+    tcase_add_test(t, test_bucketing_counts_calls);
+    tcase_add_test(t, test_predict_buckets_answers);
+    tcase_add_test(t, test_predict_layer_allreduces_answers);
+    tcase_add_test(t, test_predict_bubble_matches_generator);
+    tcase_add_test(t, test_experiment_answers_part2);
     suite_add_tcase(s, t);
     return s;
 }

@@ -440,6 +440,69 @@ START_TEST(text_matches_checks)
 }
 END_TEST
 
+/* ---- 8b. chapters 5-7: the parameters the texts quote are the checks' ---- */
+
+static char *asset_text(const char *id, const char *name)
+{
+    char path[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/assets/exercises/%s/%s", src_dir(), id, name);
+    char *s = ex_read_file(path, NULL);
+    ck_assert_msg(s != NULL, "cannot read %s", path);
+    return s;
+}
+
+START_TEST(part2_text_parameters)
+{
+    /* ch05-bucketing: the bucket sizes and tensor sizes of check.c, and the call counts
+     * ceil(bytes / bucket) the text and the starter quote, recomputed here */
+    char *chk = asset_text("ch05-bucketing", "check.c");
+    HAS(chk, "{1024, 65536, 1048576}");
+    HAS(chk, "{10, 10 * 256, 256, 256 * 784}");
+    free(chk);
+    long bytes = 4L * (10 + 10 * 256 + 256 + 256 * 784);
+    char counts[64];
+    snprintf(counts, sizeof counts, "%ld, %ld and %ld", (bytes + 1023) / 1024,
+             (bytes + 65535) / 65536, (bytes + 1048575) / 1048576);
+    char *md = chapter_md(5, 1);
+    HAS(md, "buckets of 1 KB, 64 KB and 1 MB");
+    HAS(md, "814,120 bytes");
+    HAS(md, counts);
+    HAS(md, "5 SGD steps");
+    free(md);
+    char *st = asset_text("ch05-bucketing", "starter.c");
+    snprintf(counts, sizeof counts, "%ld, %ld and %ld", (bytes + 1023) / 1024,
+             (bytes + 65535) / 65536, (bytes + 1048575) / 1048576);
+    HAS(st, counts);
+    HAS(st, "814,120 bytes");
+    free(st);
+    /* ch06-tp-overhead and ch07-layout: the command the check runs, in the text and the
+     * starter */
+    static const struct { const char *id, *cmd; int ch; } cmds[] = {
+        {"ch06-tp-overhead", "mlsys-lab run ch06/tp-mlp --tp-size 4", 6},
+        {"ch07-layout", "mlsys-lab run ch07/parallel-strategy-calculator --compat", 7},
+    };
+    for (int i = 0; i < 2; i++) {
+        md = chapter_md(cmds[i].ch, 1);
+        HAS(md, cmds[i].cmd);
+        free(md);
+        st = asset_text(cmds[i].id, "starter.txt");
+        HAS(st, cmds[i].cmd);
+        free(st);
+    }
+    const exercise *ex = ex_find("ch07-layout");
+    ck_assert_ptr_nonnull(ex);
+    HAS(ex->task, cmds[1].cmd);
+    /* ch06-column-check runs T = 1, 2, 4 and 8: all four named in the starter */
+    st = asset_text("ch06-column-check", "starter.txt");
+    for (int t = 1; t <= 8; t *= 2) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "mlsys-lab run ch06/tp-linear --tp-size %d\n", t);
+        HAS(st, cmd);
+    }
+    free(st);
+}
+END_TEST
+
 /* ---- 9. wording ---- */
 
 START_TEST(deadlock_fix_order_irrelevant)
@@ -533,6 +596,9 @@ static Suite *truth_suite(void)
     tcase_add_test(t, ch03_ring_bytes_grow);
     tcase_add_test(t, ch04_barrier_figure_measurable);
     tcase_add_loop_test(t, text_matches_checks, 0, 4);
+    /* chapters 5-7: the same rules for their exercises */
+    tcase_add_loop_test(t, text_matches_checks, 4, 7);
+    tcase_add_test(t, part2_text_parameters);
     tcase_add_test(t, deadlock_fix_order_irrelevant);
     tcase_add_test(t, softmax_label_global_max);
     tcase_add_test(t, pipeline_events_in_time_order);
