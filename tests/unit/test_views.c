@@ -940,7 +940,7 @@ START_TEST(measure_draw_and_events)
         evs[i + 1].bytes = 64;
         evs[i + 1].msg_id = evs[i].msg_id;
     }
-    void *vd[4];
+    void *vd[16];            /* one per view class (view_classes has fewer) */
     for (int k = 0; view_classes[k]; k++) {
         vd[k] = view_classes[k]->create();
         view_classes[k]->reset(vd[k], 8);
