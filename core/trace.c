@@ -177,6 +177,18 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A non-blocking collective runs on the rank's progress thread (core/icoll.c labels its spans
+ * "<algo> async"): it overlaps the caller's compute spans without nesting in them, so it gets
+ * a track of its own, TRACE_ASYNC_TID + rank, named "rank R async" (replay maps it back). */
+#define TRACE_ASYNC_TID 1000
+
+static int trace_async_coll(const mlsys_event *e)
+{
+    size_t n = strnlen(e->label, sizeof e->label);
+    return (e->kind == MLSYS_EV_COLL_BEGIN || e->kind == MLSYS_EV_COLL_END) && n >= 5 &&
+           !memcmp(e->label + n - 5, "async", 5);
+}
+
 /* Collectives and compute nest on the rank's track, so they become "B"/"E" spans; p2p ops
  * overlap (isend + irecv), so they become async "b"/"e" spans keyed by span_id; each message
  * gets a flow arrow ("s" at its send, "f" at its receive's end). */
@@ -216,7 +228,8 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
         fprintf(f, ",\n{\"name\":");
         json_str(f, name);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":0,\"tid\":%d",
-                async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts, e->rank);
+                async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts,
+                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank : e->rank);
         if (async)
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')
