@@ -26,8 +26,8 @@ static const lab_flag viz_flags[] = {
      "execute the schedule on one rank per stage with a real MLP"},
     {"layers", 0, FLAG_INT, "16", NULL, 1, 4096,
      "--run: layers of the MLP, split evenly over P stages (x v chunks)"},
-    {"hidden", 0, FLAG_INT, "64", NULL, 1, 4096, "--run: width H of every layer"},
-    {"batch-size", 'b', FLAG_INT, "16", NULL, 1, 65536, "--run: rows per micro-batch"},
+    {"hidden", 0, FLAG_INT, "256", NULL, 1, 4096, "--run: width H of every layer"},
+    {"batch-size", 'b', FLAG_INT, "64", NULL, 1, 65536, "--run: rows per micro-batch"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
