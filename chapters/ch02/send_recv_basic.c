@@ -5,6 +5,7 @@
  * Fixed from the original: the final value is 42 + 10*(N-2) (only the N-2 middle ranks
  * add) and it says so; N < 2 is refused by the flag table. */
 #include "../common/common.h"
+#include "../../core/trace_values.h"
 #include <string.h>
 
 #define W 50
@@ -81,27 +82,37 @@ static int srb_rank(mlsys_comm *c, const lab_args *a)
     (void)a;
     common_rule(rule, sizeof rule, "=", W);
 
-    mlsys_step(c, r, "relay");
-    if (r == 0) {
-        v = 42.0f;
-        common_text_add(&out, "Rank 0: created value %.1f\n", (double)v);
-        if (mlsys_send(c, &v, 1, MLSYS_F32, 1, TAG) != MLSYS_OK)
+    /* One step per hop, so that the viewer (and a gated run) moves the value one rank at a
+     * time: at hop h rank h sends and rank h+1 receives; the others wait at the gate. Each
+     * value a rank creates, receives or computes is published for the views. */
+    for (int h = 0; h < n - 1; h++) {
+        if (mlsys_step(c, h, "relay hop") != MLSYS_OK)
             goto err;
-        common_text_add(&out, "Rank 0: sent %.1f to rank 1\n", (double)v);
-    } else if (r < n - 1) {
-        if (mlsys_recv(c, &v, 1, MLSYS_F32, r - 1, TAG) != MLSYS_OK)
-            goto err;
-        common_text_add(&out, "Rank %d: received %.1f from rank %d\n", r, (double)v, r - 1);
-        v += 10.0f;
-        common_text_add(&out, "Rank %d: added 10, now %.1f\n", r, (double)v);
-        if (mlsys_send(c, &v, 1, MLSYS_F32, r + 1, TAG) != MLSYS_OK)
-            goto err;
-        common_text_add(&out, "Rank %d: sent %.1f to rank %d\n", r, (double)v, r + 1);
-    } else {
-        if (mlsys_recv(c, &v, 1, MLSYS_F32, r - 1, TAG) != MLSYS_OK)
-            goto err;
+        if (h == r - 1) {
+            if (mlsys_recv(c, &v, 1, MLSYS_F32, r - 1, TAG) != MLSYS_OK)
+                goto err;
+            common_text_add(&out, "Rank %d: received %.1f from rank %d\n", r, (double)v, r - 1);
+            if (r < n - 1) {
+                v += 10.0f;
+                common_text_add(&out, "Rank %d: added 10, now %.1f\n", r, (double)v);
+            }
+            double d = v;
+            mlsys_emit_values(c, h, &d, 1);
+        }
+        if (h == r) {
+            if (r == 0) {
+                v = 42.0f;
+                common_text_add(&out, "Rank 0: created value %.1f\n", (double)v);
+                double d = v;
+                mlsys_emit_values(c, h, &d, 1);
+            }
+            if (mlsys_send(c, &v, 1, MLSYS_F32, r + 1, TAG) != MLSYS_OK)
+                goto err;
+            common_text_add(&out, "Rank %d: sent %.1f to rank %d\n", r, (double)v, r + 1);
+        }
+    }
+    if (r == n - 1) {
         long expected = 42 + 10L * (n - 2);
-        common_text_add(&out, "Rank %d: received %.1f from rank %d\n", r, (double)v, r - 1);
         common_text_add(&out, "Rank %d: final value %.1f\n", r, (double)v);
         common_text_add(&out, "\n%s\n Chain complete\n%s\n", rule, rule);
         common_text_add(&out, "original value: 42.0\n");

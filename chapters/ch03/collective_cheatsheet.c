@@ -3,8 +3,11 @@
  * reduce, all_reduce, reduce_scatter (SUM), with inputs built from the rank so the rule is
  * visible. Fixed from the original: reduce_scatter uses an N-element input [1..N]·(r+1) so
  * it works for any N, explanations are computed from N, and reduce leaves the non-root
- * buffers unchanged. */
+ * buffers unchanged. When the learner picks an algorithm (--algo), reduce and all_reduce
+ * carry at least one element per rank, so that an algorithm that cuts the buffer into N
+ * chunks (ring) really runs instead of falling back. */
 #include "../common/common.h"
+#include "../../core/trace_values.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,8 +63,26 @@ static void header(mlsys_comm *c, const char *title)
     mlsys_print_root(c, "%s\n %s\n%s\nBEFORE:\n", rule, up, rule);
 }
 
+/* Elements of a reduce or all_reduce: base, or N when the algorithm the learner chose needs
+ * one element per rank and base is too few (with auto the rule never picks one that does
+ * not fit, and the output stays as it always was). */
+static size_t fit_count(mlsys_coll coll, const char *algo, size_t base, int n)
+{
+    int idx = algo && *algo && strcmp(algo, "auto") ? mlsys_algo_index(coll, algo) : -1;
+    if (idx < 0 || mlsys_algo_fits(coll, idx, n, base) || !mlsys_algo_fits(coll, idx, n, (size_t)n))
+        return base;
+    return (size_t)n;
+}
+
+/* The vector [(i+1)·(r+1)] of count elements. */
+static void ramp(float *in, size_t count, int r)
+{
+    for (size_t i = 0; i < count; i++)
+        in[i] = (float)(i + 1) * (float)(r + 1);
+}
+
 /* Run one collective with its before/after display. Returns 0 or a runtime error. */
-static int run_op(mlsys_comm *c, const char *op)
+static int run_op(mlsys_comm *c, const char *op, const char *algo)
 {
     int r = mlsys_rank(c), n = mlsys_size(c), rc = 0;
     long tri = (long)n * (n + 1) / 2;      /* 1 + 2 + ... + N */
@@ -125,6 +146,20 @@ static int run_op(mlsys_comm *c, const char *op)
         mlsys_print_root(c, "all_gather gave every rank the list of all %d input%s, "
                             "[1.0 .. %d.0]; the inputs are untouched (out-of-place).\n", n,
                             n == 1 ? "" : "s", n);
+    } else if (!strcmp(op, "reduce") && fit_count(MLSYS_COLL_REDUCE, algo, 1, n) > 1) {
+        size_t cnt = fit_count(MLSYS_COLL_REDUCE, algo, 1, n);
+        ramp(in, cnt, r);
+        if ((rc = show(c, in, 1, cnt)))
+            goto out;
+        if ((rc = mlsys_reduce(c, in, r == 0 ? in : NULL, cnt, MLSYS_F32, MLSYS_SUM, 0)))
+            goto out;
+        mlsys_print_root(c, "AFTER:\n");
+        if ((rc = show(c, in, 1, cnt)))
+            goto out;
+        mlsys_print_root(c, "reduce(SUM) left element i = (i+1)·(%s) = (i+1)·%ld on rank 0 "
+                            "only; the other ranks' buffers are unchanged. (%zu elements, one "
+                            "per rank, so that %s can cut the buffer into %d chunks.)\n", expr,
+                         tri, cnt, algo, n);
     } else if (!strcmp(op, "reduce")) {
         in[0] = (float)(r + 1);
         if ((rc = show(c, in, 1, 1)))
@@ -138,6 +173,19 @@ static int run_op(mlsys_comm *c, const char *op)
         mlsys_print_root(c, "reduce(SUM) left %s = %ld on rank 0 only; %s.\n", expr, tri,
                          n == 1 ? "there is no other rank" : n == 2 ? "rank 1's buffer is unchanged"
                                                                : "the other ranks' buffers are unchanged");
+    } else if (!strcmp(op, "all_reduce") && fit_count(MLSYS_COLL_ALLREDUCE, algo, 2, n) > 2) {
+        size_t cnt = fit_count(MLSYS_COLL_ALLREDUCE, algo, 2, n);
+        ramp(in, cnt, r);
+        if ((rc = show(c, in, 1, cnt)))
+            goto out;
+        if ((rc = mlsys_allreduce(c, in, in, cnt, MLSYS_F32, MLSYS_SUM)))
+            goto out;
+        mlsys_print_root(c, "AFTER:\n");
+        if ((rc = show(c, in, 1, cnt)))
+            goto out;
+        mlsys_print_root(c, "all_reduce(SUM) gave every rank element i = (i+1)·(%s) = "
+                            "(i+1)·%ld, in place. (%zu elements, one per rank, so that %s can "
+                            "cut the buffer into %d chunks.)\n", expr, tri, cnt, algo, n);
     } else if (!strcmp(op, "all_reduce")) {
         in[0] = (float)(r + 1);
         in[1] = 2.0f * (float)(r + 1);
@@ -185,7 +233,7 @@ static int cs_rank(mlsys_comm *c, const lab_args *a)
         if (!all && strcmp(ops[i], want))
             continue;
         mlsys_step(c, k++, ops[i]);
-        if (run_op(c, ops[i]) != MLSYS_OK || mlsys_barrier(c) != MLSYS_OK) {
+        if (run_op(c, ops[i], lab_arg_str(a, "algo")) != MLSYS_OK || mlsys_barrier(c) != MLSYS_OK) {
             fprintf(stderr, "rank %d: %s: %s\n", mlsys_rank(c), ops[i], mlsys_errmsg(c));
             return 1;
         }

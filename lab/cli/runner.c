@@ -3,6 +3,7 @@
  * comes, writes the trace, and says in one line how the job ended. Also the worker side:
  * what each rank process does once exec'd. */
 #include "runner.h"
+#include "../../core/coll/coll.h"
 #include "../backend/mpirun.h"
 #include "../backend/nccl_probe.h"
 #include <errno.h>
@@ -33,6 +34,90 @@ void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
     }
     memcpy(t->ev + t->n, ev, n * sizeof *ev);
     t->n += n;
+}
+
+/* The entry of algorithm `name` in a collective's table, or NULL. */
+static const coll_algo *algo_entry(mlsys_coll coll, const char *name)
+{
+    const coll_table *t = coll_table_of(coll);
+    for (int i = 0; t && name && i < t->nalgos; i++)
+        if (!strcmp(t->algos[i].name, name))
+            return &t->algos[i];
+    return NULL;
+}
+
+int runner_algo_note(const char *algo, int nranks, const mlsys_event *e, char *out, size_t n)
+{
+    out[0] = 0;
+    if (!algo || !*algo || !strcmp(algo, "auto") || !strcmp(algo, "native") || nranks < 2 ||
+        e->kind != MLSYS_EV_COLL_BEGIN || e->coll < 0 || e->coll >= MLSYS_COLL_COUNT ||
+        !strcmp(e->label, algo))
+        return 0;
+    mlsys_coll coll = (mlsys_coll)e->coll;
+    const char *name = mlsys_coll_name(coll);
+    const coll_algo *al = algo_entry(coll, algo);
+    if (!al) {
+        snprintf(out, n, "%s ran %s: it has no %s algorithm", name, e->label, algo);
+        return 1;
+    }
+    size_t es = e->dtype >= 0 ? mlsys_dtype_size((mlsys_dtype)e->dtype) : 0;
+    size_t count = es ? e->bytes / es : 0;
+    if ((al->constraints & COLL_NEEDS_POW2) && !coll_is_pow2(nranks))
+        snprintf(out, n, "%s ran %s: %s needs a power-of-two number of ranks, not %d", name,
+                 e->label, algo, nranks);
+    else if ((al->constraints & COLL_NEEDS_COUNT_GE_RANKS) && count < (size_t)nranks)
+        snprintf(out, n, "%s of %zu element%s on %d ranks ran %s: %s needs at least one "
+                 "element per rank", name, count, count == 1 ? "" : "s", nranks, e->label, algo);
+    else
+        snprintf(out, n, "%s ran %s instead of %s", name, e->label, algo);
+    return 1;
+}
+
+int runner_algo_warn(const char *algo, int nranks, char *out, size_t n)
+{
+    out[0] = 0;
+    if (!algo || !*algo || !strcmp(algo, "auto") || !strcmp(algo, "native"))
+        return 0;
+    char have[256] = "", lack[256] = "";
+    size_t uh = 0, ul = 0;
+    int nhave = 0, nlack = 0, pow2 = 0, per_rank = 0;
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
+        const coll_algo *al = algo_entry((mlsys_coll)k, algo);
+        const char *name = mlsys_coll_name((mlsys_coll)k);
+        if (!al) {
+            if (ul < sizeof lack)
+                ul += (size_t)snprintf(lack + ul, sizeof lack - ul, "%s%s", nlack ? ", " : "",
+                                       name);
+            nlack++;
+            continue;
+        }
+        pow2 |= (al->constraints & COLL_NEEDS_POW2) != 0;
+        per_rank |= (al->constraints & COLL_NEEDS_COUNT_GE_RANKS) != 0;
+        if (uh < sizeof have)
+            uh += (size_t)snprintf(have + uh, sizeof have - uh, "%s%s", nhave ? ", " : "", name);
+        nhave++;
+    }
+    if (!nhave)
+        return 0;                       /* not an algorithm: the field says so itself */
+    /* what will not run comes first (the rank count, small calls), then who lacks it */
+    size_t used = 0;
+    if (pow2 && nranks > 1 && !coll_is_pow2(nranks))
+        used = (size_t)snprintf(out, n, "%d ranks is not a power of two, so the baseline runs "
+                                "instead; ", nranks);
+    else if (per_rank)
+        used = (size_t)snprintf(out, n, "a call with fewer elements than ranks runs the "
+                                "baseline; ");
+    if (used >= n)
+        return 1;
+    if (!nlack)
+        snprintf(out + used, n - used, "every collective has %s", algo);
+    else if (nlack <= nhave)
+        snprintf(out + used, n - used, "%s %s no %s and %s", lack, nlack == 1 ? "has" : "have",
+                 algo, nlack == 1 ? "picks its own" : "pick their own");
+    else
+        snprintf(out + used, n - used, "only %s %s %s; the others pick their own", have,
+                 nhave == 1 ? "has" : "have", algo);
+    return 1;
 }
 
 /* Backends other than shm answer here with the reason, before anything starts. */
@@ -69,7 +154,8 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     o->gated = lab_arg_bool(a, "gated");
     const char *algo = lab_arg_str(a, "algo");     /* validated by the flag parser */
     o->algo = algo && strcmp(algo, "auto") ? algo : NULL;
-    if (lab_arg_str(a, "trace"))
+    /* a forced algorithm is checked against what ran (runner_algo_note): events needed */
+    if (lab_arg_str(a, "trace") || o->algo)
         o->trace_capacity = TRACE_RING_EVENTS;
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
@@ -121,6 +207,56 @@ int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, 
         return -1;
     }
     return 0;
+}
+
+/* With --algo NAME: what rank 0's collective calls ran instead of NAME, one entry per
+ * collective (so memory stays small however long the job runs). */
+typedef struct algo_watch {
+    const char *algo;
+    int nranks;
+    unsigned noted;                     /* collectives seen not running NAME */
+    char fit[MLSYS_COLL_COUNT][200];    /* a call whose size or rank count did not suit NAME */
+    char missing[400];                  /* collectives without NAME, and what they ran */
+    size_t used;
+    int nmissing;
+    trace_buf *keep;                    /* --trace: every event is kept here as well */
+} algo_watch;
+
+static void algo_watch_event(algo_watch *w, const mlsys_event *e)
+{
+    char why[200];
+    if (e->rank != 0 || e->coll < 0 || e->coll >= MLSYS_COLL_COUNT ||
+        (w->noted & (1u << e->coll)) || !runner_algo_note(w->algo, w->nranks, e, why, sizeof why))
+        return;
+    w->noted |= 1u << e->coll;
+    if (algo_entry((mlsys_coll)e->coll, w->algo))
+        snprintf(w->fit[e->coll], sizeof w->fit[0], "%s", why);
+    else if (w->used < sizeof w->missing)
+        w->used += (size_t)snprintf(w->missing + w->used, sizeof w->missing - w->used,
+                                    "%s%s (ran %s)", w->nmissing++ ? ", " : "",
+                                    mlsys_coll_name((mlsys_coll)e->coll), e->label);
+}
+
+static void algo_watch_sink(void *u, const mlsys_event *ev, size_t n)
+{
+    algo_watch *w = u;
+    for (size_t i = 0; i < n; i++)
+        algo_watch_event(w, &ev[i]);
+    if (w->keep)
+        trace_buf_collect(w->keep, ev, n);
+}
+
+/* After the job, on stderr: one line per collective whose call did not suit NAME, then one
+ * naming the collectives that have no NAME; so that the algorithm never changes silently. */
+static void algo_watch_report(const lab *l, const algo_watch *w)
+{
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++)
+        if (w->fit[k][0])
+            fprintf(stderr, "mlsys-lab: %s: --algo %s did not fit: %s\n", l->id, w->algo,
+                    w->fit[k]);
+    if (w->nmissing)
+        fprintf(stderr, "mlsys-lab: %s: --algo %s: %s %s no %s algorithm\n", l->id, w->algo,
+                w->missing, w->nmissing == 1 ? "has" : "have", w->algo);
 }
 
 int runner_run(const lab *l, int argc, char **argv)
@@ -196,6 +332,14 @@ int runner_run(const lab *l, int argc, char **argv)
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
     mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    algo_watch *aw = NULL;
+    if (o.algo) {                   /* events pass the watch on their way to the trace */
+        aw = mlsys_xcalloc(1, sizeof *aw);
+        aw->algo = o.algo;
+        aw->nranks = o.world_size;
+        aw->keep = trace ? &tb : NULL;
+        sink = (mlsys_job_sink){NULL, algo_watch_sink, aw};
+    }
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
     int interrupted = mlsys_job_stop_requested();
@@ -209,6 +353,9 @@ int runner_run(const lab *l, int argc, char **argv)
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
                     trace, (unsigned long long)lost);
     }
+    if (aw && !interrupted)
+        algo_watch_report(l, aw);
+    free(aw);
     free(tb.ev);
     int strays_rank = -1, strays = mlsys_job_strays(j, &strays_rank);
     mlsys_job_free(j);

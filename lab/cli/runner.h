@@ -20,6 +20,14 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
  * err); the trace is written to tmp and renamed over FILE by runner_trace_commit. */
 int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen);
 int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0);
+/* --algo NAME is a wish: a collective without NAME runs what its own rule picks, and one
+ * whose call does not meet NAME's needs (a power-of-two rank count, an element per rank)
+ * runs the baseline. runner_algo_note says so for one collective call (a COLL_BEGIN event
+ * of rank 0: e->coll, e->bytes, e->dtype and e->label, the algorithm that ran): 1 with a
+ * sentence in out when NAME did not run, else 0. runner_algo_warn says, before a job,
+ * what NAME cannot do on nranks ranks (for the launcher form): 1 with a sentence, else 0. */
+int runner_algo_note(const char *algo, int nranks, const mlsys_event *e, char *out, size_t n);
+int runner_algo_warn(const char *algo, int nranks, char *out, size_t n);
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n);
 

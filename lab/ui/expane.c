@@ -2,7 +2,7 @@
  * task or drawn question, the learner's file, the last verdict laid out by its fields
  * (summary, file:line, the rank and element that differ, detail lines) and the hints shown
  * so far. Keys: e opens the file in $EDITOR (curses handed over through ui_shell_out), c
- * checks it (exercise_check, after one frame that says "checking…"), h shows the next hint
+ * checks it (exercise_check, after one frame that says "checking…"), t shows the next hint
  * (saved in the progress file), and a predict question takes its answer in a field. */
 #include "ui.h"
 #include "../exercise/exercise.h"
@@ -375,9 +375,9 @@ static void run_check(expane *p)
     else if (v->result == EX_PASS)
         say(p, MSG_OK, "%s passed", ex->id);
     else if (v->result == EX_FAIL && v->failure == EXF_ANSWER)
-        say(p, MSG_ERR, "%s: not yet; h gives a hint", ex->id);
+        say(p, MSG_ERR, "%s: not yet; t gives a hint", ex->id);
     else if (v->result == EX_FAIL)
-        say(p, MSG_ERR, "%s: not yet (%s); h gives a hint", ex->id, ex_failure_name(v->failure));
+        say(p, MSG_ERR, "%s: not yet (%s); t gives a hint", ex->id, ex_failure_name(v->failure));
     else
         say(p, MSG_ERR, "%s could not be checked: %s", ex->id, v->summary);
     load_state(p);
@@ -411,7 +411,7 @@ static int hint(expane *p)
         if (ex_progress_save(&pr, msg, sizeof msg) != 0)
             say(p, MSG_ERR, "hint %d of %d (not saved: %s)", e->hints, nh, msg);
         else if (e->hints < nh)
-            say(p, MSG_DIM, "hint %d of %d; h shows the next", e->hints, nh);
+            say(p, MSG_DIM, "hint %d of %d; t shows the next", e->hints, nh);
         else
             say(p, MSG_DIM, "hint %d of %d, the last one", e->hints, nh);
     }
@@ -507,7 +507,7 @@ int expane_key(expane *p, int key, int focused)
     if (p->typing)
         return type_key(p, key);
     if (p->check_state != CHECK_IDLE)
-        return key == 'c' || key == 'e' || key == 'h' ? UI_HANDLED : 0;
+        return key == 'c' || key == 'e' || key == 't' ? UI_HANDLED : 0;
     const exercise *ex = p->ex;
     switch (key) {
     case 'e':
@@ -531,7 +531,7 @@ int expane_key(expane *p, int key, int focused)
             say(p, MSG_WARN, "checking your answers… (Ctrl-C quits)");
         }
         return UI_HANDLED | UI_REDRAW;
-    case 'h':
+    case 't':
         return hint(p);
     case UI_KEY_ENTER:
         if (ex->kind != EX_PREDICT)
@@ -580,7 +580,7 @@ int expane_keys(const expane *p, int focused, ui_key_help *out, int max)
             out[k++] = (ui_key_help){"e", "edit"};
             out[k++] = (ui_key_help){"c", "check"};
         }
-        out[k++] = (ui_key_help){"h", "hint"};
+        out[k++] = (ui_key_help){"t", "hint"};
         out[k++] = (ui_key_help){"Tab", focused ? "chapters" : "pane"};
         out[k++] = (ui_key_help){"space", "page"};
     }
@@ -847,7 +847,7 @@ static void layout(expane *p, pen *pn, int ascii)
         heading(pn, "Hints", "none for this one", GRID_DIM);
     } else {
         snprintf(buf, sizeof buf, "%d of %d shown%s", shown, nh, shown < nh ?
-                 "; h shows the next" : "");
+                 "; t shows the next" : "");
         heading(pn, "Hints", buf, GRID_DIM);
         for (int i = 0; i < shown; i++) {
             if (i < EXP_MAX_HINTS)

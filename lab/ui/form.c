@@ -3,6 +3,8 @@
  * so a wrong value is red before the learner launches. Enter starts a real job through the
  * runner (ui_run.c) and opens the live views. */
 #include "ui.h"
+#include "../cli/runner.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,25 +32,88 @@ typedef struct form {
     ui_key_help keys[12];
 } form;
 
-static int hidden_flag(const lab_flag *f)
+/* Only the flags that apply to this lab: --help is not a value, the mpi-only ones matter
+ * headless only; a lab without ranks has no algorithm, gate, timeout or trace; a lab whose
+ * rank count is another flag (chapter 6's tp-size) takes no world size. */
+static int hidden_flag(const lab *l, const lab_flag *f)
 {
-    /* --help is not a value; the mpi-only ones only matter headless for now */
-    return !strcmp(f->name, "help") || !strncmp(f->help, "--backend mpi", 13) ||
-           !strcmp(f->name, "verbose");
+    if (!strcmp(f->name, "help") || !strncmp(f->help, "--backend mpi", 13) ||
+        !strcmp(f->name, "verbose"))
+        return 1;
+    if (!l->rank_main && (!strcmp(f->name, "algo") || !strcmp(f->name, "gated") ||
+                          !strcmp(f->name, "timeout") || !strcmp(f->name, "trace") ||
+                          !strcmp(f->name, "world-size")))
+        return 1;
+    return l->ranks_flag && strcmp(l->ranks_flag, "world-size") && !strcmp(f->name, "world-size");
+}
+
+/* The value without the spaces around it (what is checked and launched). */
+static void trimmed(const field *fd, char *out, size_t n)
+{
+    const char *b = fd->val, *e = fd->val + fd->len;
+    while (b < e && isspace((unsigned char)*b))
+        b++;
+    while (e > b && isspace((unsigned char)e[-1]))
+        e--;
+    snprintf(out, n, "%.*s", (int)(e - b), b);
+}
+
+/* A flag's help in the learner's words: the common flags get a sentence of their own, and
+ * asides meant for command-line users or for readers of the original scripts are cut. */
+static void help_text(const lab_flag *f, char *out, size_t n)
+{
+    static const struct { const char *name, *text; } own[] = {
+        {"timeout", "seconds a stuck send or receive waits before it is called a deadlock"},
+        {"algo", "how the collectives move data; auto lets each one pick by its size"},
+        {"trace", "a file name: the run is saved there, for Perfetto or for replay"},
+        {"gated", "the ranks stop at every step until you press n"},
+        {"backend", "how the ranks talk: gloo and shm are shared memory on this machine"},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!strcmp(f->name, own[i].name)) {
+            snprintf(out, n, "%s", own[i].text);
+            return;
+        }
+    snprintf(out, n, "%s", f->help ? f->help : "");
+    char *cut = strstr(out, "; no short alias");
+    if (cut)
+        *cut = 0;
+    char *aside;
+    while ((aside = strstr(out, " (the original")) != NULL) {
+        char *close = strchr(aside, ')');
+        if (!close)
+            break;
+        memmove(aside, close + 1, strlen(close + 1) + 1);
+    }
+    /* "the original" elsewhere: say which one; "--beta": the field is called beta here */
+    char *o;
+    const char *with = "the tutorial script";
+    while ((o = strstr(out, "the original")) != NULL &&
+           strlen(out) + strlen(with) - 12 < n) {
+        memmove(o + strlen(with), o + 12, strlen(o + 12) + 1);
+        memcpy(o, with, strlen(with));
+    }
+    for (char *d = out; (d = strstr(d, "--")) != NULL;)
+        if (isalpha((unsigned char)d[2]) && (d == out || d[-1] == ' ' || d[-1] == '('))
+            memmove(d, d + 2, strlen(d + 2) + 1);
+        else
+            d += 2;
 }
 
 static void check(field *fd)
 {
+    char v[VAL_MAX];
     fd->err[0] = 0;
     if (fd->f->type == FLAG_BOOL)
         return;
-    if (fd->len == 0) {
+    trimmed(fd, v, sizeof v);
+    if (!v[0]) {
         if (!fd->f->def)
             return;             /* an optional text (--trace): empty means not given */
         snprintf(fd->err, sizeof fd->err, "a value is needed (default %s)", fd->f->def);
         return;
     }
-    if (lab_flag_check(fd->f, fd->val, fd->err, sizeof fd->err) != 0 && !fd->err[0])
+    if (lab_flag_check(fd->f, v, fd->err, sizeof fd->err) != 0 && !fd->err[0])
         snprintf(fd->err, sizeof fd->err, "not a valid value");
 }
 
@@ -116,7 +181,7 @@ static void collect_algos(form *fm)
 
 static void add_field(form *fm, const lab_flag *f)
 {
-    if (fm->n == FORM_MAX || hidden_flag(f))
+    if (fm->n == FORM_MAX || hidden_flag(fm->l, f))
         return;
     for (int i = 0; i < fm->n; i++)
         if (!strcmp(fm->fl[i].f->name, f->name))
@@ -128,6 +193,32 @@ static void add_field(form *fm, const lab_flag *f)
     fd->len = fd->cur = (int)strlen(fd->val);
     check(fd);
 }
+
+/* The number of ranks the form would start (its world-size or tp-size field), or 0. */
+static int form_ranks(const form *fm)
+{
+    const char *name = fm->l->ranks_flag ? fm->l->ranks_flag : "world-size";
+    for (int i = 0; i < fm->n; i++)
+        if (!strcmp(fm->fl[i].f->name, name) && !fm->fl[i].err[0]) {
+            char v[VAL_MAX];
+            trimmed(&fm->fl[i], v, sizeof v);
+            return atoi(v);
+        }
+    return 0;
+}
+
+/* On the algo field with a chosen algorithm: where it will not run (the same rules as the
+ * run's notice and the command line's, lab/cli/runner.c). */
+static int algo_warning(const form *fm, const field *fd, char *out, size_t n)
+{
+    if (strcmp(fd->f->name, "algo") || fd->err[0])
+        return 0;
+    char v[VAL_MAX];
+    trimmed(fd, v, sizeof v);
+    return runner_algo_warn(v, form_ranks(fm), out, n);
+}
+
+static int form_typing(ui_screen *s);
 
 /* ---- drawing ---- */
 
@@ -152,21 +243,41 @@ static const ui_key_help *form_keys(ui_screen *s)
         if (fd->f->type != FLAG_BOOL)
             fm->keys[k++] = (ui_key_help){"type", "edit"};
     }
-    fm->keys[k++] = (ui_key_help){"Esc", "back"};
+    if (form_typing(s))
+        fm->keys[k++] = (ui_key_help){"Esc", "back"};
     fm->keys[k] = (ui_key_help){NULL, NULL};
     return fm->keys;
 }
 
+static int has_field(const form *fm, const char *name)
+{
+    for (int i = 0; i < fm->n; i++)
+        if (!strcmp(fm->fl[i].f->name, name))
+            return 1;
+    return 0;
+}
+
+/* The help explains only the fields this form shows. */
 static const char *const *form_help(ui_screen *s)
 {
-    (void)s;
-    static const char *const lines[] = {
-        "Every value is checked as you type; a red line says what is wrong.",
-        "gated: the real ranks stop at each algorithm step until you press n in the views.",
-        "algo: auto lets each collective's size/rank rule choose; a name forces it.",
-        "trace: a file name writes a Chrome trace (open it in Perfetto, or mlsys-lab replay).",
-        NULL
-    };
+    form *fm = s->data;
+    static const char *lines[6];
+    int k = 0;
+    lines[k++] = "Every value is checked as you type; a red line says what is wrong. Spaces "
+                 "around a value do not count.";
+    if (has_field(fm, "gated"))
+        lines[k++] = "gated: the real ranks stop at each algorithm step until you press n in "
+                     "the views.";
+    if (has_field(fm, "algo"))
+        lines[k++] = "algo: auto lets each collective choose by its size and rank count; a "
+                     "name asks for that algorithm, and the form, the run and its log say "
+                     "where it cannot run.";
+    if (has_field(fm, "trace"))
+        lines[k++] = "trace: a file name saves the run as a Chrome trace, for Perfetto or to "
+                     "replay here later.";
+    if (!fm->l->rank_main)
+        lines[k++] = "This lab is one process: it has no ranks, algorithms or gates to set.";
+    lines[k] = NULL;
     return lines;
 }
 
@@ -216,10 +327,15 @@ static void form_draw(ui_screen *s, grid *g, int x, int y, int w, int h)
             }
         }
         int hx = vx + vw + 4;
+        char help[400];
         if (fd->err[0])
             view_put_clipped(g, hx, row, x + w - hx - 1, fd->err, GRID_PAIR(UI_PAIR_ERR));
-        else
-            view_put_clipped(g, hx, row, x + w - hx - 1, fd->f->help, GRID_DIM);
+        else if (algo_warning(fm, fd, help, sizeof help))
+            view_put_clipped(g, hx, row, x + w - hx - 1, help, GRID_PAIR(UI_PAIR_WARN));
+        else {
+            help_text(fd->f, help, sizeof help);
+            view_put_clipped(g, hx, row, x + w - hx - 1, help, GRID_DIM);
+        }
         row++;
     }
     row++;
@@ -229,9 +345,38 @@ static void form_draw(ui_screen *s, grid *g, int x, int y, int w, int h)
     grid_put(g, x + 4, row, ok ? "[ Launch ]" : "[ fix the red values first ]", ok ? ba :
              GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD);
     row += 2;
-    if (fm->msg[0])
+    if (fm->msg[0]) {
         view_put_clipped(g, x + 4, row, w - 8, fm->msg, fm->msg_err ?
                          GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD : GRID_DIM);
+    } else if (fm->sel < fm->n) {
+        /* the selected field's whole help or warning, for narrow terminals that clip it */
+        const field *fd = &fm->fl[fm->sel];
+        char text[400];
+        grid_attr ta = GRID_DIM;
+        if (fd->err[0]) {
+            snprintf(text, sizeof text, "%s: %s", fd->f->name, fd->err);
+            ta = GRID_PAIR(UI_PAIR_ERR);
+        } else if (algo_warning(fm, fd, text, sizeof text)) {
+            ta = GRID_PAIR(UI_PAIR_WARN);
+        } else {
+            help_text(fd->f, text, sizeof text);
+        }
+        const char *p = text;
+        for (int line = 0; line < 3 && *p && row < y + h; line++, row++) {
+            int take = (int)strlen(p);
+            if (take > w - 8) {
+                take = w - 8;
+                while (take > 0 && p[take] != ' ')
+                    take--;
+                if (take == 0)
+                    take = w - 8;
+            }
+            grid_putn(g, x + 4, row, p, (size_t)take, ta);
+            p += take;
+            while (*p == ' ')
+                p++;
+        }
+    }
 }
 
 /* ---- keys ---- */
@@ -251,7 +396,7 @@ static int launch(form *fm)
         return UI_HANDLED | UI_REDRAW;
     }
     char *argv[2 * FORM_MAX + 1];
-    char names[FORM_MAX][64];
+    char names[FORM_MAX][64], vals[FORM_MAX][VAL_MAX];
     int argc = 0;
     for (int i = 0; i < fm->n; i++) {
         field *fd = &fm->fl[i];
@@ -261,10 +406,11 @@ static int launch(form *fm)
                 argv[argc++] = names[i];
             continue;
         }
-        if (!fd->len)
+        trimmed(fd, vals[i], sizeof vals[i]);
+        if (!vals[i][0])
             continue;
         argv[argc++] = names[i];
-        argv[argc++] = fd->val;
+        argv[argc++] = vals[i];
     }
     argv[argc] = NULL;
     char err[600];
@@ -375,6 +521,8 @@ static int form_key(ui_screen *s, int key)
             fd->cur++;
         return UI_HANDLED | UI_REDRAW;
     }
+    if (key == 'q' && !form_typing(s))
+        return 0;                   /* not a digit or a choice: q goes back */
     if (edit(fd, key))
         return UI_HANDLED | UI_REDRAW;
     return 0;
@@ -386,6 +534,14 @@ static void form_free(ui_screen *s)
     free(s);
 }
 
+/* Free text (a file name) takes every key; numbers and choices leave q to go back. */
+static int form_typing(ui_screen *s)
+{
+    form *fm = s->data;
+    return fm->sel < fm->n && fm->fl[fm->sel].f->type == FLAG_STR &&
+           strcmp(fm->fl[fm->sel].f->name, "algo") != 0;
+}
+
 static const ui_screen_class form_class = {
     .name = "form",
     .title = form_title,
@@ -395,6 +551,7 @@ static const ui_screen_class form_class = {
     .key = form_key,
     .tick = NULL,
     .free = form_free,
+    .typing = form_typing,
 };
 
 ui_screen *form_create(const lab *l)

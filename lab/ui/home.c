@@ -264,13 +264,13 @@ static void mark(home *h, const row *rw, char *out, size_t n, grid_attr *a, int 
     if (rw->kind == ROW_LAB) {
         int p = ui_progress_lab(rw->l->id);
         snprintf(out, n, "%s", p > 0 ? (ascii ? "v" : "✓") : p < 0 ? (ascii ? "x" : "✗") :
-                 (ascii ? "." : "·"));
+                 (ascii ? "o" : "·"));
         *a = p > 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : p < 0 ? GRID_PAIR(UI_PAIR_ERR) : GRID_DIM;
     } else if (rw->kind == ROW_EXERCISE) {
         int i = exercise_index(rw->ex);
         int m = i >= 0 && i < HOME_MAX_EX ? h->ex_mark[i] : 0;
         snprintf(out, n, "%s", m > 0 ? (ascii ? "v" : "✓") : m < 0 ? (ascii ? "x" : "✗") :
-                 (ascii ? "." : "·"));
+                 (ascii ? "o" : "·"));
         *a = m > 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : m < 0 ? GRID_PAIR(UI_PAIR_ERR) : GRID_DIM;
     } else if (rw->kind == ROW_CHAPTER) {
         const chapter *c = lab_chapters[rw->ch];
@@ -446,20 +446,26 @@ static const ui_key_help *home_keys(ui_screen *s)
 static const char *const *home_help(ui_screen *s)
 {
     (void)s;
-    static const char *const lines[] = {
+    static char marks[200];
+    int ascii = ui_options()->ascii;
+    /* the same glyphs as the tree draws (draw_tree and mark) */
+    snprintf(marks, sizeof marks, "Marks: %s a lab that ran to the end or an exercise that "
+             "passed, %s one that failed, %s not tried yet; 2/5 counts what is done.",
+             ascii ? "v" : "✓", ascii ? "x" : "✗", ascii ? "o" : "·");
+    static const char *lines[] = {
         "Left: the chapters. Enter opens a chapter; on a lab it opens the launcher form.",
         "Digits jump to a chapter: 3, or 1 then 4 for chapter 14.",
-        "Marks: ✓ a lab that ran to the end or an exercise that passed, ✗ one that failed, "
-        "· not tried yet; 2/5 counts what is done.",
+        NULL,
         "Right: the chapter's text. / searches it (any case), n and N go to the next match.",
         "g and G jump to the top and the end; the mouse wheel scrolls when it is on.",
-        "On an exercise the right side is its pane: e opens your file in $EDITOR (vi, nano or "
-        "ed when it is not set), c checks it, h shows the next hint (one at a time, kept in "
-        "your progress). A predict question: Enter, type the answer, Enter; each time you "
-        "open it the numbers are new. There ← goes back to the chapter, as h does elsewhere.",
-        "The same from the shell: mlsys-lab check ID, mlsys-lab hint ID, mlsys-lab watch.",
+        "On an exercise the right side is its pane: e opens your file in your editor, c "
+        "checks it, t shows the next hint (one at a time, and remembered). A predict "
+        "question: Enter, type the answer, Enter; each time you open it the numbers are new.",
+        "h or Left goes back (to the tree, then to the chapter); q leaves the text for the "
+        "tree, and on the tree quits.",
         NULL
     };
+    lines[2] = marks;
     return lines;
 }
 
@@ -509,8 +515,8 @@ static int reader_key(home *h, int key)
     case 'G': case UI_KEY_END: h->rtop = h->doc ? h->doc->nlines : 0; break;
     case 'n': search(h, 1, 0); break;
     case 'N': search(h, -1, 0); break;
-    case UI_KEY_TAB: case UI_KEY_ESC: case 'h': case UI_KEY_LEFT:
-        h->focus = 0;
+    case UI_KEY_TAB: case UI_KEY_ESC: case 'h': case UI_KEY_LEFT: case 'q':
+        h->focus = 0;           /* q backs out of the reader to the tree; there it quits */
         break;
     default:
         return 0;
@@ -540,13 +546,14 @@ static int pane_key(home *h, int key)
         return r;
     }
     if (h->focus == 1) {
-        if (key == UI_KEY_TAB || key == UI_KEY_ESC || key == UI_KEY_LEFT) {
+        if (key == UI_KEY_TAB || key == UI_KEY_ESC || key == UI_KEY_LEFT || key == 'h' ||
+            key == 'q') {
             h->focus = 0;
             return UI_HANDLED | UI_REDRAW;
         }
         if (key >= '0' && key <= '9')
             return -1;
-        return 0;               /* not the reader's keys; q and F10 still work */
+        return 0;               /* not the pane's keys; Q and F10 still work */
     }
     if (key == UI_KEY_ENTER || key == 'l' || key == UI_KEY_RIGHT || key == UI_KEY_TAB) {
         h->focus = 1;
@@ -697,6 +704,18 @@ static void home_free(ui_screen *s)
     free(s);
 }
 
+static int home_typing(ui_screen *s)
+{
+    home *h = s->data;
+    return h->searching || (h->rows[h->sel].kind == ROW_EXERCISE && expane_typing(h->pane));
+}
+
+static int home_inner(ui_screen *s)
+{
+    home *h = s->data;
+    return h->focus == 1;
+}
+
 static const ui_screen_class home_class = {
     .name = "home",
     .title = home_title,
@@ -706,6 +725,8 @@ static const ui_screen_class home_class = {
     .key = home_key,
     .tick = home_tick,
     .free = home_free,
+    .typing = home_typing,
+    .inner = home_inner,
 };
 
 ui_screen *home_create(void)

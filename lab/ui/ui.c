@@ -16,9 +16,42 @@
 #define UI_IDLE_MS 500          /* the loop wakes this often when nothing happens */
 #define UI_MAX_SCREENS 8
 
-static const ui_key_help global_keys[] = {
-    {"?/F1", "help"}, {"q", "back"}, {NULL, NULL}
+/* The shell's keys: one meaning each on every screen. q goes back one screen (on the first
+ * one it quits); Q quits from anywhere, asking first while a job runs; Esc goes back too. */
+static const ui_key_help foot_back[] = {{"?/F1", "help"}, {"q", "back"}, {NULL, NULL}};
+static const ui_key_help foot_quit[] = {{"?/F1", "help"}, {"q", "quit"}, {NULL, NULL}};
+static const ui_key_help foot_typing[] = {{"F1", "help"}, {NULL, NULL}};
+static const ui_key_help help_back[] = {
+    {"?/F1", "this help (j/k scroll it)"}, {"q/Esc", "go back one step"},
+    {"Q", "quit the lab (asks first while a job runs)"}, {"Ctrl-C", "stop every rank and quit"},
+    {NULL, NULL}
 };
+static const ui_key_help help_quit[] = {
+    {"?/F1", "this help (j/k scroll it)"}, {"q/Q", "quit the lab"},
+    {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}
+};
+static const ui_key_help help_typing[] = {
+    {"F1", "this help (j/k scroll it)"}, {"Esc", "leave the field"},
+    {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}
+};
+
+const ui_key_help *ui_global_keys(int depth, int typing, int help)
+{
+    if (typing)
+        return help ? help_typing : foot_typing;
+    if (depth <= 1)
+        return help ? help_quit : foot_quit;
+    return help ? help_back : foot_back;
+}
+
+int ui_shell_key(int key, int typing, int busy)
+{
+    if (key == UI_KEY_F1 || (key == '?' && !typing))
+        return UI_SHELL_HELP;
+    if (key == UI_KEY_F10 || (key == 'Q' && !typing))
+        return busy ? UI_SHELL_CONFIRM : UI_SHELL_QUIT;
+    return UI_SHELL_PASS;
+}
 
 /* ---- options ---- */
 
@@ -98,7 +131,16 @@ char *ui_capture(int (*fn)(void *), void *arg, int *rc)
 
 /* ---- parts every screen shares ---- */
 
+static void draw_footer_with(grid *g, int y, int w, const ui_key_help *keys,
+                             const ui_key_help *global_keys);
+
 void ui_draw_footer(grid *g, int y, int w, const ui_key_help *keys)
+{
+    draw_footer_with(g, y, w, keys, foot_back);
+}
+
+static void draw_footer_with(grid *g, int y, int w, const ui_key_help *keys,
+                             const ui_key_help *global_keys)
 {
     grid_fill(g, 0, y, w, 1, ' ', GRID_PAIR(UI_PAIR_BAR) | GRID_REVERSE);
     /* the global keys (help, back) always fit: the screen's own keys get what is left */
@@ -156,49 +198,106 @@ static int wrap_text(const char *s, int w, void (*put)(void *, const char *, siz
     return n;
 }
 
-typedef struct help_put { grid *g; int x, y, max; } help_put;
+/* The overlay's rows: the keys (screen's, then the shell's), a blank row, the wrapped lines.
+ * Drawn from row `top` on so that a tall help scrolls inside a short terminal. */
+typedef struct help_rows {
+    grid *g;
+    int x, y, h, top, row, kw, w;
+} help_rows;
+
+static int help_visible(help_rows *hr)
+{
+    return hr->row >= hr->top && hr->row - hr->top < hr->h;
+}
 
 static void put_help_line(void *u, const char *s, size_t len)
 {
-    help_put *p = u;
-    if (p->y < p->max)
-        grid_putn(p->g, p->x, p->y, s, len, GRID_DIM);
-    p->y++;
+    help_rows *p = u;
+    if (p->g && help_visible(p))
+        grid_putn(p->g, p->x, p->y + p->row - p->top, s, len, GRID_DIM);
+    p->row++;
 }
 
-void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
-                  const ui_key_help *keys, const char *const *lines)
+static int help_body(help_rows *hr, const ui_key_help *global, const ui_key_help *keys,
+                     const char *const *lines)
 {
-    int nk = 0, nl = 0, kw = 0;
+    hr->row = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (const ui_key_help *k = pass ? global : keys; k && k->key; k++) {
+            if (hr->g && help_visible(hr)) {
+                int ry = hr->y + hr->row - hr->top;
+                grid_put(hr->g, hr->x, ry, k->key, GRID_PAIR(UI_PAIR_KEY) | GRID_BOLD);
+                view_put_clipped(hr->g, hr->x + 2 + hr->kw, ry, hr->w - hr->kw - 2, k->what, 0);
+            }
+            hr->row++;
+        }
+        if (pass == 0 && keys && keys->key)
+            hr->row++;
+    }
+    if (lines && lines[0])
+        hr->row++;
+    for (int i = 0; lines && lines[i]; i++)
+        wrap_text(lines[i], hr->w, put_help_line, hr);
+    return hr->row;
+}
+
+int ui_draw_help_at(grid *g, const char *title, const ui_key_help *global,
+                    const ui_key_help *keys, const char *const *lines, int *top)
+{
+    int kw = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (const ui_key_help *k = pass ? global : keys; k && k->key; k++, nk++) {
+        for (const ui_key_help *k = pass ? global : keys; k && k->key; k++) {
             int w = grid_text_width(k->key, strlen(k->key));
             if (w > kw)
                 kw = w;
         }
     int w = g->w - 8 < 84 ? g->w - 8 : 84;
-    for (int i = 0; lines && lines[i]; i++)
-        nl += wrap_text(lines[i], w - 6, NULL, NULL);
-    int h = nk + nl + 6;
+    help_rows hr = {NULL, 0, 0, 0, 0, 0, kw, w - 6};
+    int total = help_body(&hr, global, keys, lines);
+    int h = total + 4;
     if (h > g->h - 2)
         h = g->h - 2;
+    int body = h - 4, maxtop = total - body > 0 ? total - body : 0;
+    if (*top > maxtop)
+        *top = maxtop;
+    if (*top < 0)
+        *top = 0;
     int x = (g->w - w) / 2, y = (g->h - h) / 2;
     grid_fill(g, x, y, w, h, ' ', 0);
     grid_box(g, x, y, w, h, 1, GRID_PAIR(UI_PAIR_TITLE) | GRID_BOLD);
     grid_printf(g, x + 2, y, GRID_BOLD, " help: %s ", title);
-    int row = y + 2;
-    for (int pass = 0; pass < 2; pass++)
-        for (const ui_key_help *k = pass ? global : keys; k && k->key && row < y + h - 2; k++) {
-            grid_put(g, x + 3, row, k->key, GRID_PAIR(UI_PAIR_KEY) | GRID_BOLD);
-            view_put_clipped(g, x + 5 + kw, row, w - kw - 8, k->what, 0);
-            row++;
-        }
-    row++;
-    help_put hp = {g, x + 3, row, y + h - 1};
-    for (int i = 0; lines && lines[i]; i++)
-        wrap_text(lines[i], w - 6, put_help_line, &hp);
-    const char *close = " any key closes this ";
-    grid_put(g, x + w - 3 - (int)strlen(close), y + h - 1, close, GRID_DIM);
+    hr = (help_rows){g, x + 3, y + 2, body, *top, 0, kw, w - 6};
+    help_body(&hr, global, keys, lines);
+    char close[96];
+    if (maxtop > 0)
+        snprintf(close, sizeof close, " %d-%d of %d %s j/k scroll %s Esc closes ", *top + 1,
+                 *top + body, total, g->ascii ? "-" : "·", g->ascii ? "-" : "·");
+    else
+        snprintf(close, sizeof close, " Esc or any key closes ");
+    int cw = grid_text_width(close, strlen(close));
+    grid_put(g, x + w - 3 - cw, y + h - 1, close, GRID_DIM);
+    return *top < maxtop;
+}
+
+void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
+                  const ui_key_help *keys, const char *const *lines)
+{
+    int top = 0;
+    ui_draw_help_at(g, title, global, keys, lines, &top);
+}
+
+void ui_draw_confirm_quit(grid *g)
+{
+    const char *a = "A job is running.";
+    const char *b = "Quit MLSys Lab and stop every rank?";
+    const char *c = "y quit    n or Esc stay";
+    int w = 44, h = 7, x = (g->w - w) / 2, y = (g->h - h) / 2;
+    grid_fill(g, x, y, w, h, ' ', 0);
+    grid_box(g, x, y, w, h, 1, GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD);
+    grid_put(g, x + 2, y, " quit? ", GRID_BOLD);
+    grid_put(g, x + 3, y + 2, a, GRID_BOLD);
+    grid_put(g, x + 3, y + 3, b, 0);
+    grid_put(g, x + 3, y + 5, c, GRID_PAIR(UI_PAIR_KEY) | GRID_BOLD);
 }
 
 void ui_draw_too_small(grid *g, int need_w, int need_h)
@@ -489,7 +588,24 @@ static void pop(void)
     }
 }
 
-static void draw_all(grid *g, int help_open)
+static int screen_typing(ui_screen *s)
+{
+    return s->cls->typing && s->cls->typing(s);
+}
+
+static int screen_busy(ui_screen *s)
+{
+    return s->cls->busy && s->cls->busy(s);
+}
+
+/* The depth the shell's keys are told about: a screen with a part to back out of counts
+ * as one deeper, so that its q says "back". */
+static int key_depth(ui_screen *s)
+{
+    return g_nstack + (s->cls->inner && s->cls->inner(s) ? 1 : 0);
+}
+
+static void draw_all(grid *g, int help_open, int *help_top, int *help_more, int confirm)
 {
     grid_clear(g);
     if (g->w < UI_MIN_W || g->h < UI_MIN_H) {
@@ -497,6 +613,7 @@ static void draw_all(grid *g, int help_open)
         return;
     }
     ui_screen *s = g_stack[g_nstack - 1];
+    int typing = screen_typing(s);
     char title[256] = "";
     if (s->cls->title)
         s->cls->title(s, title, sizeof title);
@@ -509,10 +626,27 @@ static void draw_all(grid *g, int help_open)
     const ui_key_help *keys = s->cls->keys ? s->cls->keys(s) : NULL;
     s->cls->draw(s, g, 0, 1, g->w, g->h - 2);
     grid_unclip(g);
-    ui_draw_footer(g, g->h - 1, g->w, keys);
+    draw_footer_with(g, g->h - 1, g->w, keys, ui_global_keys(key_depth(s), typing, 0));
     if (help_open)
-        ui_draw_help(g, title[0] ? title : s->cls->name, global_keys, keys,
-                     s->cls->help ? s->cls->help(s) : NULL);
+        *help_more = ui_draw_help_at(g, title[0] ? title : s->cls->name,
+                                     ui_global_keys(key_depth(s), typing, 1), keys,
+                                     s->cls->help ? s->cls->help(s) : NULL, help_top);
+    if (confirm)
+        ui_draw_confirm_quit(g);
+}
+
+/* Keys while the help is open: scrolling keys scroll it, any other closes it. */
+static int help_scroll_key(int key, int *top, int page)
+{
+    switch (key) {
+    case 'j': case UI_KEY_DOWN: case UI_KEY_WHEEL_DOWN: (*top)++; return 1;
+    case 'k': case UI_KEY_UP: case UI_KEY_WHEEL_UP: (*top)--; return 1;
+    case ' ': case UI_KEY_PGDN: *top += page; return 1;
+    case 'b': case UI_KEY_PGUP: *top -= page; return 1;
+    case 'g': case UI_KEY_HOME: *top = 0; return 1;
+    case 'G': case UI_KEY_END: *top = 1 << 20; return 1;
+    default: return 0;
+    }
 }
 
 int ui_run(const ui_opts *o, ui_screen *first)
@@ -551,7 +685,8 @@ int ui_run(const ui_opts *o, ui_screen *first)
     enable_mouse();
     grid *g = grid_create(COLS, LINES);
     grid_set_ascii(g, g_opts.ascii);
-    int flags = UI_REDRAW, help_open = 0, force = 1, status = 0;
+    int flags = UI_REDRAW, help_open = 0, help_top = 0, help_more = 0, confirm = 0;
+    int force = 1, status = 0;
     while (g_nstack > 0) {
         if (mlsys_job_stop_requested()) {
             status = 130;
@@ -574,7 +709,7 @@ int ui_run(const ui_opts *o, ui_screen *first)
             flags |= UI_REDRAW;
         }
         if (flags & (UI_REDRAW | UI_RELAYOUT)) {
-            draw_all(g, help_open);
+            draw_all(g, help_open, &help_top, &help_more, confirm);
             blit(g, force);
             force = 0;
             flags = 0;
@@ -594,29 +729,49 @@ int ui_run(const ui_opts *o, ui_screen *first)
             continue;
         }
         if (g->w < UI_MIN_W || g->h < UI_MIN_H) {
-            if (key == 'q' || key == UI_KEY_F10)
+            if (key == 'q' || key == 'Q' || key == UI_KEY_F10)
+                break;
+            continue;
+        }
+        if (confirm) {
+            confirm = 0;
+            flags |= UI_REDRAW;
+            if (key == 'y' || key == 'Y' || key == 'Q' || key == UI_KEY_ENTER)
                 break;
             continue;
         }
         if (help_open) {
+            if (help_scroll_key(key, &help_top, g->h / 2)) {
+                flags |= UI_REDRAW;
+                continue;
+            }
             help_open = 0;
             flags |= UI_REDRAW;
             continue;
         }
-        if (key == '?' || key == UI_KEY_F1) {
+        int typing = screen_typing(s);
+        switch (ui_shell_key(key, typing, screen_busy(s))) {
+        case UI_SHELL_HELP:
             help_open = 1;
+            help_top = 0;
             flags |= UI_REDRAW;
             continue;
+        case UI_SHELL_QUIT:
+            flags |= UI_QUIT;
+            break;
+        case UI_SHELL_CONFIRM:
+            confirm = 1;
+            flags |= UI_REDRAW;
+            continue;
+        default:
+            break;
         }
+        if (flags & UI_QUIT)
+            break;
         int r = s->cls->key ? s->cls->key(s, key) : 0;
         flags |= r;
-        if (!(r & UI_HANDLED)) {
-            if (key == 'q' || key == UI_KEY_ESC) {
-                flags |= UI_BACK;
-            } else if (key == UI_KEY_F10) {
-                flags |= UI_QUIT;
-            }
-        }
+        if (!(r & UI_HANDLED) && ((key == 'q' && !typing) || key == UI_KEY_ESC))
+            flags |= UI_BACK;
         if (flags & UI_QUIT)
             break;
         if (flags & UI_BACK) {

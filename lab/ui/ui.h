@@ -36,6 +36,14 @@ typedef struct ui_screen_class {
      * lowers *timeout_ms to when it wants to run again (it starts at the idle timeout). */
     int (*tick)(ui_screen *s, uint64_t now_ns, int *timeout_ms);
     void (*free)(ui_screen *s);
+    /* Optional. 1 while a text field has every key (q and Q are text then, only F1 opens
+     * the help and Esc leaves the field). */
+    int (*typing)(ui_screen *s);
+    /* Optional. 1 while a job runs: Q then asks before it quits. */
+    int (*busy)(ui_screen *s);
+    /* Optional. 1 when q backs out of a part of this screen (home's reader) instead of
+     * leaving it: the footer then says "q back" even on the first screen. */
+    int (*inner)(ui_screen *s);
 } ui_screen_class;
 
 struct ui_screen {
@@ -57,6 +65,19 @@ int ui_mouse_y(void);
 void ui_draw_footer(grid *g, int y, int w, const ui_key_help *keys);
 void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
                   const ui_key_help *keys, const char *const *lines);
+/* The same scrolled down by *top rows (clamped here: the overlay scrolls when its text is
+ * taller than the terminal); returns 1 when there is more to scroll to below. */
+int ui_draw_help_at(grid *g, const char *title, const ui_key_help *global,
+                    const ui_key_help *keys, const char *const *lines, int *top);
+/* The shell's own keys as the footer (help 0) or the help overlay (help 1) lists them, for a
+ * screen at depth (1: the first screen, where q quits) that is typing or not. */
+const ui_key_help *ui_global_keys(int depth, int typing, int help);
+/* The question Q asks while a job runs (also for tests). */
+void ui_draw_confirm_quit(grid *g);
+/* What the shell does with a key before the screen sees it, given its state: for tests and
+ * the loop alike. */
+enum { UI_SHELL_PASS, UI_SHELL_HELP, UI_SHELL_QUIT, UI_SHELL_CONFIRM };
+int ui_shell_key(int key, int typing, int busy);
 void ui_draw_too_small(grid *g, int need_w, int need_h);
 /* Hand the terminal to fn(arg) (an editor): curses is suspended (def_prog_mode, endwin),
  * SIGINT and SIGQUIT are ignored meanwhile as system() does (the program in the terminal

@@ -103,6 +103,10 @@ typedef struct run {
     child ch;
     int have_child;
     int started, done, result;      /* result: 0 all ranks ok */
+    int ran_ranks;                  /* ranks were started (not a lab that answered alone) */
+    char notes[4][200];             /* where the chosen algorithm did not run, and why */
+    int nnotes;
+    unsigned noted;                 /* collectives already noted (one bit each) */
     char why[256];
     int nranks;
     int gated;
@@ -123,6 +127,7 @@ typedef struct run {
     size_t rn;
     /* trace output (--trace) */
     const char *trace_path;
+    char trace_tmp[4200];           /* written there, renamed over trace_path at the end */
     mlsys_event *tev;
     size_t tn, tcap;
     /* the player */
@@ -134,6 +139,7 @@ typedef struct run {
     void *vd[RUN_MAX_VIEWS];
     int nviews, cur;
     ui_key_help keys[24];
+    char tabkey[16];
     /* the step model every run view reads, and the frame shown */
     stepmodel *sm;
     mlsys_event *smq;               /* events not yet in the model (waiting for order) */
@@ -315,9 +321,32 @@ static void fast_forward(run *r, size_t max)
 
 /* ---- the job's sink ---- */
 
+/* A collective call of rank 0 that did not run the algorithm the learner chose: kept for the
+ * notice above the status line, and said once in the log. */
+static void note_fallback(run *r, const mlsys_event *e)
+{
+    char why[200], line[300];
+    if (e->coll < 0 || e->coll >= 32 || (r->noted & (1u << e->coll)) ||
+        !runner_algo_note(r->forced, r->nranks, e, why, sizeof why))
+        return;
+    r->noted |= 1u << e->coll;
+    if (mlsys_algo_index((mlsys_coll)e->coll, r->forced) >= 0) {
+        /* a size or rank count that did not fit comes first: it is the surprise */
+        int keep = r->nnotes < 4 ? r->nnotes : 3;
+        memmove(r->notes[1], r->notes[0], (size_t)keep * sizeof r->notes[0]);
+        snprintf(r->notes[0], sizeof r->notes[0], "%s", why);
+        r->nnotes = keep + 1;
+    } else if (r->nnotes < 4) {
+        snprintf(r->notes[r->nnotes++], sizeof r->notes[0], "%s", why);
+    }
+    snprintf(line, sizeof line, "you chose the %s algorithm, but %s", r->forced, why);
+    push_line(r, -1, 0, line);
+}
+
 static void sink_line(void *u, int rank, int is_err, const char *line)
 {
     run *r = u;
+    line = view_line_rank(line, &rank);     /* rank 0 printed it for another rank */
     if (r->ln >= RUN_BACKLOG_MAX / 2)
         fast_forward(r, RUN_FF_CHUNK);   /* a flood of output: show it, do not hoard it */
     push_line(r, rank, is_err, line);
@@ -333,6 +362,8 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
             continue;
         if (e->kind == MLSYS_EV_STEP)
             r->steps_seen[e->rank]++;
+        if (e->kind == MLSYS_EV_COLL_BEGIN && e->rank == 0 && r->forced[0])
+            note_fallback(r, e);
         if (e->kind == MLSYS_EV_MARK && !strcmp(e->label, MLSYS_MARK_WATCH)) {
             r->watch[e->rank].addr = (uint64_t)e->val[0];
             r->watch[e->rank].count = e->bytes;
@@ -592,13 +623,15 @@ static void finish(run *r, int rc)
         r->lost = mlsys_job_events_lost(r->job);
         for (int k = 0; k < r->nranks; k++)
             r->gate[k] = -1;
-        if (r->trace_path) {
+        if (r->trace_path && r->trace_tmp[0]) {
             char line[600];
-            if (mlsys_trace_write_json(r->trace_path, r->tev, r->tn, mlsys_job_t0_ns(r->job)))
-                snprintf(line, sizeof line, "cannot write the trace to %s", r->trace_path);
+            trace_buf tb = {r->tev, r->tn, r->tcap};
+            if (runner_trace_commit(r->trace_path, r->trace_tmp, &tb, mlsys_job_t0_ns(r->job)))
+                snprintf(line, sizeof line, "could not write the trace to %s", r->trace_path);
             else
                 snprintf(line, sizeof line, "trace: %zu events written to %s (%llu lost)", r->tn,
                          r->trace_path, (unsigned long long)r->lost);
+            r->trace_tmp[0] = 0;
             push_line(r, -1, 0, line);
         }
         mlsys_job_free(r->job);
@@ -624,6 +657,10 @@ static void job_stop(run *r)
         mlsys_job_free(r->job);
         r->job = NULL;
     }
+    if (r->trace_tmp[0]) {             /* stopped before the end: an old trace stays */
+        unlink(r->trace_tmp);
+        r->trace_tmp[0] = 0;
+    }
     child_stop(r);
     if (r->have_args) {
         lab_args_free(&r->a);
@@ -646,10 +683,13 @@ static int fn_begin(run *r, char *err, size_t n)
     views_reset(r);
     r->paused = r->gated;
     r->step_once = r->animating = 0;
+    setenv("MLSYS_PRINT_TAGS", "1", 1);     /* lines printed in rank order keep their rank */
     r->job = mlsys_job_start(&o, NULL, r->fn, r->fn_arg, err, n);
+    unsetenv("MLSYS_PRINT_TAGS");
     if (!r->job)
         return -1;
     r->started = 1;
+    r->ran_ranks = 1;
     for (int k = 0; k < r->nranks; k++)
         r->rank_state[k] = VIEW_RANK_RUNNING;
     return 0;
@@ -658,9 +698,11 @@ static int fn_begin(run *r, char *err, size_t n)
 static int job_begin(run *r, char *err, size_t n)
 {
     err[0] = 0;
-    r->done = r->started = 0;
+    r->done = r->started = r->ran_ranks = 0;
     r->result = 0;
     r->why[0] = 0;
+    r->nnotes = 0;
+    r->noted = 0;
     r->grants = r->read_epoch = 0;
     if (r->fn)
         return fn_begin(r, err, n);
@@ -680,7 +722,10 @@ static int job_begin(run *r, char *err, size_t n)
     }
     const char *algo = lab_arg_str(&r->a, "algo");
     snprintf(r->forced, sizeof r->forced, "%s", algo && strcmp(algo, "auto") ? algo : "");
-    r->trace_path = lab_arg_str(&r->a, "trace");
+    r->trace_path = r->l->rank_main ? lab_arg_str(&r->a, "trace") : NULL;
+    if (r->trace_path && runner_trace_prepare(r->trace_path, r->trace_tmp, sizeof r->trace_tmp,
+                                              err, n) != 0)
+        return -1;                   /* checked before the job, as the command line does */
     r->gated = o.gated;
     alloc_ranks(r, r->l->rank_main ? o.world_size : 1);
     clear_tape(r);
@@ -722,8 +767,12 @@ static int job_begin(run *r, char *err, size_t n)
             for (int i = 0; i < r->nviews; i++)
                 if (!strcmp(r->cls[i]->name, ns && r->l->view ? r->l->view : "log"))
                     r->cur = i;
-            snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished (no ranks needed)" :
-                     "the lab stopped before starting its ranks");
+            if (r->trace_tmp[0]) {
+                unlink(r->trace_tmp);
+                r->trace_tmp[0] = 0;
+            }
+            snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished: the lab answered "
+                     "without starting ranks" : "the lab stopped before starting its ranks");
             r->started = 1;
             r->done = 1;
             r->result = brc;
@@ -739,11 +788,14 @@ static int job_begin(run *r, char *err, size_t n)
     wargv[2] = (char *)r->l->id;
     for (int i = 0; i < r->argc; i++)
         wargv[3 + i] = r->argv[i];
+    setenv("MLSYS_PRINT_TAGS", "1", 1);     /* lines printed in rank order keep their rank */
     r->job = mlsys_job_start(&o, wargv, NULL, NULL, err, n);
+    unsetenv("MLSYS_PRINT_TAGS");
     free(wargv);
     if (!r->job)
         return -1;
     r->started = 1;
+    r->ran_ranks = 1;
     for (int k = 0; k < r->nranks; k++)
         r->rank_state[k] = VIEW_RANK_RUNNING;
     return 0;
@@ -930,10 +982,28 @@ static int run_tick(ui_screen *s, uint64_t now, int *tmo)
     return flags;
 }
 
+/* The title says what ran: ranks, one process, or a lab that answered without ranks. */
 static void run_title(ui_screen *s, char *out, size_t n)
 {
     run *r = s->data;
-    snprintf(out, n, "%s", r->title);
+    if (!r->l || r->replay) {
+        snprintf(out, n, "%s", r->title);
+        return;
+    }
+    const char *dot = ui_options()->ascii ? "-" : "·";
+    if (!r->l->rank_main)
+        snprintf(out, n, "%s %s one process", r->l->id, dot);
+    else if (r->started && !r->ran_ranks)
+        snprintf(out, n, "%s %s no ranks started", r->l->id, dot);
+    else
+        snprintf(out, n, "%s %s %d rank%s%s", r->l->id, dot, r->nranks, r->nranks == 1 ? "" :
+                 "s", r->gated ? ", gated" : "");
+}
+
+static int run_busy(ui_screen *s)
+{
+    run *r = s->data;
+    return !r->done && (r->job != NULL || r->have_child);
 }
 
 static const ui_key_help *run_keys(ui_screen *s)
@@ -941,13 +1011,15 @@ static const ui_key_help *run_keys(ui_screen *s)
     run *r = s->data;
     int k = 0;
     r->keys[k++] = (ui_key_help){"space", r->paused ? "play" : "pause"};
-    r->keys[k++] = (ui_key_help){"n/→", "step"};
-    r->keys[k++] = (ui_key_help){"b/←", "back"};
+    int ascii = ui_options()->ascii;
+    r->keys[k++] = (ui_key_help){ascii ? "n/Right" : "n/→", "step"};
+    r->keys[k++] = (ui_key_help){ascii ? "b/Left" : "b/←", "back"};
     r->keys[k++] = (ui_key_help){"+/-", "speed"};
     r->keys[k++] = (ui_key_help){"[/]", "collective"};
     r->keys[k++] = (ui_key_help){"Home/End", "first/last"};
     r->keys[k++] = (ui_key_help){"r", r->replay ? "restart" : "rerun"};
-    r->keys[k++] = (ui_key_help){"Tab/1-4", "view"};
+    snprintf(r->tabkey, sizeof r->tabkey, "Tab/1-%d", r->nviews);
+    r->keys[k++] = (ui_key_help){r->tabkey, "view"};
     const ui_key_help *vk = r->cls[r->cur]->keys;
     for (int i = 0; vk && vk[i].key && k < 22; i++)
         r->keys[k++] = vk[i];
@@ -969,10 +1041,13 @@ static const char *const *run_help(ui_screen *s)
     else
         lines[k++] = "Start a lab with gated on (in its form) to hold the real ranks at "
                      "every step.";
-    lines[k++] = "Cells: the rank whose data a cell holds (2), several (0+1), all of them "
-                 "(all), none (.).";
-    lines[k++] = "The values under the cells are what the rank printed, sent, or (gated) "
-                 "had in memory at the gate.";
+    if (!strcmp(r->cls[r->cur]->name, "ring"))
+        lines[k++] = ui_options()->ascii ?
+        "Cells: the rank whose data a cell holds (2), several (0+1), all of them (all), none (.)." :
+        "Cells: the rank whose data a cell holds (2), several (0+1), all of them (all), none (·).";
+    if (!strcmp(r->cls[r->cur]->name, "ring"))
+        lines[k++] = "The values under the cells are what the rank printed, sent, or (gated) "
+                     "had in memory at the gate.";
     lines[k] = NULL;
     return lines;
 }
@@ -989,8 +1064,13 @@ static void status_line(run *r, grid *g, int x, int y, int w)
     } else if (r->done && r->frame < last_frame(r) && r->result == 0) {
         snprintf(left, sizeof left, "the job has ended; showing step %d of %d (End: the last)",
                  r->frame, last_frame(r));
+    } else if (r->done && r->result == 0 && (r->queued || r->ln)) {
+        /* the views are behind the job: say so rather than "finished" over half a log */
+        snprintf(left, sizeof left, "the job has ended; its output is still playing (End: "
+                 "all of it)");
     } else if (r->done) {
-        snprintf(left, sizeof left, "%s", r->result == 0 ? "finished: every rank exited 0" : r->why);
+        snprintf(left, sizeof left, "%s", r->result != 0 ? r->why : !r->ran_ranks ? r->why :
+                 "finished: every rank exited 0");
         la = r->result == 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD;
     } else if (r->gated && all_at_gate(r)) {
         int st = -1;
@@ -1017,16 +1097,27 @@ static void status_line(run *r, grid *g, int x, int y, int w)
     int narrow = w < 100;
     if (narrow)
         snprintf(sp, sizeof sp, "%d ms", ms);
-    int last = last_frame(r), ended = (r->done || r->replay) && r->frame >= last;
-    int used = snprintf(right, sizeof right, "%s%s%s%sstep %d/%d%s%llu %s", ended ? "the end" :
-                        r->paused ? "paused" : "playing", dot, sp, dot, r->frame,
-                        sm_nframes(r->sm) - 1, dot, (unsigned long long)r->events,
-                        narrow ? "ev" : "events");
-    if (r->forwarded)
-        used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu fast-forwarded", dot,
-                         (unsigned long long)r->forwarded);
-    snprintf(right + used, sizeof right - (size_t)used, "%s%llu lost", dot,
-             (unsigned long long)r->lost);
+    int last = last_frame(r), ended = (r->done || r->replay) && r->frame >= last &&
+                                      !r->queued && !r->ln;
+    const char *state = ended ? "the end" : r->paused ? "paused" : "playing";
+    int used;
+    if (narrow) {
+        /* 80 columns: what the learner acts on; the counts are in the ring's side panel */
+        used = snprintf(right, sizeof right, "%s%sstep %d/%d", state, dot, r->frame,
+                        sm_nframes(r->sm) - 1);
+        if (r->lost)
+            snprintf(right + used, sizeof right - (size_t)used, "%s%llu lost", dot,
+                     (unsigned long long)r->lost);
+    } else {
+        used = snprintf(right, sizeof right, "%s%s%s%sstep %d/%d%s%llu events", state, dot, sp,
+                        dot, r->frame, sm_nframes(r->sm) - 1, dot,
+                        (unsigned long long)r->events);
+        if (r->forwarded)
+            used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu fast-forwarded",
+                             dot, (unsigned long long)r->forwarded);
+        snprintf(right + used, sizeof right - (size_t)used, "%s%llu lost", dot,
+                 (unsigned long long)r->lost);
+    }
     int rw = grid_text_width(right, strlen(right));
     grid_fill(g, x, y, w, 1, ' ', GRID_PAIR(UI_PAIR_BAR) | GRID_REVERSE);
     view_put_clipped(g, x + 1, y, w - rw - 4, left, la | GRID_REVERSE);
@@ -1083,6 +1174,13 @@ static void run_draw(ui_screen *s, grid *g, int x, int y, int w, int h)
     }
     r->cls[r->cur]->draw(r->vd[r->cur], g, x + 1, y + 2, w - 2, h - 4, &ctx);
     grid_unclip(g);
+    if (r->nnotes) {
+        char note[400];
+        snprintf(note, sizeof note, "you chose %s, but %s%s", r->forced, r->notes[0],
+                 r->nnotes > 1 ? " (more in the log)" : "");
+        grid_fill(g, x, y + h - 2, w, 1, ' ', 0);
+        view_put_clipped(g, x + 1, y + h - 2, w - 2, note, GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD);
+    }
     status_line(r, g, x, y + h - 1, w);
 }
 
@@ -1148,6 +1246,8 @@ static int run_key(ui_screen *s, int key)
         show_frame(r, 0, 0);
         return UI_HANDLED | UI_REDRAW;
     case UI_KEY_END:
+        if (r->queued || r->ln)
+            fast_forward(r, (size_t)-1);     /* every line and event to the views now */
         show_frame(r, last_frame(r), 0);
         return UI_HANDLED | UI_REDRAW;
     case '[': case ']': {
@@ -1218,6 +1318,7 @@ static const ui_screen_class run_class = {
     .key = run_key,
     .tick = run_tick,
     .free = run_free,
+    .busy = run_busy,
 };
 
 static ui_screen *wrap(run *r)

@@ -4,7 +4,9 @@
 # passing check, $EDITOR, predict answers, Ctrl-C during a check), a gated collective
 # cheatsheet stepped to the end of its all-reduce, the log view, replay, help, resizing and
 # tiny terminals, NO_COLOR, --ascii, a rank killed mid-run, Ctrl-C and SIGTERM (terminal
-# sane, no process left). Every file the lab writes (workspace, progress) stays in a temp dir.
+# sane, no process left); at 80x24 the keys (q back / quit, Q asks while a job runs, a help
+# that scrolls), log lines under their own rank, algorithm fallbacks said in the form, the
+# run screen and headless stderr, the chain relay one hop per step, one glyph per meaning. Every file the lab writes (workspace, progress) stays in a temp dir.
 # MLSYS_EX_SEED (test-only, read by lab/ui/expane.c) fixes the seeds of the pane's checks and
 # questions so that its golden frame (tests/frames/ui_expane_*.txt) is the same every run.
 # Usage: tests/ui/ui_test.sh [BUILD_DIR]   (from the repository root; default build)
@@ -213,11 +215,11 @@ check "and the learner's file, in the temp workspace" \
 check "which is not there until e or c makes it" sh -c "[ ! -e '$work' ] && \
     $T capture-pane -p -t $sess | grep -q 'not there yet: e or c makes it from the starter'"
 check "no hint is shown before h" pane_has "Hints 0 of 5 shown"
-check "the footer has the pane's keys" wait_for "e edit  c check  h hint" 10
-keys h
-check "h shows the first hint" wait_for "1\. If every rank calls a blocking mlsys_send" 20
-keys h
-check "h again shows the second, one at a time" wait_for "2\. How do you cut count elements" 20
+check "the footer has the pane's keys" wait_for "e edit  c check  t hint" 10
+keys t
+check "t shows the first hint" wait_for "1\. If every rank calls a blocking mlsys_send" 20
+keys t
+check "t again shows the second, one at a time" wait_for "2\. How do you cut count elements" 20
 check "and not the third yet" \
     sh -c "! $T capture-pane -p -t $sess | grep -q '3\. At reduce-scatter'"
 check "the hints shown are kept in the progress file" \
@@ -379,6 +381,12 @@ check "stepping on, the job finishes" wait_for "finished: every rank exited 0" 6
 keys + + + + + +
 keys 2
 check "the log view shows every rank's output" wait_for "Rank 3: \\[10.0, 20.0\\]" 60
+check "each line under the rank that printed it, not rank 0" \
+    wait_for "^ \\[r3\\] Rank 3: \\[10.0, 20.0\\]" 20
+keys f f f f f
+check "f reaches every rank of the job: rank 3 alone" wait_for "showing rank 3" 20
+check "and only rank 3's lines" sh -c "! $T capture-pane -p -t $sess | grep -q '^ \\[r[0-2]\\]'"
+keys f
 keys o
 check "o puts the log in rank order" wait_for "output in rank order" 20
 keys 1
@@ -509,6 +517,142 @@ keys q
 check "q ends the replay" wait_for "^EXIT=0" 30
 keys "$bin replay /nonexistent.json; echo EXIT=\$?" Enter
 check "a missing trace is a clear error" wait_for "cannot open /nonexistent.json" 30
+$T kill-session -t "$sess"
+
+
+# ---- keys as htop and lazygit users expect them, at 80x24 ----
+start keys80 80 24
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+check "80x24 home: the footer keeps help and says q quits here" \
+    sh -c "$T capture-pane -p -t $sess | tail -1 | grep -q '?/F1 help  q quit'"
+keys Tab
+check "in the reader q means back (to the tree)" \
+    sh -c "sleep 0.3; $T capture-pane -p -t $sess | tail -1 | grep -q 'q back'"
+keys q
+check "q in the reader goes back to the tree, the lab still runs" \
+    sh -c "sleep 0.3; $T capture-pane -p -t $sess | tail -1 | grep -q 'q quit' && \
+           ! $T capture-pane -p -t $sess | grep -q '^EXIT='"
+select_ex ch01-world-size-8 j
+keys h
+check "h on an exercise moves back to its chapter, it shows no hint" \
+    sh -c "sleep 0.3; ! $T capture-pane -p -t $sess | grep -q 'hint 1 of'"
+launch_cheatsheet gated
+wait_for "the ranks wait at gate 1" 60
+check "80x24 run screen: the footer keeps ?/F1 help and q back" \
+    sh -c "$T capture-pane -p -t $sess | tail -1 | grep -q '?/F1 help  q back'"
+keys '?'
+check "the help says how to scroll it when it does not fit" wait_for "j/k scroll" 20
+keys G
+check "G scrolls the help to its last keys and lines" wait_for "Q +quit the lab" 20
+keys Escape
+keys 2 '?'
+check "the log view's help lists its own keys (o, f/F, g/G)" \
+    sh -c "sleep 0.3; $T capture-pane -p -t $sess | grep -q ' o  *rank order' && \
+           $T capture-pane -p -t $sess | grep -q ' f/F  *next/previous rank' && \
+           $T capture-pane -p -t $sess | grep -q ' g/G  *top/end'"
+keys Escape 1
+ui=$(ui_pid)
+ranks=$(pgrep -P "$ui" | tr '\n' ' ')
+keys Q
+check "Q while a job runs asks first" wait_for "Quit MLSys Lab and stop every rank\\?" 20
+keys n
+check "n keeps the lab and its job" sh -c "sleep 0.3; ! $T capture-pane -p -t $sess | \
+    grep -q 'Quit MLSys Lab' && $T capture-pane -p -t $sess | grep -q 'wait at gate'"
+keys Q y
+check "Q then y quits from the run screen, exit status 0" wait_for "^EXIT=0" 40
+check "and no rank is left" sh -c "sleep 0.5; for p in $ranks; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0"
+check "the terminal is sane after Q" sane_tty
+$T kill-session -t "$sess"
+
+# ---- algorithms never change silently: the form, the run screen, headless stderr ----
+"$bin" run ch03/collective-cheatsheet -w 5 --algo ring --trace "$tmp/ring5.json" \
+    > "$tmp/ring5.out" 2> "$tmp/ring5.err"
+check "headless: --algo ring on 5 ranks says on stderr which collectives have no ring" \
+    grep -q "scatter (ran tree), gather (ran tree) have no ring algorithm" "$tmp/ring5.err"
+check "headless: all_reduce gets one element per rank, so ring really runs" sh -c "\
+    grep -q 'so that ring can cut the buffer into 5 chunks' '$tmp/ring5.out' && \
+    ! grep -q 'all_reduce of' '$tmp/ring5.err'"
+check "headless: stdout is the lab's own output only" sh -c "! grep -q 'mlsys-lab' '$tmp/ring5.out'"
+"$bin" run ch03/collective-cheatsheet -w 5 --algo recursive_doubling > /dev/null 2> "$tmp/rd5.err"
+check "headless: a rank count an algorithm cannot take is said on stderr" grep -q \
+    "all_gather ran direct: recursive_doubling needs a power-of-two number of ranks, not 5" \
+    "$tmp/rd5.err"
+start algo 140 42
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 3 Right j Enter
+wait_for "launch ch03/collective-cheatsheet" 30
+keys Down C-u "5 " Down Down Down C-u recursive_doubling
+check "the form says where the chosen algorithm cannot run before launch" \
+    wait_for "5 ranks is not a power of two, so the baseline runs instead" 20
+check "and takes 5 with a trailing space" sh -c "! $T capture-pane -p -t $sess | grep -q 'fix the red'"
+keys Enter
+check "the run screen says the algorithm fell back" \
+    wait_for "you chose recursive_doubling, but all_gather ran direct: recursive_doubling needs" 60
+check "the title counts the ranks that run" wait_for "collective-cheatsheet · 5 ranks" 10
+keys End 2
+check "so does the log" wait_for "\\[run\\] you chose the recursive_doubling algorithm, but" 30
+keys q Escape
+# a lab that answers without ranks does not claim ranks
+keys 2 Right j Enter
+wait_for "launch ch02/send-recv-basic" 30
+keys Down Down Space Enter
+check "a lab that answered without ranks says so in the title" wait_for "no ranks started" 30
+check "and in the status line" wait_for "the lab answered without starting ranks" 10
+keys q Escape
+# a single-process lab offers no algorithm, gate or trace
+keys 1
+sleep 0.3
+keys j Enter
+wait_for "launch ch01/verify-setup" 30
+check "a one-process lab's form has no algo, gated, timeout or trace" sh -c "\
+    ! $T capture-pane -p -t $sess | grep -Eq '^ .  (algo|gated|timeout|trace) '"
+keys Escape
+# the form speaks to a learner
+keys 2
+sleep 0.3
+keys j j Enter
+wait_for "launch ch02/pipeline-simulation" 30
+check "no command-line asides in the form" sh -c "sleep 0.3; \
+    ! $T capture-pane -p -t $sess | grep -q 'short alias'"
+keys Escape q
+check "q on home quits" wait_for "^EXIT=0" 30
+$T kill-session -t "$sess"
+
+# ---- the chain relay, one hop per step: 42, 52, 62, 72 ----
+start relay 120 40
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 2 Right j Enter
+wait_for "launch ch02/send-recv-basic" 30
+keys C-u 5 Up Up Space Enter
+wait_for "the ranks wait at gate 1" 60
+keys n
+check "hop 0: rank 0 sends 42 to rank 1" wait_for "relay hop: rank 0 sends 42 to rank 1" 40
+keys n
+check "hop 1: rank 1 sends 52 to rank 2" wait_for "relay hop: rank 1 sends 52 to rank 2" 40
+keys n
+check "hop 2: rank 2 sends 62 to rank 3" wait_for "relay hop: rank 2 sends 62 to rank 3" 40
+keys n
+check "hop 3: rank 3 sends 72 to rank 4" wait_for "relay hop: rank 3 sends 72 to rank 4" 40
+check "and rank 4 holds 72" wait_for "holds 72.0" 10
+keys Q y
+wait_for "^EXIT=0" 40
+$T kill-session -t "$sess"
+
+# ---- --ascii: one meaning per glyph ----
+start ascii 120 40
+keys "clear; $bin --ascii; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+check "--ascii: an exercise not tried yet is o, not ." \
+    wait_for "ex  Run the first program on 8 .*\\.\\.\\. o" 20
+check "--ascii: clipped text ends in ..., and ~ is not used for it" \
+    sh -c "! $T capture-pane -p -t $sess | grep -q '~'"
+keys '?'
+check "--ascii: the help names the glyphs the tree draws" wait_for "o not tried yet" 20
+keys Escape q
+wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
 
 echo "$pass passed, $fail failed"

@@ -537,6 +537,120 @@ START_TEST(log_orders)
 }
 END_TEST
 
+/* f offers every rank of the job, not only those that printed (old code: all, runner, 0). */
+START_TEST(log_filter_reaches_every_rank)
+{
+    const view_class *c = &view_log_class;
+    void *d = c->create();
+    c->reset(d, 5);
+    c->line(d, -1, 0, "World size: 5");
+    c->line(d, 0, 0, "rank 0 only");
+    view_ctx ctx = settled(5);
+    for (int k = 0; k < 6; k++)          /* all -> runner -> 0 1 2 3 4 */
+        c->key(d, 'f');
+    char *f = render(c, d, 80, 12, &ctx, 0);
+    ck_assert_msg(strstr(f, "showing rank 4"), "%s", f);
+    free(f);
+    c->key(d, 'f');
+    f = render(c, d, 80, 12, &ctx, 0);
+    ck_assert_msg(strstr(f, "showing all"), "%s", f);
+    free(f);
+    c->key(d, 'F');                      /* backwards: the last rank again */
+    f = render(c, d, 80, 12, &ctx, 0);
+    ck_assert_msg(strstr(f, "showing rank 4"), "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+START_TEST(line_rank_tags)
+{
+    int r = 0;
+    ck_assert_str_eq(view_line_rank("\001r3\002Rank 3: received 62.0", &r), "Rank 3: received 62.0");
+    ck_assert_int_eq(r, 3);
+    r = 7;
+    ck_assert_str_eq(view_line_rank("Rank 3: plain", &r), "Rank 3: plain");
+    ck_assert_int_eq(r, 7);
+    ck_assert_str_eq(view_line_rank("\001rx\002text", &r), "\001rx\002text");
+    ck_assert_str_eq(view_line_rank("\001r12", &r), "\001r12");
+    ck_assert_int_eq(r, 7);
+}
+END_TEST
+
+/* Every rank prints in rank order through rank 0 (mlsys_print_ordered); the run screen's
+ * log must still put each line under the rank that wrote it. */
+static int ordered_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    return mlsys_print_ordered(c, "Rank %d: hello\nRank %d: again\n", mlsys_rank(c),
+                               mlsys_rank(c));
+}
+
+START_TEST(run_log_tags_lines_with_their_rank)
+{
+    char err[256];
+    ui_screen *s = run_create_fn("ordered", 4, 0, ordered_rank, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    run_stats_t st;
+    for (int i = 0; i < 500; i++) {
+        int tmo = 10;
+        s->cls->tick(s, mlsys_now_ns(), &tmo);
+        run_stats(s, &st);
+        if (st.done)
+            break;
+        usleep(5000);
+    }
+    ck_assert(st.done && st.result == 0);
+    s->cls->key(s, UI_KEY_END);              /* every line to the views */
+    s->cls->key(s, '2');                     /* the log */
+    grid *g = grid_create(100, 30);
+    s->cls->draw(s, g, 0, 1, 100, 28);
+    char *f = grid_dump(g);
+    for (int r = 0; r < 4; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "[r%d] Rank %d: hello", r, r);
+        ck_assert_msg(strstr(f, want), "missing \"%s\" in\n%s", want, f);
+        snprintf(want, sizeof want, "[r%d] Rank %d: again", r, r);
+        ck_assert_msg(strstr(f, want), "missing \"%s\" in\n%s", want, f);
+    }
+    ck_assert_msg(!strchr(f, '\001'), "no tag is left on screen");
+    free(f);
+    grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
+/* Headless (no MLSYS_PRINT_TAGS) the text is byte for byte what the ranks printed. */
+typedef struct lines_t { char buf[2048]; size_t n; int ranks[16]; int nl; } lines_t;
+static void keep_line(void *u, int rank, int is_err, const char *line)
+{
+    lines_t *l = u;
+    (void)is_err;
+    l->n += (size_t)snprintf(l->buf + l->n, sizeof l->buf - l->n, "%s\n", line);
+    if (l->nl < 16)
+        l->ranks[l->nl++] = rank;
+}
+
+START_TEST(print_ordered_untagged_headless)
+{
+    unsetenv("MLSYS_PRINT_TAGS");
+    mlsys_launch_opts o = {.world_size = 3, .timeout_ms = 10000, .capture_output = 1};
+    char err[256];
+    mlsys_job *j = mlsys_job_start(&o, NULL, ordered_rank, NULL, err, sizeof err);
+    ck_assert_msg(j != NULL, "%s", err);
+    lines_t l;
+    memset(&l, 0, sizeof l);
+    mlsys_job_sink sink = {keep_line, NULL, &l};
+    int rc;
+    while ((rc = mlsys_job_wait(j, &sink, 50, err, sizeof err)) == 1)
+        ;
+    mlsys_job_free(j);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(l.buf, "Rank 0: hello\nRank 0: again\nRank 1: hello\nRank 1: again\n"
+                            "Rank 2: hello\nRank 2: again\n");
+}
+END_TEST
+
 START_TEST(plot_sweep)
 {
     const view_class *c = &view_plot_class;
@@ -625,8 +739,14 @@ static const lab_flag form_flags[] = {
     {"mode", 0, FLAG_CHOICE, "fast", "fast|slow", 0, 0, "how"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
+static int form_rank_main(mlsys_comm *c, const lab_args *a)
+{
+    (void)c;
+    (void)a;
+    return 0;
+}
 static const lab form_lab = {.id = "test/form", .title = "Form test", .summary = "a lab",
-                             .flags = form_flags, .view = "ring"};
+                             .flags = form_flags, .rank_main = form_rank_main, .view = "ring"};
 
 START_TEST(form_validates_as_you_type)
 {
@@ -663,6 +783,84 @@ START_TEST(form_validates_as_you_type)
     ck_assert_ptr_nonnull(strstr(f, "slow"));
     free(f);
     grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
+static int form_count(ui_screen *s, const char *needle)
+{
+    grid *g = grid_create(140, 40);
+    s->cls->draw(s, g, 0, 1, 140, 38);
+    char *f = grid_dump(g);
+    int n = 0;
+    for (const char *p = f; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(f);
+    grid_free(g);
+    return n;
+}
+
+static const lab_flag single_flags[] = {
+    {"batch", 'b', FLAG_INT, "8", NULL, 1, 64,
+     "micro-batches; no short alias here, -b is the batch size"},
+    {"epochs", 0, FLAG_INT, "1", NULL, 1, 9, "epochs per method (the original ignored it)"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+static int single_main(const lab_args *a)
+{
+    (void)a;
+    return 0;
+}
+static const lab single_lab = {.id = "test/single", .title = "One process", .summary = "s",
+                               .flags = single_flags, .main = single_main, .view = "log"};
+static const lab_flag tp_flags[] = {
+    {"tp-size", 't', FLAG_INT, "2", NULL, 1, 8, "tensor-parallel ranks"},
+    {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+static const lab tp_lab = {.id = "test/tp", .title = "TP", .summary = "t", .flags = tp_flags,
+                           .rank_main = form_rank_main, .ranks_flag = "tp-size", .view = "ring"};
+
+START_TEST(form_shows_only_flags_that_apply)
+{
+    ui_screen *s = form_create(&single_lab);
+    ck_assert_int_eq(form_count(s, " algo "), 0);
+    ck_assert_int_eq(form_count(s, " gated "), 0);
+    ck_assert_int_eq(form_count(s, " timeout "), 0);
+    ck_assert_int_eq(form_count(s, " trace "), 0);
+    ck_assert_int_ge(form_count(s, " epochs "), 1);
+    /* learner wording: no command-line asides, no notes about the original script */
+    ck_assert_int_eq(form_count(s, "short alias"), 0);
+    ck_assert_int_eq(form_count(s, "the original"), 0);
+    ck_assert_int_eq(form_count(s, "epochs per method"), 1);
+    s->cls->free(s);
+    s = form_create(&tp_lab);
+    ck_assert_int_eq(form_count(s, " world-size "), 0);
+    ck_assert_int_eq(form_count(s, " tp-size "), 1);
+    ck_assert_int_eq(form_count(s, " algo "), 1);
+    s->cls->free(s);
+}
+END_TEST
+
+START_TEST(form_trims_and_warns_about_the_algorithm)
+{
+    ui_screen *s = form_create(&form_lab);
+    s->cls->key(s, UI_CTRL('u'));            /* world-size: "5 " with a trailing space */
+    s->cls->key(s, '5');
+    s->cls->key(s, ' ');
+    ck_assert_int_eq(form_count(s, "[ Launch ]"), 1);
+    ck_assert_int_eq(form_count(s, "fix the red values"), 0);
+    /* algo: pick recursive_doubling: 5 ranks is not a power of two, said before launch */
+    for (int i = 0; i < 4; i++)             /* size, mode, timeout, algo */
+        s->cls->key(s, UI_KEY_DOWN);
+    const char *want = "recursive_doubling";
+    int found = 0;
+    for (int i = 0; i < 12 && !found; i++) {
+        s->cls->key(s, UI_KEY_RIGHT);
+        found = form_count(s, want) > 0;
+    }
+    ck_assert(found);
+    ck_assert_int_ge(form_count(s, "not a power of two"), 1);
     s->cls->free(s);
 }
 END_TEST
@@ -1038,10 +1236,16 @@ static Suite *views_suite(void)
     tcase_add_test(t, ring_grid_for_many_ranks);
     tcase_add_test(t, ring_small_area_and_p2p);
     tcase_add_test(t, log_orders);
+    tcase_add_test(t, log_filter_reaches_every_rank);
+    tcase_add_test(t, line_rank_tags);
+    tcase_add_test(t, run_log_tags_lines_with_their_rank);
+    tcase_add_test(t, print_ordered_untagged_headless);
     tcase_add_test(t, plot_sweep);
     tcase_add_test(t, timeline_spans);
     tcase_add_test(t, shell_parts);
     tcase_add_test(t, form_validates_as_you_type);
+    tcase_add_test(t, form_shows_only_flags_that_apply);
+    tcase_add_test(t, form_trims_and_warns_about_the_algorithm);
     tcase_add_test(t, rank_values_parser);
     tcase_add_test(t, replay_round_trip);
     tcase_add_test(t, values_and_watched_buffers);

@@ -20,6 +20,7 @@ typedef struct logv {
     int by_rank;                /* 0 interleaved, 1 rank order */
     int filter;                 /* -2 all ranks, -1 the runner, else one rank */
     int maxrank;
+    int nranks;                 /* of the job: f offers every one of them */
     size_t *order;              /* the lines shown, as indices into l */
     size_t norder;
     int dirty;
@@ -64,8 +65,10 @@ static void log_free(void *data)
 static void log_reset(void *data, int nranks)
 {
     logv *v = data;
-    (void)nranks;
     log_clear(v);
+    v->nranks = nranks;
+    if (v->filter >= nranks)
+        v->filter = -2;
 }
 
 static void log_event(void *data, const mlsys_event *ev)
@@ -182,7 +185,7 @@ static int log_key(void *data, int key)
     switch (key) {
     case UI_KEY_UP: case 'k': case UI_KEY_WHEEL_UP: top -= key == UI_KEY_WHEEL_UP ? 3 : 1; break;
     case UI_KEY_DOWN: case 'j': case UI_KEY_WHEEL_DOWN: top += key == UI_KEY_WHEEL_DOWN ? 3 : 1; break;
-    case UI_KEY_PGUP: case 'b': case UI_CTRL('b'): top -= v->page - 1; break;
+    case UI_KEY_PGUP: case UI_CTRL('b'): top -= v->page - 1; break;
     case UI_KEY_PGDN: case UI_CTRL('f'): top += v->page - 1; break;
     case UI_KEY_HOME: case 'g': top = 0; break;
     case UI_KEY_END: case 'G': top = maxtop; break;
@@ -190,11 +193,17 @@ static int log_key(void *data, int key)
         v->by_rank = !v->by_rank;
         v->dirty = 1;
         return UI_HANDLED | UI_REDRAW;
-    case 'f':
-        v->filter = v->filter >= v->maxrank ? -2 : v->filter + 1;
+    case 'f': case 'F': {
+        /* all, the runner, then every rank of the job (and any other that printed) */
+        int last = v->nranks - 1 > v->maxrank ? v->nranks - 1 : v->maxrank;
+        if (key == 'f')
+            v->filter = v->filter >= last ? -2 : v->filter + 1;
+        else
+            v->filter = v->filter <= -2 ? last : v->filter - 1;
         v->dirty = 1;
         v->top = -1;
         return UI_HANDLED | UI_REDRAW;
+    }
     default:
         return 0;
     }
@@ -205,14 +214,14 @@ static int log_key(void *data, int key)
 }
 
 static const ui_key_help log_keys[] = {
-    {"j/k", "scroll"}, {"g/G", "top/end"}, {"o", "rank order"}, {"f", "filter rank"},
+    {"j/k", "scroll"}, {"g/G", "top/end"}, {"o", "rank order"}, {"f/F", "next/previous rank"},
     {NULL, NULL}
 };
 
 const view_class view_log_class = {
     .name = "log",
     .title = "log",
-    .help = "every rank's output: interleaved as it came, or in rank order (o); one rank (f)",
+    .help = "every rank's output: interleaved as it came, or in rank order (o); one rank at a time (f and F)",
     .keys = log_keys,
     .create = log_create,
     .free = log_free,

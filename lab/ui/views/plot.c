@@ -114,8 +114,9 @@ static void plot_draw(void *data, grid *g, int x, int y, int w, int h, const vie
         total += p->s[i].n;
     if (!total) {
         view_put_clipped(g, x, y, w, "plot", GRID_BOLD);
-        view_put_clipped(g, x + 2, y + 2, w - 2, "no points yet: a lab plots with "
-                         "mlsys_emit_point(c, \"series\", x, y)", GRID_DIM);
+        view_put_clipped(g, x + 2, y + 2, w - 2, ctx->live ? "no points yet: the curves "
+                         "appear here as the ranks measure them" : "nothing to plot: this lab "
+                         "draws no curves (its output is in the log view, key 2)", GRID_DIM);
         grid_unclip(g);
         return;
     }

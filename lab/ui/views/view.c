@@ -65,21 +65,24 @@ int view_put_clipped(grid *g, int x, int y, int w, const char *s, grid_attr a)
     int tw = grid_text_width(s, strlen(s));
     if (tw <= w)
         return grid_put(g, x, y, s, a);
-    /* cut at w - 1 columns and add an ellipsis */
+    /* cut and add an ellipsis: one cell, or under --ascii three dots (a lone '.' is an
+     * empty cell there, and '~' means "about") */
+    int ew = g->ascii ? (w >= 4 ? 3 : 1) : 1;
     size_t i = 0, len = strlen(s);
     int col = 0;
     while (i < len) {
         uint32_t cp;
         size_t k = grid_utf8_decode(s + i, len - i, &cp);
         int cw = grid_cp_width(cp);
-        if (col + cw > w - 1)
+        if (col + cw > w - ew)
             break;
         col += cw;
         i += k;
     }
     grid_putn(g, x, y, s, i, a);
-    grid_set(g, x + col, y, g->ascii ? '~' : 0x2026, a);
-    return col + 1;
+    for (int e = 0; e < ew; e++)
+        grid_set(g, x + col + e, y, g->ascii ? '.' : 0x2026, a);
+    return col + ew;
 }
 
 int view_parse_rank_values(const char *line, int *rank, double *out, int max)
@@ -131,4 +134,17 @@ int view_parse_rank_values(const char *line, int *rank, double *out, int max)
         return -1;      /* more text after the list: not a values line */
     *rank = (int)r;
     return n < max ? n : max;
+}
+
+const char *view_line_rank(const char *line, int *rank)
+{
+    if (line[0] != '\001' || line[1] != 'r' || !isdigit((unsigned char)line[2]))
+        return line;
+    int r = 0, i = 2;
+    while (isdigit((unsigned char)line[i]) && r < 1000000)
+        r = r * 10 + (line[i++] - '0');
+    if (line[i] != '\002')
+        return line;
+    *rank = r;
+    return line + i + 1;
 }

@@ -108,6 +108,11 @@ int view_put_clipped(grid *g, int x, int y, int w, const char *s, grid_attr a);
  * when the line is not of that shape. */
 int view_parse_rank_values(const char *line, int *rank, double *out, int max);
 
+/* A line of rank 0's output that core/print.c tagged for another rank ("\001r3\002text"):
+ * returns the text after the tag and sets *rank to the rank it names; any other line comes
+ * back as it is, *rank untouched. */
+const char *view_line_rank(const char *line, int *rank);
+
 extern const view_class view_ring_class, view_log_class, view_plot_class, view_timeline_class;
 extern const view_class view_blocks_class;     /* blocks.c; event schema in blocks.h */
 
