@@ -68,8 +68,12 @@ static void header(mlsys_comm *c, const char *title)
  * not fit, and the output stays as it always was). */
 static size_t fit_count(mlsys_coll coll, const char *algo, size_t base, int n)
 {
-    int idx = algo && *algo && strcmp(algo, "auto") ? mlsys_algo_index(coll, algo) : -1;
-    if (idx < 0 || mlsys_algo_fits(coll, idx, n, base) || !mlsys_algo_fits(coll, idx, n, (size_t)n))
+    if (!algo || !*algo || !strcmp(algo, "auto"))
+        return base;
+    int idx = mlsys_algo_index(coll, algo);
+    if (idx < 0)            /* the backend's own ("native"): the same counts as ring, so the */
+        return base < (size_t)n ? (size_t)n : base;      /* two can be compared line by line */
+    if (mlsys_algo_fits(coll, idx, n, base) || !mlsys_algo_fits(coll, idx, n, (size_t)n))
         return base;
     return (size_t)n;
 }
@@ -158,8 +162,8 @@ static int run_op(mlsys_comm *c, const char *op, const char *algo)
             goto out;
         mlsys_print_root(c, "reduce(SUM) left element i = (i+1)·(%s) = (i+1)·%ld on rank 0 "
                             "only; the other ranks' buffers are unchanged. (%zu elements, one "
-                            "per rank, so that %s can cut the buffer into %d chunks.)\n", expr,
-                         tri, cnt, algo, n);
+                            "per rank, so that an algorithm that cuts the buffer into %d chunks, as "
+                            "ring does, can run.)\n", expr, tri, cnt, n);
     } else if (!strcmp(op, "reduce")) {
         in[0] = (float)(r + 1);
         if ((rc = show(c, in, 1, 1)))
@@ -184,8 +188,9 @@ static int run_op(mlsys_comm *c, const char *op, const char *algo)
         if ((rc = show(c, in, 1, cnt)))
             goto out;
         mlsys_print_root(c, "all_reduce(SUM) gave every rank element i = (i+1)·(%s) = "
-                            "(i+1)·%ld, in place. (%zu elements, one per rank, so that %s can "
-                            "cut the buffer into %d chunks.)\n", expr, tri, cnt, algo, n);
+                            "(i+1)·%ld, in place. (%zu elements, one per rank, so that an algorithm "
+                            "that cuts the buffer into %d chunks, as ring does, can run.)\n",
+                         expr, tri, cnt, n);
     } else if (!strcmp(op, "all_reduce")) {
         in[0] = (float)(r + 1);
         in[1] = 2.0f * (float)(r + 1);

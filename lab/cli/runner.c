@@ -250,6 +250,7 @@ static void algo_watch_sink(void *u, const mlsys_event *ev, size_t n)
  * naming the collectives that have no NAME; so that the algorithm never changes silently. */
 static void algo_watch_report(const lab *l, const algo_watch *w)
 {
+    fflush(stdout);             /* after the ranks' lines, never inside one */
     for (int k = 0; k < MLSYS_COLL_COUNT; k++)
         if (w->fit[k][0])
             fprintf(stderr, "mlsys-lab: %s: --algo %s did not fit: %s\n", l->id, w->algo,
