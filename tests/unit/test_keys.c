@@ -63,7 +63,7 @@ END_TEST
 
 START_TEST(help_scrolls_in_a_small_terminal)
 {
-    static char names[40][8];
+    static char names[40][16];
     static ui_key_help keys[41];
     for (int i = 0; i < 40; i++) {
         snprintf(names[i], sizeof names[i], "k%02d", i);
