@@ -4,7 +4,10 @@
 #ifndef MLSYS_TEST_RUN_BIN_H
 #define MLSYS_TEST_RUN_BIN_H
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static inline const char *bin(void)
@@ -29,6 +32,49 @@ static inline char *slurp_fd(int fd)
     }
     s[len] = 0;
     return s;
+}
+
+/* Run the program with the arguments fmt makes (split by the shell, so quote what needs it),
+ * stdout and stderr captured apart, under a 120 s limit. Free with bin_result_free. */
+typedef struct bin_result {
+    int status;             /* exit status, or 128 + the signal */
+    char *out, *err;
+} bin_result;
+
+static inline bin_result run_bin(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline bin_result run_bin(const char *fmt, ...)
+{
+    char args[1024], cmd[2048], errpath[] = "/tmp/mlsys-test-err-XXXXXX";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    bin_result r = {-1, NULL, NULL};
+    int fd = mkstemp(errpath);
+    if (fd < 0)
+        return r;
+    snprintf(cmd, sizeof cmd, "exec timeout -k 5 120 '%s' %s 2>%s", bin(), args, errpath);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        close(fd);
+        unlink(errpath);
+        return r;
+    }
+    r.out = slurp_fd(fileno(p));
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.err = slurp_fd(fd);
+    close(fd);
+    unlink(errpath);
+    return r;
+}
+
+static inline void bin_result_free(bin_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
 }
 
 #endif

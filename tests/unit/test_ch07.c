@@ -168,39 +168,10 @@ END_TEST
 
 /* ---- the labs through the binary ---- */
 
-typedef struct result {
-    int status;
-    char *out, *err;
-} result;
-
-static result run(const char *fmt, ...)
-{
-    char args[1024], cmd[2048], errpath[] = "/tmp/ch07-test-XXXXXX";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    int fd = mkstemp(errpath);
-    ck_assert_int_ge(fd, 0);
-    snprintf(cmd, sizeof cmd, "exec timeout -k 5 120 '%s' %s 2>%s", bin(), args, errpath);
-    fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    result r;
-    r.out = slurp_fd(fileno(p));
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.err = slurp_fd(fd);
-    close(fd);
-    unlink(errpath);
-    return r;
-}
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-}
+/* run_bin.h's runner, under this suite's names */
+typedef bin_result result;
+#define run run_bin
+#define result_free bin_result_free
 
 START_TEST(calculator_compat_reference)
 {

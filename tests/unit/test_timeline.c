@@ -11,41 +11,7 @@
 #include "../../lab/ui/views/view.h"
 #include "../../chapters/ch07/schedule.h"
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
-static void golden(const char *name, const char *text)
-{
-    char path[512];
-    const char *src = getenv("MLSYS_LAB_SRC");
-    snprintf(path, sizeof path, "%s%stests/frames/%s.txt", src ? src : "", src ? "/" : "", name);
-    const char *gen = getenv("GENERATE");
-    if (gen && *gen && strcmp(gen, "0")) {
-        FILE *f = fopen(path, "wb");
-        ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
-        fputs(text, f);
-        fclose(f);
-        return;
-    }
-    char *want = read_all(path);
-    ck_assert_msg(want != NULL, "golden %s is missing (GENERATE=1 writes it)", path);
-    if (strcmp(want, text) != 0)
-        fprintf(stderr, "--- want %s ---\n%s--- got ---\n%s", name, want, text);
-    ck_assert_msg(strcmp(want, text) == 0, "golden %s differs (GENERATE=1 rewrites it)", name);
-    free(want);
-}
+#include "golden.h"
 
 static char *render(void *d, int w, int h, int live)
 {

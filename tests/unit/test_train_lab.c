@@ -10,30 +10,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-typedef struct { int status; char *out, *err; } result;
-
-static result run(const char *fmt, ...)
-{
-    char args[1024], cmd[2048], errpath[] = "/tmp/mlsys-trainlab-err-XXXXXX";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    int fd = mkstemp(errpath);
-    ck_assert_int_ge(fd, 0);
-    snprintf(cmd, sizeof cmd, "exec timeout -k 5 120 '%s' %s 2>%s", bin(), args, errpath);
-    fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    result r;
-    r.out = slurp_fd(fileno(p));
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.err = slurp_fd(fd);
-    close(fd);
-    unlink(errpath);
-    return r;
-}
+typedef bin_result result;
+#define run run_bin
 
 START_TEST(trains_on_two_ranks)
 {
