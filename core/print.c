@@ -60,7 +60,11 @@ int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
     int rc = 0;
     c->in_coll++;
     /* the text's journey to rank 0 is not the lab's communication: no events for the views
-     * (they would show it as messages of the lab) */
+     * (they would show it as messages of the lab). Tracing is the process's, so first let
+     * the non-blocking collectives in flight finish (their events are the lab's); the
+     * receives below would wait for them anyway. */
+    if (icoll_fence_needed(c))
+        icoll_fence(c);
     int tracing = c->w->tracing;
     c->w->tracing = 0;
     if (c->rank == 0) {

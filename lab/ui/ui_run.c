@@ -47,18 +47,24 @@ typedef struct qline {
     char *text;
 } qline;
 
+/* A full ring buffer of n elements of size sz, doubled (first: first elements), its
+ * contents moved to the front so that head becomes 0. */
+static void *ring_grow(void *buf, size_t sz, size_t *head, size_t n, size_t *cap, size_t first)
+{
+    size_t ncap = *cap ? *cap * 2 : first;
+    char *nb = grid_xrealloc(NULL, ncap * sz);
+    for (size_t i = 0; i < n; i++)
+        memcpy(nb + i * sz, (char *)buf + ((*head + i) % *cap) * sz, sz);
+    free(buf);
+    *cap = ncap;
+    *head = 0;
+    return nb;
+}
+
 static void evq_push(evq *q, const mlsys_event *e)
 {
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 1024;
-        mlsys_event *ne = grid_xrealloc(NULL, cap * sizeof *ne);
-        for (size_t i = 0; i < q->n; i++)
-            ne[i] = q->e[(q->head + i) % q->cap];
-        free(q->e);
-        q->e = ne;
-        q->cap = cap;
-        q->head = 0;
-    }
+    if (q->n == q->cap)
+        q->e = ring_grow(q->e, sizeof *q->e, &q->head, q->n, &q->cap, 1024);
     q->e[(q->head + q->n) % q->cap] = *e;
     q->n++;
 }
@@ -202,16 +208,8 @@ static void feed_event(run *r, const mlsys_event *e)
 
 static void push_line(run *r, int rank, int is_err, const char *text)
 {
-    if (r->ln == r->lcap) {
-        size_t cap = r->lcap ? r->lcap * 2 : 256;
-        qline *nl = grid_xrealloc(NULL, cap * sizeof *nl);
-        for (size_t i = 0; i < r->ln; i++)
-            nl[i] = r->lines[(r->lhead + i) % r->lcap];
-        free(r->lines);
-        r->lines = nl;
-        r->lcap = cap;
-        r->lhead = 0;
-    }
+    if (r->ln == r->lcap)
+        r->lines = ring_grow(r->lines, sizeof *r->lines, &r->lhead, r->ln, &r->lcap, 256);
     size_t len = strlen(text);
     char *t = grid_xrealloc(NULL, len + 1);
     memcpy(t, text, len + 1);

@@ -16,49 +16,9 @@
 
 /* ---- running the binary ---- */
 
-typedef struct run_result {
-    char *out, *err;
-    int status;
-} run_result;
-
-static char *read_stream(FILE *f)
-{
-    size_t cap = 8192, n = 0, got;
-    char *s = malloc(cap);
-    while ((got = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n < 4096)
-            s = realloc(s, cap *= 2);
-    }
-    s[n] = 0;
-    return s;
-}
-
-static run_result run(const char *fmt, ...)
-{
-    run_result r;
-    char args[1024], cmd[2048], errpath[] = "/tmp/mlsys-ch05-err-XXXXXX";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    int fd = mkstemp(errpath);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    snprintf(cmd, sizeof cmd, "exec timeout -k 5 120 '%s' %s 2>%s", bin(), args, errpath);
-    fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    r.out = read_stream(p);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    FILE *e = fopen(errpath, "r");
-    r.err = e ? read_stream(e) : strdup("");
-    if (e)
-        fclose(e);
-    unlink(errpath);
-    return r;
-}
+/* run_bin.h's runner (stdout and stderr apart, 120 s limit), under this suite's names */
+typedef bin_result run_result;
+#define run run_bin
 
 /* The last 1500 bytes of s: failure messages stay small enough for Check's pipe. */
 static const char *tail_of(const char *s)
@@ -67,11 +27,7 @@ static const char *tail_of(const char *s)
     return n > 1500 ? s + n - 1500 : s;
 }
 
-static void run_free(run_result *r)
-{
-    free(r->out);
-    free(r->err);
-}
+#define run_free bin_result_free
 
 #define ASSERT_OK(r, what) \
     ck_assert_msg((r).status == 0, "%s: exit %d\nstdout (end):\n%.1500s\nstderr:\n%.500s", (what), \
