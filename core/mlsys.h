@@ -170,20 +170,84 @@ typedef enum {
     MLSYS_EV_KIND_COUNT
 } mlsys_event_kind;
 
-/* One fixed-size record (128 bytes). Fields a kind does not use are -1 or 0. */
+/* Memory events (kind MLSYS_EV_MEM): a block of a pool changes hands. Pools and owners are
+ * a lab's own numbering (KV-cache pool 0, sequence ids as owners; ZeRO shards; the RLHF roles'
+ * weights, optimizer state, activations, KV cache); names travel in the label of a POOL or
+ * OWNER event, never inside other labels. The blocks view keeps, per pool, each block's owners
+ * and reference count and each owner's block table, from these alone. */
+typedef enum {
+    MLSYS_MEM_POOL,     /* describe pool: count = blocks, bytes = bytes per block, label name */
+    MLSYS_MEM_OWNER,    /* name owner `owner` of the pool (label: "req 3", "actor") */
+    MLSYS_MEM_ALLOC,    /* free block -> owner; refs = 1; index = its place in owner's table */
+    MLSYS_MEM_SHARE,    /* one more owner takes the block (prefix hit); refs = new count */
+    MLSYS_MEM_FREE,     /* owner lets go; refs = new count (0: free, or cached if cached = 1) */
+    MLSYS_MEM_EVICT,    /* a cached block nobody references is reclaimed (its hash forgotten) */
+    MLSYS_MEM_COW,      /* copy on write: owner's table entry `index` moves from the shared
+                           block `block` to the fresh block `aux` (refs = block's new count) */
+    MLSYS_MEM_USAGE,    /* a gauge: bytes in use in pool (weights, optimizer, activations...) */
+    MLSYS_MEM_OP_COUNT
+} mlsys_mem_op;
+
+typedef struct mlsys_mem_info {
+    int16_t pool;       /* the lab's pool id */
+    int8_t op;          /* mlsys_mem_op */
+    uint8_t cached;     /* FREE: 1 when the block stays cached for its contents */
+    int32_t block;      /* block id in the pool, -1 for the pool itself */
+    int32_t owner;      /* sequence / shard / role, -1 none */
+    int32_t refs;       /* reference count after the change */
+    int32_t index;      /* position in the owner's block table, -1 */
+    int32_t aux;        /* COW: the new block; POOL: tokens (or elements) per block */
+} mlsys_mem_info;
+
+/* Flow events (kind MLSYS_EV_FLOW): a tensor or a batch moves between roles (the RLHF roles,
+ * a trainer and a generator, the server's queue, scheduler and model). Roles are named once
+ * with MLSYS_FLOW_ROLE; `phase` says which phase of the lab's step the move belongs to. */
+typedef enum {
+    MLSYS_FLOW_ROLE,     /* name role `from` (label), no movement */
+    MLSYS_FLOW_PHASE,    /* a new phase begins (phase, label: "generate") */
+    MLSYS_FLOW_TOKENS,   /* prompts or generated sequences */
+    MLSYS_FLOW_LOGPROBS, /* per-token log-probabilities */
+    MLSYS_FLOW_REWARDS,  /* scores or per-token rewards */
+    MLSYS_FLOW_VALUES,   /* value estimates */
+    MLSYS_FLOW_ADVANTAGES,
+    MLSYS_FLOW_GRADIENTS,
+    MLSYS_FLOW_WEIGHTS,  /* a weight sync: version = the weights' new version */
+    MLSYS_FLOW_REQUESTS, /* requests between a server's queue, scheduler and model */
+    MLSYS_FLOW_WHAT_COUNT
+} mlsys_flow_what;
+
+typedef struct mlsys_flow_info {
+    int16_t from, to;   /* roles, -1 none */
+    int16_t what;       /* mlsys_flow_what */
+    int16_t phase;      /* the lab's phase number, -1 */
+    int32_t count;      /* sequences, tokens or tensors moved */
+    int32_t version;    /* weights version (WEIGHTS), the lab's iteration otherwise */
+    int32_t seq;        /* first sequence or request id in the batch, -1 */
+    int32_t spare;
+} mlsys_flow_info;
+
+/* One fixed-size record (128 bytes). Fields a kind does not use are -1 or 0. The union holds
+ * what differs by family: messages (communication, compute, steps, marks) or a memory or
+ * flow record, chosen by kind. */
 typedef struct mlsys_event {
     uint64_t t_ns;       /* CLOCK_MONOTONIC */
     uint64_t bytes;
-    uint64_t msg_id;     /* pairs a send with its receive: src, dst, sequence */
-    uint64_t span_id;    /* pairs a begin with its end on one rank (p2p ops overlap) */
+    union {
+        struct {
+            uint64_t msg_id;     /* pairs a send with its receive: src, dst, sequence */
+            uint64_t span_id;    /* pairs a begin with its end on one rank (p2p ops overlap) */
+            int32_t peer;        /* world rank of the other side, or -1 */
+            int32_t tag;
+        };
+        mlsys_mem_info mem;      /* kind MLSYS_EV_MEM */
+        mlsys_flow_info flow;    /* kind MLSYS_EV_FLOW */
+    };
     int32_t rank;        /* world rank that emitted it */
-    int32_t peer;        /* world rank of the other side, or -1 */
-    int32_t tag;
     int16_t kind;        /* mlsys_event_kind */
     int16_t coll;        /* mlsys_coll or -1 */
     int16_t algo;        /* index in the collective's algorithm table, or -1 */
     int16_t op;          /* mlsys_op or -1 */
-    int32_t step;        /* algorithm step, or -1 */
+    int32_t step;        /* algorithm step (or the lab's iteration), or -1 */
     int32_t chunk;       /* chunk index, or -1 */
     int32_t dtype;
     double val[4];       /* a few values for the views */
@@ -197,6 +261,11 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev);   /* fills t_ns and rank 
 int mlsys_step(mlsys_comm *c, int step, const char *label);
 void mlsys_compute_begin(mlsys_comm *c, const char *label);
 void mlsys_compute_end(mlsys_comm *c, const char *label);
+/* Typed memory and flow records (see mlsys_mem_info, mlsys_flow_info); label may be NULL.
+ * c may be NULL (nothing is emitted), so engines can take an optional communicator. */
+void mlsys_emit_mem(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes, const char *label);
+void mlsys_emit_flow(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
+                     const char *label);
 const char *mlsys_event_kind_name(int kind);
 /* Chrome Trace Event JSON (Perfetto, chrome://tracing): p2p ops as async spans, collectives
  * and compute as nested spans, one flow arrow per message. 0 on success. */

@@ -9,6 +9,8 @@
 #include <string.h>
 
 _Static_assert(sizeof(mlsys_event) == 128, "events are 128-byte records");
+_Static_assert(sizeof(mlsys_mem_info) == 24 && sizeof(mlsys_flow_info) == 24,
+               "memory and flow records fill the message fields of the union");
 
 #define PRINT_TAG 11
 

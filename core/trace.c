@@ -249,3 +249,30 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
     fprintf(f, "\n]}\n");
     return fclose(f) == 0 ? 0 : -1;
 }
+
+/* Memory and flow records: the typed halves of the event union (mlsys.h). */
+static void typed_emit(mlsys_comm *c, int kind, const void *info, size_t n, uint64_t bytes,
+                       const char *label)
+{
+    if (!c || !mlsys_tracing(c))
+        return;
+    mlsys_event e;
+    ev_init(c, &e, kind);
+    e.coll = -1;
+    e.algo = -1;
+    memcpy(&e.mem, info, n);       /* mem and flow start at the same place in the union */
+    e.bytes = bytes;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    mlsys_emit(c, &e);
+}
+
+void mlsys_emit_mem(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes, const char *label)
+{
+    typed_emit(c, MLSYS_EV_MEM, m, sizeof *m, bytes, label);
+}
+
+void mlsys_emit_flow(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes, const char *label)
+{
+    typed_emit(c, MLSYS_EV_FLOW, f, sizeof *f, bytes, label);
+}
