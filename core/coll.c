@@ -110,6 +110,7 @@ int mlsys_set_algo(mlsys_comm *c, mlsys_coll coll, const char *name)
     }
     if (is_auto(name)) {
         c->algo_forced[coll] = -1;
+        c->algo_by[coll] = MLSYS_ALGO_BY_RULE;
         return MLSYS_OK;
     }
     int i = find_algo(t, name);
@@ -119,6 +120,7 @@ int mlsys_set_algo(mlsys_comm *c, mlsys_coll coll, const char *name)
         return MLSYS_ERR_ARG;
     }
     c->algo_forced[coll] = i;
+    c->algo_by[coll] = MLSYS_ALGO_BY_LAB;     /* coll_init_comm says when it was the user */
     return MLSYS_OK;
 }
 
@@ -128,12 +130,14 @@ int mlsys_set_algo_all(mlsys_comm *c, const char *name)
     for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
         if (is_auto(name)) {
             c->algo_forced[k] = -1;
+            c->algo_by[k] = MLSYS_ALGO_BY_RULE;
             took++;
             continue;
         }
         int i = find_algo(tables[k], name);
         if (i != -1) {
             c->algo_forced[k] = i;
+            c->algo_by[k] = MLSYS_ALGO_BY_LAB;
             took++;
         }
     }
@@ -144,8 +148,10 @@ int mlsys_set_algo_all(mlsys_comm *c, const char *name)
  * coll=algo pairs ("all_reduce=ring,broadcast=tree"); a bare name in the list applies to all. */
 void coll_init_comm(mlsys_comm *c)
 {
-    for (int k = 0; k < MLSYS_COLL_COUNT; k++)
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++) {
         c->algo_forced[k] = -1;
+        c->algo_by[k] = MLSYS_ALGO_BY_RULE;
+    }
     c->cur_coll = c->cur_algo = -1;
     const char *env = getenv("MLSYS_ALGO");
     if (is_auto(env))
@@ -153,9 +159,12 @@ void coll_init_comm(mlsys_comm *c)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", env);
     char *save = NULL;
+    int asked[MLSYS_COLL_COUNT] = {0};      /* the user named an algorithm for it */
     for (char *item = strtok_r(buf, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
         char *eq = strchr(item, '=');
         if (!eq) {
+            for (int k = 0; k < MLSYS_COLL_COUNT; k++)
+                asked[k] = 1;
             if (mlsys_set_algo_all(c, item) == 0)
                 fprintf(stderr, "mlsys-lab: rank %d: MLSYS_ALGO: no collective has an algorithm "
                         "\"%s\"\n", c->rank, item);
@@ -163,10 +172,15 @@ void coll_init_comm(mlsys_comm *c)
         }
         *eq = 0;
         mlsys_coll coll;
+        if (mlsys_coll_parse(item, &coll) == 0)
+            asked[coll] = 1;
         if (mlsys_coll_parse(item, &coll) != 0 || mlsys_set_algo(c, coll, eq + 1) != 0)
             fprintf(stderr, "mlsys-lab: rank %d: MLSYS_ALGO: ignoring \"%s=%s\"\n", c->rank, item,
                     eq + 1);
     }
+    for (int k = 0; k < MLSYS_COLL_COUNT; k++)      /* what the environment set, the user chose */
+        c->algo_by[k] = c->algo_forced[k] != -1 ? MLSYS_ALGO_BY_USER
+                        : asked[k] ? MLSYS_ALGO_BY_RULE_NONE : MLSYS_ALGO_BY_RULE;
 }
 
 const char *mlsys_algo_decide(const mlsys_comm *c, mlsys_coll coll, size_t bytes,
@@ -290,8 +304,10 @@ static void run_single(mlsys_coll coll, const coll_args *a)
     }
 }
 
+/* A collective's begin or end; the begin says who chose the algorithm (tag) and, when the
+ * chosen one did not fit and another ran, which it was (chunk). */
 static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const coll_args *a,
-                      size_t bytes, const char *label)
+                      size_t bytes, const char *label, int wanted)
 {
     mlsys_event e;
     memset(&e, 0, sizeof e);
@@ -302,9 +318,9 @@ static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const 
     e.dtype = coll == MLSYS_COLL_BARRIER ? -1 : (int32_t)a->dt;
     e.bytes = bytes;
     e.peer = is_rooted(coll) ? a->root : -1;     /* the views highlight the root */
-    e.tag = -1;
+    e.tag = kind == MLSYS_EV_COLL_BEGIN ? c->algo_by[coll] : -1;
     e.step = -1;
-    e.chunk = -1;
+    e.chunk = kind == MLSYS_EV_COLL_BEGIN && wanted != algo ? wanted : -1;
     snprintf(e.label, sizeof e.label, "%s", label);
     mlsys_emit(c, &e);
 }
@@ -384,13 +400,13 @@ static int run_native(mlsys_comm *c, mlsys_coll coll, const coll_args *a, size_t
     c->counters.coll_calls[coll]++;
     int tracing = mlsys_tracing(c);
     if (tracing)
-        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, -1, a, bytes, "native");
+        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, -1, a, bytes, "native", -1);
     int rc = tp->native(c, coll, a);
     if (!rc && a->op == MLSYS_AVG && is_reduction(coll) && a->recvbuf &&
         (coll != MLSYS_COLL_REDUCE || c->rank == a->root))
         mlsys_scale_avg(a->recvbuf, a->count, a->dt, c->size);
     if (tracing)
-        emit_coll(c, MLSYS_EV_COLL_END, coll, -1, a, bytes, "native");
+        emit_coll(c, MLSYS_EV_COLL_END, coll, -1, a, bytes, "native", -1);
     c->last_algo = "native";
     c->in_coll--;
     return rc;
@@ -418,6 +434,7 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
     if (idx < 0 || idx >= t->nalgos)
         idx = t->decide(n, bytes, &why);
     size_t count = coll == MLSYS_COLL_BARRIER ? (size_t)n : a->count;
+    int wanted = idx;
     if (n == 1) {
         idx = 0;
     } else if (!constraints_met(&t->algos[idx], n, count)) {
@@ -439,7 +456,8 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
     c->counters.coll_calls[coll]++;
     int tracing = mlsys_tracing(c);
     if (tracing) {
-        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, idx, a, bytes, al->name);
+        emit_coll(c, MLSYS_EV_COLL_BEGIN, coll, idx, a, bytes, al->name,
+                  n > 1 && c->algo_forced[coll] >= 0 ? wanted : idx);
         emit_chunks(c, coll, a, 0);
     }
 
@@ -455,7 +473,7 @@ int coll_run(mlsys_comm *c, mlsys_coll coll, const coll_args *a)
     if (tracing) {
         if (!rc)
             emit_chunks(c, coll, a, 1);
-        emit_coll(c, MLSYS_EV_COLL_END, coll, idx, a, bytes, al->name);
+        emit_coll(c, MLSYS_EV_COLL_END, coll, idx, a, bytes, al->name, idx);
     }
     c->last_algo = al->name;
     c->cur_coll = saved_coll;

@@ -60,6 +60,7 @@ typedef struct icoll_op {
     mlsys_coll coll;
     coll_args a;
     int algo;                   /* the caller's algo_forced[coll] when it issued */
+    int algo_by;                /* and who had chosen it */
     int timeout_ms;
     _Atomic int state;          /* OP_*: written by the engine, read by the caller */
     /* written by the engine before state becomes OP_DONE, read by the caller after */
@@ -167,6 +168,7 @@ static void run_op(icoll_op *op)
     mlsys_counters before = s->counters;
     s->timeout_ms = op->timeout_ms;
     s->algo_forced[op->coll] = op->algo;
+    s->algo_by[op->coll] = (int8_t)op->algo_by;
     if (s->icoll_broken) {
         op->rc = MLSYS_ERR_ABORTED;
         snprintf(op->errmsg, sizeof op->errmsg, "rank %d: non-blocking %s of %zu B not run: an "
@@ -361,6 +363,7 @@ static int issue(mlsys_comm *c, mlsys_coll coll, const coll_args *a, mlsys_reque
     op->coll = coll;
     op->a = *a;
     op->algo = c->algo_forced[coll];
+    op->algo_by = c->algo_by[coll];
     op->timeout_ms = c->timeout_ms;
     if (e->threaded) {
         if (!c->icoll_shadow) {

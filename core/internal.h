@@ -283,6 +283,7 @@ struct mlsys_comm {
     int in_coll;                /* >0 while inside a collective */
     int timeout_ms;
     int algo_forced[MLSYS_COLL_COUNT];   /* index into the table, -1 = rule */
+    int8_t algo_by[MLSYS_COLL_COUNT];    /* who forced it: MLSYS_ALGO_BY_USER or _LAB */
     const char *last_algo;
     int split_count;
     mlsys_counters counters;

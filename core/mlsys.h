@@ -141,6 +141,11 @@ int mlsys_coll_parse(const char *s, mlsys_coll *out);
 /* The algorithm names of one collective, NULL-terminated, for help texts and pickers. */
 const char *const *mlsys_algo_names(mlsys_coll coll);
 const char *mlsys_last_algo(const mlsys_comm *c);   /* name of the algorithm the last call ran */
+/* Who chose a call's algorithm: its COLL_BEGIN event says so in tag (and in chunk the index
+ * of the algorithm that was chosen when it did not fit the call and the baseline ran, else
+ * -1). The user chooses with --algo (MLSYS_ALGO), a lab with mlsys_set_algo; BY_RULE_NONE:
+ * the user named an algorithm this collective does not have, so its rule chose. */
+enum { MLSYS_ALGO_BY_RULE, MLSYS_ALGO_BY_USER, MLSYS_ALGO_BY_LAB, MLSYS_ALGO_BY_RULE_NONE };
 
 /* ---- icoll.c: non-blocking collectives ---- */
 /* Start the collective and return at once; mlsys_wait / mlsys_waitall / mlsys_test complete
@@ -172,11 +177,30 @@ typedef enum {
 
 /* Memory events (kind MLSYS_EV_MEM): a block of a pool changes hands. Pools and owners are
  * a lab's own numbering (KV-cache pool 0, sequence ids as owners; ZeRO shards; the RLHF roles'
- * weights, optimizer state, activations, KV cache); names travel in the label of a POOL or
- * OWNER event, never inside other labels. The blocks view keeps, per pool, each block's owners
- * and reference count and each owner's block table, from these alone. */
+ * weights, optimizer state, activations, KV cache); a pool belongs to the rank that emits its
+ * records, so (rank, pool) names it. Names travel in the label of a POOL or OWNER event, never
+ * inside other labels. The blocks view keeps, per pool, each block's owners and reference
+ * count and each owner's block table, from these alone; the flow view reads the USAGE gauges.
+ *
+ *   op      block        owner          refs       index            aux          bytes, val[0]
+ *   POOL    -1           role or -1     -          tokens/block     blocks       bytes per block
+ *   OWNER   -1           the owner      -          -                -            label = its name
+ *   ALLOC   the block    new owner      1          in owner's table -            -
+ *   SHARE   the block    one more       new count  in owner's table -            -
+ *   FREE    the block    who lets go    new count  -                -            cached: kept
+ *   EVICT   the block    -1             0          -                -            -
+ *   COW     old block    the writer     old count  in owner's table the new one  -
+ *   USAGE   -1           role or -1     -          -                -            bytes in use
+ *   WRITE   the block    -1 or owner    -          -                -            val[0] its value
+ *   BUSY    the block    -1 or owner    -          -                -            -
+ *
+ * (step may carry the lab's iteration.) A POOL record for a pool that exists starts it afresh
+ * (every block free, no owners; 0 blocks and no USAGE: gone from the picture). An ALLOC that
+ * names a block already held moves it (FREE + ALLOC). WRITE gives the view a number that stands for the block's contents (a
+ * gradient bucket's mean) to shade it by; BUSY marks it in flight (an all-reduce or a copy in
+ * progress) until its next WRITE or FREE. */
 typedef enum {
-    MLSYS_MEM_POOL,     /* describe pool: count = blocks, bytes = bytes per block, label name */
+    MLSYS_MEM_POOL,     /* describe pool: aux = blocks, bytes = bytes per block, label name */
     MLSYS_MEM_OWNER,    /* name owner `owner` of the pool (label: "req 3", "actor") */
     MLSYS_MEM_ALLOC,    /* free block -> owner; refs = 1; index = its place in owner's table */
     MLSYS_MEM_SHARE,    /* one more owner takes the block (prefix hit); refs = new count */
@@ -185,26 +209,30 @@ typedef enum {
     MLSYS_MEM_COW,      /* copy on write: owner's table entry `index` moves from the shared
                            block `block` to the fresh block `aux` (refs = block's new count) */
     MLSYS_MEM_USAGE,    /* a gauge: bytes in use in pool (weights, optimizer, activations...) */
+    MLSYS_MEM_WRITE,    /* the block's contents change: val[0] stands for them (a shade) */
+    MLSYS_MEM_BUSY,     /* the block is in flight (all-reduce, copy) until its next WRITE/FREE */
     MLSYS_MEM_OP_COUNT
 } mlsys_mem_op;
 
 typedef struct mlsys_mem_info {
-    int16_t pool;       /* the lab's pool id */
+    int16_t pool;       /* the lab's pool id (per rank) */
     int8_t op;          /* mlsys_mem_op */
     uint8_t cached;     /* FREE: 1 when the block stays cached for its contents */
     int32_t block;      /* block id in the pool, -1 for the pool itself */
     int32_t owner;      /* sequence / shard / role, -1 none */
     int32_t refs;       /* reference count after the change */
-    int32_t index;      /* position in the owner's block table, -1 */
-    int32_t aux;        /* COW: the new block; POOL: tokens (or elements) per block */
+    int32_t index;      /* position in the owner's block table, -1; POOL: tokens per block */
+    int32_t aux;        /* COW: the new block; POOL: blocks in the pool */
 } mlsys_mem_info;
 
 /* Flow events (kind MLSYS_EV_FLOW): a tensor or a batch moves between roles (the RLHF roles,
  * a trainer and a generator, the server's queue, scheduler and model). Roles are named once
- * with MLSYS_FLOW_ROLE; `phase` says which phase of the lab's step the move belongs to. */
+ * with MLSYS_FLOW_ROLE; `phase` says which phase of the lab's step the move belongs to. A move
+ * may put a number that stands for the batch in val[0] (mean reward, KL): the flow view writes
+ * it on the arrow. bytes = the bytes moved. Roles are the lab's numbering across its ranks. */
 typedef enum {
     MLSYS_FLOW_ROLE,     /* name role `from` (label), no movement */
-    MLSYS_FLOW_PHASE,    /* a new phase begins (phase, label: "generate") */
+    MLSYS_FLOW_PHASE,    /* a new phase begins (phase, label: "generate"; version = iteration) */
     MLSYS_FLOW_TOKENS,   /* prompts or generated sequences */
     MLSYS_FLOW_LOGPROBS, /* per-token log-probabilities */
     MLSYS_FLOW_REWARDS,  /* scores or per-token rewards */
@@ -223,8 +251,12 @@ typedef struct mlsys_flow_info {
     int32_t count;      /* sequences, tokens or tensors moved */
     int32_t version;    /* weights version (WEIGHTS), the lab's iteration otherwise */
     int32_t seq;        /* first sequence or request id in the batch, -1 */
-    int32_t spare;
+    int32_t spare;      /* 0 */
 } mlsys_flow_info;
+
+/* The names the trace writer and the views use: "alloc", "tokens". */
+const char *mlsys_mem_op_name(int op);
+const char *mlsys_flow_what_name(int what);
 
 /* One fixed-size record (128 bytes). Fields a kind does not use are -1 or 0. The union holds
  * what differs by family: messages (communication, compute, steps, marks) or a memory or
@@ -266,15 +298,33 @@ void mlsys_compute_end(mlsys_comm *c, const char *label);
 void mlsys_emit_mem(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes, const char *label);
 void mlsys_emit_flow(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
                      const char *label);
+/* The same with val[0] = value (a WRITE's value, a batch's mean reward); without it val[0]
+ * is NaN, "no value". */
+void mlsys_emit_mem_value(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes,
+                          const char *label, double value);
+void mlsys_emit_flow_value(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
+                           const char *label, double value);
 const char *mlsys_event_kind_name(int kind);
 /* Chrome Trace Event JSON (Perfetto, chrome://tracing): p2p ops as async spans, collectives
  * and compute as nested spans, one flow arrow per message. 0 on success. */
 int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns);
+/* The same with the ranks' output lines (replay's log view shows them). */
+typedef struct mlsys_trace_line {
+    uint64_t t_ns;
+    int32_t rank, is_err;
+    const char *text;
+} mlsys_trace_line;
+int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t n,
+                                 const mlsys_trace_line *lines, size_t nl, uint64_t t0_ns);
 
 /* ---- print.c: output in rank order ---- */
 /* Every rank calls it; rank 0 prints the lines of ranks 0..N-1 in order. Collective. */
 int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* A line rank 0 printed for rank r with MLSYS_PRINT_TAGS=1 in the environment starts with
+ * "\001r<r>\002": returns the text after the tag and sets *rank; any other line comes back
+ * as it is, *rank untouched. */
+const char *mlsys_print_untag(const char *line, int *rank);
 /* Only rank 0 prints; others do nothing (not collective). */
 void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -9,7 +9,7 @@
 #include "mlsys.h"
 
 #define NET_EV_MAGIC "MLSYSEV1"      /* 8 bytes, no NUL on the wire */
-#define NET_EV_VERSION 1u
+#define NET_EV_VERSION 2u            /* 2: the event union holds memory and flow records */
 #define NET_EV_TOKEN_LEN 32          /* 128 bits as lower-case hex */
 #define NET_EV_ACK 'K'               /* the collector's one-byte answer to a good hello */
 #define NET_EV_MAX_BATCH 4096        /* events per frame, at most */

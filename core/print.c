@@ -51,6 +51,19 @@ static void put_for_rank(const char *t, size_t n, int r)
     }
 }
 
+const char *mlsys_print_untag(const char *line, int *rank)
+{
+    if (line[0] != '\001' || line[1] != 'r' || line[2] < '0' || line[2] > '9')
+        return line;
+    int r = 0, i = 2;
+    while (line[i] >= '0' && line[i] <= '9' && r < 1000000)
+        r = r * 10 + (line[i++] - '0');
+    if (line[i] != '\002')
+        return line;
+    *rank = r;
+    return line + i + 1;
+}
+
 /* Text travels as int32 words (the runtime has no byte type): n bytes in ceil(n/4) words. */
 int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
 {

@@ -5,6 +5,7 @@
 #include "internal.h"
 #include <sched.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -189,10 +190,87 @@ static int trace_async_coll(const mlsys_event *e)
            !memcmp(e->label + n - 5, "async", 5);
 }
 
+static const char *const mem_op_names[MLSYS_MEM_OP_COUNT] = {
+    "pool", "owner", "alloc", "share", "free", "evict", "cow", "usage", "write", "busy",
+};
+
+static const char *const flow_what_names[MLSYS_FLOW_WHAT_COUNT] = {
+    "role", "phase", "tokens", "logprobs", "rewards", "values", "advantages", "gradients",
+    "weights", "requests",
+};
+
+const char *mlsys_mem_op_name(int op)
+{
+    return op >= 0 && op < MLSYS_MEM_OP_COUNT ? mem_op_names[op] : "?";
+}
+
+const char *mlsys_flow_what_name(int what)
+{
+    return what >= 0 && what < MLSYS_FLOW_WHAT_COUNT ? flow_what_names[what] : "?";
+}
+
+/* The span name Perfetto shows for a memory or flow record ("alloc block 5", "tokens 0->1"). */
+static void typed_name(const mlsys_event *e, char *name, size_t n)
+{
+    int lab = e->label[0] != 0;
+    if (e->kind == MLSYS_EV_MEM) {
+        const mlsys_mem_info *m = &e->mem;
+        int k = snprintf(name, n, "%s", mlsys_mem_op_name(m->op));
+        if (m->block >= 0 && (size_t)k < n)
+            k += snprintf(name + k, n - (size_t)k, " block %d", m->block);
+        if (lab && (size_t)k < n)
+            snprintf(name + k, n - (size_t)k, " %s", e->label);
+        return;
+    }
+    const mlsys_flow_info *f = &e->flow;
+    if (f->what == MLSYS_FLOW_ROLE || f->what == MLSYS_FLOW_PHASE)
+        snprintf(name, n, "%s %s", mlsys_flow_what_name(f->what), e->label);
+    else
+        snprintf(name, n, "%s %d->%d%s%s", mlsys_flow_what_name(f->what), f->from, f->to,
+                 lab ? " " : "", e->label);
+}
+
+/* The arguments that rebuild an event in a replay: the message fields, or the memory or flow
+ * record that shares their place in the union (mlsys.h). */
+static void write_args(FILE *f, const mlsys_event *e)
+{
+    fprintf(f, ",\"args\":{\"bytes\":%llu,", (unsigned long long)e->bytes);
+    if (e->kind == MLSYS_EV_MEM) {
+        const mlsys_mem_info *m = &e->mem;
+        fprintf(f, "\"mem\":{\"pool\":%d,\"op\":%d,\"cached\":%u,\"block\":%d,\"owner\":%d,"
+                   "\"refs\":%d,\"index\":%d,\"aux\":%d},", m->pool, m->op, m->cached, m->block,
+                m->owner, m->refs, m->index, m->aux);
+    } else if (e->kind == MLSYS_EV_FLOW) {
+        const mlsys_flow_info *w = &e->flow;
+        fprintf(f, "\"flow\":{\"from\":%d,\"to\":%d,\"what\":%d,\"phase\":%d,\"count\":%d,"
+                   "\"version\":%d,\"seq\":%d,\"spare\":%d},", w->from, w->to, w->what,
+                w->phase, w->count, w->version, w->seq, w->spare);
+    } else {
+        fprintf(f, "\"peer\":%d,\"tag\":%d,", e->peer, e->tag);
+    }
+    fprintf(f, "\"step\":%d,\"chunk\":%d,\"dtype\":%d,\"op\":%d,\"coll\":%d,\"algo\":%d,"
+               "\"val\":[", e->step, e->chunk, e->dtype, e->op, e->coll, e->algo);
+    for (int k = 0; k < 4; k++) {   /* JSON has no NaN: null stands for it (and infinities) */
+        if (isfinite(e->val[k]))
+            fprintf(f, "%s%.17g", k ? "," : "", e->val[k]);
+        else
+            fprintf(f, "%snull", k ? "," : "");
+    }
+    fprintf(f, "]");
+    if ((e->kind == MLSYS_EV_MEM || e->kind == MLSYS_EV_FLOW) && e->label[0]) {
+        fprintf(f, ",\"label\":");
+        json_str(f, e->label);
+    }
+    fprintf(f, "}}");
+}
+
 /* Collectives and compute nest on the rank's track, so they become "B"/"E" spans; p2p ops
  * overlap (isend + irecv), so they become async "b"/"e" spans keyed by span_id; each message
- * gets a flow arrow ("s" at its send, "f" at its receive's end). */
-int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns)
+ * gets a flow arrow ("s" at its send, "f" at its receive's end). Memory and flow records are
+ * instants with their typed fields in args (a pool's USAGE also becomes a counter track);
+ * output lines are instants of category "output" whose args hold the text. */
+int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t n,
+                                 const mlsys_trace_line *lines, size_t nl, uint64_t t0_ns)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -204,7 +282,7 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
         double ts = (double)(e->t_ns - t0_ns) / 1000.0;
         const char *ph;
         char name[80];
-        int async = 0;
+        int async = 0, typed = e->kind == MLSYS_EV_MEM || e->kind == MLSYS_EV_FLOW;
         switch (e->kind) {
         case MLSYS_EV_SEND_BEGIN: case MLSYS_EV_RECV_BEGIN: ph = "b"; async = 1; break;
         case MLSYS_EV_SEND_END: case MLSYS_EV_RECV_END: ph = "e"; async = 1; break;
@@ -222,6 +300,8 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
                      : "collective", e->label); break;
         case MLSYS_EV_STEP:
             snprintf(name, sizeof name, "step %d %s", e->step, e->label); break;
+        case MLSYS_EV_MEM: case MLSYS_EV_FLOW:
+            typed_name(e, name, sizeof name); break;
         default:
             snprintf(name, sizeof name, "%s", e->label[0] ? e->label : mlsys_event_kind_name(e->kind));
         }
@@ -234,25 +314,48 @@ int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, ui
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')
             fprintf(f, ",\"s\":\"t\"");
-        /* everything a replay needs to rebuild the event */
-        fprintf(f, ",\"args\":{\"bytes\":%llu,\"peer\":%d,\"tag\":%d,\"step\":%d,"
-                   "\"chunk\":%d,\"dtype\":%d,\"op\":%d,\"coll\":%d,\"algo\":%d,"
-                   "\"val\":[%.17g,%.17g,%.17g,%.17g]}}",
-                (unsigned long long)e->bytes, e->peer, e->tag, e->step, e->chunk, e->dtype,
-                e->op, e->coll, e->algo, e->val[0], e->val[1], e->val[2], e->val[3]);
-        if (e->msg_id && (e->kind == MLSYS_EV_SEND_BEGIN || e->kind == MLSYS_EV_RECV_END))
+        write_args(f, e);    /* everything a replay needs to rebuild the event */
+        if (!typed && e->msg_id && (e->kind == MLSYS_EV_SEND_BEGIN || e->kind == MLSYS_EV_RECV_END))
             fprintf(f, ",\n{\"name\":\"message\",\"cat\":\"msg\",\"ph\":\"%s\",\"id\":%llu,"
                        "\"ts\":%.3f,\"pid\":0,\"tid\":%d%s}",
                     e->kind == MLSYS_EV_SEND_BEGIN ? "s" : "f", (unsigned long long)e->msg_id, ts,
                     e->rank, e->kind == MLSYS_EV_RECV_END ? ",\"bp\":\"e\"" : "");
+        if (e->kind == MLSYS_EV_MEM && e->mem.op == MLSYS_MEM_USAGE) {
+            char track[64];
+            if (e->label[0])
+                snprintf(track, sizeof track, "%s bytes", e->label);
+            else
+                snprintf(track, sizeof track, "pool %d bytes", e->mem.pool);
+            fprintf(f, ",\n{\"name\":");
+            json_str(f, track);
+            fprintf(f, ",\"cat\":\"mem_usage\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":0,\"tid\":%d,"
+                       "\"args\":{\"bytes\":%llu}}", ts, e->rank, (unsigned long long)e->bytes);
+        }
+    }
+    for (size_t i = 0; i < nl; i++) {
+        const mlsys_trace_line *l = &lines[i];
+        if (l->rank < 0 || !l->text)
+            continue;
+        fprintf(f, ",\n{\"name\":\"output\",\"cat\":\"output\",\"ph\":\"i\",\"s\":\"t\","
+                   "\"ts\":%.3f,\"pid\":0,\"tid\":%d,\"args\":{\"stream\":\"%s\",\"text\":",
+                (double)(l->t_ns > t0_ns ? l->t_ns - t0_ns : 0) / 1000.0, l->rank,
+                l->is_err ? "stderr" : "stdout");
+        json_str(f, l->text);
+        fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* Memory and flow records: the typed halves of the event union (mlsys.h). */
+int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns)
+{
+    return mlsys_trace_write_json_lines(path, ev, n, NULL, 0, t0_ns);
+}
+
+/* Memory and flow records: the typed halves of the event union (mlsys.h). val[0] is the
+ * value that stands for the block or the batch, NaN when there is none. */
 static void typed_emit(mlsys_comm *c, int kind, const void *info, size_t n, uint64_t bytes,
-                       const char *label)
+                       const char *label, double value)
 {
     if (!c || !mlsys_tracing(c))
         return;
@@ -262,6 +365,7 @@ static void typed_emit(mlsys_comm *c, int kind, const void *info, size_t n, uint
     e.algo = -1;
     memcpy(&e.mem, info, n);       /* mem and flow start at the same place in the union */
     e.bytes = bytes;
+    e.val[0] = value;
     if (label)
         snprintf(e.label, sizeof e.label, "%s", label);
     mlsys_emit(c, &e);
@@ -269,10 +373,22 @@ static void typed_emit(mlsys_comm *c, int kind, const void *info, size_t n, uint
 
 void mlsys_emit_mem(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes, const char *label)
 {
-    typed_emit(c, MLSYS_EV_MEM, m, sizeof *m, bytes, label);
+    typed_emit(c, MLSYS_EV_MEM, m, sizeof *m, bytes, label, NAN);
 }
 
 void mlsys_emit_flow(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes, const char *label)
 {
-    typed_emit(c, MLSYS_EV_FLOW, f, sizeof *f, bytes, label);
+    typed_emit(c, MLSYS_EV_FLOW, f, sizeof *f, bytes, label, NAN);
+}
+
+void mlsys_emit_mem_value(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes,
+                          const char *label, double value)
+{
+    typed_emit(c, MLSYS_EV_MEM, m, sizeof *m, bytes, label, value);
+}
+
+void mlsys_emit_flow_value(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
+                           const char *label, double value)
+{
+    typed_emit(c, MLSYS_EV_FLOW, f, sizeof *f, bytes, label, value);
 }

@@ -26,6 +26,11 @@ typedef struct lab_args {
     const lab_flag **flags;     /* [nflags] lab flags, then common flags */
     const char **values;        /* [nflags] text value (default or given); NULL = unset switch */
     int *given;                 /* [nflags] 1 when given on the command line */
+    /* A single-process lab's communicator of one rank when someone collects its events (the
+     * front end, --trace), else NULL: its engines emit memory and flow records through it
+     * (mlsys_emit_mem and mlsys_emit_flow take NULL and then do nothing). Rank labs get
+     * theirs as rank_main's argument. */
+    mlsys_comm *comm;
 } lab_args;
 
 typedef struct lab {

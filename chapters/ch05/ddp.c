@@ -7,8 +7,8 @@
  * then divides by N. Also the MLP of the chapter's labs, written layer by layer so that the
  * engines can hook between layers (DDP launches buckets, ZeRO-3 gathers parameters). */
 #include "ddp.h"
-#include "../../lab/ui/views/blocks.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,20 +80,43 @@ void ddp_begin(ddp *d)
     d->nlaunched = 0;
 }
 
-/* Per-bucket summary for the blocks view: mean and max |g| of the bucket. */
-static void emit_bucket(ddp *d, int k, const char *what)
+void ddp_show(ddp *d)
+{
+    if (!d->c || !mlsys_tracing(d->c))
+        return;
+    mlsys_mem_info m = {.pool = DDP_POOL, .op = MLSYS_MEM_POOL, .block = -1, .owner = -1,
+                        .index = 0, .aux = d->nbuckets};
+    mlsys_emit_mem(d->c, &m, d->bucket_elems * sizeof(float), "buckets");
+    for (int k = 0; k < d->nbuckets; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "bucket %d", k);
+        m = (mlsys_mem_info){.pool = DDP_POOL, .op = MLSYS_MEM_OWNER, .block = -1, .owner = k,
+                             .index = -1};
+        mlsys_emit_mem(d->c, &m, 0, name);
+        m = (mlsys_mem_info){.pool = DDP_POOL, .op = MLSYS_MEM_ALLOC, .block = k, .owner = k,
+                             .refs = 1, .index = 0};
+        mlsys_emit_mem(d->c, &m, d->b[k].n * sizeof(float), NULL);
+    }
+    d->emit = 1;
+}
+
+/* The blocks view's record of bucket k: its mean gradient (WRITE), then in flight (BUSY)
+ * while its all-reduce runs. */
+static void emit_bucket(ddp *d, int k, int busy)
 {
     if (!d->emit || !d->c || !mlsys_tracing(d->c))
         return;
     const float *g = d->p->grad + d->b[k].off;
-    double s = 0, mx = 0;
-    for (size_t i = 0; i < d->b[k].n; i++) {
+    double s = 0;
+    for (size_t i = 0; i < d->b[k].n; i++)
         s += g[i];
-        if (fabs(g[i]) > mx)
-            mx = fabs(g[i]);
+    mlsys_mem_info m = {.pool = DDP_POOL, .op = MLSYS_MEM_WRITE, .block = k, .owner = k,
+                        .index = -1};
+    mlsys_emit_mem_value(d->c, &m, d->b[k].n * sizeof(float), NULL, s / (double)d->b[k].n);
+    if (busy) {
+        m.op = MLSYS_MEM_BUSY;
+        mlsys_emit_mem(d->c, &m, d->b[k].n * sizeof(float), NULL);
     }
-    double v[2] = { s / (double)d->b[k].n, mx };
-    blk_emit(d->c, what, -1, k, 1, -1, v, 1);
 }
 
 static int launch(ddp *d, int k)
@@ -105,7 +128,7 @@ static int launch(ddp *d, int k)
     d->nlaunched++;
     if (!d->c)
         return 0;
-    emit_bucket(d, k, "blk:val");
+    emit_bucket(d, k, 1);
     return mlsys_iallreduce(d->c, d->p->grad + b->off, d->p->grad + b->off, b->n, MLSYS_F32,
                             MLSYS_SUM, &b->req);
 }
@@ -171,7 +194,7 @@ int ddp_finish(ddp *d)
     for (size_t i = 0; i < d->p->numel; i++)
         g[i] /= n;
     for (int k = 0; k < d->nbuckets; k++)
-        emit_bucket(d, k, "blk:val");
+        emit_bucket(d, k, 0);
     return 0;
 }
 

@@ -31,7 +31,7 @@ typedef struct ddp {
     int nlaunched;
     double wait_s;          /* seconds spent in the last finish() waiting */
     int err;                /* first error of a launch during backward, reported by finish */
-    int emit;               /* 1: publish blocks-view events (per-bucket mean/absmax) */
+    int emit;               /* 1: memory records for the blocks view (ddp_show) */
 } ddp;
 
 /* ddp.c */
@@ -54,6 +54,11 @@ int ddp_grad_ready(ddp *d, int t);
 /* Launch what is left, wait for every bucket, then divide the gradients by N. */
 int ddp_finish(ddp *d);
 void ddp_free(ddp *d);
+/* Memory records for the blocks view (pool DDP_POOL of this rank: a block per bucket, each
+ * bucket its owner) and, from then on, each bucket's mean gradient as it is launched (in
+ * flight while its all-reduce runs) and after the average. Nothing when no one traces. */
+#define DDP_POOL 0
+void ddp_show(ddp *d);
 
 /* ---- the labs' MLP: dims[0] -> dims[1] -> ... -> dims[nl], ReLU between, bias on ---- */
 #define MLP_MAX_LAYERS 8

@@ -5,7 +5,6 @@
  * concatenated batch, computed in one process. The blocks view draws each rank's gradient. */
 #include "../common/common.h"
 #include "ddp.h"
-#include "../../lab/ui/views/blocks.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,14 +79,34 @@ static float forward_backward(const float *w1, const float *w2, float *g1, float
     return loss;
 }
 
-static void emit_grads(mlsys_comm *c, const float *g, int lo, int hi)
+/* The blocks view: this rank's gradient as pool 0, a block per parameter, each block's value
+ * its gradient (WRITE) or, while its bucket's all-reduce runs, in flight (BUSY). */
+static void emit_grads(mlsys_comm *c, const float *g, int lo, int hi, int op)
 {
-    double v[NPARAM];
-    for (int i = lo; i < hi; i++)
-        v[i] = g[i];
-    for (int i = lo; i < hi; i += 4) {
-        int k = hi - i < 4 ? hi - i : 4;
-        blk_emit(c, "blk:val", -1, i, k, -1, v + i, k);
+    for (int i = lo; i < hi; i++) {
+        mlsys_mem_info m = {.pool = 0, .op = (int8_t)op, .block = i, .owner = -1, .index = -1};
+        mlsys_emit_mem_value(c, &m, sizeof(float), NULL, g[i]);
+    }
+}
+
+/* The gradient's blocks, each bucket their owner (its table: the bucket's parameters). */
+static void show_buckets(mlsys_comm *c, const ddp *d)
+{
+    mlsys_mem_info m = {.pool = 0, .op = MLSYS_MEM_POOL, .block = -1, .owner = -1, .index = 0,
+                        .aux = NPARAM};
+    mlsys_emit_mem(c, &m, sizeof(float), "gradient");
+    for (int k = 0; k < d->nbuckets; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "b%d", k);
+        m = (mlsys_mem_info){.pool = 0, .op = MLSYS_MEM_OWNER, .block = -1, .owner = k,
+                             .index = -1};
+        mlsys_emit_mem(c, &m, 0, name);
+        for (size_t i = 0; i < d->b[k].n; i++) {
+            m = (mlsys_mem_info){.pool = 0, .op = MLSYS_MEM_ALLOC,
+                                 .block = (int32_t)(d->b[k].off + i), .owner = k, .refs = 1,
+                                 .index = (int32_t)i};
+            mlsys_emit_mem(c, &m, sizeof(float), NULL);
+        }
     }
 }
 
@@ -148,28 +167,8 @@ static int gsv_rank(mlsys_comm *c, const lab_args *a)
                                              r, (double)g1[0], (double)g2[0])) != 0)
         goto err;
     mlsys_print_root(c, "The gradients differ from rank to rank because the data differ.\n");
-    /* the blocks view: one row per rank, the buckets outlined */
-    blk_emit(c, "blk:clear", -1, -1, 0, 1, NULL, 0);
-    blk_emit(c, "blk:phase:local gradients", -1, -1, 0, -1, NULL, 0);
-    blk_emit(c, "blk:size", -1, -1, NPARAM, -1, NULL, 0);
-    {
-        char name[48];
-        snprintf(name, sizeof name, "blk:name:rank %d", r);
-        blk_emit(c, name, -1, -1, 0, -1, NULL, 0);
-        for (int k = 0; k < d->nbuckets; k++) {
-            snprintf(name, sizeof name, "blk:group:b%d", k);
-            blk_emit(c, name, -1, (int)d->b[k].off, (int)d->b[k].n, k, NULL, 0);
-        }
-        if (stage > 0) {
-            double st[NPARAM];
-            size_t off, len;
-            nn_shard_range(NPARAM, r, N, &off, &len);
-            for (int i = 0; i < NPARAM; i++)
-                st[i] = (size_t)i >= off && (size_t)i < off + len ? BLK_OWNED : BLK_USED;
-            blk_emit_row(c, -1, st, NPARAM, 1);
-        }
-    }
-    emit_grads(c, p.grad, 0, NPARAM);
+    show_buckets(c, d);
+    emit_grads(c, p.grad, 0, NPARAM, MLSYS_MEM_WRITE);
 
     /* ---- step 3: all-reduce, bucket by bucket ---- */
     mlsys_print_root(c, "\n%s\nStep 3: all_reduce(SUM) / %d, bucket by bucket (reverse "
@@ -182,23 +181,27 @@ static int gsv_rank(mlsys_comm *c, const lab_args *a)
             goto err;
         mlsys_print_root(c, "bucket %d: floats [%zu, %zu) of %s\n", k, b->off, b->off + b->n,
                          b->t_lo == b->t_hi ? p.t[b->t_lo].name : "w1 and w2");
-        snprintf(lbl, sizeof lbl, "blk:phase:all-reduce bucket %d", k);
-        blk_emit(c, lbl, -1, -1, 0, k, NULL, 0);
+        emit_grads(c, p.grad, (int)b->off, (int)(b->off + b->n), MLSYS_MEM_BUSY);
         float *gb = p.grad + b->off;
         if ((rc = mlsys_allreduce(c, gb, gb, b->n, MLSYS_F32, MLSYS_SUM)) != 0)
             goto err;
         for (size_t i = 0; i < b->n; i++)
             gb[i] /= (float)N;
-        emit_grads(c, p.grad, (int)b->off, (int)(b->off + b->n));
+        emit_grads(c, p.grad, (int)b->off, (int)(b->off + b->n), MLSYS_MEM_WRITE);
     }
     if (stage >= 2) {
-        double st[NPARAM];
+        /* what ZeRO-2 keeps of the gradient: this rank's shard; the rest is let go */
         size_t off, len;
         nn_shard_range(NPARAM, r, N, &off, &len);
-        for (int i = 0; i < NPARAM; i++)
-            st[i] = (size_t)i >= off && (size_t)i < off + len ? BLK_OWNED : BLK_FREE;
-        blk_emit(c, "blk:phase:ZeRO: own shard only", -1, -1, 0, -1, NULL, 0);
-        blk_emit_row(c, -1, st, NPARAM, 1);
+        if ((rc = mlsys_step(c, d->nbuckets, "ZeRO: own shard only")) != 0)
+            goto err;
+        for (int k = 0; k < d->nbuckets; k++)
+            for (size_t i = d->b[k].off; i < d->b[k].off + d->b[k].n; i++)
+                if (i < off || i >= off + len) {
+                    mlsys_mem_info m = {.pool = 0, .op = MLSYS_MEM_FREE, .block = (int32_t)i,
+                                        .owner = k, .refs = 0, .index = -1};
+                    mlsys_emit_mem(c, &m, sizeof(float), NULL);
+                }
         mlsys_print_root(c, "Under ZeRO-%d each rank would keep only its own shard of the "
                          "gradient (a reduce_scatter instead of the all_reduce).\n", stage);
     }

@@ -6,7 +6,6 @@
 #include "../common/common.h"
 #include "ddp.h"
 #include "zero.h"
-#include "../../lab/ui/views/blocks.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -401,25 +400,13 @@ static int run_zero(trainer *T, int stage, const float *ddp_final, size_t numel,
     zero_formula_mem(stage, z->P, N, K, z->max_tensor, z->max_layer, &want);
     uint64_t swant = zero_formula_sent(stage, z->P, N), sent = 0;
     int sent_ok = 1;
-    /* the blocks view: a rank's row is every tensor cut in N pieces; its own are marked */
-    blk_emit(c, "blk:clear", -1, -1, 0, 2, NULL, 0);
-    int nblk = z->nt * N < BLK_MAX_BLOCKS ? z->nt * N : 0;
-    if (nblk) {
-        char ph[48];
-        snprintf(ph, sizeof ph, "blk:phase:ZeRO-%d pieces", stage);
-        blk_emit(c, ph, -1, -1, 0, -1, NULL, 0);
-        double *st = mlsys_xcalloc((size_t)nblk, sizeof *st);
-        blk_emit(c, "blk:size", -1, -1, nblk, -1, NULL, 0);
-        for (int t = 0; t < z->nt; t++) {
-            char g[48];
-            snprintf(g, sizeof g, "blk:group:%s", t % 2 ? "b" : "w");
-            blk_emit(c, g, -1, t * N, N, t, NULL, 0);
-            for (int q = 0; q < N; q++)
-                st[t * N + q] = q == T->r ? BLK_OWNED : stage == 3 ? BLK_FREE : BLK_USED;
-        }
-        blk_emit_row(c, -1, st, nblk, 1);
-        free(st);
-    }
+    /* the blocks view: this rank's parameters, gradients and optimizer state, a block per
+     * piece of every tensor, the pieces this stage keeps held; the buckets of DDP go */
+    mlsys_mem_info gone = {.pool = DDP_POOL, .op = MLSYS_MEM_POOL, .block = -1, .owner = -1,
+                           .index = 0, .aux = 0};
+    mlsys_emit_mem(c, &gone, 0, "buckets");
+    mlsys_step(c, 0, "ZeRO pieces");
+    zero_show(z);
     rc = train(T, 2 + stage, NULL, NULL, z, log, &sent, &sent_ok, swant);
     float *mine = mlsys_xmalloc(numel * sizeof(float));
     if (!rc)
@@ -555,11 +542,7 @@ static int ddp_rank(mlsys_comm *c, const lab_args *a)
                          lab_arg_size(a, "first-bucket"))) != 0)
         goto err;
     d->overlap = !lab_arg_bool(a, "no-overlap");
-    d->emit = 1;
-    blk_emit(c, "blk:clear", -1, -1, 0, 1, NULL, 0);
-    blk_emit(c, "blk:phase:DDP bucket means", -1, -1, 0, -1, NULL, 0);
-    blk_emit(c, "blk:size", -1, -1, d->nbuckets < BLK_MAX_BLOCKS ? d->nbuckets : BLK_MAX_BLOCKS,
-             -1, NULL, 0);
+    ddp_show(d);                        /* the buckets in the blocks view */
     if ((rc = ddp_broadcast_params(d)) != 0)
         goto err;
     size_t gb = p2.numel * 4;

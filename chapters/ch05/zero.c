@@ -4,6 +4,7 @@
  * prints is what was really held, not a formula. Tensor t is padded to pad[t] (a multiple of
  * N, zeros) and rank r owns the piece [r·pad/N, (r+1)·pad/N) of it (nn_shard_range). */
 #include "zero.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +123,72 @@ int zero_create(zero **out, mlsys_comm *c, int stage, const mlp_shape *s, const 
     return 0;
 }
 
+/* ---- memory records for the blocks view ---- */
+
+static void mem_rec(zero *z, int pool, int op, int block, int owner, uint64_t bytes,
+                    const char *label)
+{
+    mlsys_mem_info m = {.pool = (int16_t)(ZERO_POOL + pool), .op = (int8_t)op, .block = block,
+                        .owner = owner, .refs = op == MLSYS_MEM_FREE ? 0 : 1, .index = -1};
+    mlsys_emit_mem(z->c, &m, bytes, label);
+}
+
+static void usage(zero *z, int pool, size_t bytes)
+{
+    mlsys_mem_info m = {.pool = (int16_t)(ZERO_POOL + pool), .op = MLSYS_MEM_USAGE, .block = -1,
+                        .owner = -1, .index = -1};
+    mlsys_emit_mem(z->c, &m, bytes, NULL);
+}
+
+/* Does this rank hold piece q of the tensors in pool (0 params, 1 grads, 2 optimizer)? */
+static int holds(const zero *z, int pool, int q)
+{
+    int all = pool == 0 ? z->stage < 3 : pool == 1 ? z->stage < 2 : 0;
+    return all || q == z->r;
+}
+
+void zero_show(zero *z)
+{
+    if (!z->c || !mlsys_tracing(z->c))
+        return;
+    static const char *const names[] = {"params", "grads", "optimizer", "temporary"};
+    int N = z->N, K = z->opt.adamw ? 2 : 0;
+    for (int pool = 0; pool < 4; pool++) {
+        char name[32];
+        snprintf(name, sizeof name, "ZeRO-%d %s", z->stage, names[pool]);
+        int blocks = pool == 3 || (pool == 2 && !K) ? 0 : z->nt * N;
+        mlsys_mem_info m = {.pool = (int16_t)(ZERO_POOL + pool), .op = MLSYS_MEM_POOL,
+                            .block = -1, .owner = -1, .index = 0, .aux = blocks};
+        mlsys_emit_mem(z->c, &m, z->piece[0] * sizeof(float) * (pool == 2 ? (size_t)K : 1),
+                       name);
+        for (int t = 0; t < z->nt && blocks; t++) {
+            char tn[16];
+            snprintf(tn, sizeof tn, "%c%d", t % 2 ? 'b' : 'w', t / 2 + 1);
+            mem_rec(z, pool, MLSYS_MEM_OWNER, -1, t, 0, tn);
+            for (int q = 0; q < N; q++)
+                if (holds(z, pool, q))
+                    mem_rec(z, pool, MLSYS_MEM_ALLOC, t * N + q, t,
+                            z->piece[t] * sizeof(float) * (pool == 2 ? (size_t)K : 1), NULL);
+        }
+    }
+    usage(z, 0, z->mem.params);
+    usage(z, 1, z->mem.grads);
+    usage(z, 2, z->mem.optim);
+    usage(z, 3, z->mem.temp_now);
+}
+
+/* Stage 3: tensor t's other pieces are held (gathered) or let go. */
+static void show_gathered(zero *z, int t, int held)
+{
+    if (!z->c || !mlsys_tracing(z->c))
+        return;
+    for (int q = 0; q < z->N; q++)
+        if (q != z->r)
+            mem_rec(z, 0, held ? MLSYS_MEM_ALLOC : MLSYS_MEM_FREE, t * z->N + q, t,
+                    z->piece[t] * sizeof(float), NULL);
+    usage(z, 3, z->mem.temp_now);
+}
+
 /* Tensor t's full values for use: a view of W (1, 2) or a freshly gathered buffer (3). */
 static int use_tensor(zero *z, int t, float **out)
 {
@@ -130,13 +197,17 @@ static int use_tensor(zero *z, int t, float **out)
         return 0;
     }
     *out = talloc(z, z->pad[t]);
-    return mlsys_allgather(z->c, z->Ws + z->soff[t], *out, z->piece[t], MLSYS_F32);
+    int rc = mlsys_allgather(z->c, z->Ws + z->soff[t], *out, z->piece[t], MLSYS_F32);
+    show_gathered(z, t, 1);
+    return rc;
 }
 
 static void done_tensor(zero *z, int t, float *buf)
 {
-    if (z->stage == 3)
+    if (z->stage == 3) {
         tfree(z, buf, z->pad[t]);
+        show_gathered(z, t, 0);
+    }
 }
 
 float zero_step(zero *z, const float *x, const int *y, int B, int *rc)

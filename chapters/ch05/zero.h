@@ -52,6 +52,13 @@ float zero_step(zero *z, const float *x, const int *y, int B, int *rc);
 /* The full parameters, unpadded, in nn_params order, into out[numel] (collective). */
 int zero_full_params(zero *z, float *out);
 void zero_free(zero *z);
+/* Memory records for the blocks view: this rank's pools (ZERO_POOL + 0 parameters, + 1
+ * gradients, + 2 optimizer state, + 3 temporaries as a gauge), a block per piece of every
+ * tensor (tensor t's piece q is block t*N + q, tensor t its owner), the pieces the stage
+ * keeps held, and the bytes really allocated; a pool described again starts afresh. Under
+ * stage 3 each layer's gathered pieces are held while it is used, then freed. */
+#define ZERO_POOL 1
+void zero_show(zero *z);
 /* What the stage should hold and send, from Ψ', N, K (optimizer bytes per parameter). */
 void zero_formula_mem(int stage, size_t P, int N, int K, size_t max_tensor, size_t max_layer,
                       zero_mem *m);

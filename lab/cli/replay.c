@@ -1,12 +1,15 @@
 /* replay.c - `mlsys-lab replay FILE`: reads a Chrome trace written with --trace (cJSON) back
  * into events and plays them in the same views as a live job. The trace has, per event, its
- * phase (b/e async p2p spans, B/E collectives and compute, i steps and marks, s/f message
- * flows), the rank as tid, and args bytes/peer/tag/step; optional args (dtype, op, chunk,
- * val) are read when a newer writer adds them. Without cJSON the command says why. */
+ * phase (b/e async p2p spans, B/E collectives and compute, i steps, marks, memory and flow
+ * records, s/f message flows), the rank as tid, and args bytes/peer/tag/step (a memory or
+ * flow record's typed fields in args.mem / args.flow); optional args (dtype, op, chunk, val,
+ * algo) are read when a newer writer adds them. The ranks' output lines (category "output")
+ * come back for the log view. Without cJSON the command says why. */
 #include "../ui/ui.h"
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,51 @@ typedef struct ev_at {
     size_t idx;                 /* file order, to keep ties stable */
 } ev_at;
 
+static int line_by_time(const void *a, const void *b)
+{
+    const replay_line *x = a, *y = b;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* A number field of o as an int32, or dflt. */
+static int32_t inum(const cJSON *o, const char *k, int32_t dflt);
+
+/* args.mem or args.flow back into the union of the event. */
+static void typed_args(mlsys_event *e, const cJSON *args)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(args, "mem");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(args, "flow");
+    const cJSON *lab = cJSON_GetObjectItemCaseSensitive(args, "label");
+    if (cJSON_IsObject(m)) {
+        e->kind = MLSYS_EV_MEM;
+        memset(&e->mem, 0, sizeof e->mem);
+        e->mem.pool = (int16_t)inum(m, "pool", 0);
+        e->mem.op = (int8_t)inum(m, "op", 0);
+        e->mem.cached = (uint8_t)inum(m, "cached", 0);
+        e->mem.block = inum(m, "block", -1);
+        e->mem.owner = inum(m, "owner", -1);
+        e->mem.refs = inum(m, "refs", 0);
+        e->mem.index = inum(m, "index", -1);
+        e->mem.aux = inum(m, "aux", 0);
+    } else if (cJSON_IsObject(f)) {
+        e->kind = MLSYS_EV_FLOW;
+        memset(&e->flow, 0, sizeof e->flow);
+        e->flow.from = (int16_t)inum(f, "from", -1);
+        e->flow.to = (int16_t)inum(f, "to", -1);
+        e->flow.what = (int16_t)inum(f, "what", 0);
+        e->flow.phase = (int16_t)inum(f, "phase", -1);
+        e->flow.count = inum(f, "count", 0);
+        e->flow.version = inum(f, "version", 0);
+        e->flow.seq = inum(f, "seq", -1);
+        e->flow.spare = inum(f, "spare", 0);
+    } else {
+        return;
+    }
+    e->label[0] = 0;
+    if (cJSON_IsString(lab))
+        snprintf(e->label, sizeof e->label, "%s", lab->valuestring);
+}
+
 static int by_time(const void *a, const void *b)
 {
     const ev_at *x = a, *y = b;
@@ -59,6 +107,12 @@ static double num(const cJSON *o, const char *k, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static int32_t inum(const cJSON *o, const char *k, int32_t dflt)
+{
+    double v = num(o, k, dflt);
+    return v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : dflt;
 }
 
 static const char *str(const cJSON *o, const char *k)
@@ -75,9 +129,9 @@ static int kind_of_cat(const char *cat)
     return MLSYS_EV_MARK;
 }
 
-int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int *nranks,
-                 char *err, size_t errlen)
+int replay_parse(const char *text, size_t len, replay_data *out, char *err, size_t errlen)
 {
+    memset(out, 0, sizeof *out);
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
@@ -96,6 +150,8 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
     }
     size_t cap = (size_t)cJSON_GetArraySize(arr) + 1, cnt = 0;
     ev_at *v = mlsys_xcalloc(cap, sizeof *v);
+    replay_line *lines = NULL;
+    size_t nl = 0, lcap = 0;
     int maxrank = -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
@@ -110,6 +166,27 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
         double ts = num(it, "ts", 0);
         if (ts < 0)
             ts = 0;
+        if (!strcmp(cat, "mem_usage"))
+            continue;           /* Perfetto's counter track of a USAGE record: a copy */
+        if (!strcmp(cat, "output")) {
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
+            const char *text = cJSON_IsObject(args) ? str(args, "text") : NULL;
+            const char *stream = cJSON_IsObject(args) ? str(args, "stream") : NULL;
+            if (!text)
+                continue;
+            if (nl == lcap) {
+                lcap = lcap ? lcap * 2 : 256;
+                lines = grid_xrealloc(lines, lcap * sizeof *lines);
+            }
+            lines[nl].t_ns = (uint64_t)(ts * 1000.0 + 0.5) + 1;
+            lines[nl].rank = rank;
+            lines[nl].is_err = stream && !strcmp(stream, "stderr");
+            lines[nl].text = mlsys_xstrdup(text);
+            nl++;
+            if (rank > maxrank)
+                maxrank = rank;
+            continue;
+        }
         if (!strcmp(cat, "msg")) {
             /* a flow arrow: its id is the msg_id of the event just before it on this rank */
             double id = num(it, "id", 0);
@@ -139,10 +216,11 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
             e.chunk = (int32_t)num(args, "chunk", -1);
             e.dtype = (int32_t)num(args, "dtype", -1);
             e.op = (int16_t)num(args, "op", -1);
+            e.algo = (int16_t)num(args, "algo", -1);
             const cJSON *vals = cJSON_GetObjectItemCaseSensitive(args, "val");
             for (int k = 0; cJSON_IsArray(vals) && k < 4 && k < cJSON_GetArraySize(vals); k++) {
                 const cJSON *x = cJSON_GetArrayItem(vals, k);
-                e.val[k] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+                e.val[k] = cJSON_IsNumber(x) ? x->valuedouble : cJSON_IsNull(x) ? NAN : 0;
             }
         }
         if (!strcmp(cat, "p2p")) {
@@ -176,13 +254,17 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
                     p++;
             }
             snprintf(e.label, sizeof e.label, "%s", p);
+        } else if ((!strcmp(cat, "mem") || !strcmp(cat, "flow")) && cJSON_IsObject(args)) {
+            typed_args(&e, args);
+            if (e.kind != MLSYS_EV_MEM && e.kind != MLSYS_EV_FLOW)
+                continue;       /* a record without its fields: nothing to rebuild */
         } else {
             e.kind = (int16_t)kind_of_cat(cat);
             snprintf(e.label, sizeof e.label, "%s", name);
         }
         if (rank > maxrank)
             maxrank = rank;
-        if (e.peer > maxrank && e.peer < 64)
+        if (e.kind != MLSYS_EV_MEM && e.kind != MLSYS_EV_FLOW && e.peer > maxrank && e.peer < 64)
             maxrank = e.peer;
         v[cnt].e = e;
         v[cnt].idx = cnt;
@@ -199,29 +281,31 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
         mlsys_event *e = &v[i].e;
         if (e->kind == MLSYS_EV_COLL_BEGIN)
             open[e->rank] = e->coll;
-        if (e->coll < 0 && e->kind != MLSYS_EV_COLL_END)
+        if (e->coll < 0 && e->kind != MLSYS_EV_COLL_END && e->kind != MLSYS_EV_MEM &&
+            e->kind != MLSYS_EV_FLOW)
             e->coll = (int16_t)open[e->rank];
         if (e->kind == MLSYS_EV_COLL_END)
             open[e->rank] = -1;
         ev[i] = *e;
     }
     free(v);
-    *out = ev;
-    *n = cnt;
-    *nranks = maxrank + 1;
+    if (nl)
+        qsort(lines, nl, sizeof *lines, line_by_time);
+    out->ev = ev;
+    out->n = cnt;
+    out->nranks = maxrank + 1;
+    out->lines = lines;
+    out->nl = nl;
     return 0;
 }
 
 #else
 
-int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int *nranks,
-                 char *err, size_t errlen)
+int replay_parse(const char *text, size_t len, replay_data *out, char *err, size_t errlen)
 {
     (void)text;
     (void)len;
-    *out = NULL;
-    *n = 0;
-    *nranks = 0;
+    memset(out, 0, sizeof *out);
     snprintf(err, errlen, "this build cannot read traces: cJSON was not found (install "
              "libcjson-dev and rebuild)");
     return -1;
@@ -229,8 +313,16 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
 
 #endif
 
-int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char *err,
-                size_t errlen)
+void replay_data_free(replay_data *d)
+{
+    for (size_t i = 0; i < d->nl; i++)
+        free(d->lines[i].text);
+    free(d->lines);
+    free(d->ev);
+    memset(d, 0, sizeof *d);
+}
+
+int replay_load(const char *path, replay_data *d, char *err, size_t errlen)
 {
     /* only a regular file of a sane size: /dev/zero or a FIFO would be read forever, a
      * huge (or sparse) file would fill the memory */
@@ -274,10 +366,10 @@ int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char
         len += (size_t)k;
     }
     close(fd);
-    int rc = replay_parse(buf, len, ev, n, nranks, err, errlen);
+    int rc = replay_parse(buf, len, d, err, errlen);
     free(buf);
-    if (rc == 0 && *n == 0) {
-        free(*ev);
+    if (rc == 0 && d->n == 0 && d->nl == 0) {
+        replay_data_free(d);
         snprintf(err, errlen, "%s has no events of a job", path);
         return -1;
     }
@@ -297,13 +389,11 @@ int replay_main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    mlsys_event *ev;
-    size_t n;
-    int nranks;
-    if (replay_load(argv[1], &ev, &n, &nranks, err, sizeof err) != 0) {
+    replay_data d;
+    if (replay_load(argv[1], &d, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: replay: %s\n", err);
         return 2;
     }
     const char *base = strrchr(argv[1], '/');
-    return ui_run(&o, run_create_replay(base ? base + 1 : argv[1], ev, n, nranks));
+    return ui_run(&o, run_create_replay(base ? base + 1 : argv[1], &d));
 }

@@ -36,6 +36,29 @@ void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
     t->n += n;
 }
 
+void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text)
+{
+    if (t->nl == t->lcap) {
+        t->lcap = t->lcap ? t->lcap * 2 : 256;
+        mlsys_trace_line *p = realloc(t->lines, t->lcap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
+            exit(70);
+        }
+        t->lines = p;
+    }
+    t->lines[t->nl++] = (mlsys_trace_line){mlsys_now_ns(), rank, is_err, mlsys_xstrdup(text)};
+}
+
+void trace_buf_free(trace_buf *t)
+{
+    for (size_t i = 0; i < t->nl; i++)
+        free((char *)t->lines[i].text);
+    free(t->lines);
+    free(t->ev);
+    memset(t, 0, sizeof *t);
+}
+
 /* The entry of algorithm `name` in a collective's table, or NULL. */
 static const coll_algo *algo_entry(mlsys_coll coll, const char *name)
 {
@@ -202,7 +225,8 @@ int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_
 /* Write the events to the temp file, then put it in place. 0, or -1 (the temp is removed). */
 int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0)
 {
-    if (mlsys_trace_write_json(tmp, tb->ev, tb->n, t0) != 0 || rename(tmp, path) != 0) {
+    if (mlsys_trace_write_json_lines(tmp, tb->ev, tb->n, tb->lines, tb->nl, t0) != 0 ||
+        rename(tmp, path) != 0) {
         unlink(tmp);
         return -1;
     }
@@ -237,13 +261,37 @@ static void algo_watch_event(algo_watch *w, const mlsys_event *e)
                                     mlsys_coll_name((mlsys_coll)e->coll), e->label);
 }
 
-static void algo_watch_sink(void *u, const mlsys_event *ev, size_t n)
+/* What the headless job's sink feeds: the algorithm watch (--algo) and the trace (--trace),
+ * which also keeps every output line with the rank that printed it. */
+typedef struct headless {
+    algo_watch *aw;
+    trace_buf *tb;
+} headless;
+
+static void headless_events(void *u, const mlsys_event *ev, size_t n)
 {
-    algo_watch *w = u;
-    for (size_t i = 0; i < n; i++)
-        algo_watch_event(w, &ev[i]);
-    if (w->keep)
-        trace_buf_collect(w->keep, ev, n);
+    headless *h = u;
+    for (size_t i = 0; h->aw && i < n; i++)
+        algo_watch_event(h->aw, &ev[i]);
+    if (h->tb)
+        trace_buf_collect(h->tb, ev, n);
+}
+
+/* Printed as the launcher prints (stdout as it is, stderr after "[rank r] "), the tag that
+ * names the rank a line of rank 0's belongs to taken off (MLSYS_PRINT_TAGS). */
+static void headless_line(void *u, int rank, int is_err, const char *line)
+{
+    headless *h = u;
+    int owner = rank;
+    const char *text = mlsys_print_untag(line, &owner);
+    if (h->tb)
+        trace_buf_line(h->tb, owner, is_err, text);
+    if (is_err)
+        fprintf(stderr, "[rank %d] %s\n", rank, text);
+    else {
+        fputs(text, stdout);
+        fputc('\n', stdout);
+    }
 }
 
 /* After the job, on stderr: one line per collective whose call did not suit NAME, then one
@@ -278,7 +326,7 @@ int runner_run(const lab *l, int argc, char **argv)
         return rc;
     }
     const char *be = lab_arg_str(&a, "backend");
-    if (o.gated && l->rank_main && !(be && !strcmp(be, "mpi"))) {
+    if (o.gated && !(be && !strcmp(be, "mpi") && l->rank_main)) {
         fprintf(stderr, "mlsys-lab: %s: --gated makes the ranks wait for a viewer at every "
                 "step: open the lab (mlsys-lab) and launch it from there\n", l->id);
         lab_args_free(&a);
@@ -286,8 +334,7 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     const char *trace = lab_arg_str(&a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";
-    if (trace && l->rank_main &&
-        runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         lab_args_free(&a);
         return 2;
@@ -298,8 +345,8 @@ int runner_run(const lab *l, int argc, char **argv)
         lab_args_free(&a);
         return rc;
     }
-    if (!l->rank_main) {
-        rc = l->main ? l->main(&a) : 0;
+    if (!l->rank_main && !trace) {
+        rc = l->main ? l->main(&a) : 0;     /* no one collects events: a.comm stays NULL */
         lab_args_free(&a);
         return rc;
     }
@@ -321,7 +368,10 @@ int runner_run(const lab *l, int argc, char **argv)
     wargv[2] = (char *)l->id;
     for (int i = 0; i < argc; i++)
         wargv[3 + i] = argv[i];
+    if (trace)
+        setenv("MLSYS_PRINT_TAGS", "1", 1);     /* the trace keeps each line's own rank */
     mlsys_job *j = mlsys_job_start(&o, wargv, NULL, NULL, err, sizeof err);
+    unsetenv("MLSYS_PRINT_TAGS");
     free(wargv);
     if (!j) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
@@ -332,14 +382,14 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    headless hs = {NULL, trace ? &tb : NULL};
+    mlsys_job_sink sink = {trace ? headless_line : NULL, headless_events, &hs};
     algo_watch *aw = NULL;
     if (o.algo) {                   /* events pass the watch on their way to the trace */
         aw = mlsys_xcalloc(1, sizeof *aw);
         aw->algo = o.algo;
         aw->nranks = o.world_size;
-        aw->keep = trace ? &tb : NULL;
-        sink = (mlsys_job_sink){NULL, algo_watch_sink, aw};
+        hs.aw = aw;
     }
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
@@ -357,14 +407,18 @@ int runner_run(const lab *l, int argc, char **argv)
     if (aw && !interrupted)
         algo_watch_report(l, aw);
     free(aw);
-    free(tb.ev);
+    trace_buf_free(&tb);
+    const mlsys_rank_status *st0 = mlsys_job_status(j, 0);
+    int solo_code = !l->rank_main && st0 && st0->exited ? st0->code : -1;
     int strays_rank = -1, strays = mlsys_job_strays(j, &strays_rank);
     mlsys_job_free(j);
     if (strays)
         fprintf(stderr, "mlsys-lab: %s: %d process%s that the ranks started %s still running "
                 "when the job ended; killed\n", l->id, strays, strays == 1 ? "" : "es",
                 strays == 1 ? "was" : "were");
-    if (rc) {
+    if (rc && solo_code >= 0 && !interrupted) {
+        rc = solo_code;             /* one process: its own exit status, as without --trace */
+    } else if (rc) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, why);
         rc = interrupted ? 130 : 1;
     }
@@ -395,7 +449,14 @@ int runner_worker(const lab *l, int argc, char **argv)
         lab_args_free(&a);
         return 2;
     }
-    int rc = l->rank_main(c, &a);
+    int rc;
+    if (l->rank_main) {
+        rc = l->rank_main(c, &a);
+    } else {
+        a.comm = c;                 /* a single-process lab's one rank: its engines emit */
+        rc = l->main ? l->main(&a) : 0;
+        a.comm = NULL;
+    }
     fflush(stdout);
     mlsys_finalize(c);
     lab_args_free(&a);

@@ -5,14 +5,18 @@
 
 #include "../lab.h"
 
-/* Events collected for --trace: a growing array. */
+/* Events (and the ranks' output lines) collected for --trace: growing arrays. */
 typedef struct trace_buf {
     mlsys_event *ev;
     size_t n, cap;
+    mlsys_trace_line *lines;    /* texts malloc'd */
+    size_t nl, lcap;
 } trace_buf;
 
 /* runner.c */
 void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sink's events */
+void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text);  /* now */
+void trace_buf_free(trace_buf *t);
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);

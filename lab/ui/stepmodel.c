@@ -5,6 +5,7 @@
  * whole buffer) or by what the sender holds, and the receiver's chunks take its provenance
  * and values. The values come from the MARK "chunks" events that core/coll.c emits. */
 #include "stepmodel.h"
+#include "../../core/trace_values.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,28 @@ typedef struct frame_state {
     int scap;
 } frame_state;
 
+/* One item of the tape: an event (idx >= 0 into tev) or a line (idx < 0: line -1 - idx). */
+typedef struct tape_item {
+    int frame;
+    int32_t idx;
+} tape_item;
+
+typedef struct tape_line {
+    int rank, is_err;
+    char *text;
+} tape_line;
+
 struct stepmodel {
     int n;
+    tape_item *tape;
+    size_t ntape, tcap;
+    mlsys_event *tev;
+    size_t ntev, tevcap;
+    tape_line *tline;
+    size_t ntline, tlcap;
+    uint64_t tape_dropped;
+    int (*keep)(void *u, const mlsys_event *e);
+    void *keep_u;
     call_state *calls;
     int ncalls, ccap;
     frame_state *frames;
@@ -117,6 +138,11 @@ static uint64_t total_elems(const sm_call *c, int n)
 
 static void free_contents(stepmodel *m)
 {
+    for (size_t i = 0; i < m->ntline; i++)
+        free(m->tline[i].text);
+    free(m->tline);
+    free(m->tev);
+    free(m->tape);
     for (int i = 0; i < m->ncalls; i++) {
         free(m->calls[i].cells);
         free(m->calls[i].begin);
@@ -144,11 +170,16 @@ static void free_contents(stepmodel *m)
 }
 
 static void open_frame(stepmodel *m, int call, int step, const char *label);
+static void tape_event(stepmodel *m, const mlsys_event *e, int frame);
 
 void sm_reset(stepmodel *m, int nranks)
 {
+    int (*keep)(void *, const mlsys_event *) = m->keep;
+    void *keep_u = m->keep_u;
     free_contents(m);
     memset(m, 0, sizeof *m);
+    m->keep = keep;
+    m->keep_u = keep_u;
     m->n = nranks < 1 ? 1 : nranks > SM_MAX_RANKS ? SM_MAX_RANKS : nranks;
     m->rank_frame = xcalloc((size_t)m->n, sizeof(int));
     m->rank_call = xcalloc((size_t)m->n, sizeof(int));
@@ -260,6 +291,8 @@ static call_state *call_for(stepmodel *m, int idx, const mlsys_event *e)
         cs->c.bytes = e->bytes;
         cs->c.first_frame = -1;
         cs->c.last_step = -1;
+        cs->c.by = e->tag >= MLSYS_ALGO_BY_RULE && e->tag <= MLSYS_ALGO_BY_RULE_NONE ? e->tag : -1;
+        cs->c.wanted = e->chunk;
         snprintf(cs->c.algo, sizeof cs->c.algo, "%.23s", e->label);
     }
     return &m->calls[idx];
@@ -584,7 +617,139 @@ static void on_step(stepmodel *m, const mlsys_event *e)
         if (ci >= 0 && m->calls[ci].c.first_frame < 0)
             m->calls[ci].c.first_frame = m->nframes - 1;
     }
+    tape_event(m, e, k);            /* a step belongs to the frame it opens */
     update_complete(m);
+}
+
+/* ---- the tape ---- */
+
+static int tape_room(stepmodel *m)
+{
+    if (m->ntape >= SM_TAPE_MAX) {
+        m->tape_dropped++;
+        return 0;
+    }
+    if (m->ntape == m->tcap) {
+        m->tcap = m->tcap ? m->tcap * 2 : 1024;
+        m->tape = xrealloc(m->tape, m->tcap * sizeof *m->tape);
+    }
+    return 1;
+}
+
+static void tape_event(stepmodel *m, const mlsys_event *e, int frame)
+{
+    if ((m->keep && !m->keep(m->keep_u, e)) || !tape_room(m))
+        return;
+    if (m->ntev == m->tevcap) {
+        m->tevcap = m->tevcap ? m->tevcap * 2 : 1024;
+        m->tev = xrealloc(m->tev, m->tevcap * sizeof *m->tev);
+    }
+    m->tev[m->ntev] = *e;
+    m->tape[m->ntape++] = (tape_item){frame, (int32_t)m->ntev++};
+}
+
+void sm_line(stepmodel *m, int rank, int is_err, const char *text)
+{
+    if (!tape_room(m))
+        return;
+    if (m->ntline == m->tlcap) {
+        m->tlcap = m->tlcap ? m->tlcap * 2 : 256;
+        m->tline = xrealloc(m->tline, m->tlcap * sizeof *m->tline);
+    }
+    size_t len = strlen(text);
+    char *t = xrealloc(NULL, len + 1);
+    memcpy(t, text, len + 1);
+    m->tline[m->ntline] = (tape_line){rank, is_err, t};
+    int frame = rank >= 0 && rank < m->n ? m->rank_frame[rank] : m->nframes - 1;
+    m->tape[m->ntape++] = (tape_item){frame, -1 - (int32_t)m->ntline++};
+}
+
+void sm_set_keep(stepmodel *m, int (*keep)(void *u, const mlsys_event *e), void *u)
+{
+    m->keep = keep;
+    m->keep_u = u;
+}
+
+size_t sm_tape_len(const stepmodel *m) { return m->ntape; }
+uint64_t sm_tape_dropped(const stepmodel *m) { return m->tape_dropped; }
+
+int sm_tape_item(const stepmodel *m, size_t i, const mlsys_event **e, int *rank, int *is_err,
+                 const char **text)
+{
+    const tape_item *it = &m->tape[i];
+    if (it->idx >= 0) {
+        *e = &m->tev[it->idx];
+    } else {
+        const tape_line *l = &m->tline[-1 - it->idx];
+        *e = NULL;
+        *rank = l->rank;
+        *is_err = l->is_err;
+        *text = l->text;
+    }
+    return it->frame;
+}
+
+void sm_cursor_init(sm_cursor *c)
+{
+    memset(c, 0, sizeof *c);
+    c->frame = -1;
+}
+
+void sm_cursor_fini(sm_cursor *c)
+{
+    free(c->pending);
+    sm_cursor_init(c);
+}
+
+static void feed_item(const stepmodel *m, size_t i, const sm_sink *s)
+{
+    const mlsys_event *e;
+    int rank = -1, is_err = 0;
+    const char *text = NULL;
+    int f = sm_tape_item(m, i, &e, &rank, &is_err, &text);
+    if (e) {
+        if (s->event)
+            s->event(s->u, e, f);
+    } else if (s->line) {
+        s->line(s->u, rank, is_err, text);
+    }
+}
+
+size_t sm_sync(const stepmodel *m, sm_cursor *c, int k, const sm_sink *s)
+{
+    size_t fed = 0;
+    if (k < c->frame || c->pos > m->ntape) {
+        if (s->rewind)
+            s->rewind(s->u);
+        c->pos = 0;
+        c->npend = 0;
+    }
+    c->frame = k;
+    /* what waited for its frame, in tape order */
+    size_t keep = 0;
+    for (size_t j = 0; j < c->npend; j++) {
+        size_t i = c->pending[j];
+        if (m->tape[i].frame <= k) {
+            feed_item(m, i, s);
+            fed++;
+        } else {
+            c->pending[keep++] = i;
+        }
+    }
+    c->npend = keep;
+    for (; c->pos < m->ntape; c->pos++) {
+        if (m->tape[c->pos].frame <= k) {
+            feed_item(m, c->pos, s);
+            fed++;
+            continue;
+        }
+        if (c->npend == c->pcap) {
+            c->pcap = c->pcap ? c->pcap * 2 : 256;
+            c->pending = xrealloc(c->pending, c->pcap * sizeof *c->pending);
+        }
+        c->pending[c->npend++] = c->pos;
+    }
+    return fed;
 }
 
 void sm_event(stepmodel *m, const mlsys_event *e)
@@ -592,6 +757,8 @@ void sm_event(stepmodel *m, const mlsys_event *e)
     int r = e->rank;
     if (r < 0 || r >= m->n)
         return;
+    if (e->kind != MLSYS_EV_STEP)
+        tape_event(m, e, m->rank_frame[r]);
     switch (e->kind) {
     case MLSYS_EV_COLL_BEGIN: {
         if (e->coll < 0 || e->coll >= MLSYS_COLL_COUNT)
@@ -821,6 +988,51 @@ void sm_caption(const stepmodel *m, int k, int ascii, char *out, size_t n)
     if (f->nsend > 1 && used > 0 && (size_t)used < n)
         snprintf(out + used, n - (size_t)used, "; %d message%s in all (%s on the arrows)",
                  f->nsend, f->nsend == 1 ? "" : "s", arrow);
+}
+
+int sm_call_why(const stepmodel *m, int call, char *out, size_t n)
+{
+    const sm_call *c = sm_call_at(m, call);
+    out[0] = 0;
+    if (!c)
+        return 0;
+    mlsys_coll coll = (mlsys_coll)c->coll;
+    const char *why = NULL;
+    const char *ruled = mlsys_algo_rule(coll, m->n, c->bytes, &why);
+    const char *const *names = mlsys_algo_names(coll);
+    int nn = 0;
+    while (names && names[nn])
+        nn++;
+    const char *wanted = c->wanted >= 0 && c->wanted < nn ? names[c->wanted] : NULL;
+    if (c->by == MLSYS_ALGO_BY_USER || c->by == MLSYS_ALGO_BY_LAB) {
+        const char *who = c->by == MLSYS_ALGO_BY_USER ? "you chose" : "the lab chose";
+        if (wanted && strcmp(wanted, c->algo)) {
+            snprintf(out, n, "note: %s %s, which does not fit %d ranks and this size, so %s "
+                     "ran instead", who, wanted, m->n, c->algo);
+            return 1;
+        }
+        snprintf(out, n, "why: %s %s%s", who, c->algo, c->by == MLSYS_ALGO_BY_USER ?
+                 " (--algo)" : "");
+        return 0;
+    }
+    if (c->by == MLSYS_ALGO_BY_RULE_NONE) {
+        snprintf(out, n, "why: %s has no algorithm of the name you chose, so its rule chose: "
+                 "%s", mlsys_coll_name(coll), why ? why : "?");
+        return 0;
+    }
+    if (c->by == MLSYS_ALGO_BY_RULE || !ruled || !strcmp(ruled, c->algo)) {
+        if (ruled && strcmp(ruled, c->algo)) {
+            snprintf(out, n, "note: the rule picks %s (%s), which does not fit; %s ran", ruled,
+                     why ? why : "", c->algo);
+            return 1;
+        }
+        snprintf(out, n, "why: %s", why ? why : "?");
+        return 0;
+    }
+    /* a trace from before the events said who chose */
+    snprintf(out, n, "why: %s ran (this trace does not say who chose it; the rule picks %s)",
+             c->algo, ruled);
+    return 0;
 }
 
 int sm_next_call_frame(const stepmodel *m, int k, int dir)

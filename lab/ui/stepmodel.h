@@ -1,7 +1,10 @@
 /* stepmodel.h - the one replayable state every run view reads: events (live, gated or from a
- * trace) go in; out come frames, one per gate (the k-th mlsys_step of every rank opens frame
- * k), each with the collective call and step it belongs to, who sent which chunks to whom,
- * and what each rank's buffer holds after it (whose data, and the values). No curses here. */
+ * trace) and the ranks' output lines go in; out come frames, one per gate (the k-th
+ * mlsys_step of every rank opens frame k), each with the collective call and step it belongs
+ * to, who sent which chunks to whom, and what each rank's buffer holds after it (whose data,
+ * and the values). Everything that came in is kept on a tape, each item in the frame it
+ * belongs to, so that any view can be brought to any frame (sm_sync): forward by feeding what
+ * it has not seen, back by feeding it again from the start. No curses here. */
 #ifndef MLSYS_STEPMODEL_H
 #define MLSYS_STEPMODEL_H
 
@@ -26,6 +29,8 @@ typedef struct sm_call {
     int last_step;          /* highest step number seen */
     int ended;              /* ranks that ended it */
     int approx;             /* some message could not be placed on chunks */
+    int by;                 /* who chose the algorithm: MLSYS_ALGO_BY_*, -1 unknown (old trace) */
+    int wanted;             /* the algorithm chosen when it did not fit and another ran, -1 */
 } sm_call;
 
 typedef struct sm_send {
@@ -77,9 +82,51 @@ int sm_call_steps(const stepmodel *m, int call);
 void sm_caption(const stepmodel *m, int k, int ascii, char *out, size_t n);
 /* Whose data: "·" none, "2", "0+3", "0+1+2", "all", else "3/5" (fits in w columns). */
 void sm_mask_text(uint64_t mask, int n, int w, int ascii, char *out, size_t len);
+/* Why call i ran its algorithm, in one sentence: who chose it (you with --algo, the lab, the
+ * rule) and, when that one did not fit, what ran instead. Returns 1 when it says that the
+ * chosen algorithm did not run (a note to stand out), else 0. */
+int sm_call_why(const stepmodel *m, int call, char *out, size_t n);
 /* The frame that begins call i's steps, or -1; the next / previous call's from frame k. */
 int sm_next_call_frame(const stepmodel *m, int k, int dir);
 /* Calls and messages so far (the header and side panel read these). */
 uint64_t sm_messages(const stepmodel *m, int upto_frame, uint64_t *bytes);
+
+/* ---- the tape ---- */
+#define SM_TAPE_MAX (1u << 20)      /* items kept; later ones are counted (sm_tape_dropped) */
+
+/* An output line (rank -1: the runner's own). It goes on the tape in the frame its rank is in
+ * (the newest frame for the runner's). */
+void sm_line(stepmodel *m, int rank, int is_err, const char *text);
+/* Which events the tape keeps (those a view reads): keep(u, e) != 0. NULL keeps all. The
+ * model itself reads every event whatever the filter says. */
+void sm_set_keep(stepmodel *m, int (*keep)(void *u, const mlsys_event *e), void *u);
+size_t sm_tape_len(const stepmodel *m);
+uint64_t sm_tape_dropped(const stepmodel *m);   /* items that found the tape full */
+/* Item i: its frame, and the event (NULL for a line, whose rank, stream and text come back). */
+int sm_tape_item(const stepmodel *m, size_t i, const mlsys_event **e, int *rank, int *is_err,
+                 const char **text);
+
+/* A consumer of the tape (a view) and where it stands. */
+typedef struct sm_sink {
+    void (*rewind)(void *u);                                   /* forget, to be fed again */
+    void (*event)(void *u, const mlsys_event *e, int frame);
+    void (*line)(void *u, int rank, int is_err, const char *text);
+    void *u;
+} sm_sink;
+
+typedef struct sm_cursor {
+    size_t pos;                     /* tape items looked at */
+    int frame;                      /* the frame the consumer was brought to, -1 none */
+    size_t *pending;                /* looked at but of a later frame, in tape order */
+    size_t npend, pcap;
+} sm_cursor;
+
+void sm_cursor_init(sm_cursor *c);
+void sm_cursor_fini(sm_cursor *c);
+/* Bring the consumer to frame k: afterwards it has been fed exactly the tape's items of
+ * frames <= k, each rank's in tape order (items of different ranks in tape order within a
+ * frame; one that waited for its frame comes when the frame is reached). Going back (k below
+ * the consumer's frame) rewinds it and feeds it again from the start. Returns the items fed. */
+size_t sm_sync(const stepmodel *m, sm_cursor *c, int k, const sm_sink *s);
 
 #endif

@@ -21,27 +21,35 @@
 static const ui_key_help foot_back[] = {{"?/F1", "help"}, {"q", "back"}, {NULL, NULL}};
 static const ui_key_help foot_quit[] = {{"?/F1", "help"}, {"q", "quit"}, {NULL, NULL}};
 static const ui_key_help foot_typing[] = {{"F1", "help"}, {NULL, NULL}};
-static const ui_key_help help_back[] = {
-    {"?/F1", "this help (j/k scroll it)"}, {"q/Esc", "go back one step"},
-    {"Q", "quit the lab (asks first while a job runs)"}, {"Ctrl-C", "stop every rank and quit"},
-    {NULL, NULL}
+/* The help's lists: [busy] (a job runs: Ctrl-C and q stop its ranks) */
+static const ui_key_help help_back[2][5] = {
+    {{"?/F1", "this help (j/k scroll it)"}, {"q/Esc", "go back one step"},
+     {"Q/F10", "quit the lab"}, {"Ctrl-C", "quit at once"}, {NULL, NULL}},
+    {{"?/F1", "this help (j/k scroll it)"}, {"q/Esc", "stop every rank and go back (asks first)"},
+     {"Q/F10", "quit the lab (asks first while a job runs)"},
+     {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}},
 };
-static const ui_key_help help_quit[] = {
-    {"?/F1", "this help (j/k scroll it)"}, {"q/Q", "quit the lab"},
-    {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}
+static const ui_key_help help_quit[2][4] = {
+    {{"?/F1", "this help (j/k scroll it)"}, {"q/Q/F10", "quit the lab"},
+     {"Ctrl-C", "quit at once"}, {NULL, NULL}},
+    {{"?/F1", "this help (j/k scroll it)"}, {"q/Q/F10", "quit the lab (asks first)"},
+     {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}},
 };
-static const ui_key_help help_typing[] = {
-    {"F1", "this help (j/k scroll it)"}, {"Esc", "leave the field"},
-    {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}
+static const ui_key_help help_typing[2][4] = {
+    {{"F1", "this help (j/k scroll it)"}, {"Esc", "leave the field"},
+     {"Ctrl-C", "quit at once"}, {NULL, NULL}},
+    {{"F1", "this help (j/k scroll it)"}, {"Esc", "leave the field"},
+     {"Ctrl-C", "stop every rank and quit"}, {NULL, NULL}},
 };
 
-const ui_key_help *ui_global_keys(int depth, int typing, int help)
+const ui_key_help *ui_global_keys(int depth, int typing, int busy, int help)
 {
+    busy = busy != 0;
     if (typing)
-        return help ? help_typing : foot_typing;
+        return help ? help_typing[busy] : foot_typing;
     if (depth <= 1)
-        return help ? help_quit : foot_quit;
-    return help ? help_back : foot_back;
+        return help ? help_quit[busy] : foot_quit;
+    return help ? help_back[busy] : foot_back;
 }
 
 int ui_shell_key(int key, int typing, int busy)
@@ -288,13 +296,18 @@ void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
 
 void ui_draw_confirm_quit(grid *g)
 {
+    ui_draw_confirm(g, 0);
+}
+
+void ui_draw_confirm(grid *g, int back)
+{
     const char *a = "A job is running.";
-    const char *b = "Quit MLSys Lab and stop every rank?";
-    const char *c = "y quit    n or Esc stay";
+    const char *b = back ? "Stop every rank and go back?" : "Quit MLSys Lab and stop every rank?";
+    const char *c = back ? "y back    n or Esc stay" : "y quit    n or Esc stay";
     int w = 44, h = 7, x = (g->w - w) / 2, y = (g->h - h) / 2;
     grid_fill(g, x, y, w, h, ' ', 0);
     grid_box(g, x, y, w, h, 1, GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD);
-    grid_put(g, x + 2, y, " quit? ", GRID_BOLD);
+    grid_put(g, x + 2, y, back ? " back? " : " quit? ", GRID_BOLD);
     grid_put(g, x + 3, y + 2, a, GRID_BOLD);
     grid_put(g, x + 3, y + 3, b, 0);
     grid_put(g, x + 3, y + 5, c, GRID_PAIR(UI_PAIR_KEY) | GRID_BOLD);
@@ -626,13 +639,14 @@ static void draw_all(grid *g, int help_open, int *help_top, int *help_more, int 
     const ui_key_help *keys = s->cls->keys ? s->cls->keys(s) : NULL;
     s->cls->draw(s, g, 0, 1, g->w, g->h - 2);
     grid_unclip(g);
-    draw_footer_with(g, g->h - 1, g->w, keys, ui_global_keys(key_depth(s), typing, 0));
+    int busy = screen_busy(s);
+    draw_footer_with(g, g->h - 1, g->w, keys, ui_global_keys(key_depth(s), typing, busy, 0));
     if (help_open)
         *help_more = ui_draw_help_at(g, title[0] ? title : s->cls->name,
-                                     ui_global_keys(key_depth(s), typing, 1), keys,
+                                     ui_global_keys(key_depth(s), typing, busy, 1), keys,
                                      s->cls->help ? s->cls->help(s) : NULL, help_top);
     if (confirm)
-        ui_draw_confirm_quit(g);
+        ui_draw_confirm(g, confirm == 2);
 }
 
 /* Keys while the help is open: scrolling keys scroll it, any other closes it. */
@@ -734,9 +748,14 @@ int ui_run(const ui_opts *o, ui_screen *first)
             continue;
         }
         if (confirm) {
+            int back = confirm == 2;
             confirm = 0;
             flags |= UI_REDRAW;
-            if (key == 'y' || key == 'Y' || key == 'Q' || key == UI_KEY_ENTER)
+            if (back && (key == 'y' || key == 'Y' || key == 'q' || key == UI_KEY_ENTER)) {
+                pop();
+                continue;
+            }
+            if (!back && (key == 'y' || key == 'Y' || key == 'Q' || key == UI_KEY_ENTER))
                 break;
             continue;
         }
@@ -770,8 +789,14 @@ int ui_run(const ui_opts *o, ui_screen *first)
             break;
         int r = s->cls->key ? s->cls->key(s, key) : 0;
         flags |= r;
-        if (!(r & UI_HANDLED) && ((key == 'q' && !typing) || key == UI_KEY_ESC))
+        if (!(r & UI_HANDLED) && ((key == 'q' && !typing) || key == UI_KEY_ESC)) {
+            if (screen_busy(s) && g_nstack > 1) {
+                confirm = 2;            /* going back stops the job: ask, as Q does */
+                flags |= UI_REDRAW;
+                continue;
+            }
             flags |= UI_BACK;
+        }
         if (flags & UI_QUIT)
             break;
         if (flags & UI_BACK) {

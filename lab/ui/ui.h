@@ -70,10 +70,13 @@ void ui_draw_help(grid *g, const char *title, const ui_key_help *global,
 int ui_draw_help_at(grid *g, const char *title, const ui_key_help *global,
                     const ui_key_help *keys, const char *const *lines, int *top);
 /* The shell's own keys as the footer (help 0) or the help overlay (help 1) lists them, for a
- * screen at depth (1: the first screen, where q quits) that is typing or not. */
-const ui_key_help *ui_global_keys(int depth, int typing, int help);
-/* The question Q asks while a job runs (also for tests). */
+ * screen at depth (1: the first screen, where q quits) that is typing or not, with a job
+ * running (busy) or not. */
+const ui_key_help *ui_global_keys(int depth, int typing, int busy, int help);
+/* The question Q asks while a job runs (also for tests); ui_draw_confirm(g, 1) is the one
+ * q and Esc ask there (going back stops the job). */
 void ui_draw_confirm_quit(grid *g);
+void ui_draw_confirm(grid *g, int back);
 /* What the shell does with a key before the screen sees it, given its state: for tests and
  * the loop alike. */
 enum { UI_SHELL_PASS, UI_SHELL_HELP, UI_SHELL_QUIT, UI_SHELL_CONFIRM };
@@ -118,8 +121,10 @@ ui_screen *form_create(const lab *l);
 /* ui_run.c: a live job or a replay in the views */
 /* Start l with argv (flags after the lab id); NULL with a message in err on failure. */
 ui_screen *run_create_job(const lab *l, int argc, char **argv, char *err, size_t n);
-/* Play events (sorted by time, rank = world rank) from a trace in the same views. */
-ui_screen *run_create_replay(const char *title, mlsys_event *ev, size_t n, int nranks);
+/* Play a trace's events (sorted by time, rank = world rank) and output lines in the same
+ * views; takes what d holds (d is emptied). */
+struct replay_data;
+ui_screen *run_create_replay(const char *title, struct replay_data *d);
 /* For tests and measurements: a job of fn on nranks forked ranks (no lab, no exec). */
 ui_screen *run_create_fn(const char *title, int nranks, int gated,
                          int (*fn)(mlsys_comm *, void *), void *arg, char *err, size_t n);
@@ -134,13 +139,24 @@ void run_stats(ui_screen *s, run_stats_t *st);
 int ui_progress_lab(const char *lab_id);
 void ui_progress_record(const char *lab_id, int ok);
 
-/* replay.c: Chrome-trace JSON (written by --trace) back into events */
-/* Reads path; returns 0 with *ev (malloc'd, sorted by time) and *n, *nranks, or -1 with a
- * message in err. */
-int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char *err,
-                size_t errlen);
-int replay_parse(const char *text, size_t len, mlsys_event **ev, size_t *n, int *nranks,
-                 char *err, size_t errlen);
+/* replay.c: Chrome-trace JSON (written by --trace) back into events and output lines */
+typedef struct replay_line {
+    uint64_t t_ns;
+    int rank, is_err;
+    char *text;
+} replay_line;
+typedef struct replay_data {
+    mlsys_event *ev;            /* sorted by time */
+    size_t n;
+    int nranks;
+    replay_line *lines;         /* the ranks' output, sorted by time */
+    size_t nl;
+} replay_data;
+/* Reads path; returns 0 with *d filled (free with replay_data_free), or -1 with a message in
+ * err. */
+int replay_load(const char *path, replay_data *d, char *err, size_t errlen);
+int replay_parse(const char *text, size_t len, replay_data *d, char *err, size_t errlen);
+void replay_data_free(replay_data *d);
 
 /* The commands main.c calls. */
 int ui_main(int argc, char **argv);     /* mlsys-lab [--no-color] [--ascii] [--no-mouse] */

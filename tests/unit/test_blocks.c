@@ -1,223 +1,455 @@
-/* test_blocks.c - the blocks view rendered off-screen from synthetic "blk:" events (the schema
- * of lab/ui/views/blocks.h): golden frames in tests/frames/blocks_*.txt (GENERATE=1 rewrites
- * them) for gradients with buckets and an owned shard, ASCII, the "before" picture and KV-like
- * page states; and properties that do not need a golden: row -1 is the sender's rank, repeated
- * phases and clears from several ranks count once, shades follow the values. */
+/* test_blocks.c - the blocks view from synthetic streams of typed memory records (mlsys.h's
+ * mlsys_mem_info), read through the step model as the run screen reads them. Chapter 9's
+ * block map: a paged KV cache whose sequences allocate, share a prefix, free into the cache,
+ * are evicted and copy on write, with each sequence's block table, golden frames at several
+ * steps (GENERATE=1 rewrites tests/frames/blocks_*.txt) and the same pictures rebuilt by
+ * stepping back; chapter 5's gradients: buckets as owners, values as shades on one scale
+ * for the whole run, a bucket in flight, rows equal after the all-reduce; and the view's
+ * manners: its keys leave the arrows to the player, an empty view speaks to a learner, a
+ * free block and a zero never share a glyph. */
 #include <check.h>
-#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../../lab/ui/views/view.h"
-#include "../../lab/ui/views/blocks.h"
+#include "../../lab/ui/stepmodel.h"
 
 #include "golden.h"
 
-static char *render(void *d, int w, int h, int ascii)
+/* ---- a step model and the blocks view reading it ---- */
+
+static stepmodel *sm;
+static sm_cursor cur;
+static void *bv;
+static uint64_t now_t;
+
+static void b_rewind(void *u) { (void)u; view_blocks_class.rewind(bv); }
+static void b_event(void *u, const mlsys_event *e, int f) { (void)u; view_blocks_class.event(bv, e, f); }
+
+static void fresh(int nranks)
 {
+    if (!sm)
+        sm = sm_create();
+    if (!bv)
+        bv = view_blocks_class.create();
+    sm_reset(sm, nranks);
+    sm_cursor_fini(&cur);
+    view_blocks_class.reset(bv, nranks);
+    now_t = 1000;
+}
+
+static void done(void)
+{
+    view_blocks_class.free(bv);
+    bv = NULL;
+    sm_free(sm);
+    sm = NULL;
+    sm_cursor_fini(&cur);
+}
+
+/* One memory record of rank r. */
+static void mem(int r, int pool, int op, int block, int owner, int refs, int index, int aux,
+                uint64_t bytes, const char *label, double val)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MEM;
+    e.rank = r;
+    e.t_ns = now_t += 1000;
+    e.coll = e.algo = e.op = -1;
+    e.step = e.chunk = e.dtype = -1;
+    e.mem = (mlsys_mem_info){(int16_t)pool, (int8_t)op, 0, block, owner, refs, index, aux};
+    e.bytes = bytes;
+    e.val[0] = val;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    sm_event(sm, &e);
+}
+
+/* Every rank passes a step: a new frame. */
+static void step(int nranks, int k, const char *label)
+{
+    for (int r = 0; r < nranks; r++) {
+        mlsys_event e;
+        memset(&e, 0, sizeof e);
+        e.kind = MLSYS_EV_STEP;
+        e.rank = r;
+        e.t_ns = now_t += 1000;
+        e.coll = e.algo = e.op = -1;
+        e.peer = e.tag = e.chunk = e.dtype = -1;
+        e.step = k;
+        snprintf(e.label, sizeof e.label, "%s", label);
+        sm_event(sm, &e);
+    }
+}
+
+static char *render_at(int frame, int w, int h, int ascii, int attrs)
+{
+    sm_sink sk = {b_rewind, b_event, NULL, NULL};
+    int k = frame >= 0 ? frame : sm_nframes(sm) - 1;
+    sm_sync(sm, &cur, k, &sk);
     view_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    ctx.nranks = 4;
+    ctx.nranks = sm_nranks(sm);
     ctx.anim = 1.0;
-    ctx.failed_rank = -1;
-    ctx.frame = -1;
     ctx.ascii = ascii;
+    ctx.sm = sm;
+    ctx.frame = k;
     grid *g = grid_create(w, h);
     grid_set_ascii(g, ascii);
-    view_blocks_class.draw(d, g, 0, 0, w, h, &ctx);
-    char *s = grid_dump(g);
+    view_blocks_class.draw(bv, g, 0, 0, w, h, &ctx);
+    char *s = attrs ? grid_dump_attrs(g) : grid_dump(g);
     grid_free(g);
     return s;
 }
 
-static void send(void *d, int rank, const char *label, int row, int chunk, int tag, int step,
-                 const double *v, int nv)
+/* The text of line y of a frame. */
+static void line_of(const char *f, int y, char *out, size_t n)
 {
-    mlsys_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = MLSYS_EV_MARK;
-    e.rank = rank;
-    e.peer = row;
-    e.chunk = chunk;
-    e.tag = tag;
-    e.step = step;
-    for (int i = 0; i < nv && i < 4; i++)
-        e.val[i] = v[i];
-    snprintf(e.label, sizeof e.label, "%s", label);
-    view_blocks_class.event(d, &e);
-}
-
-static void send_row(void *d, int rank, const double *v, int n, int states)
-{
-    for (int i = 0; i < n; i += 4)
-        send(d, rank, states ? "blk:state" : "blk:val", -1, i, n - i < 4 ? n - i : 4, -1, v + i,
-             n - i < 4 ? n - i : 4);
-}
-
-/* The gradient-sync picture: 4 ranks x 18 values, buckets [16,18) [10,16) [4,10) [0,4). */
-static void *grads_scene(int synced)
-{
-    void *d = view_blocks_class.create();
-    view_blocks_class.reset(d, 4);
-    static const int off[4] = {16, 10, 4, 0}, len[4] = {2, 6, 6, 4};
-    for (int r = 0; r < 4; r++) {
-        send(d, r, "blk:clear", -1, -1, 0, 1, NULL, 0);
-        send(d, r, "blk:phase:local gradients", -1, -1, 0, -1, NULL, 0);
-        send(d, r, "blk:size", -1, -1, 18, -1, NULL, 0);
-        for (int k = 0; k < 4; k++) {
-            char name[32];
-            snprintf(name, sizeof name, "blk:group:b%d", k);
-            send(d, r, name, -1, off[k], len[k], k, NULL, 0);
-        }
-        double v[18], st[18];
-        for (int i = 0; i < 18; i++) {
-            v[i] = ((i * 7 + r * 5) % 11 - 5) / 5.0;
-            st[i] = i / 5 == r ? BLK_OWNED : BLK_USED;
-        }
-        send_row(d, r, st, 18, 1);
-        send_row(d, r, v, 18, 0);
+    for (int i = 0; i < y && f; i++) {
+        f = strchr(f, '\n');
+        if (f)
+            f++;
     }
-    if (synced) {
-        for (int r = 0; r < 4; r++)
-            send(d, r, "blk:phase:all-reduce bucket 1", -1, -1, 0, 1, NULL, 0);
-        for (int r = 0; r < 4; r++) {
-            double v[6] = {0.1, -0.2, 0.3, -0.4, 0.5, 1.0};
-            send(d, r, "blk:val", -1, 10, 4, -1, v, 4);
-            send(d, r, "blk:val", -1, 14, 2, -1, v + 4, 2);
+    size_t len = f ? strcspn(f, "\n") : 0;
+    snprintf(out, n, "%.*s", (int)len, f ? f : "");
+}
+
+/* The line that starts with prefix (after blanks), or "" */
+static void line_starting(const char *f, const char *prefix, char *out, size_t n)
+{
+    out[0] = 0;
+    for (const char *p = f; p && *p;) {
+        const char *q = p;
+        while (*q == ' ')
+            q++;
+        if (!strncmp(q, prefix, strlen(prefix))) {
+            size_t len = strcspn(p, "\n");
+            snprintf(out, n, "%.*s", (int)len, p);
+            return;
         }
-    }
-    return d;
-}
-
-START_TEST(golden_gradients)
-{
-    void *d = grads_scene(1);
-    char *f = render(d, 80, 14, 0);
-    golden("blocks_grad4_bucket1", f);
-    free(f);
-    f = render(d, 80, 14, 1);
-    golden("blocks_grad4_bucket1_ascii", f);
-    free(f);
-    /* p shows the picture before the phase: bucket 1 still differs from rank to rank */
-    ck_assert_int_ne(view_blocks_class.key(d, 'p') & UI_REDRAW, 0);
-    f = render(d, 80, 14, 0);
-    golden("blocks_grad4_before", f);
-    ck_assert_ptr_nonnull(strstr(f, "showing: before"));
-    ck_assert_ptr_nonnull(strstr(f, "local gradients"));
-    free(f);
-    view_blocks_class.free(d);
-}
-END_TEST
-
-/* After the all-reduce the bucket's blocks are the same on every row; before it they are not. */
-static void bucket_cells(const char *frame, int row_line, char *out, int first, int n)
-{
-    const char *p = frame;
-    for (int i = 0; i < row_line && p; i++) {
         p = strchr(p, '\n');
         if (p)
             p++;
     }
-    ck_assert_ptr_nonnull(p);
-    /* label width 6 + 2: blocks start at column 8; 4 columns each (3 cells + gap) */
-    for (int k = 0; k < n; k++)
-        out[k] = p[8 + (first + k) * 4];
-    out[n] = 0;
 }
 
-START_TEST(synced_rows_identical)
+/* The blocks of the map row labelled lab, as one character each ("32abc......."). */
+static void map_row(const char *f, const char *lab, char *out, size_t n)
 {
-    void *d = grads_scene(1);
-    char *f = render(d, 80, 14, 1);
-    char rows[4][8];
-    /* rows: line 3 + 2 per rank (the blocks line, then the owned marks) */
-    for (int r = 0; r < 4; r++)
-        bucket_cells(f, 3 + 2 * r, rows[r], 10, 6);
-    for (int r = 1; r < 4; r++)
-        ck_assert_str_eq(rows[r], rows[0]);
+    char row[512];
+    line_starting(f, lab, row, sizeof row);
+    ck_assert_msg(row[0], "no row %s in\n%s", lab, f);
+    size_t k = 0;
+    for (const char *p = row + strlen(lab); *p && k + 1 < n; p++)
+        if (*p != ' ')
+            out[k++] = *p;
+    out[k] = 0;
+}
+
+/* ---- chapter 9: a paged KV cache of 12 blocks of 4 tokens, three sequences ---- */
+
+enum { KV = 0 };
+
+static void kv_scene(void)
+{
+    fresh(1);
+    mem(0, KV, MLSYS_MEM_POOL, -1, -1, 0, 4, 12, 4096, "KV cache", NAN);
+    static const char *const names[] = {"req 0", "req 1", "req 2"};
+    for (int s = 0; s < 3; s++)
+        mem(0, KV, MLSYS_MEM_OWNER, -1, s, 0, -1, 0, 0, names[s], NAN);
+    /* step 1: req 0 prefills 10 tokens: blocks 0 1 2 */
+    step(1, 0, "iteration 1");
+    for (int i = 0; i < 3; i++)
+        mem(0, KV, MLSYS_MEM_ALLOC, i, 0, 1, i, 0, 4096, NULL, NAN);
+    /* step 2: req 1 has the same 8-token prefix: shares 0 1, then its own block 3 */
+    step(1, 1, "iteration 2");
+    mem(0, KV, MLSYS_MEM_SHARE, 0, 1, 2, 0, 0, 4096, NULL, NAN);
+    mem(0, KV, MLSYS_MEM_SHARE, 1, 1, 2, 1, 0, 4096, NULL, NAN);
+    mem(0, KV, MLSYS_MEM_ALLOC, 3, 1, 1, 2, 0, 4096, NULL, NAN);
+    /* req 2 shares the first block only and gets block 4 */
+    mem(0, KV, MLSYS_MEM_SHARE, 0, 2, 3, 0, 0, 4096, NULL, NAN);
+    mem(0, KV, MLSYS_MEM_ALLOC, 4, 2, 1, 1, 0, 4096, NULL, NAN);
+    /* step 3: req 0 finishes: its blocks go back; block 2 (only its) stays cached */
+    step(1, 2, "iteration 3");
+    mem(0, KV, MLSYS_MEM_FREE, 0, 0, 2, -1, 0, 0, NULL, NAN);
+    mem(0, KV, MLSYS_MEM_FREE, 1, 0, 1, -1, 0, 0, NULL, NAN);
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MEM;
+    e.rank = 0;
+    e.t_ns = now_t += 1000;
+    e.mem = (mlsys_mem_info){KV, MLSYS_MEM_FREE, 1, 2, 0, 0, -1, 0};
+    e.val[0] = NAN;
+    sm_event(sm, &e);
+    /* step 4: req 2 writes into the shared block 0: copy on write into block 5 */
+    step(1, 3, "iteration 4");
+    mem(0, KV, MLSYS_MEM_COW, 0, 2, 1, 0, 5, 4096, NULL, NAN);
+    /* step 5: the cache needs room: block 2 is evicted */
+    step(1, 4, "iteration 5");
+    mem(0, KV, MLSYS_MEM_EVICT, 2, -1, 0, -1, 0, 0, NULL, NAN);
+    sm_finish(sm);
+}
+
+START_TEST(kv_block_map_goldens)
+{
+    kv_scene();
+    static const char *const names[] = {"blocks_kv_step2_shared", "blocks_kv_step3_cached",
+                                        "blocks_kv_step4_cow", "blocks_kv_step5_evicted"};
+    for (int k = 2; k <= 5; k++) {
+        char *f = render_at(k, 80, 16, 0, 0);
+        golden(names[k - 2], f);
+        free(f);
+    }
+    char *f = render_at(5, 120, 16, 1, 0);
+    golden("blocks_kv_step5_wide_ascii", f);
+    for (const char *p = f; *p; p++)
+        ck_assert_msg((unsigned char)*p < 0x80, "non-ASCII byte in the --ascii frame");
     free(f);
-    view_blocks_class.key(d, 'p');
-    f = render(d, 80, 14, 1);
-    for (int r = 0; r < 4; r++)
-        bucket_cells(f, 3 + 2 * r, rows[r], 10, 6);
-    ck_assert(strcmp(rows[0], rows[1]) || strcmp(rows[1], rows[2]) || strcmp(rows[2], rows[3]));
-    free(f);
-    view_blocks_class.free(d);
+    done();
 }
 END_TEST
 
-START_TEST(pages_and_states)
+/* What the map says at each step follows from the records, counted independently here. */
+START_TEST(kv_counts_tables_and_marks)
 {
-    void *d = view_blocks_class.create();
-    view_blocks_class.reset(d, 1);
-    /* three sequences of KV pages, sent by rank 0 for explicit rows */
-    for (int s = 0; s < 3; s++) {
-        char name[32];
-        snprintf(name, sizeof name, "blk:name:seq %d", s);
-        send(d, 0, "blk:size", s, -1, 8, -1, NULL, 0);
-        send(d, 0, name, s, -1, 0, -1, NULL, 0);
-        double st[8], v[8];
-        for (int i = 0; i < 8; i++) {
-            st[i] = i < 2 ? BLK_SHARED : i < 5 + s ? BLK_USED : i == 7 ? BLK_EVICTED : BLK_FREE;
-            v[i] = 0.25 * (i % 4 + 1);
-        }
-        for (int i = 0; i < 8; i += 4) {
-            send(d, 0, "blk:state", s, i, 4, -1, st + i, 4);
-            send(d, 0, "blk:val", s, i, 4, -1, v + i, 4);
-        }
-        send(d, 0, "blk:group:table", s, 0, 5 + s, 10 + s, NULL, 0);
-    }
-    send(d, 0, "blk:phase:prefix shared", -1, -1, 0, -1, NULL, 0);
-    char *f = render(d, 60, 10, 1);
-    golden("blocks_pages_ascii", f);
-    ck_assert_ptr_nonnull(strstr(f, "seq 2"));
-    ck_assert_ptr_nonnull(strstr(f, "x"));
+    kv_scene();
+    char *f = render_at(2, 80, 16, 1, 0), row[256], map[64];
+    /* after step 2: block 0 held by 3 (refs 3), block 1 by 2, blocks 2 3 4 by one each */
+    ck_assert_msg(strstr(f, "12 blocks x 4 tokens (4 KiB), 5 used, 2 shared, 0 cached, 7 free"),
+                  "%s", f);
+    line_starting(f, "a req 0", row, sizeof row);
+    ck_assert_msg(strstr(row, "| 0 1 2"), "req 0's table: %s", row);
+    line_starting(f, "b req 1", row, sizeof row);
+    ck_assert_msg(strstr(row, "| 0 1 3"), "req 1's table: %s", row);
+    line_starting(f, "c req 2", row, sizeof row);
+    ck_assert_msg(strstr(row, "| 0 4"), "req 2's table: %s", row);
+    map_row(f, "KV cache ", map, sizeof map);
+    ck_assert_str_eq(map, "32abc.......");
     free(f);
-    view_blocks_class.free(d);
+    /* step 3: req 0 gone; block 2 kept in the cache, blocks 0 1 still held by the others */
+    f = render_at(3, 80, 16, 1, 0);
+    map_row(f, "KV cache ", map, sizeof map);
+    ck_assert_str_eq(map, "2bobc.......");
+    ck_assert_ptr_null(strstr(f, "a req 0"));          /* no table left */
+    ck_assert_msg(strstr(f, "4 used, 1 shared, 1 cached, 7 free"), "%s", f);
+    free(f);
+    /* step 4: copy on write: req 2's entry 0 now block 5, marked; block 0 back to refs 1 */
+    f = render_at(4, 80, 16, 1, 0);
+    line_starting(f, "c req 2", row, sizeof row);
+    ck_assert_msg(strstr(row, "| 5* 4"), "req 2 after the copy: %s", row);
+    map_row(f, "KV cache ", map, sizeof map);
+    ck_assert_str_eq(map, "bbobcc......");
+    free(f);
+    /* step 5: the eviction shows as x in its step, and the copy's * is gone */
+    f = render_at(5, 80, 16, 1, 0);
+    map_row(f, "KV cache ", map, sizeof map);
+    ck_assert_str_eq(map, "bbxbcc......");
+    line_starting(f, "c req 2", row, sizeof row);
+    ck_assert_msg(strstr(row, "| 5 4") && !strchr(row, '*'), "%s", row);
+    free(f);
+    done();
+}
+END_TEST
+
+/* Stepping back rebuilds the earlier picture exactly: step 2 drawn after step 5 is step 2
+ * drawn the first time. */
+START_TEST(step_back_rebuilds)
+{
+    kv_scene();
+    char *first = render_at(2, 100, 16, 0, 0);
+    char *later = render_at(5, 100, 16, 0, 0);
+    char *again = render_at(2, 100, 16, 0, 0);
+    ck_assert_str_eq(first, again);
+    ck_assert_str_ne(first, later);
+    free(first);
+    free(later);
+    free(again);
+    done();
+}
+END_TEST
+
+/* ---- chapter 5: gradients in buckets on 4 ranks ---- */
+
+static double grad(int r, int i)
+{
+    return ((i * 7 + r * 5) % 11 - 5) / 5.0;
+}
+
+static const int boff[4] = {16, 10, 4, 0}, blen[4] = {2, 6, 6, 4};
+
+static void grads_scene(void)
+{
+    fresh(4);
+    for (int r = 0; r < 4; r++) {
+        mem(r, 0, MLSYS_MEM_POOL, -1, -1, 0, 0, 18, 4, "gradient", NAN);
+        for (int k = 0; k < 4; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "b%d", k);
+            mem(r, 0, MLSYS_MEM_OWNER, -1, k, 0, -1, 0, 0, name, NAN);
+            for (int i = 0; i < blen[k]; i++)
+                mem(r, 0, MLSYS_MEM_ALLOC, boff[k] + i, k, 1, i, 0, 4, NULL, NAN);
+        }
+        for (int i = 0; i < 18; i++)
+            mem(r, 0, MLSYS_MEM_WRITE, i, -1, 0, -1, 0, 4, NULL, grad(r, i));
+    }
+    /* bucket 1 in flight, then its average */
+    step(4, 0, "bucket 1");
+    for (int r = 0; r < 4; r++)
+        for (int i = 10; i < 16; i++)
+            mem(r, 0, MLSYS_MEM_BUSY, i, -1, 0, -1, 0, 4, NULL, NAN);
+    step(4, 1, "bucket 1 done");
+    for (int r = 0; r < 4; r++)
+        for (int i = 10; i < 16; i++) {
+            double s = 0;
+            for (int q = 0; q < 4; q++)
+                s += grad(q, i);
+            mem(r, 0, MLSYS_MEM_WRITE, i, -1, 0, -1, 0, 4, NULL, s / 4);
+        }
+    sm_finish(sm);
+}
+
+/* The 18 blocks of rank r's row (ASCII: a shade glyph twice per block). */
+static void row_blocks(const char *f, int r, char *out)
+{
+    char tag[16], map[64];
+    snprintf(tag, sizeof tag, "r%d gradient ", r);
+    map_row(f, tag, map, sizeof map);
+    ck_assert_msg(strlen(map) == 36, "rank %d: '%s'", r, map);
+    for (int k = 0; k < 18; k++)
+        out[k] = map[2 * k];
+    out[18] = 0;
+}
+
+START_TEST(gradients_buckets_and_scale)
+{
+    grads_scene();
+    char *f = render_at(2, 80, 14, 1, 0);
+    golden("blocks_grad4_averaged_ascii", f);
+    char rows[4][20];
+    for (int r = 0; r < 4; r++)
+        row_blocks(f, r, rows[r]);
+    /* after the average, bucket 1's blocks (10..15) are equal on every rank */
+    for (int r = 1; r < 4; r++)
+        ck_assert_msg(!memcmp(rows[r] + 10, rows[0] + 10, 6), "rank %d: %s vs %s", r, rows[r],
+                      rows[0]);
+    free(f);
+    f = render_at(0, 80, 14, 1, 0);
+    for (int r = 0; r < 4; r++)
+        row_blocks(f, r, rows[r]);
+    ck_assert(memcmp(rows[0] + 10, rows[1] + 10, 6) || memcmp(rows[1] + 10, rows[2] + 10, 6));
+    /* one scale for the whole run: blocks no step touched keep their glyph (0..9) */
+    char before[4][20];
+    memcpy(before, rows, sizeof rows);
+    free(f);
+    f = render_at(2, 80, 14, 1, 0);
+    for (int r = 0; r < 4; r++) {
+        row_blocks(f, r, rows[r]);
+        ck_assert_msg(!memcmp(rows[r], before[r], 10), "rank %d's untouched blocks changed: "
+                      "%.10s then %.10s", r, before[r], rows[r]);
+    }
+    free(f);
+    /* in flight at step 1: bucket 1's blocks are drawn reversed (style bit 8 = '8') */
+    f = render_at(1, 80, 14, 1, 1);
+    char *t = render_at(1, 80, 14, 1, 0), row[256], arow[256];
+    const char *p = strstr(t, "r0 gradient");
+    ck_assert_ptr_nonnull(p);
+    int y = 0;
+    for (const char *q = t; q < p; q++)
+        y += *q == '\n';
+    line_of(f, y, arow, sizeof arow);
+    line_of(t, y, row, sizeof row);
+    /* the label is 11 columns, a space, then a block every 3 columns */
+    ck_assert_msg(strstr(row, "r0 gradient ") == row, "%s", row);
+    ck_assert_msg(strchr("89abcdefghijklmnopqrstuv", arow[12 + 3 * 12]) != NULL,
+                  "block 12 in flight not reversed: %s", arow);
+    ck_assert_msg(strchr("89abcdefghijklmnopqrstuv", arow[12 + 3 * 2]) == NULL,
+                  "block 2 not in flight but reversed: %s", arow);
+    ck_assert_msg(strstr(t, "reversed: in flight"), "the legend names it: %s", t);
+    free(f);
+    free(t);
+    done();
+}
+END_TEST
+
+START_TEST(free_is_not_zero_and_keys)
+{
+    fresh(1);
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 0, 4, 4, "shard", NAN);
+    mem(0, 0, MLSYS_MEM_OWNER, -1, 0, 0, -1, 0, 0, "w1", NAN);
+    mem(0, 0, MLSYS_MEM_ALLOC, 0, 0, 1, -1, 0, 4, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_WRITE, 0, -1, 0, -1, 0, 4, NULL, 0.0);
+    mem(0, 0, MLSYS_MEM_ALLOC, 1, 0, 1, -1, 0, 4, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_WRITE, 1, -1, 0, -1, 0, 4, NULL, 1.0);
+    for (int ascii = 0; ascii < 2; ascii++) {
+        char *f = render_at(0, 60, 8, ascii, 0), row[256];
+        line_starting(f, "shard", row, sizeof row);
+        /* blocks 0 (value 0) and 2 (free) */
+        uint32_t a, b;
+        size_t i0 = 6, n = strlen(row);
+        grid_utf8_decode(row + i0, n - i0, &a);
+        size_t i2 = i0;
+        for (int k = 0; k < 8 && i2 < n; k++) {     /* two blocks further: 8 columns */
+            uint32_t cp;
+            i2 += grid_utf8_decode(row + i2, n - i2, &cp);
+        }
+        grid_utf8_decode(row + i2, n - i2, &b);
+        ck_assert_msg(a != b, "a zero and a free block share a glyph: '%s'", row);
+        free(f);
+    }
+    /* the arrows are the player's; h/j/k/l are the view's */
+    ck_assert_int_eq(view_blocks_class.key(bv, UI_KEY_LEFT), 0);
+    ck_assert_int_eq(view_blocks_class.key(bv, UI_KEY_RIGHT), 0);
+    ck_assert_int_ne(view_blocks_class.key(bv, 'l') & UI_HANDLED, 0);
+    char *f = render_at(0, 60, 8, 1, 0);
+    ck_assert_msg(strstr(f, "shard, block 1: held by w1, value 1.0"), "%s", f);
+    free(f);
+    for (const ui_key_help *k = view_blocks_class.keys; k->key; k++)
+        ck_assert_msg(!strstr(k->key, "arrow") && !strstr(k->key, "Left"), "%s", k->key);
+    done();
 }
 END_TEST
 
 START_TEST(empty_and_tiny)
 {
-    void *d = view_blocks_class.create();
-    view_blocks_class.reset(d, 2);
-    char *f = render(d, 70, 5, 0);
+    fresh(2);
+    char *f = render_at(0, 90, 6, 0, 0);
     golden("blocks_empty", f);
+    ck_assert_ptr_null(strstr(f, "blk:"));
+    ck_assert_ptr_null(strstr(f, ".h"));
     free(f);
-    view_blocks_class.free(d);
-    d = grads_scene(0);
-    for (int w = 1; w < 30; w += 3)
-        for (int h = 1; h < 8; h += 2)
-            free(render(d, w, h, w % 2));
-    view_blocks_class.free(d);
+    done();
+    kv_scene();
+    for (int w = 1; w < 40; w += 3)
+        for (int h = 1; h < 10; h += 2)
+            free(render_at(5, w, h, w % 2, 0));
+    done();
+    grads_scene();
+    for (int w = 1; w < 40; w += 3)
+        for (int h = 1; h < 10; h += 2)
+            free(render_at(2, w, h, w % 2, 0));
+    done();
 }
 END_TEST
 
-START_TEST(dedupe_and_rows)
+/* A pool described again starts afresh; with no blocks and no gauge it leaves the picture. */
+START_TEST(pool_described_again)
 {
-    void *d = view_blocks_class.create();
-    view_blocks_class.reset(d, 3);
-    double one = 1.0;
-    send(d, 2, "blk:size", -1, -1, 3, -1, NULL, 0);
-    send(d, 2, "blk:val", -1, 1, 1, -1, &one, 1);
-    send(d, 1, "blk:clear", -1, -1, 0, 5, NULL, 0);     /* generation 5 clears once */
-    char *f = render(d, 40, 8, 1);
-    ck_assert_ptr_null(strstr(f, "rank 2"));
+    fresh(1);
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 0, 3, 4, "buckets", NAN);
+    mem(0, 0, MLSYS_MEM_ALLOC, 1, 0, 1, -1, 0, 4, NULL, NAN);
+    mem(0, 1, MLSYS_MEM_POOL, -1, -1, 0, 0, 2, 4, "params", NAN);
+    char *f = render_at(0, 60, 8, 1, 0);
+    ck_assert_ptr_nonnull(strstr(f, "buckets"));
     free(f);
-    send(d, 2, "blk:size", -1, -1, 3, -1, NULL, 0);
-    send(d, 2, "blk:val", -1, 1, 1, -1, &one, 1);
-    send(d, 0, "blk:clear", -1, -1, 0, 5, NULL, 0);     /* repeat from rank 0: ignored */
-    f = render(d, 40, 8, 1);
-    ck_assert_ptr_nonnull(strstr(f, "rank 2  000 ### 000"));
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 0, 0, 0, "buckets", NAN);
+    mem(0, 2, MLSYS_MEM_USAGE, -1, -1, 0, -1, 0, 3 << 20, "temporary", NAN);
+    f = render_at(0, 60, 8, 1, 0);
+    ck_assert_msg(!strstr(f, "buckets") && strstr(f, "params") && strstr(f, "temporary") &&
+                  strstr(f, "3 MiB"), "%s", f);
     free(f);
-    send(d, 0, "blk:phase:one", -1, -1, 0, -1, NULL, 0);
-    send(d, 1, "blk:phase:one", -1, -1, 0, -1, NULL, 0);
-    view_blocks_class.key(d, 'p');
-    f = render(d, 40, 8, 1);
-    /* the repeat did not replace "before" with the phase's own picture: still rank 2 there */
-    ck_assert_ptr_nonnull(strstr(f, "rank 2"));
-    free(f);
-    view_blocks_class.free(d);
+    done();
 }
 END_TEST
 
@@ -225,11 +457,13 @@ static Suite *blocks_suite(void)
 {
     Suite *s = suite_create("blocks");
     TCase *tc = tcase_create("blocks");
-    tcase_add_test(tc, golden_gradients);
-    tcase_add_test(tc, synced_rows_identical);
-    tcase_add_test(tc, pages_and_states);
+    tcase_add_test(tc, kv_block_map_goldens);
+    tcase_add_test(tc, kv_counts_tables_and_marks);
+    tcase_add_test(tc, step_back_rebuilds);
+    tcase_add_test(tc, gradients_buckets_and_scale);
+    tcase_add_test(tc, free_is_not_zero_and_keys);
     tcase_add_test(tc, empty_and_tiny);
-    tcase_add_test(tc, dedupe_and_rows);
+    tcase_add_test(tc, pool_described_again);
     suite_add_tcase(s, tc);
     return s;
 }

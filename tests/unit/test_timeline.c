@@ -18,7 +18,6 @@ static char *render(void *d, int w, int h, int live)
     view_ctx c;
     memset(&c, 0, sizeof c);
     c.anim = 1.0;
-    c.failed_rank = -1;
     c.ascii = 1;
     c.live = live;
     grid *g = grid_create(w, h);
@@ -66,7 +65,7 @@ START_TEST(schedule_slots)
     mlsys_event *e;
     size_t n = sched_events(&s, 1000000, &e);
     for (size_t i = 0; i < n; i++)
-        c->event(d, &e[i]);
+        c->event(d, &e[i], 0);
     free(e);
     /* 4 + 88 + 7 columns: 88 = 4 per slot, so each slot is exactly four cells */
     char *f = render(d, 99, 14, 0);
@@ -99,35 +98,35 @@ static void feed_comm(void *d)
     mlsys_event e;
     uint64_t ms = 1000000;
     e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 0, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_END, 0, 4 * ms, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_SEND_BEGIN, 0, 4 * ms, NULL);
     e.peer = 1;
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_RECV_BEGIN, 1, 1 * ms, NULL);
     e.peer = 0;
-    c->event(d, &e);
+    c->event(d, &e, 0);
     /* rank 0 computes B while its send is still in flight: overlap */
     e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 5 * ms, "B mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_SEND_END, 0, 6 * ms, NULL);
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_RECV_END, 1, 6 * ms, NULL);
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_BEGIN, 1, 6 * ms, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_END, 0, 9 * ms, "B mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_END, 1, 10 * ms, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     for (int r = 0; r < 2; r++) {
         e = ev(MLSYS_EV_COLL_BEGIN, r, 10 * ms, NULL);
         e.coll = MLSYS_COLL_ALLREDUCE;
-        c->event(d, &e);
+        c->event(d, &e, 0);
         e = ev(MLSYS_EV_COLL_END, r, 16 * ms, NULL);
         e.coll = MLSYS_COLL_ALLREDUCE;
-        c->event(d, &e);
+        c->event(d, &e, 0);
     }
 }
 
@@ -184,9 +183,9 @@ START_TEST(axis_grows_in_steps)
     for (int i = 0; i < 100; i++) {
         uint64_t t = (uint64_t)i * 1000000;
         mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t, "F mb0");
-        c->event(d, &e);
+        c->event(d, &e, 0);
         e = ev(MLSYS_EV_COMPUTE_END, 0, t + 500000, "F mb0");
-        c->event(d, &e);
+        c->event(d, &e, 0);
         char *f = render(d, 60, 8, 1);
         line_of(f, 6, row, sizeof row);          /* the axis labels under the lane */
         const char *end = row + strlen(row);
@@ -218,14 +217,14 @@ START_TEST(gated_wait_squeezed)
     c->reset(d, 1);
     uint64_t ms = 1000000;
     mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 0, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_END, 0, 10 * ms, "F mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     /* ten seconds at a gate, nobody doing anything */
     e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 10010 * ms, "B mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     e = ev(MLSYS_EV_COMPUTE_END, 0, 10020 * ms, "B mb0");
-    c->event(d, &e);
+    c->event(d, &e, 0);
     char *f = render(d, 60, 8, 0);
     ck_assert_msg(strstr(f, "~") != NULL, "%s", f);
     char row[128];

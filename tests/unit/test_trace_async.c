@@ -60,17 +60,14 @@ START_TEST(async_collectives_get_their_own_track)
     ck_assert_int_eq(async_tid, 2);
     ck_assert_int_eq(rank_tid, 4);
     /* and a replay puts them back on rank 1 */
-    mlsys_event *back = NULL;
-    size_t nb = 0;
-    int nranks = 0;
+    replay_data rd;
     char err[256];
-    ck_assert_msg(replay_parse(json, strlen(json), &back, &nb, &nranks, err, sizeof err) == 0,
-                  "%s", err);
-    ck_assert_uint_eq(nb, 6);
-    ck_assert_int_eq(nranks, 2);
-    for (size_t i = 0; i < nb; i++)
-        ck_assert_int_eq(back[i].rank, 1);
-    free(back);
+    ck_assert_msg(replay_parse(json, strlen(json), &rd, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(rd.n, 6);
+    ck_assert_int_eq(rd.nranks, 2);
+    for (size_t i = 0; i < rd.n; i++)
+        ck_assert_int_eq(rd.ev[i].rank, 1);
+    replay_data_free(&rd);
     free(json);
 }
 END_TEST

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "../../lab/ui/ui.h"
 #include "../../lab/ui/views/view.h"
+#include "../../lab/ui/stepmodel.h"
 #include "../../core/trace_values.h"
 
 #define W 118
@@ -23,11 +24,65 @@
 
 #include "golden.h"
 
-static char *render(const view_class *cls, void *d, int w, int h, const view_ctx *ctx, int ascii)
+/* Every view reads one step model, as in the run screen: the tests feed events to it (feed)
+ * and render() brings the view to the frame asked (-1: the newest) before drawing. */
+static stepmodel *tsm;
+static sm_cursor tcur;
+static const view_class *tcls;
+static void *td;
+
+static void fresh(const view_class *c, void *d, int n)
 {
+    if (!tsm)
+        tsm = sm_create();
+    sm_reset(tsm, n);
+    sm_cursor_fini(&tcur);
+    c->reset(d, n);
+}
+
+static void feed(const view_class *c, void *d, const mlsys_event *e)
+{
+    (void)c;
+    (void)d;
+    sm_event(tsm, e);
+}
+
+static void t_rewind(void *u)
+{
+    (void)u;
+    if (tcls->rewind)
+        tcls->rewind(td);
+}
+
+static void t_event(void *u, const mlsys_event *e, int frame)
+{
+    (void)u;
+    if (tcls->event)
+        tcls->event(td, e, frame);
+}
+
+static void t_line(void *u, int rank, int is_err, const char *text)
+{
+    (void)u;
+    if (tcls->line)
+        tcls->line(td, rank, is_err, text);
+}
+
+static char *render(const view_class *cls, void *d, int w, int h, const view_ctx *ctx0, int ascii)
+{
+    view_ctx ctx = *ctx0;
+    if (tsm) {
+        int k = ctx.frame >= 0 ? ctx.frame : sm_nframes(tsm) - 1;
+        tcls = cls;
+        td = d;
+        sm_sink sk = {t_rewind, t_event, t_line, NULL};
+        sm_sync(tsm, &tcur, k, &sk);
+        ctx.sm = tsm;
+        ctx.frame = k;
+    }
     grid *g = grid_create(w, h);
     grid_set_ascii(g, ascii);
-    cls->draw(d, g, 0, 0, w, h, ctx);
+    cls->draw(d, g, 0, 0, w, h, &ctx);
     char *s = grid_dump(g);
     grid_free(g);
     return s;
@@ -39,7 +94,6 @@ static view_ctx settled(int n)
     memset(&c, 0, sizeof c);
     c.nranks = n;
     c.anim = 1.0;
-    c.failed_rank = -1;
     c.frame = -1;           /* the newest frame */
     return c;
 }
@@ -71,7 +125,10 @@ static void coll_begin(const view_class *c, void *d, int n, int coll, int algo, 
         e.op = coll == MLSYS_COLL_ALLREDUCE ? MLSYS_SUM : -1;
         e.bytes = bytes;
         snprintf(e.label, sizeof e.label, "%s", name);
-        c->event(d, &e);
+        /* who chose: the rule when it picks this one, else the learner (--algo) */
+        const char *ruled = mlsys_algo_rule((mlsys_coll)coll, n, bytes, NULL);
+        e.tag = ruled && !strcmp(ruled, name) ? MLSYS_ALGO_BY_RULE : MLSYS_ALGO_BY_USER;
+        feed(c, d, &e);
     }
 }
 
@@ -83,7 +140,7 @@ static void coll_end(const view_class *c, void *d, int n, int coll, const char *
         e.coll = (int16_t)coll;
         e.bytes = bytes;
         snprintf(e.label, sizeof e.label, "%s", name);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
 }
 
@@ -94,7 +151,7 @@ static void step_all(const view_class *c, void *d, int n, int coll, int step, co
         e.coll = (int16_t)coll;
         e.step = step;
         snprintf(e.label, sizeof e.label, "%s", label);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
 }
 
@@ -112,7 +169,7 @@ static void messages(const view_class *c, void *d, int n, const int *to, uint64_
         e.bytes = bytes;
         e.coll = (int16_t)coll;
         e.msg_id = ((uint64_t)r << 40) | (id0 + (uint64_t)r + 1);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
     for (int r = 0; r < n; r++) {
         if (to[r] < 0)
@@ -122,7 +179,7 @@ static void messages(const view_class *c, void *d, int n, const int *to, uint64_
         e.bytes = bytes;
         e.coll = (int16_t)coll;
         e.msg_id = ((uint64_t)r << 40) | (id0 + (uint64_t)r + 1);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
     seq += (uint64_t)n + 1;
 }
@@ -136,7 +193,6 @@ static void rd_allreduce(const view_class *c, void *d, int n, int count, int las
     while ((1 << steps) < n)
         steps++;
     for (int k = 0; k < steps && (last < 0 || k <= last); k++) {
-        c->phase(d);
         step_all(c, d, n, MLSYS_COLL_ALLREDUCE, k, "exchange");
         int to[64];
         for (int r = 0; r < n; r++)
@@ -153,7 +209,7 @@ static void rd_allreduce(const view_class *c, void *d, int n, int count, int las
             e.tag = count < 4 ? count : 4;
             for (int j = 0; j < e.tag; j++)
                 e.val[j] = 10.0 * (j + 1);
-            c->event(d, &e);
+            feed(c, d, &e);
         }
         coll_end(c, d, n, MLSYS_COLL_ALLREDUCE, "recursive_doubling", (uint64_t)count * 4);
     }
@@ -261,12 +317,11 @@ START_TEST(ring_recursive_doubling_cells)
 {
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, 4);
+    fresh(c, d, 4);
     view_ctx ctx = settled(4);
     for (int last = 0; last < 2; last++) {
-        c->reset(d, 4);
+        fresh(c, d, 4);
         rd_allreduce(c, d, 4, 2, last);
-        c->phase(d);
         char *f = render(c, d, W, H, &ctx, 0);
         /* after step k, rank r holds the sum over the ranks that share r's bits above k */
         for (int r = 0; r < 4; r++) {
@@ -294,7 +349,6 @@ END_TEST
  * step (RS: (r-k-1) mod N reduced, AG: (r-k) mod N overwritten), as in core/coll/allreduce.c. */
 static void ring_step(const view_class *c, void *d, int n, int step)
 {
-    c->phase(d);
     step_all(c, d, n, MLSYS_COLL_ALLREDUCE, step, step < n - 1 ? "reduce-scatter" : "all-gather");
     int to[64];
     for (int r = 0; r < n; r++)
@@ -307,7 +361,7 @@ START_TEST(ring_allreduce_cells_follow_the_table)
     const int n = 4;
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, n);
+    fresh(c, d, n);
     coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 1, "ring", 16);
     view_ctx ctx = settled(n);
     for (int step = 0; step < 2 * (n - 1); step++) {
@@ -345,32 +399,29 @@ START_TEST(ring_golden_frames)
 {
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, 4);
+    fresh(c, d, 4);
     rd_allreduce(c, d, 4, 2, 0);
-    c->phase(d);
     view_ctx ctx = settled(4);
     ctx.anim = 0.5;
     char *f = render(c, d, W, H, &ctx, 0);
     golden("ring_rd4_step0_moving", f);
     free(f);
     /* the whole call, with the values the ranks printed, every rank done */
-    c->reset(d, 4);
+    fresh(c, d, 4);
     for (int r = 0; r < 4; r++) {
         char line[64];
         snprintf(line, sizeof line, "Rank %d: [%d.0, %d.0]", r, r + 1, 2 * (r + 1));
-        c->line(d, 0, 0, line);
+        sm_line(tsm, 0, 0, line);
     }
     rd_allreduce(c, d, 4, 2, -1);
-    c->phase(d);
     for (int r = 0; r < 4; r++) {
         char line[64];
         snprintf(line, sizeof line, "Rank %d: [10.0, 20.0]", r);
-        c->line(d, 0, 0, line);
+        sm_line(tsm, 0, 0, line);
     }
     int states[4] = {VIEW_RANK_DONE, VIEW_RANK_DONE, VIEW_RANK_DONE, VIEW_RANK_DONE};
     ctx = settled(4);
     ctx.rank_state = states;
-    ctx.events = 44;
     f = render(c, d, W, H, &ctx, 0);
     golden("ring_rd4_done", f);
     ck_assert_ptr_nonnull(strstr(f, "10.0     20.0"));    /* the values under the cells */
@@ -389,7 +440,6 @@ START_TEST(ring_golden_frames)
     ctx.rank_state = st2;
     ctx.rank_code = codes;
     ctx.gate_step = gate;
-    ctx.failed_rank = 2;
     f = render(c, d, W, H, &ctx, 0);
     golden("ring_rd4_failed", f);
     ck_assert_ptr_nonnull(strstr(f, "✗ segfault"));
@@ -404,15 +454,13 @@ START_TEST(ring_grid_for_many_ranks)
     const int n = 12;
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, n);
+    fresh(c, d, n);
     coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 0, "direct", 8);
-    c->phase(d);
     step_all(c, d, n, MLSYS_COLL_ALLREDUCE, 0, "reduce at rank 0");
     int to[64];
     for (int r = 0; r < n; r++)
         to[r] = r ? 0 : -1;
     messages(c, d, n, to, 8, MLSYS_COLL_ALLREDUCE);
-    c->phase(d);
     view_ctx ctx = settled(n);
     char *f = render(c, d, W, H, &ctx, 0);
     golden("ring_direct12_grid", f);
@@ -437,10 +485,9 @@ START_TEST(ring_small_area_and_p2p)
 {
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, 3);
+    fresh(c, d, 3);
     int to[3] = {1, 2, -1};
     messages(c, d, 3, to, 16, -1);
-    c->phase(d);
     view_ctx ctx = settled(3);
     char *f = render(c, d, 78, 20, &ctx, 0);
     golden("ring_p2p3_small", f);
@@ -459,7 +506,7 @@ START_TEST(log_orders)
 {
     const view_class *c = &view_log_class;
     void *d = c->create();
-    c->reset(d, 3);
+    fresh(c, d, 3);
     c->line(d, -1, 0, "World size: 3");
     c->line(d, 1, 0, "rank 1 says hello");
     c->line(d, 0, 0, "rank 0 says hello");
@@ -494,7 +541,7 @@ START_TEST(log_filter_reaches_every_rank)
 {
     const view_class *c = &view_log_class;
     void *d = c->create();
-    c->reset(d, 5);
+    fresh(c, d, 5);
     c->line(d, -1, 0, "World size: 5");
     c->line(d, 0, 0, "rank 0 only");
     view_ctx ctx = settled(5);
@@ -607,16 +654,16 @@ START_TEST(plot_sweep)
 {
     const view_class *c = &view_plot_class;
     void *d = c->create();
-    c->reset(d, 1);
+    fresh(c, d, 1);
     for (int i = 0; i <= 10; i++) {
         mlsys_event e = ev(MLSYS_EV_MARK, 0);
         snprintf(e.label, sizeof e.label, "%sbusbw GB/s", MLSYS_MARK_PLOT);
         e.val[0] = (double)(1024 << (i * 1));
         e.val[1] = 10.0 * i / (i + 2.0);
-        c->event(d, &e);
+        feed(c, d, &e);
         snprintf(e.label, sizeof e.label, "%salgbw GB/s", MLSYS_MARK_PLOT);
         e.val[1] = 6.0 * i / (i + 2.0);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
     view_ctx ctx = settled(1);
     char *f = render(c, d, 100, 24, &ctx, 0);
@@ -633,22 +680,22 @@ START_TEST(timeline_spans)
 {
     const view_class *c = &view_timeline_class;
     void *d = c->create();
-    c->reset(d, 2);
+    fresh(c, d, 2);
     now_t = 0;
     for (int r = 0; r < 2; r++) {
         now_t = 1000000ull * (uint64_t)r;
         mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, r);
         snprintf(e.label, sizeof e.label, "F mb0");
-        c->event(d, &e);
+        feed(c, d, &e);
         now_t += 3000000;
         e = ev(MLSYS_EV_COMPUTE_END, r);
-        c->event(d, &e);
+        feed(c, d, &e);
         e = ev(MLSYS_EV_SEND_BEGIN, r);
         e.peer = 1 - r;
-        c->event(d, &e);
+        feed(c, d, &e);
         now_t += 1000000;
         e = ev(MLSYS_EV_SEND_END, r);
-        c->event(d, &e);
+        feed(c, d, &e);
     }
     view_ctx ctx = settled(2);
     char *f = render(c, d, 80, 8, &ctx, 0);
@@ -891,11 +938,12 @@ START_TEST(replay_round_trip)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json(path, got, (size_t)n, 1000), 0);
-    mlsys_event *back;
-    size_t nb;
-    int nranks;
+    replay_data rd;
     char err[256];
-    int rc = replay_load(path, &back, &nb, &nranks, err, sizeof err);
+    int rc = replay_load(path, &rd, err, sizeof err);
+    mlsys_event *back = rd.ev;
+    size_t nb = rd.n;
+    int nranks = rd.nranks;
     unlink(path);
 #ifdef HAVE_CJSON
     ck_assert_msg(rc == 0, "replay: %s", err);
@@ -920,11 +968,12 @@ START_TEST(replay_round_trip)
         }
     }
     /* played into the ring view, the replay leaves every rank with all contributions */
-    void *d = view_ring_class.create();
-    view_ring_class.reset(d, nranks);
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    fresh(c, d, nranks);
     for (size_t i = 0; i < nb; i++)
-        view_ring_class.event(d, &back[i]);
-    view_ring_class.phase(d);
+        feed(c, d, &back[i]);
+    sm_finish(tsm);
     view_ctx ctx = settled(4);
     char *f = render(&view_ring_class, d, W, H, &ctx, 0);
     for (int r = 0; r < 4; r++) {
@@ -934,11 +983,11 @@ START_TEST(replay_round_trip)
     }
     free(f);
     view_ring_class.free(d);
-    free(back);
+    replay_data_free(&rd);
     /* and what is not a trace says so */
-    ck_assert_int_eq(replay_parse("{\"a\":1}", 7, &back, &nb, &nranks, err, sizeof err), -1);
+    ck_assert_int_eq(replay_parse("{\"a\":1}", 7, &rd, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "traceEvents"));
-    ck_assert_int_eq(replay_parse("{not json", 9, &back, &nb, &nranks, err, sizeof err), -1);
+    ck_assert_int_eq(replay_parse("{not json", 9, &rd, err, sizeof err), -1);
 #else
     ck_assert_int_eq(rc, -1);
     ck_assert_ptr_nonnull(strstr(err, "cJSON"));
@@ -1063,11 +1112,12 @@ START_TEST(measure_draw_and_events)
 {
     const view_class *c = &view_ring_class;
     void *d = c->create();
-    c->reset(d, 8);
+    fresh(c, d, 8);
     rd_allreduce(c, d, 8, 4, -1);
-    c->phase(d);
     view_ctx ctx = settled(8);
     ctx.anim = 0.5;
+    ctx.sm = tsm;
+    ctx.frame = sm_nframes(tsm) - 1;
     grid *g = grid_create(120, 37);
     int frames = 2000;
     double t0 = secs();
@@ -1090,7 +1140,7 @@ START_TEST(measure_draw_and_events)
         evs[i + 1].bytes = 64;
         evs[i + 1].msg_id = evs[i].msg_id;
     }
-    void *vd[16];            /* one per view class (view_classes has fewer) */
+    void **vd = calloc((size_t)view_count(), sizeof *vd);    /* one per view class */
     for (int k = 0; view_classes[k]; k++) {
         vd[k] = view_classes[k]->create();
         view_classes[k]->reset(vd[k], 8);
@@ -1098,7 +1148,8 @@ START_TEST(measure_draw_and_events)
     t0 = secs();
     for (int i = 0; i < nev; i++)
         for (int k = 0; view_classes[k]; k++)
-            view_classes[k]->event(vd[k], &evs[i]);
+            if (view_classes[k]->event)
+                view_classes[k]->event(vd[k], &evs[i], 0);
     double ev_s = secs() - t0;
     printf("measure: ring view, 8 ranks, 120x37: %.1f us per frame (%d frames)\n", per * 1e6,
            frames);
@@ -1106,6 +1157,7 @@ START_TEST(measure_draw_and_events)
            nev / ev_s / 1e6);
     for (int k = 0; view_classes[k]; k++)
         view_classes[k]->free(vd[k]);
+    free(vd);
     free(evs);
     grid_free(g);
     c->free(d);

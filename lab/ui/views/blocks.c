@@ -1,41 +1,63 @@
-/* blocks.c - the blocks view: rows of blocks (a rank's gradient, a shard of parameters, a
- * sequence's KV pages), each block shaded by its value and drawn by its state (free, used,
- * shared, owned, evicted), groups outlined above the rows (DDP buckets, tensors, page
- * tables), and a caption naming the phase. Fed by the "blk:" MARK events of blocks.h; a new
- * phase keeps the picture before it, and `p` shows that one (before/after an all-reduce). */
+/* blocks.c - the blocks view: memory as blocks, from the typed memory records of core/mlsys.h
+ * (MLSYS_EV_MEM). Each rank's pools (a KV cache, a gradient buffer, ZeRO's shards) are rows
+ * of blocks: a block is coloured and lettered by the owner that holds it (a sequence, a
+ * bucket, a tensor), a shared block shows its reference count, free and cached blocks are
+ * marked, an eviction or a copy on write shows in the step it happens, and a block with a
+ * value (a gradient's mean) is shaded by it. Beside the map, the selected pool's block
+ * tables: which blocks each owner holds, in order. Pools without blocks are gauges of bytes
+ * in use. Everything is rebuilt from the records up to the frame shown. */
 #include "view.h"
-#include "blocks.h"
+#include "../stepmodel.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct brow {
+#define BLK_MAX_BLOCKS 65536        /* block ids at or above this are ignored */
+#define BLK_OWNERS 4                /* owners remembered per block (refs counts them all) */
+
+enum { B_FREE, B_USED, B_CACHED };
+
+typedef struct bblock {
+    int refs;
+    int own[BLK_OWNERS];        /* indices into the pool's owners */
+    int nown;
+    unsigned char state, busy, has_val, last_op;
+    double val;
+    int changed;                /* frame of the last change, -1 */
+} bblock;
+
+typedef struct bowner {
+    int id;
     char name[32];
-    int n;
-    double v[BLK_MAX_BLOCKS];
-    unsigned char st[BLK_MAX_BLOCKS];
-} brow;
+    int *table;                 /* block ids by index, -1 a hole */
+    int ntable, cap;
+    int cow_index, changed;     /* the entry a copy on write moved, and in which frame */
+} bowner;
 
-typedef struct bgroup {
-    int id, row, first, n;
-    char name[24];
-} bgroup;
-
-typedef struct picture {
-    brow rows[BLK_MAX_ROWS];
-    int nrows;
-    bgroup g[BLK_MAX_GROUPS];
-    int ng;
-    char caption[32];
-    int focus;              /* group id the phase is about, -1 */
-} picture;
+typedef struct bpool {
+    int rank, id;
+    char name[32];
+    int nblocks, described;
+    uint64_t block_bytes;
+    int tokens;                 /* per block, 0 unknown */
+    bblock *b;
+    int cap;
+    bowner *o;
+    int no, ocap;
+    int tables;                 /* some owner has a table (an ALLOC with an index) */
+    uint64_t usage, usage_max;
+    int has_usage;
+} bpool;
 
 typedef struct blocks {
-    picture now, before;
-    int have_before, show_before;
-    int phases;
-    int clear_gen;          /* generation of the last blk:clear, -1 none */
-    int cur_row, cur_blk;
+    bpool *p;
+    int np, pcap;
+    double scale;               /* the largest |value| seen in the run: shades never rescale
+                                   between steps, only when a larger value first appears */
+    int sel_pool, sel_block;    /* the selected block (pool index in display order) */
+    int top;                    /* first pool drawn */
+    int nranks;
 } blocks;
 
 static void *blocks_create(void)
@@ -43,121 +65,323 @@ static void *blocks_create(void)
     blocks *b = calloc(1, sizeof *b);
     if (!b)
         abort();
-    b->now.focus = b->before.focus = -1;
-    b->clear_gen = -1;
     return b;
+}
+
+static void forget_pools(blocks *b)
+{
+    for (int i = 0; i < b->np; i++) {
+        for (int k = 0; k < b->p[i].no; k++)
+            free(b->p[i].o[k].table);
+        free(b->p[i].o);
+        free(b->p[i].b);
+    }
+    b->np = 0;
 }
 
 static void blocks_reset(void *data, int nranks)
 {
     blocks *b = data;
-    (void)nranks;
-    memset(b, 0, sizeof *b);
-    b->now.focus = b->before.focus = -1;
-    b->clear_gen = -1;
+    forget_pools(b);
+    b->scale = 0;
+    b->sel_pool = b->sel_block = b->top = 0;
+    b->nranks = nranks;
+}
+
+/* The same run from its start: the pools go; the selection and the shading scale stay. */
+static void blocks_rewind(void *data)
+{
+    forget_pools(data);
 }
 
 static void blocks_free(void *data)
 {
-    free(data);
+    blocks *b = data;
+    if (!b)
+        return;
+    forget_pools(b);
+    free(b->p);
+    free(b);
 }
 
-static brow *row_of(blocks *b, const mlsys_event *e)
+static int blocks_wants(const mlsys_event *e)
 {
-    int r = e->peer >= 0 ? e->peer : e->rank;
-    if (r < 0 || r >= BLK_MAX_ROWS)
-        return NULL;
-    picture *p = &b->now;
-    while (p->nrows <= r) {
-        brow *nr = &p->rows[p->nrows];
-        snprintf(nr->name, sizeof nr->name, "rank %d", p->nrows);
-        p->nrows++;
+    return e->kind == MLSYS_EV_MEM;
+}
+
+/* ---- the model: pools, blocks, owners ---- */
+
+static bpool *pool_of(blocks *b, int rank, int id)
+{
+    for (int i = 0; i < b->np; i++)
+        if (b->p[i].rank == rank && b->p[i].id == id)
+            return &b->p[i];
+    if (b->np == b->pcap) {
+        b->pcap = b->pcap ? b->pcap * 2 : 8;
+        b->p = grid_xrealloc(b->p, (size_t)b->pcap * sizeof *b->p);
     }
-    return &p->rows[r];
+    /* kept in (rank, id) order, the order they are drawn in */
+    int at = b->np;
+    while (at > 0 && (b->p[at - 1].rank > rank ||
+                      (b->p[at - 1].rank == rank && b->p[at - 1].id > id)))
+        at--;
+    memmove(&b->p[at + 1], &b->p[at], (size_t)(b->np - at) * sizeof *b->p);
+    b->np++;
+    bpool *p = &b->p[at];
+    memset(p, 0, sizeof *p);
+    p->rank = rank;
+    p->id = id;
+    snprintf(p->name, sizeof p->name, "pool %d", id);
+    return p;
 }
 
-static int starts(const char *s, const char *prefix)
+static void pool_grow(bpool *p, int n)
 {
-    return strncmp(s, prefix, strlen(prefix)) == 0;
+    if (n <= p->nblocks)
+        return;
+    if (n > p->cap) {
+        int cap = p->cap ? p->cap : 16;
+        while (cap < n)
+            cap *= 2;
+        p->b = grid_xrealloc(p->b, (size_t)cap * sizeof *p->b);
+        p->cap = cap;
+    }
+    for (int i = p->nblocks; i < n; i++) {
+        memset(&p->b[i], 0, sizeof p->b[i]);
+        p->b[i].changed = -1;
+    }
+    p->nblocks = n;
 }
 
-static void blocks_event(void *data, const mlsys_event *e)
+static bblock *block_of(bpool *p, int id)
+{
+    if (id < 0 || id >= BLK_MAX_BLOCKS)
+        return NULL;
+    pool_grow(p, id + 1);
+    return &p->b[id];
+}
+
+static int owner_of(bpool *p, int id)
+{
+    for (int i = 0; i < p->no; i++)
+        if (p->o[i].id == id)
+            return i;
+    if (p->no == p->ocap) {
+        p->ocap = p->ocap ? p->ocap * 2 : 8;
+        p->o = grid_xrealloc(p->o, (size_t)p->ocap * sizeof *p->o);
+    }
+    bowner *o = &p->o[p->no];
+    memset(o, 0, sizeof *o);
+    o->id = id;
+    o->cow_index = -1;
+    o->changed = -1;
+    snprintf(o->name, sizeof o->name, "owner %d", id);
+    return p->no++;
+}
+
+static void table_set(bpool *p, int oi, int index, int block)
+{
+    bowner *o = &p->o[oi];
+    if (index < 0 || index >= BLK_MAX_BLOCKS)
+        return;
+    if (index >= o->cap) {
+        int cap = o->cap ? o->cap : 8;
+        while (cap <= index)
+            cap *= 2;
+        o->table = grid_xrealloc(o->table, (size_t)cap * sizeof *o->table);
+        o->cap = cap;
+    }
+    for (int i = o->ntable; i <= index; i++)
+        o->table[i] = -1;
+    if (index >= o->ntable)
+        o->ntable = index + 1;
+    o->table[index] = block;
+    p->tables = 1;
+}
+
+/* Owner oi lets go of block id: out of the block's owners and out of its table. */
+static void let_go(bpool *p, bblock *bk, int id, int oi)
+{
+    for (int i = 0; i < bk->nown; i++)
+        if (bk->own[i] == oi) {
+            memmove(&bk->own[i], &bk->own[i + 1], (size_t)(bk->nown - i - 1) * sizeof bk->own[0]);
+            bk->nown--;
+            break;
+        }
+    bowner *o = &p->o[oi];
+    for (int i = 0; i < o->ntable; i++)
+        if (o->table[i] == id)
+            o->table[i] = -1;
+    while (o->ntable > 0 && o->table[o->ntable - 1] < 0)
+        o->ntable--;
+}
+
+static void take(bblock *bk, int oi)
+{
+    for (int i = 0; i < bk->nown; i++)
+        if (bk->own[i] == oi)
+            return;
+    if (bk->nown < BLK_OWNERS)
+        bk->own[bk->nown++] = oi;
+}
+
+static void blocks_event(void *data, const mlsys_event *e, int frame)
 {
     blocks *b = data;
-    picture *p = &b->now;
-    if (e->kind != MLSYS_EV_MARK || !starts(e->label, "blk:"))
+    if (e->kind != MLSYS_EV_MEM)
         return;
-    const char *l = e->label + 4;
-    if (!strcmp(l, "clear")) {
-        if (e->step == b->clear_gen)
-            return;         /* the same clear from another rank */
-        int gen = e->step, cr = b->cur_row, cb = b->cur_blk;
-        blocks_reset(b, 0);
-        b->clear_gen = gen;
-        b->cur_row = cr;
-        b->cur_blk = cb;
-        return;
-    }
-    if (starts(l, "phase:")) {
-        if (!strcmp(p->caption, l + 6))
-            return;         /* the same phase from another rank */
-        b->before = *p;
-        b->have_before = 1;
-        snprintf(p->caption, sizeof p->caption, "%s", l + 6);
-        p->focus = e->step;
-        b->phases++;
-        return;
-    }
-    if (starts(l, "group:")) {
-        bgroup *g = NULL;
-        for (int i = 0; i < p->ng; i++)
-            if (p->g[i].id == e->step && p->g[i].row == e->peer)
-                g = &p->g[i];
-        if (!g) {
-            if (p->ng == BLK_MAX_GROUPS)
-                return;
-            g = &p->g[p->ng++];
+    const mlsys_mem_info *m = &e->mem;
+    bpool *p = pool_of(b, e->rank, m->pool);
+    bblock *bk = NULL;
+    int oi = -1;
+    switch (m->op) {
+    case MLSYS_MEM_POOL:            /* described (again): the pool starts afresh */
+        for (int k = 0; k < p->no; k++)
+            free(p->o[k].table);
+        if (m->aux <= 0) {          /* no blocks: gone from the picture */
+            free(p->o);
+            free(p->b);
+            int at = (int)(p - b->p);
+            memmove(&b->p[at], &b->p[at + 1], (size_t)(b->np - at - 1) * sizeof *b->p);
+            b->np--;
+            return;
         }
-        g->id = e->step;
-        g->row = e->peer;
-        g->first = e->chunk < 0 ? 0 : e->chunk;
-        g->n = e->tag < 1 ? 1 : e->tag;
-        snprintf(g->name, sizeof g->name, "%s", l + 6);
+        p->no = 0;
+        p->nblocks = 0;
+        p->tables = 0;
+        p->has_usage = 0;
+        p->usage = p->usage_max = 0;
+        if (e->label[0])
+            snprintf(p->name, sizeof p->name, "%s", e->label);
+        p->described = 1;
+        p->block_bytes = e->bytes;
+        p->tokens = m->index > 0 ? m->index : 0;
+        pool_grow(p, m->aux > 0 && m->aux < BLK_MAX_BLOCKS ? m->aux : 0);
         return;
+    case MLSYS_MEM_OWNER:
+        oi = owner_of(p, m->owner);
+        if (e->label[0])
+            snprintf(p->o[oi].name, sizeof p->o[oi].name, "%s", e->label);
+        return;
+    case MLSYS_MEM_USAGE:
+        p->usage = e->bytes;
+        p->has_usage = 1;
+        if (e->bytes > p->usage_max)
+            p->usage_max = e->bytes;
+        if (e->label[0] && !p->described)
+            snprintf(p->name, sizeof p->name, "%s", e->label);
+        return;
+    default:
+        break;
     }
-    brow *r = row_of(b, e);
-    if (!r)
+    if (!(bk = block_of(p, m->block)))
         return;
-    if (!strcmp(l, "size")) {
-        int n = e->tag < 0 ? 0 : e->tag > BLK_MAX_BLOCKS ? BLK_MAX_BLOCKS : e->tag;
-        r->n = n;
-        memset(r->v, 0, sizeof r->v);
-        memset(r->st, BLK_USED, sizeof r->st);
-    } else if (starts(l, "name:")) {
-        snprintf(r->name, sizeof r->name, "%s", l + 5);
-    } else if (!strcmp(l, "val") || !strcmp(l, "state")) {
-        int st = l[0] == 's';
-        for (int i = 0; i < e->tag && i < 4; i++) {
-            int k = e->chunk + i;
-            if (k < 0 || k >= BLK_MAX_BLOCKS)
-                continue;
-            if (k >= r->n)
-                r->n = k + 1;
-            if (st)
-                r->st[k] = (unsigned char)(e->val[i] >= 0 && e->val[i] < BLK_STATE_COUNT
-                                           ? e->val[i] : BLK_USED);
-            else
-                r->v[k] = e->val[i];
+    int id = m->block;
+    if (m->owner >= 0 && m->op != MLSYS_MEM_EVICT)
+        oi = owner_of(p, m->owner);
+    bk = &p->b[id];                 /* owner_of never moves blocks, but be plain about it */
+    switch (m->op) {
+    case MLSYS_MEM_ALLOC:
+        while (bk->nown)            /* a held block moves: FREE + ALLOC */
+            let_go(p, bk, id, bk->own[0]);
+        bk->state = B_USED;
+        bk->refs = m->refs > 0 ? m->refs : 1;
+        bk->busy = 0;
+        bk->has_val = 0;
+        if (oi >= 0) {
+            take(bk, oi);
+            table_set(p, oi, m->index, id);
         }
+        break;
+    case MLSYS_MEM_SHARE:
+        bk->state = B_USED;
+        if (oi >= 0) {
+            take(bk, oi);
+            table_set(p, oi, m->index, id);
+        }
+        bk->refs = m->refs > 0 ? m->refs : bk->refs + 1;
+        break;
+    case MLSYS_MEM_FREE:
+        if (oi >= 0)
+            let_go(p, bk, id, oi);
+        bk->refs = m->refs > 0 ? m->refs : 0;
+        bk->busy = 0;
+        if (bk->refs == 0) {
+            bk->state = m->cached ? B_CACHED : B_FREE;
+            bk->nown = 0;
+            if (!m->cached)
+                bk->has_val = 0;
+        }
+        break;
+    case MLSYS_MEM_EVICT:
+        for (int i = 0; i < p->no; i++)        /* nobody holds it; its tables forget it too */
+            let_go(p, bk, id, i);
+        bk->state = B_FREE;
+        bk->refs = 0;
+        bk->nown = 0;
+        bk->has_val = 0;
+        break;
+    case MLSYS_MEM_COW: {
+        bblock *nb = block_of(p, m->aux);
+        if (!nb)
+            return;
+        bk = &p->b[id];
+        if (oi >= 0)
+            let_go(p, bk, id, oi);
+        bk->refs = m->refs > 0 ? m->refs : bk->refs > 1 ? bk->refs - 1 : 0;
+        if (bk->refs == 0)
+            bk->state = B_FREE;
+        nb->state = B_USED;
+        nb->refs = 1;
+        nb->nown = 0;
+        nb->has_val = bk->has_val;
+        nb->val = bk->val;
+        if (oi >= 0) {
+            take(nb, oi);
+            table_set(p, oi, m->index, m->aux);
+            p->o[oi].cow_index = m->index;
+            p->o[oi].changed = frame;
+        }
+        nb->changed = frame;
+        nb->last_op = MLSYS_MEM_COW;
+        break;
     }
+    case MLSYS_MEM_WRITE:
+        if (isfinite(e->val[0])) {
+            bk->val = e->val[0];
+            bk->has_val = 1;
+            if (fabs(bk->val) > b->scale)
+                b->scale = fabs(bk->val);
+        }
+        bk->busy = 0;
+        if (bk->state == B_FREE)
+            bk->state = B_USED;
+        break;
+    case MLSYS_MEM_BUSY:
+        bk->busy = 1;
+        break;
+    default:
+        return;
+    }
+    bk->changed = frame;
+    bk->last_op = (unsigned char)m->op;
 }
 
-/* Shade glyphs: level 0 (zero) .. 4 (the largest |value|), on a square-root scale so that
- * one large value does not wash out the rest; the sign picks the colour and, under --ascii,
- * the glyph set (in UTF-8 a negative block also starts with a minus sign). */
-static const char *shade(double v, double mx, int ascii, grid_attr *a)
+/* ---- drawing ---- */
+
+/* Owner i's letter: a..z, then A..Z, then digits. */
+static char owner_letter(int i)
 {
-    static const char *const up[] = {"·", "░", "▒", "▓", "█"};
+    static const char s[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    return s[i % (int)(sizeof s - 1)];
+}
+
+/* Shade glyphs: level 0 (zero) .. 4 (the largest |value| of the run), on a square-root scale
+ * so that one large value does not wash out the rest; under --ascii the sign picks the set
+ * (in UTF-8 a negative block of two columns or more starts with a minus sign). */
+static const char *shade(double v, double mx, int ascii)
+{
+    static const char *const up[] = {"0", "░", "▒", "▓", "█"};
     static const char *const ap[] = {"0", ":", "+", "*", "#"};
     static const char *const an[] = {"0", ";", "-", "=", "%"};
     int lv = 0;
@@ -165,170 +389,410 @@ static const char *shade(double v, double mx, int ascii, grid_attr *a)
         lv = (int)ceil(4.0 * sqrt(fabs(v) / mx));
         lv = lv < 1 ? 1 : lv > 4 ? 4 : lv;
     }
-    *a = lv == 0 ? GRID_DIM : GRID_PAIR(v < 0 ? UI_PAIR_ERR : UI_PAIR_OK);
     if (ascii)
         return v < 0 ? an[lv] : ap[lv];
     return up[lv];
 }
 
-/* The outlines of the groups of one row (row -1: those of every row) on line yy; returns
- * how many were drawn. */
-static int draw_groups(grid *g, const picture *p, int row, int bx, int bw, int gap, int shown,
-                       int yy, int ascii)
+typedef struct look {
+    int ascii, frame, cw;
+    double scale;
+} look;
+
+/* One block in cw columns. */
+static void draw_block(grid *g, int x, int y, const bpool *p, int k, const look *lk, int sel)
 {
-    int drawn = 0;
-    for (int i = 0; i < p->ng; i++) {
-        const bgroup *gr = &p->g[i];
-        if (gr->row != row || gr->first >= shown)
-            continue;
-        drawn++;
-        int last = gr->first + gr->n > shown ? shown : gr->first + gr->n;
-        int x0 = bx + gr->first * bw, x1 = bx + last * bw - 1 - gap;
-        grid_attr a = gr->id == p->focus ? GRID_BOLD | GRID_PAIR(UI_PAIR_WARN) : GRID_DIM;
-        if (x1 <= x0) {
-            grid_put(g, x0, yy, "|", a);
-            continue;
+    const bblock *bk = &p->b[k];
+    char gl[16];
+    grid_attr a = 0;
+    int now = bk->changed == lk->frame && lk->frame >= 0;
+    if (bk->state == B_FREE) {
+        if (now && bk->last_op == MLSYS_MEM_EVICT) {
+            snprintf(gl, sizeof gl, "x");
+            a = GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD;
+        } else {
+            snprintf(gl, sizeof gl, "%s", lk->ascii ? "." : "·");
+            a = GRID_PAIR(UI_PAIR_DIM) | GRID_DIM;
         }
-        grid_set(g, x0, yy, grid_line_cp(GRID_TL, ascii), a);
-        for (int cx = x0 + 1; cx < x1; cx++)
-            grid_set(g, cx, yy, grid_line_cp(GRID_H, ascii), a);
-        grid_set(g, x1, yy, grid_line_cp(GRID_TR, ascii), a);
-        view_put_clipped(g, x0 + 1, yy, x1 - x0 - 1, gr->name, a);
+    } else if (bk->state == B_CACHED) {
+        snprintf(gl, sizeof gl, "%s", lk->ascii ? "o" : "○");
+        a = GRID_PAIR(UI_PAIR_DIM);
+    } else if (bk->refs >= 2) {
+        if (bk->refs > 9)
+            snprintf(gl, sizeof gl, "+");
+        else
+            snprintf(gl, sizeof gl, "%d", bk->refs);
+        a = GRID_PAIR(UI_PAIR_PARTIAL) | GRID_BOLD;
+    } else if (bk->has_val) {
+        snprintf(gl, sizeof gl, "%s", shade(bk->val, lk->scale, lk->ascii));
+        a = bk->nown ? UI_RANK_ATTR(bk->own[0]) : GRID_PAIR(UI_PAIR_OK);
+    } else {
+        snprintf(gl, sizeof gl, "%c", bk->nown ? owner_letter(bk->own[0]) : '?');
+        a = bk->nown ? UI_CELL_ATTR(bk->own[0]) : 0;
     }
-    return drawn;
+    if (bk->busy)
+        a |= GRID_REVERSE | GRID_BOLD;
+    if (now && !(bk->state == B_FREE && bk->last_op == MLSYS_MEM_EVICT))
+        a |= GRID_UNDERLINE | GRID_BOLD;
+    if (sel)
+        a ^= GRID_REVERSE;
+    int w = lk->cw > 1 ? lk->cw - 1 : 1;        /* a gap after each block when there is room */
+    if (bk->state == B_USED && bk->has_val && bk->refs < 2) {
+        for (int c = 0; c < w; c++)
+            grid_put(g, x + c, y, gl, a);
+        if (!lk->ascii && w >= 2 && bk->val < 0)
+            grid_put(g, x, y, "−", a);
+        return;
+    }
+    grid_fill(g, x, y, w, 1, ' ', a);
+    grid_put(g, x + (w - 1) / 2, y, gl, a);
+}
+
+static int pool_counts(const bpool *p, int *used, int *shared, int *cached)
+{
+    *used = *shared = *cached = 0;
+    for (int k = 0; k < p->nblocks; k++) {
+        *used += p->b[k].state == B_USED;
+        *shared += p->b[k].state == B_USED && p->b[k].refs >= 2;
+        *cached += p->b[k].state == B_CACHED;
+    }
+    return p->nblocks - *used - *cached;
+}
+
+/* The name a pool goes by on screen: "r1 grads" when more than one rank has pools. */
+static void pool_label(const blocks *b, const bpool *p, char *out, size_t n)
+{
+    int ranks = 0;
+    for (int i = 0; i < b->np; i++)
+        if (i == 0 || b->p[i].rank != b->p[i - 1].rank)
+            ranks++;
+    if (ranks > 1 || p->rank > 0)
+        snprintf(out, n, "r%d %s", p->rank, p->name);
+    else
+        snprintf(out, n, "%s", p->name);
+}
+
+/* "KV cache: 12 blocks x 4 tokens (4 KiB), 5 used, 2 shared, 0 cached, 7 free". */
+static void pool_summary(const blocks *b, const bpool *p, char *line, size_t n)
+{
+    char lab[64];
+    pool_label(b, p, lab, sizeof lab);
+    int u, sh, ca, fr = pool_counts(p, &u, &sh, &ca);
+    char bs[24] = "", tk[32] = "";
+    if (p->block_bytes)
+        view_fmt_bytes(p->block_bytes, bs, sizeof bs);
+    if (p->tokens)
+        snprintf(tk, sizeof tk, " x %d tokens", p->tokens);
+    snprintf(line, n, "%s: %d blocks%s%s%s%s, %d used, %d shared, %d cached, %d free", lab,
+             p->nblocks, tk, bs[0] ? " (" : "", bs, bs[0] ? ")" : "", u, sh, ca, fr);
+}
+
+/* A gauge of bytes in use: "▇▇▇▇░░░ 3.8 MiB". */
+static void draw_gauge(grid *g, int x, int y, int w, const bpool *p, uint64_t max, int ascii)
+{
+    char t[32];
+    view_fmt_bytes(p->usage, t, sizeof t);
+    int tw = (int)strlen(t), bw = w - tw - 1;
+    if (bw > 24)
+        bw = 24;
+    if (bw >= 4 && max) {
+        int fill = (int)((double)p->usage / (double)max * bw + 0.5);
+        for (int i = 0; i < bw; i++)
+            grid_put(g, x + i, y, i < fill ? (ascii ? "#" : "▇") : (ascii ? "-" : "░"),
+                     i < fill ? UI_RANK_ATTR(p->rank) : GRID_DIM);
+        grid_put(g, x + bw + 1, y, t, 0);
+    } else {
+        grid_put(g, x, y, t, 0);
+    }
+}
+
+/* The selected pool's block tables from (x, y) down, at most h lines: "req 0 │ 0 1 5*". */
+static int draw_tables(grid *g, int x, int y, int w, int h, const bpool *p, const look *lk)
+{
+    int rows = 0, nw = 4;
+    for (int i = 0; i < p->no; i++) {
+        int l = (int)strlen(p->o[i].name);
+        if (p->o[i].ntable && l > nw)
+            nw = l > 12 ? 12 : l;
+    }
+    for (int i = 0; i < p->no && rows < h; i++) {
+        const bowner *o = &p->o[i];
+        if (!o->ntable)
+            continue;
+        char head[40];
+        snprintf(head, sizeof head, "%c %s", owner_letter(i), o->name);
+        view_put_clipped(g, x, y + rows, nw + 2, head, UI_RANK_ATTR(i) | GRID_BOLD);
+        int cx = x + nw + 4;
+        grid_set(g, cx - 1, y + rows, grid_line_cp(GRID_V, lk->ascii), GRID_DIM);
+        for (int k = 0; k < o->ntable; k++) {
+            char t[16];
+            int cow = o->cow_index == k && o->changed == lk->frame;
+            if (o->table[k] < 0)
+                snprintf(t, sizeof t, "-");
+            else
+                snprintf(t, sizeof t, "%d%s", o->table[k], cow ? "*" : "");
+            int tw = (int)strlen(t);
+            if (cx + tw + 1 > x + w) {
+                grid_put(g, cx, y + rows, lk->ascii ? ">" : "…", GRID_DIM);
+                break;
+            }
+            int shared = o->table[k] >= 0 && o->table[k] < p->nblocks &&
+                         p->b[o->table[k]].refs >= 2;
+            grid_put(g, cx + 1, y + rows, t, cow ? GRID_BOLD | GRID_UNDERLINE :
+                     shared ? GRID_PAIR(UI_PAIR_PARTIAL) | GRID_BOLD : 0);
+            cx += tw + 1;
+        }
+        rows++;
+    }
+    return rows;
+}
+
+/* "step 3: bucket 2" for the frame shown. */
+static void frame_caption(const view_ctx *ctx, char *out, size_t n)
+{
+    out[0] = 0;
+    if (!ctx->sm)
+        return;
+    const sm_frame *f = sm_frame_at(ctx->sm, ctx->frame);
+    if (!f || ctx->frame == 0) {
+        snprintf(out, n, "before the first step");
+        return;
+    }
+    const sm_call *c = f->call >= 0 ? sm_call_at(ctx->sm, f->call) : NULL;
+    if (c)
+        snprintf(out, n, "step %d: %s %s", ctx->frame, mlsys_coll_name((mlsys_coll)c->coll),
+                 f->label);
+    else
+        snprintf(out, n, "step %d: %s", ctx->frame, f->label);
 }
 
 static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const view_ctx *ctx)
 {
     blocks *b = data;
-    const picture *p = b->show_before && b->have_before ? &b->before : &b->now;
-    int ascii = ctx->ascii || g->ascii;
+    look lk = {ctx->ascii || g->ascii, ctx->frame, 3, b->scale};
     grid_clip(g, x, y, w, h);
-    char head[96];
-    snprintf(head, sizeof head, "blocks%s%s%s", p->caption[0] ? ": " : "", p->caption,
-             b->show_before ? "   [p] showing: before" : "");
-    view_put_clipped(g, x, y, w, head, GRID_BOLD);
-    if (!p->nrows) {
-        view_put_clipped(g, x + 2, y + 2, w - 2, "no blocks yet: a lab sends \"blk:\" events "
-                         "(lab/ui/views/blocks.h)", GRID_DIM);
+    char line[256], cap[128];
+    frame_caption(ctx, cap, sizeof cap);
+    snprintf(line, sizeof line, "blocks%s%s", cap[0] ? ": " : "", cap);
+    view_put_clipped(g, x, y, w, line, GRID_BOLD);
+    if (!b->np) {
+        view_put_clipped(g, x + 2, y + 2, w - 2, "no memory to show yet", GRID_DIM);
+        view_put_clipped(g, x + 2, y + 3, w - 2, "This view draws memory as blocks once the "
+                         "lab describes it: chapter 5's gradient buckets and ZeRO shards, "
+                         "chapter 9's KV cache.", GRID_DIM);
         grid_unclip(g);
         return;
     }
-    double mx = 0;
-    int nmax = 0, lw = 4;
-    for (int r = 0; r < p->nrows; r++) {
-        const brow *row = &p->rows[r];
-        for (int k = 0; k < row->n; k++)
-            if (isfinite(row->v[k]) && fabs(row->v[k]) > mx)
-                mx = fabs(row->v[k]);
-        if (row->n > nmax)
-            nmax = row->n;
-        int nl = (int)strlen(row->name);
-        if (nl > lw)
-            lw = nl > 12 ? 12 : nl;
-    }
-    /* legend */
-    char lg[160], mxs[32];
-    view_fmt_value(mx, mxs, sizeof mxs);
-    if (ascii)
-        snprintf(lg, sizeof lg, "|v| up to %s (sqrt scale): 0 zero, :+*# positive, "
-                 ";-=%% negative, "
-                 ". free, ^ owned", mxs);
-    else
-        snprintf(lg, sizeof lg, "|v| up to %s (√ scale): · zero ░▒▓█ positive, −▒▒ negative, "
-                 "▔ owned", mxs);
-    view_put_clipped(g, x, y + 1, w, lg, GRID_DIM);
-    int bx = x + lw + 2, avail = w - lw - 2;
-    int bw = nmax ? avail / nmax : 1;
-    bw = bw > 4 ? 4 : bw;
-    int shown = nmax;
-    if (bw < 1) {
-        bw = 1;
-        shown = avail - 2 > 0 ? avail - 2 : 0;
-    }
-    int gap = bw >= 3;
-    int cy = y + 3;
-    /* outlines of the groups that span every row, on the line above the rows */
-    draw_groups(g, p, -1, bx, bw, gap, shown, cy - 1, ascii);
-    for (int r = 0; r < p->nrows && cy < y + h - 1; r++) {
-        const brow *row = &p->rows[r];
-        /* a row's own groups (a sequence's page table) on a line above it */
-        if (draw_groups(g, p, r, bx, bw, gap, shown, cy, ascii) && ++cy >= y + h - 1)
-            break;
-        grid_attr na = UI_RANK_ATTR(r) | (r == b->cur_row ? GRID_BOLD : 0);
-        view_put_clipped(g, x, cy, lw, row->name, na);
-        int owned = 0;
-        for (int k = 0; k < row->n && k < shown; k++) {
-            grid_attr a;
-            const char *gl;
-            if (row->st[k] == BLK_FREE) {
-                gl = ascii ? "." : "·";
-                a = GRID_DIM;
-            } else if (row->st[k] == BLK_EVICTED) {
-                gl = "x";
-                a = GRID_PAIR(UI_PAIR_WARN);
-            } else {
-                gl = shade(row->v[k], mx, ascii, &a);
-                if (row->st[k] == BLK_SHARED)
-                    a |= GRID_BOLD;
-            }
-            if (r == b->cur_row && k == b->cur_blk)
-                a |= GRID_REVERSE;
-            for (int c = 0; c < bw - gap; c++)
-                grid_put(g, bx + k * bw + c, cy, gl, a);
-            if (!ascii && bw - gap >= 2 && row->st[k] != BLK_FREE && row->st[k] != BLK_EVICTED &&
-                row->v[k] < 0)
-                grid_put(g, bx + k * bw, cy, "−", a);
-            owned |= row->st[k] == BLK_OWNED;
+    if (b->sel_pool >= b->np)
+        b->sel_pool = b->np - 1;
+    const bpool *sp = &b->p[b->sel_pool];
+    if (b->sel_block >= sp->nblocks)
+        b->sel_block = sp->nblocks > 0 ? sp->nblocks - 1 : 0;
+    /* the legend: only what this picture has */
+    int any_val = 0, any_shared = 0, any_cached = 0, any_free = 0, any_busy = 0, any_tables = 0;
+    for (int i = 0; i < b->np; i++) {
+        const bpool *p = &b->p[i];
+        any_tables |= p->tables;
+        for (int k = 0; k < p->nblocks; k++) {
+            const bblock *bk = &p->b[k];
+            any_val |= bk->has_val && bk->state == B_USED;
+            any_shared |= bk->refs >= 2 && bk->state == B_USED;
+            any_cached |= bk->state == B_CACHED;
+            any_free |= bk->state == B_FREE;
+            any_busy |= bk->busy;
         }
-        if (row->n > shown)
-            grid_put(g, bx + shown * bw, cy, ascii ? ">" : "…", GRID_DIM);
+    }
+    size_t used = 0;
+    line[0] = 0;
+    const char *sep = ", ";
+#define LEG(...) (used += (size_t)snprintf(line + used, used < sizeof line ? sizeof line - used : 0, __VA_ARGS__))
+    LEG("%s", any_val ? "shade: value" : "letter: owner");
+    if (any_val) {
+        char mx[32];
+        view_fmt_value(b->scale, mx, sizeof mx);
+        LEG(lk.ascii ? " (|v| up to %s: 0 :+*# and ;-=%%)" : " (|v| up to %s, √ scale: 0 ░▒▓█, "
+            "−: negative)", mx);
+    }
+    if (any_shared)
+        LEG("%s2: shared by 2", sep);
+    if (any_cached)
+        LEG("%s%s cached", sep, lk.ascii ? "o" : "○");
+    if (any_free)
+        LEG("%s%s free", sep, lk.ascii ? "." : "·");
+    if (any_busy)
+        LEG("%sreversed: in flight", sep);
+    LEG("%sunderlined: changed in this step", sep);
+#undef LEG
+    view_put_clipped(g, x, y + 1, w, line, GRID_DIM);
+    /* the block tables go beside the map when there is room, else under it */
+    int side = any_tables && sp->tables && w >= 100 ? 34 : 0;
+    int mw = w - (side ? side + 2 : 0);
+    int lw = 4;
+    for (int i = 0; i < b->np; i++) {
+        pool_label(b, &b->p[i], line, sizeof line);
+        int l = (int)strlen(line);
+        if (l > lw)
+            lw = l > 16 ? 16 : l;
+    }
+    int avail = mw - lw - 1, maxn = 1;
+    for (int i = 0; i < b->np; i++)
+        if (b->p[i].nblocks > maxn)
+            maxn = b->p[i].nblocks;
+    /* one row per pool when the largest fits in two columns a block, else rows of blocks
+     * under a title line per pool */
+    int compact = avail / maxn >= 2 || (maxn <= avail && avail / maxn >= 1);
+    lk.cw = compact ? (avail / maxn >= 4 ? 4 : avail / maxn >= 3 ? 3 : avail / maxn) : 2;
+    int per_row = compact ? maxn : (mw - 2) / lk.cw;
+    if (per_row < 1)
+        per_row = 1;
+    int bottom = y + h - 1;             /* the selected block's line */
+    int below_tables = any_tables && sp->tables && !side;
+    int cy = y + 3;
+    if (b->top > b->sel_pool)
+        b->top = b->sel_pool;
+    uint64_t gmax = 0;
+    for (int i = 0; i < b->np; i++)
+        if (b->p[i].usage_max > gmax)
+            gmax = b->p[i].usage_max;
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0 finds the first pool so that the selected one is on screen */
+        cy = y + 3;
+        int last_shown = -1;
+        for (int i = b->top; i < b->np; i++) {
+            const bpool *p = &b->p[i];
+            int rows = p->nblocks ? (compact ? 1 : 1 + (p->nblocks + per_row - 1) / per_row) : 1;
+            if (cy + rows > bottom - (below_tables ? 3 : 0))
+                break;
+            last_shown = i;
+            if (pass == 1) {
+                char lab[64];
+                pool_label(b, p, lab, sizeof lab);
+                grid_attr la = UI_RANK_ATTR(p->rank) | (i == b->sel_pool ? GRID_BOLD : 0);
+                if (!p->nblocks) {              /* a gauge only */
+                    view_put_clipped(g, x, cy, lw, lab, la);
+                    draw_gauge(g, x + lw + 1, cy, mw - lw - 1, p, gmax, lk.ascii);
+                } else if (compact) {
+                    view_put_clipped(g, x, cy, lw, lab, la);
+                    for (int k = 0; k < p->nblocks; k++)
+                        draw_block(g, x + lw + 1 + k * lk.cw, cy, p, k, &lk,
+                                   i == b->sel_pool && k == b->sel_block);
+                } else {
+                    pool_summary(b, p, line, sizeof line);
+                    view_put_clipped(g, x, cy, mw, line, la);
+                    for (int k = 0; k < p->nblocks; k++)
+                        draw_block(g, x + 2 + (k % per_row) * lk.cw, cy + 1 + k / per_row, p,
+                                   k, &lk, i == b->sel_pool && k == b->sel_block);
+                }
+                if (p->has_usage && p->nblocks && compact) {
+                    char t[32];
+                    view_fmt_bytes(p->usage, t, sizeof t);
+                    int bx = x + lw + 1 + p->nblocks * lk.cw + 1;
+                    if (bx + (int)strlen(t) <= x + mw)
+                        grid_put(g, bx, cy, t, GRID_DIM);
+                }
+            }
+            cy += rows;
+        }
+        if (pass == 0 && last_shown >= 0 && b->sel_pool > last_shown) {
+            b->top += b->sel_pool - last_shown;
+            if (b->top >= b->np)
+                b->top = b->np - 1;
+        }
+        if (pass == 1 && (b->top > 0 || last_shown + 1 < b->np) && cy < bottom)
+            grid_printf(g, x, cy, GRID_PAIR(UI_PAIR_WARN), "pools %d-%d of %d (j/k)",
+                        b->top + 1, last_shown + 1, b->np);
+    }
+    /* the selected pool in numbers (the map's own title line says it when not compact) */
+    if (compact && sp->nblocks && cy + 1 < bottom) {
+        pool_summary(b, sp, line, sizeof line);
+        view_put_clipped(g, x, ++cy, mw, line, GRID_DIM);
         cy++;
-        if (owned && cy < y + h - 1) {
-            for (int k = 0; k < row->n && k < shown; k++)
-                if (row->st[k] == BLK_OWNED)
-                    for (int c = 0; c < bw - gap; c++)
-                        grid_put(g, bx + k * bw + c, cy, ascii ? "^" : "▔", UI_RANK_ATTR(r));
-            cy++;
+    }
+    /* the selected pool's owners, their letters, and its block tables */
+    if (sp->tables) {
+        char lab[64];
+        pool_label(b, sp, lab, sizeof lab);
+        snprintf(line, sizeof line, "block tables of %s", lab);
+        if (side) {
+            int sx = x + w - side;
+            grid_vline(g, sx - 1, y + 2, h - 3, GRID_PAIR(UI_PAIR_DIM));
+            view_put_clipped(g, sx + 1, y + 2, side - 1, line, GRID_BOLD);
+            draw_tables(g, sx + 1, y + 3, side - 1, bottom - y - 3, sp, &lk);
+        } else if (cy + 1 < bottom) {
+            view_put_clipped(g, x, cy + 1, w, line, GRID_BOLD);
+            draw_tables(g, x, cy + 2, w, bottom - cy - 2, sp, &lk);
+        }
+    } else if (sp->no && !any_val && cy + 1 < bottom) {
+        /* owners without tables: their letters */
+        int cx = x;
+        for (int i = 0; i < sp->no && cx < x + w - 4; i++) {
+            char t[48];
+            snprintf(t, sizeof t, "%c %s", owner_letter(i), sp->o[i].name);
+            grid_put(g, cx, cy + 1, t, UI_RANK_ATTR(i));
+            cx += (int)strlen(t) + 2;
         }
     }
     /* the selected block */
-    if (b->cur_row < p->nrows && b->cur_blk < p->rows[b->cur_row].n) {
-        static const char *const names[] = {"free", "used", "shared", "owned", "evicted"};
-        const brow *row = &p->rows[b->cur_row];
-        char vs[32], line[128];
-        view_fmt_value(row->v[b->cur_blk], vs, sizeof vs);
-        snprintf(line, sizeof line, "%s, block %d: %s (%s)%s", row->name, b->cur_blk, vs,
-                 names[row->st[b->cur_blk] % BLK_STATE_COUNT],
-                 b->have_before ? "   p: before/after" : "");
-        view_put_clipped(g, x, y + h - 1, w, line, 0);
+    if (sp->nblocks) {
+        const bblock *bk = &sp->b[b->sel_block];
+        char lab[64], who[96] = "", v[32] = "";
+        pool_label(b, sp, lab, sizeof lab);
+        size_t wu = 0;
+        for (int i = 0; i < bk->nown && wu < sizeof who; i++)
+            wu += (size_t)snprintf(who + wu, sizeof who - wu, "%s%s", i ? ", " : "",
+                                   sp->o[bk->own[i]].name);
+        if (bk->has_val) {
+            char t[24];
+            view_fmt_value(bk->val, t, sizeof t);
+            snprintf(v, sizeof v, ", value %s", t);
+        }
+        static const char *const st[] = {"free", "used", "cached"};
+        if (bk->state == B_USED)
+            snprintf(line, sizeof line, "%s, block %d: %s by %s%s%s", lab, b->sel_block,
+                     bk->refs >= 2 ? "shared" : "held", who[0] ? who : "?", v,
+                     bk->busy ? ", in flight" : "");
+        else
+            snprintf(line, sizeof line, "%s, block %d: %s%s", lab, b->sel_block,
+                     st[bk->state % 3], v);
+        if (bk->refs >= 2) {
+            size_t l = strlen(line);
+            snprintf(line + l, sizeof line - l, " (%d references)", bk->refs);
+        }
+        view_put_clipped(g, x, bottom, w, line, 0);
+    } else if (sp->has_usage) {
+        char lab[64], t[32];
+        pool_label(b, sp, lab, sizeof lab);
+        view_fmt_bytes(sp->usage, t, sizeof t);
+        snprintf(line, sizeof line, "%s: %s in use", lab, t);
+        view_put_clipped(g, x, bottom, w, line, 0);
     }
     grid_unclip(g);
 }
 
+/* h/l move along the selected pool's blocks, j/k between pools (the arrows belong to the
+ * player: they step through the run). */
 static int blocks_key(void *data, int key)
 {
     blocks *b = data;
-    const picture *p = &b->now;
+    if (!b->np)
+        return 0;
+    const bpool *p = &b->p[b->sel_pool < b->np ? b->sel_pool : 0];
     switch (key) {
-    case 'p':
-        b->show_before = !b->show_before && b->have_before;
+    case 'h':
+        if (b->sel_block > 0)
+            b->sel_block--;
         return UI_HANDLED | UI_REDRAW;
-    case UI_KEY_LEFT: case 'h':
-        if (b->cur_blk > 0)
-            b->cur_blk--;
+    case 'l':
+        if (b->sel_block + 1 < p->nblocks)
+            b->sel_block++;
         return UI_HANDLED | UI_REDRAW;
-    case UI_KEY_RIGHT: case 'l':
-        if (b->cur_row < p->nrows && b->cur_blk + 1 < p->rows[b->cur_row].n)
-            b->cur_blk++;
+    case 'k':
+        if (b->sel_pool > 0)
+            b->sel_pool--;
         return UI_HANDLED | UI_REDRAW;
-    case UI_KEY_UP: case 'k':
-        if (b->cur_row > 0)
-            b->cur_row--;
-        return UI_HANDLED | UI_REDRAW;
-    case UI_KEY_DOWN: case 'j':
-        if (b->cur_row + 1 < p->nrows)
-            b->cur_row++;
+    case 'j':
+        if (b->sel_pool + 1 < b->np)
+            b->sel_pool++;
         return UI_HANDLED | UI_REDRAW;
     default:
         return 0;
@@ -336,20 +800,41 @@ static int blocks_key(void *data, int key)
 }
 
 static const ui_key_help blocks_keys[] = {
-    {"arrows", "select a block"}, {"p", "before/after the last phase"}, {NULL, NULL}
+    {"h/l", "block"}, {"j/k", "pool"}, {NULL, NULL}
 };
+
+static const char *const *blocks_notes(int ascii)
+{
+    static const char *const utf8[] = {
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
+        "is a block shared by that many owners; ○ cached (free, contents kept), · free, x evicted "
+        "in this step, * in a block table: copied on write in this step.",
+        "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "
+        "see a block before it changed.", NULL
+    };
+    static const char *const plain[] = {
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
+        "is a block shared by that many owners; o cached (free, contents kept), . free, x evicted "
+        "in this step, * in a block table: copied on write in this step.",
+        "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "
+        "see a block before it changed.", NULL
+    };
+    return ascii ? plain : utf8;
+}
 
 const view_class view_blocks_class = {
     .name = "blocks",
     .title = "blocks",
-    .help = "rows of blocks shaded by value: gradients, shards, pages; groups outlined",
+    .help = "memory as blocks: who holds each block, shared blocks with their reference count, "
+            "free and cached ones, each owner's block table",
     .keys = blocks_keys,
+    .notes = blocks_notes,
     .create = blocks_create,
     .free = blocks_free,
     .reset = blocks_reset,
+    .rewind = blocks_rewind,
+    .wants = blocks_wants,
     .event = blocks_event,
-    .line = NULL,
-    .phase = NULL,
     .draw = blocks_draw,
     .key = blocks_key,
 };

@@ -51,11 +51,22 @@ static void plot_free(void *data)
     free(data);
 }
 
-static void plot_event(void *data, const mlsys_event *e)
+static void plot_rewind(void *data)
+{
+    plot_reset(data, 0);
+}
+
+static int plot_wants(const mlsys_event *e)
+{
+    return e->kind == MLSYS_EV_MARK && !strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT));
+}
+
+static void plot_event(void *data, const mlsys_event *e, int frame)
 {
     plot *p = data;
     size_t pl = strlen(MLSYS_MARK_PLOT);
-    if (e->kind != MLSYS_EV_MARK || strncmp(e->label, MLSYS_MARK_PLOT, pl) != 0)
+    (void)frame;
+    if (!plot_wants(e))
         return;
     const char *name = e->label + pl;
     series *s = NULL;
@@ -228,9 +239,9 @@ const view_class view_plot_class = {
     .create = plot_create,
     .free = plot_free,
     .reset = plot_reset,
+    .rewind = plot_rewind,
+    .wants = plot_wants,
     .event = plot_event,
-    .line = NULL,
-    .phase = NULL,
     .draw = plot_draw,
     .key = NULL,
 };

@@ -12,7 +12,6 @@
 #include <string.h>
 
 typedef struct ring {
-    stepmodel *own;             /* fed by event() when the shell passes no model */
     int n;
 } ring;
 
@@ -22,7 +21,6 @@ static void ring_reset(void *data, int nranks)
 {
     ring *v = data;
     v->n = nranks > 0 ? nranks : 1;
-    sm_reset(v->own, v->n);
 }
 
 static void *ring_create(void)
@@ -30,38 +28,13 @@ static void *ring_create(void)
     ring *v = calloc(1, sizeof *v);
     if (!v)
         abort();
-    v->own = sm_create();
     ring_reset(v, 1);
     return v;
 }
 
 static void ring_free(void *data)
 {
-    ring *v = data;
-    if (!v)
-        return;
-    sm_free(v->own);
-    free(v);
-}
-
-static void ring_event(void *data, const mlsys_event *e)
-{
-    ring *v = data;
-    sm_event(v->own, e);
-}
-
-static void ring_phase(void *data)
-{
-    (void)data;
-}
-
-/* Printed lines carry nothing the frames need: values come with the events. */
-static void ring_line(void *data, int rank, int is_err, const char *text)
-{
-    (void)data;
-    (void)rank;
-    (void)is_err;
-    (void)text;
+    free(data);
 }
 
 /* ---- drawing ---- */
@@ -486,24 +459,7 @@ static void draw_header(const scene *s, grid *g, int x, int y, int w, const view
     view_put_clipped(g, x, y + 1, w, line, GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD);
     if (!c)
         return;
-    const char *why = NULL;
-    const char *ruled = mlsys_algo_rule((mlsys_coll)c->coll, n, c->bytes, &why);
-    if (ctx->forced_algo && *ctx->forced_algo) {
-        if (!strcmp(ctx->forced_algo, c->algo))
-            snprintf(line, sizeof line, "why: you chose %s", c->algo);
-        else if (mlsys_algo_index((mlsys_coll)c->coll, ctx->forced_algo) < 0)
-            snprintf(line, sizeof line, "why: %s has no %s algorithm, so its rule chose: %s",
-                     mlsys_coll_name((mlsys_coll)c->coll), ctx->forced_algo, why ? why : "?");
-        else
-            snprintf(line, sizeof line, "note: %s does not fit %d ranks and this size, so %s "
-                     "ran instead", ctx->forced_algo, n, c->algo);
-    } else if (ruled && strcmp(ruled, c->algo) != 0) {
-        snprintf(line, sizeof line, "note: the rule picks %s (%s), which does not fit; %s ran",
-                 ruled, why ? why : "", c->algo);
-    } else {
-        snprintf(line, sizeof line, "why: %s", why ? why : "?");
-    }
-    int fell = !strncmp(line, "note", 4);
+    int fell = sm_call_why(s->m, f->call, line, sizeof line);
     view_put_clipped(g, x, y + 2, w, line, fell ? GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM);
 }
 
@@ -519,9 +475,6 @@ static void draw_side(const scene *s, grid *g, int x, int y, int w, int h, const
     view_fmt_bytes(bytes, u, sizeof u);
     snprintf(t, sizeof t, "%llu message%s, %s", (unsigned long long)msgs, msgs == 1 ? "" : "s", u);
     view_put_clipped(g, x + 1, row++, w - 1, t, 0);
-    snprintf(t, sizeof t, "%llu events, %llu lost", (unsigned long long)ctx->events,
-             (unsigned long long)ctx->lost);
-    view_put_clipped(g, x + 1, row++, w - 1, t, ctx->lost ? GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD : 0);
     row++;
     /* the calls up to this frame, newest first */
     int nc = sm_ncalls(s->m), shown = 0;
@@ -559,36 +512,16 @@ static void draw_side(const scene *s, grid *g, int x, int y, int w, int h, const
     grid_put(g, x + 6, ly, "arrived in this step", 0);
 }
 
-/* One line: where the shown frame sits among those recorded. */
-static void draw_scrubber(const scene *s, grid *g, int x, int y, int w, int ascii)
-{
-    int total = sm_nframes(s->m) - 1;
-    char l[64];
-    snprintf(l, sizeof l, " step %d/%d ", s->k, total);
-    int lw = (int)strlen(l), bw = w - lw - 2;
-    grid_put(g, x, y, l, GRID_BOLD);
-    if (bw < 4)
-        return;
-    int pos = total > 0 ? (int)((long)s->k * (bw - 1) / total) : 0;
-    for (int i = 0; i < bw; i++)
-        grid_set(g, x + lw + 1 + i, y, i == pos ? (ascii ? '#' : 0x25cf) :
-                 i < pos ? (ascii ? '=' : 0x2501) : (ascii ? '-' : 0x2500),
-                 i <= pos ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : GRID_DIM);
-}
-
 static void ring_draw(void *data, grid *g, int x, int y, int w, int h, const view_ctx *ctx)
 {
-    ring *v = data;
+    (void)data;
     scene s;
     memset(&s, 0, sizeof s);
-    s.m = ctx->sm ? ctx->sm : v->own;
+    if (!ctx->sm)
+        return;
+    s.m = ctx->sm;
     s.n = sm_nranks(s.m);
-    if (ctx->nranks > s.n)
-        s.n = ctx->nranks < SM_MAX_RANKS ? ctx->nranks : SM_MAX_RANKS;
-    if (s.n > sm_nranks(s.m))
-        s.n = sm_nranks(s.m);
-    int nc = sm_ncomplete(s.m);
-    s.k = ctx->frame >= 0 ? ctx->frame : ctx->sm ? (nc > 0 ? nc - 1 : 0) : sm_nframes(s.m) - 1;
+    s.k = ctx->frame < 0 ? 0 : ctx->frame;
     if (s.k >= sm_nframes(s.m))
         s.k = sm_nframes(s.m) - 1;
     s.f = sm_frame_at(s.m, s.k);
@@ -600,12 +533,10 @@ static void ring_draw(void *data, grid *g, int x, int y, int w, int h, const vie
         return;
     }
     draw_header(&s, g, x, y, w, ctx);
-    int side = w >= 100 ? 34 : 0, bottom = ctx->scrub ? 1 : 0;
-    int ax = x, ay = y + 3, aw = w - side - (side ? 2 : 0), ah = h - 3 - bottom;
+    int side = w >= 100 ? 34 : 0;
+    int ax = x, ay = y + 3, aw = w - side - (side ? 2 : 0), ah = h - 3;
     if (side)
         draw_side(&s, g, x + w - side, ay, side, ah, ctx);
-    if (bottom)
-        draw_scrubber(&s, g, x, y + h - 1, w, ctx->ascii);
     int n = s.n;
     box bx[SM_MAX_RANKS];
     int shown;
@@ -637,6 +568,22 @@ static void ring_draw(void *data, grid *g, int x, int y, int w, int h, const vie
 
 static const ui_key_help ring_keys[] = {{NULL, NULL}};
 
+static const char *const *ring_notes(int ascii)
+{
+    static const char *const utf8[] = {
+        "Cells: the rank whose data a cell holds (2), several (0+1), all of them (all), none (·).",
+        "The values under the cells are what the rank printed, sent, or (gated) had in memory at "
+        "the gate.", NULL
+    };
+    static const char *const plain[] = {
+        "Cells: the rank whose data a cell holds (2), several (0+1), all of them (all), none (.).",
+        "The values under the cells are what the rank printed, sent, or (gated) had in memory at "
+        "the gate.", NULL
+    };
+    return ascii ? plain : utf8;
+}
+
+/* The ring reads the step model's frames themselves: it is fed nothing. */
 const view_class view_ring_class = {
     .name = "ring",
     .title = "ring",
@@ -644,12 +591,9 @@ const view_class view_ring_class = {
             "(0+3: ranks 0 and 3 summed), the number under it is its first value; arrows are "
             "this step's messages",
     .keys = ring_keys,
+    .notes = ring_notes,
     .create = ring_create,
     .free = ring_free,
     .reset = ring_reset,
-    .event = ring_event,
-    .line = ring_line,
-    .phase = ring_phase,
     .draw = ring_draw,
-    .key = NULL,
 };

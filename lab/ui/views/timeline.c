@@ -76,6 +76,23 @@ static void tl_reset(void *data, int nranks)
     (void)nranks;
 }
 
+/* The same run from its start: the spans go, the zoom and the window stay. */
+static void tl_rewind(void *data)
+{
+    timeline *t = data;
+    int zoom = t->zoom, follow = t->follow;
+    uint64_t off = t->off;
+    tl_reset(t, 0);
+    t->zoom = zoom;
+    t->follow = follow;
+    t->off = off;
+}
+
+static int tl_wants(const mlsys_event *e)
+{
+    return e->kind <= MLSYS_EV_COMPUTE_END;    /* messages, collectives, steps, compute */
+}
+
 static void tl_free(void *data)
 {
     if (!data)
@@ -121,9 +138,10 @@ static void compute_kind(const char *label, int *kind, int *mb, char *tag)
     *mb = p && p[2] >= '0' && p[2] <= '9' ? atoi(p + 2) : -1;
 }
 
-static void tl_event(void *data, const mlsys_event *e)
+static void tl_event(void *data, const mlsys_event *e, int frame)
 {
     timeline *t = data;
+    (void)frame;
     lane *l = lane_of(t, e->rank);
     if (!l)
         return;
@@ -545,9 +563,9 @@ const view_class view_timeline_class = {
     .create = tl_create,
     .free = tl_free,
     .reset = tl_reset,
+    .rewind = tl_rewind,
+    .wants = tl_wants,
     .event = tl_event,
-    .line = NULL,
-    .phase = NULL,
     .draw = tl_draw,
     .key = tl_key,
 };

@@ -9,8 +9,17 @@
 #include <string.h>
 
 const view_class *const view_classes[] = {
-    &view_ring_class, &view_log_class, &view_plot_class, &view_timeline_class, &view_blocks_class, NULL
+    &view_ring_class, &view_log_class, &view_plot_class, &view_timeline_class,
+    &view_blocks_class, &view_flow_class, NULL
 };
+
+int view_count(void)
+{
+    int n = 0;
+    while (view_classes[n])
+        n++;
+    return n;
+}
 
 const view_class *view_find(const char *name)
 {
@@ -138,13 +147,5 @@ int view_parse_rank_values(const char *line, int *rank, double *out, int max)
 
 const char *view_line_rank(const char *line, int *rank)
 {
-    if (line[0] != '\001' || line[1] != 'r' || !isdigit((unsigned char)line[2]))
-        return line;
-    int r = 0, i = 2;
-    while (isdigit((unsigned char)line[i]) && r < 1000000)
-        r = r * 10 + (line[i++] - '0');
-    if (line[i] != '\002')
-        return line;
-    *rank = r;
-    return line + i + 1;
+    return mlsys_print_untag(line, rank);
 }

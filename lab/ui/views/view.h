@@ -1,5 +1,5 @@
 /* view.h - the visual grammars of the front end as classes: each view is a constant table of
- * function pointers (create, free, reset, event, line, phase, draw, key) with a name and a
+ * function pointers (create, free, reset, rewind, event, line, draw, key) with a name and a
  * help line, and keeps its private state behind a data pointer. Views never touch curses:
  * they draw into an off-screen grid (grid.h), so tests render them from synthetic events
  * and compare frames with the goldens in tests/frames. Also the palette, keys and reaction flags
@@ -56,38 +56,45 @@ typedef struct ui_key_help {
 enum { VIEW_RANK_UNKNOWN, VIEW_RANK_RUNNING, VIEW_RANK_DONE, VIEW_RANK_FAILED,
        VIEW_RANK_STOPPED };
 
-/* What the shell tells a view at draw time, besides its own state. */
+struct stepmodel;
+
+/* What the shell tells a view at draw time, besides its own state. The view has been fed the
+ * step model's tape up to `frame` (lab/ui/stepmodel.h): everything it draws is that frame. */
 typedef struct view_ctx {
     int nranks;             /* world size of the job (0 when not known yet) */
-    double anim;            /* progress of the current phase's animation: 0..1 (1 = settled) */
+    double anim;            /* progress into the shown frame: 0..1 (1 = settled) */
     int ascii;              /* no characters beyond ASCII */
     int live;               /* a job is running (not a replay, not ended) */
     int gated;              /* the ranks wait at every step for `n` */
     const int *gate_step;   /* [nranks] step each rank waits at, -1 = not at the gate; or NULL */
     const int *rank_state;  /* [nranks] VIEW_RANK_*, or NULL */
     const int *rank_code;   /* [nranks] exit code, or minus the signal that killed it; or NULL */
-    int failed_rank;        /* first rank that failed, -1 */
-    const char *forced_algo;/* --algo when not auto, else NULL */
-    uint64_t events, lost;  /* events received, and lost by the job's rings */
-    /* the step model (lab/ui/stepmodel.h) and the frame to draw; NULL: the view's own model
-     * fed by its event(), at its last complete frame */
-    const struct stepmodel *sm;
-    int frame;              /* -1: the last complete one */
-    int scrub;              /* draw a scrubber (replays) */
+    const struct stepmodel *sm;     /* the step model: frames, their captions, calls */
+    int frame;              /* the frame shown */
     int waiting;            /* a gated job's ranks wait for n at the next gate */
 } view_ctx;
 
+/* A view is a class: what it reads from the tape, how it draws, its keys. The shell feeds it
+ * the tape's items up to the frame shown (stepmodel.h's sm_sync): forward by what it has not
+ * seen, back by rewind() and everything again from the start. */
 typedef struct view_class {
     const char *name;                   /* "ring": what lab->view names */
     const char *title;                  /* "ring / graph" */
     const char *help;                   /* one line for the help overlay */
     const ui_key_help *keys;            /* its own keys, NULL-terminated by key == NULL */
+    /* More lines for the help overlay (NULL-terminated), or NULL. */
+    const char *const *(*notes)(int ascii);
     void *(*create)(void);
     void (*free)(void *data);
-    void (*reset)(void *data, int nranks);                 /* empty state for a new run */
-    void (*event)(void *data, const mlsys_event *ev);       /* in time order */
+    void (*reset)(void *data, int nranks);                 /* a new job: empty, defaults */
+    /* The same job again from its start: forget what was fed, keep what the learner set
+     * (zoom, filter, selection) and what spans the whole run (a shade's scale). */
+    void (*rewind)(void *data);
+    /* Does the view read events like e? NULL: none (the tape keeps only what some view
+     * reads). */
+    int (*wants)(const mlsys_event *e);
+    void (*event)(void *data, const mlsys_event *ev, int frame);   /* in tape order */
     void (*line)(void *data, int rank, int is_err, const char *text);   /* rank -1: runner */
-    void (*phase)(void *data);          /* a new animation phase: what came since moves */
     void (*draw)(void *data, grid *g, int x, int y, int w, int h, const view_ctx *ctx);
     int (*key)(void *data, int key);    /* reaction flags; 0 when not used */
 } view_class;
@@ -114,6 +121,8 @@ int view_parse_rank_values(const char *line, int *rank, double *out, int max);
 const char *view_line_rank(const char *line, int *rank);
 
 extern const view_class view_ring_class, view_log_class, view_plot_class, view_timeline_class;
-extern const view_class view_blocks_class;     /* blocks.c; event schema in blocks.h */
+extern const view_class view_blocks_class, view_flow_class;
+/* How many views there are (view_classes without its NULL). */
+int view_count(void);
 
 #endif

@@ -1,0 +1,581 @@
+/* flow.c - the flow view: the roles of a system (the four models of RLHF, a trainer and a
+ * generator, a server's queue, scheduler and model) as boxes with their memory, the phase of
+ * the lab's step (generate -> score -> advantage -> train -> sync), and the batches moving
+ * between roles as arrows that carry what moves and how much. Fed by the typed flow records
+ * of core/mlsys.h (MLSYS_EV_FLOW), the memory gauges (MLSYS_MEM_POOL / USAGE with the role as
+ * owner) and the lab's plot points (a small curve per series beside, e.g. reward and KL). */
+#include "view.h"
+#include "../stepmodel.h"
+#include "../../../core/trace_values.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FLOW_ROLES 16
+#define FLOW_GAUGES 6               /* per role */
+#define FLOW_PHASES 12
+#define FLOW_MOVES 32               /* of the current phase */
+#define FLOW_SERIES 4
+#define FLOW_POINTS 512
+
+typedef struct gauge {
+    int rank, pool;
+    char name[32];
+    uint64_t bytes, cap;            /* cap: the pool's size when described, else 0 */
+} gauge;
+
+typedef struct role {
+    int id;
+    char name[32];
+    gauge g[FLOW_GAUGES];
+    int ng;
+} role;
+
+typedef struct move {
+    int from, to, what, count, version, frame;
+    uint64_t bytes;
+    double val;                     /* NaN: none */
+} move;
+
+typedef struct series {
+    char name[32];
+    double y[FLOW_POINTS];
+    int n;                          /* points kept (the last FLOW_POINTS) */
+} series;
+
+typedef struct pooldesc {           /* POOL records: which role a (rank, pool) belongs to */
+    int rank, pool, role;
+    char name[32];
+    uint64_t cap;
+} pooldesc;
+
+typedef struct flow {
+    role r[FLOW_ROLES];
+    int nr;
+    struct { int id; char name[32]; } ph[FLOW_PHASES];
+    int nph, cur_phase, iteration, phase_frame;
+    move mv[FLOW_MOVES];
+    int nmv;
+    uint64_t moved_total;
+    int have_moves;
+    series s[FLOW_SERIES];
+    int ns;
+    pooldesc pd[64];
+    int npd;
+} flow;
+
+static void *flow_create(void)
+{
+    flow *f = calloc(1, sizeof *f);
+    if (!f)
+        abort();
+    f->cur_phase = -1;
+    return f;
+}
+
+static void flow_reset(void *data, int nranks)
+{
+    (void)nranks;
+    memset(data, 0, sizeof(flow));
+    ((flow *)data)->cur_phase = -1;
+}
+
+static void flow_rewind(void *data)
+{
+    flow_reset(data, 0);
+}
+
+static void flow_free(void *data)
+{
+    free(data);
+}
+
+static int flow_wants(const mlsys_event *e)
+{
+    if (e->kind == MLSYS_EV_FLOW)
+        return 1;
+    if (e->kind == MLSYS_EV_MEM)
+        return e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE;
+    return e->kind == MLSYS_EV_MARK &&
+           !strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT));
+}
+
+static role *role_of(flow *f, int id)
+{
+    for (int i = 0; i < f->nr; i++)
+        if (f->r[i].id == id)
+            return &f->r[i];
+    if (id < 0 || f->nr == FLOW_ROLES)
+        return NULL;
+    role *r = &f->r[f->nr++];
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    snprintf(r->name, sizeof r->name, "role %d", id);
+    return r;
+}
+
+static int role_index(const flow *f, int id)
+{
+    for (int i = 0; i < f->nr; i++)
+        if (f->r[i].id == id)
+            return i;
+    return -1;
+}
+
+static pooldesc *desc_of(flow *f, int rank, int pool)
+{
+    for (int i = 0; i < f->npd; i++)
+        if (f->pd[i].rank == rank && f->pd[i].pool == pool)
+            return &f->pd[i];
+    if (f->npd == (int)(sizeof f->pd / sizeof f->pd[0]))
+        return NULL;
+    pooldesc *d = &f->pd[f->npd++];
+    memset(d, 0, sizeof *d);
+    d->rank = rank;
+    d->pool = pool;
+    d->role = -1;
+    snprintf(d->name, sizeof d->name, "pool %d", pool);
+    return d;
+}
+
+static void mem_event(flow *f, const mlsys_event *e)
+{
+    const mlsys_mem_info *m = &e->mem;
+    pooldesc *d = desc_of(f, e->rank, m->pool);
+    if (!d)
+        return;
+    if (m->op == MLSYS_MEM_POOL) {
+        d->role = m->owner;
+        if (e->label[0])
+            snprintf(d->name, sizeof d->name, "%s", e->label);
+        d->cap = (uint64_t)(m->aux > 0 ? m->aux : 0) * e->bytes;
+        return;
+    }
+    /* USAGE: the owner names the role, else the pool's */
+    int rid = m->owner >= 0 ? m->owner : d->role;
+    role *r = role_of(f, rid);
+    if (!r)
+        return;
+    if (e->label[0] && d->name[0] == 'p' && !strncmp(d->name, "pool ", 5))
+        snprintf(d->name, sizeof d->name, "%s", e->label);
+    gauge *g = NULL;
+    for (int i = 0; i < r->ng; i++)
+        if (r->g[i].rank == e->rank && r->g[i].pool == m->pool)
+            g = &r->g[i];
+    if (!g) {
+        if (r->ng == FLOW_GAUGES)
+            return;
+        g = &r->g[r->ng++];
+        memset(g, 0, sizeof *g);
+        g->rank = e->rank;
+        g->pool = m->pool;
+    }
+    snprintf(g->name, sizeof g->name, "%s", d->name);
+    g->bytes = e->bytes;
+    g->cap = d->cap;
+}
+
+static void flow_event(void *data, const mlsys_event *e, int frame)
+{
+    flow *f = data;
+    if (e->kind == MLSYS_EV_MEM) {
+        if (e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE)
+            mem_event(f, e);
+        return;
+    }
+    if (e->kind == MLSYS_EV_MARK) {
+        const char *name = e->label + strlen(MLSYS_MARK_PLOT);
+        if (strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT)) || !isfinite(e->val[1]))
+            return;
+        series *s = NULL;
+        for (int i = 0; i < f->ns; i++)
+            if (!strcmp(f->s[i].name, name))
+                s = &f->s[i];
+        if (!s) {
+            if (f->ns == FLOW_SERIES)
+                return;
+            s = &f->s[f->ns++];
+            memset(s, 0, sizeof *s);
+            snprintf(s->name, sizeof s->name, "%s", name);
+        }
+        if (s->n == FLOW_POINTS) {
+            memmove(s->y, s->y + 1, (FLOW_POINTS - 1) * sizeof s->y[0]);
+            s->n--;
+        }
+        s->y[s->n++] = e->val[1];
+        return;
+    }
+    if (e->kind != MLSYS_EV_FLOW)
+        return;
+    const mlsys_flow_info *w = &e->flow;
+    switch (w->what) {
+    case MLSYS_FLOW_ROLE: {
+        role *r = role_of(f, w->from);
+        if (r && e->label[0])
+            snprintf(r->name, sizeof r->name, "%s", e->label);
+        return;
+    }
+    case MLSYS_FLOW_PHASE: {
+        int k = 0;
+        while (k < f->nph && f->ph[k].id != w->phase)
+            k++;
+        if (k == f->nph && f->nph < FLOW_PHASES) {
+            f->ph[k].id = w->phase;
+            snprintf(f->ph[k].name, sizeof f->ph[k].name, "%s",
+                     e->label[0] ? e->label : "phase");
+            f->nph++;
+        }
+        if (k < f->nph && (f->cur_phase != k || f->iteration != w->version))
+            f->nmv = 0;         /* a new phase: its own moves from here */
+        f->cur_phase = k < f->nph ? k : f->cur_phase;
+        f->iteration = w->version;
+        f->phase_frame = frame;
+        return;
+    }
+    default:
+        break;
+    }
+    role_of(f, w->from);
+    role_of(f, w->to);
+    if (f->nmv == FLOW_MOVES) {
+        memmove(f->mv, f->mv + 1, (FLOW_MOVES - 1) * sizeof f->mv[0]);
+        f->nmv--;
+    }
+    f->mv[f->nmv++] = (move){w->from, w->to, w->what, w->count, w->version, frame, e->bytes,
+                             e->val[0]};
+    f->moved_total += e->bytes;
+    f->have_moves = 1;
+}
+
+/* ---- drawing ---- */
+
+typedef struct rect { int x, y, w, h; } rect;
+
+static int in_rect(const rect *r, int n, int x, int y)
+{
+    for (int i = 0; i < n; i++)
+        if (x >= r[i].x && x < r[i].x + r[i].w && y >= r[i].y && y < r[i].y + r[i].h)
+            return 1;
+    return 0;
+}
+
+/* The path of an arrow from box a to box b, outside every box: cells into px/py. */
+static int path(const rect *bx, int nb, int a, int b, int *px, int *py, int max)
+{
+    int x0 = bx[a].x + bx[a].w / 2, y0 = bx[a].y + bx[a].h / 2;
+    int x1 = bx[b].x + bx[b].w / 2, y1 = bx[b].y + bx[b].h / 2;
+    if (a > b) {            /* the way back runs beside the way there */
+        y0++;
+        y1++;
+    }
+    int dx = abs(x1 - x0), sx = x0 < x1 ? 1 : -1, dy = -abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
+    int err = dx + dy, x = x0, y = y0, n = 0;
+    for (;;) {
+        if (!in_rect(bx, nb, x, y) && n < max) {
+            px[n] = x;
+            py[n] = y;
+            n++;
+        }
+        if (x == x1 && y == y1)
+            break;
+        int e2 = 2 * err;
+        if (e2 >= dy) {
+            err += dy;
+            x += sx;
+        }
+        if (e2 <= dx) {
+            err += dx;
+            y += sy;
+        }
+    }
+    return n;
+}
+
+static uint32_t head_cp(int dx, int dy, int ascii)
+{
+    if (abs(dx) >= 2 * abs(dy))
+        return dx > 0 ? (ascii ? '>' : 0x25b6) : (ascii ? '<' : 0x25c0);
+    return dy > 0 ? (ascii ? 'v' : 0x25bc) : (ascii ? '^' : 0x25b2);
+}
+
+static void draw_box(grid *g, const rect *b, const role *r, int idx, uint64_t gmax, int ascii,
+                     int active)
+{
+    grid_attr fa = UI_RANK_ATTR(idx) | (active ? GRID_BOLD : 0);
+    grid_fill(g, b->x, b->y, b->w, b->h, ' ', 0);
+    grid_box(g, b->x, b->y, b->w, b->h, active, fa);
+    char t[40];
+    snprintf(t, sizeof t, " %s ", r->name);
+    view_put_clipped(g, b->x + 1, b->y, b->w - 2, t, fa | GRID_BOLD);
+    int inner = b->w - 2;
+    for (int i = 0; i < r->ng && i < b->h - 2; i++) {
+        const gauge *ga = &r->g[i];
+        char v[24];
+        view_fmt_bytes(ga->bytes, v, sizeof v);
+        int nw = inner - (int)strlen(v) - 1;
+        int lw = nw > 10 ? 10 : nw;
+        int y = b->y + 1 + i;
+        view_put_clipped(g, b->x + 1, y, lw, ga->name, GRID_DIM);
+        int bw = nw - lw - 1;
+        uint64_t max = ga->cap ? ga->cap : gmax;
+        if (bw >= 3 && max) {
+            int fill = (int)((double)ga->bytes / (double)max * bw + 0.5);
+            for (int k = 0; k < bw; k++)
+                grid_put(g, b->x + 2 + lw + k, y, k < fill ? (ascii ? "#" : "▇") :
+                         (ascii ? "-" : "░"), k < fill ? UI_RANK_ATTR(idx) : GRID_DIM);
+        }
+        grid_put(g, b->x + b->w - 1 - (int)strlen(v), y, v, 0);
+    }
+}
+
+/* A series as a small chart of h rows: the last w points, scaled to their range. */
+static void draw_curve(grid *g, int x, int y, int w, int h, const series *s, int idx, int ascii)
+{
+    char t[64], v[24];
+    double last = s->y[s->n - 1];
+    view_fmt_value(last, v, sizeof v);
+    snprintf(t, sizeof t, "%s %s", s->name, v);
+    view_put_clipped(g, x, y, w, t, UI_RANK_ATTR(idx) | GRID_BOLD);
+    if (h < 2 || w < 4)
+        return;
+    int n = s->n < w ? s->n : w;
+    const double *yy = s->y + s->n - n;
+    double lo = yy[0], hi = yy[0];
+    for (int i = 0; i < n; i++) {
+        lo = fmin(lo, yy[i]);
+        hi = fmax(hi, yy[i]);
+    }
+    int rows = h - 1;
+    static const char *const bars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+    for (int i = 0; i < n; i++) {
+        double fr = hi > lo ? (yy[i] - lo) / (hi - lo) : 0.5;
+        int level = (int)lround(fr * rows * 8);          /* eighths of a row */
+        for (int r = 0; r < rows; r++) {
+            int cell = level - r * 8;
+            cell = cell < 0 ? 0 : cell > 8 ? 8 : cell;
+            const char *c = ascii ? (cell >= 4 ? "#" : cell > 0 ? "." : " ") : bars[cell];
+            if (cell)
+                grid_put(g, x + i, y + rows - r, c, UI_RANK_ATTR(idx));
+        }
+    }
+}
+
+static const char *what_word(int what, int count)
+{
+    static const char *const one[] = {"role", "phase", "sequence", "log-probs", "rewards",
+                                      "values", "advantages", "gradients", "weights", "request"};
+    static const char *const many[] = {"roles", "phases", "sequences", "log-probs", "rewards",
+                                       "values", "advantages", "gradients", "weights",
+                                       "requests"};
+    if (what < 0 || what >= MLSYS_FLOW_WHAT_COUNT)
+        return "?";
+    return count == 1 ? one[what] : many[what];
+}
+
+/* "tokens: 8 sequences (12 KiB)". */
+static void move_text(const move *m, char *out, size_t n, int longer)
+{
+    char b[24] = "", v[32] = "";
+    if (m->bytes)
+        view_fmt_bytes(m->bytes, b, sizeof b);
+    if (!isnan(m->val)) {
+        char t[24];
+        view_fmt_value(m->val, t, sizeof t);
+        snprintf(v, sizeof v, " = %s", t);
+    }
+    if (m->what == MLSYS_FLOW_WEIGHTS)
+        snprintf(out, n, "weights v%d%s%s%s", m->version, b[0] && longer ? " (" : "",
+                 longer ? b : "", b[0] && longer ? ")" : "");
+    else
+        snprintf(out, n, "%d %s%s%s%s%s", m->count, what_word(m->what, m->count), v,
+                 b[0] && longer ? " (" : "", longer ? b : "", b[0] && longer ? ")" : "");
+}
+
+static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const view_ctx *ctx)
+{
+    flow *f = data;
+    int ascii = ctx->ascii || g->ascii;
+    grid_clip(g, x, y, w, h);
+    char line[256];
+    if (!f->nr) {
+        view_put_clipped(g, x, y, w, "flow", GRID_BOLD);
+        view_put_clipped(g, x + 2, y + 2, w - 2, "no roles yet", GRID_DIM);
+        view_put_clipped(g, x + 2, y + 3, w - 2, "This view draws the parts of a system (the "
+                         "four models of RLHF, a server's queue and model) and what moves "
+                         "between them, once the lab names them.", GRID_DIM);
+        grid_unclip(g);
+        return;
+    }
+    /* title and the phases of the step, the current one marked */
+    int used = snprintf(line, sizeof line, "flow %s %d role%s", view_glyph(ascii, "·", "-"),
+                        f->nr, f->nr == 1 ? "" : "s");
+    if (f->cur_phase >= 0)
+        snprintf(line + used, sizeof line - (size_t)used, " %s iteration %d",
+                 view_glyph(ascii, "·", "-"), f->iteration);
+    view_put_clipped(g, x, y, w, line, GRID_BOLD);
+    int cx = x;
+    for (int i = 0; i < f->nph && cx < x + w; i++) {
+        if (i)
+            cx += grid_put(g, cx, y + 1, ascii ? " -> " : " → ", GRID_DIM);
+        int cur = i == f->cur_phase;
+        char t[40];
+        snprintf(t, sizeof t, cur ? "[%s]" : "%s", f->ph[i].name);
+        cx += grid_put(g, cx, y + 1, t, cur ? GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD | GRID_REVERSE
+                       : GRID_DIM);
+    }
+    /* curves on the right when wide, under the boxes otherwise */
+    int side = f->ns && w >= 100 ? 30 : 0;
+    int aw = w - (side ? side + 2 : 0);
+    int below = f->ns && !side ? 4 : 0;
+    int list = f->nmv ? 3 : 0;                 /* the current phase's moves, as text */
+    int ay = y + 3, ah = h - 3 - below - list;
+    uint64_t gmax = 0;
+    int maxg = 0;
+    for (int i = 0; i < f->nr; i++) {
+        for (int k = 0; k < f->r[i].ng; k++)
+            if (!f->r[i].g[k].cap && f->r[i].g[k].bytes > gmax)
+                gmax = f->r[i].g[k].bytes;
+        if (f->r[i].ng > maxg)
+            maxg = f->r[i].ng;
+    }
+    /* boxes: a row when they fit, else two rows */
+    int n = f->nr, rows = 1, cols = n;
+    int bw = (aw - (cols - 1) * 4) / cols;
+    if (bw < 18 && n > 1) {
+        rows = 2;
+        cols = (n + 1) / 2;
+        bw = (aw - (cols - 1) * 4) / cols;
+    }
+    if (bw > 30)
+        bw = 30;
+    int bh = 2 + (maxg > 0 ? maxg : 1);
+    int vgap = rows == 2 ? (ah - 2 * bh) : 0;
+    if (vgap < 1 && rows == 2) {
+        bh = (ah - 1) / 2;
+        vgap = ah - 2 * bh;
+    }
+    if (bw < 10 || bh < 3) {
+        view_put_clipped(g, x, ay, w, "flow: enlarge the terminal to see the roles", GRID_DIM);
+        grid_unclip(g);
+        return;
+    }
+    rect bx[FLOW_ROLES];
+    int span = cols * bw + (cols - 1) * 4, x0 = x + (aw - span) / 2;
+    for (int i = 0; i < n; i++) {
+        int rr = rows == 2 ? i / cols : 0, cc = rows == 2 ? i % cols : i;
+        bx[i].w = bw;
+        bx[i].h = bh;
+        bx[i].x = x0 + cc * (bw + 4);
+        bx[i].y = rows == 2 ? ay + rr * (bh + vgap) : ay + (ah - bh) / 2;
+        if (rows == 1 && ah - bh >= 4)
+            bx[i].y = ay + 1;
+    }
+    /* which roles take part in the shown frame's moves */
+    int active[FLOW_ROLES] = {0};
+    for (int i = 0; i < f->nmv; i++) {
+        int a = role_index(f, f->mv[i].from), b = role_index(f, f->mv[i].to);
+        if (f->mv[i].frame == ctx->frame) {
+            if (a >= 0)
+                active[a] = 1;
+            if (b >= 0)
+                active[b] = 1;
+        }
+    }
+    /* the arrows of this phase: dashes first, labels and packets over them */
+    double t = ctx->anim < 0 ? 0 : ctx->anim > 1 ? 1 : ctx->anim;
+    int px[600], py[600];
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < f->nmv; i++) {
+            const move *m = &f->mv[i];
+            int a = role_index(f, m->from), b = role_index(f, m->to);
+            if (a < 0 || b < 0 || a == b)
+                continue;
+            int dup = 0;                /* one arrow per pair: the newest move labels it */
+            for (int j = i + 1; j < f->nmv; j++)
+                dup |= f->mv[j].from == m->from && f->mv[j].to == m->to;
+            if (dup)
+                continue;
+            int np = path(bx, n, a, b, px, py, 600);
+            if (np < 1)
+                continue;
+            int now = m->frame == ctx->frame;
+            grid_attr at = UI_RANK_ATTR(a) | (now ? GRID_BOLD : GRID_DIM);
+            if (pass == 0) {
+                for (int k = 0; k < np - 1; k++)
+                    grid_set(g, px[k], py[k], ascii ? ':' : 0x2504, at);
+                grid_set(g, px[np - 1], py[np - 1],
+                         head_cp(bx[b].x - bx[a].x, bx[b].y - bx[a].y, ascii), at | GRID_BOLD);
+                continue;
+            }
+            char lb[64];
+            move_text(m, lb, sizeof lb, 0);
+            int mid = np / 2, vertical = abs(bx[b].x - bx[a].x) < abs(bx[b].y - bx[a].y);
+            int lx = vertical ? px[mid] + 2 : px[mid] - (int)strlen(lb) / 2;
+            int ly = vertical ? py[mid] : py[mid] + (a < b ? -1 : 1);
+            grid_put(g, lx, ly, lb, at);
+            if (now && t < 1.0) {
+                int k = (int)(t * (np - 1) + 0.5);
+                grid_set(g, px[k], py[k], ascii ? '@' : 0x25cf, UI_RANK_ATTR(a) | GRID_BOLD);
+            }
+        }
+    for (int i = 0; i < n; i++)
+        draw_box(g, &bx[i], &f->r[i], i, gmax, ascii, active[i]);
+    /* this phase's moves in words, newest last */
+    if (list) {
+        int ly = ay + ah, shown = 0;
+        for (int i = f->nmv - 1; i >= 0 && shown < list; i--, shown++) {
+            const move *m = &f->mv[i];
+            int a = role_index(f, m->from), b = role_index(f, m->to);
+            char mt[64];
+            move_text(m, mt, sizeof mt, 1);
+            snprintf(line, sizeof line, "%s %s %s: %s", a >= 0 ? f->r[a].name : "?",
+                     ascii ? "->" : "→", b >= 0 ? f->r[b].name : "?", mt);
+            view_put_clipped(g, x, ly + list - 1 - shown, aw, line,
+                             m->frame == ctx->frame ? GRID_BOLD : GRID_DIM);
+        }
+    }
+    /* the curves */
+    if (side) {
+        int sx = x + w - side, sy = y + 3, ch = (h - 3) / (f->ns ? f->ns : 1);
+        grid_vline(g, sx - 1, y + 2, h - 2, GRID_PAIR(UI_PAIR_DIM));
+        for (int i = 0; i < f->ns; i++)
+            if (f->s[i].n)
+                draw_curve(g, sx + 1, sy + i * ch, side - 1, ch > 8 ? 8 : ch - 1, &f->s[i], i,
+                           ascii);
+    } else if (below) {
+        int cw = f->ns ? (w - (f->ns - 1) * 2) / f->ns : w;
+        for (int i = 0; i < f->ns; i++)
+            if (f->s[i].n)
+                draw_curve(g, x + i * (cw + 2), y + h - below, cw, below, &f->s[i], i, ascii);
+    }
+    grid_unclip(g);
+}
+
+static const ui_key_help flow_keys[] = {{NULL, NULL}};
+
+static const char *const *flow_notes(int ascii)
+{
+    static const char *const lines[] = {
+        "Boxes are the roles with the memory each holds; the arrows are what moved in the "
+        "current phase (bold: in the step shown), labelled with what and how much.", NULL
+    };
+    (void)ascii;
+    return lines;
+}
+
+const view_class view_flow_class = {
+    .name = "flow",
+    .title = "flow",
+    .help = "roles as boxes with their memory, the phase of the step, batches moving between "
+            "roles, and the lab's curves beside",
+    .keys = flow_keys,
+    .notes = flow_notes,
+    .create = flow_create,
+    .free = flow_free,
+    .reset = flow_reset,
+    .rewind = flow_rewind,
+    .wants = flow_wants,
+    .event = flow_event,
+    .draw = flow_draw,
+};
