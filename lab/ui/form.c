@@ -1,7 +1,9 @@
 /* form.c - the lab launcher: one row per flag of the lab and per common flag (timeout, algo,
  * trace, gated), prefilled with the defaults and checked with lab_flag_check on every key,
  * so a wrong value is red before the learner launches. Enter starts a real job through the
- * runner (ui_run.c) and opens the live views. */
+ * runner (ui_run.c) and opens the live views. A free-text field (a file name) takes every
+ * key only while it is being edited: typing starts that (q still goes back before it),
+ * Enter or Esc ends it; after a launch the selection rests on the Launch button. */
 #include "ui.h"
 #include "../cli/runner.h"
 #include <ctype.h>
@@ -25,6 +27,7 @@ typedef struct form {
     field fl[FORM_MAX];
     int n;
     int sel;                    /* n = the Launch button */
+    int editing;                /* the selected free-text field takes every key */
     int top;
     char msg[600];
     int msg_err;
@@ -244,7 +247,7 @@ static const ui_key_help *form_keys(ui_screen *s)
             fm->keys[k++] = (ui_key_help){"type", "edit"};
     }
     if (form_typing(s))
-        fm->keys[k++] = (ui_key_help){"Esc", "back"};
+        fm->keys[k++] = (ui_key_help){"Enter/Esc", "done"};
     fm->keys[k] = (ui_key_help){NULL, NULL};
     return fm->keys;
 }
@@ -265,6 +268,8 @@ static const char *const *form_help(ui_screen *s)
     int k = 0;
     lines[k++] = "Every value is checked as you type; a red line says what is wrong. Spaces "
                  "around a value do not count.";
+    lines[k++] = "A file name field takes every key once you type into it (Enter or Esc ends "
+                 "that); before, q goes back. To start a name with q, press Right first.";
     if (has_field(fm, "gated"))
         lines[k++] = "gated: the real ranks stop at each algorithm step until you press n in "
                      "the views.";
@@ -421,8 +426,17 @@ static int launch(form *fm)
         return UI_HANDLED | UI_REDRAW;
     }
     fm->msg[0] = 0;
+    fm->editing = 0;
+    fm->sel = fm->n;                /* back from the run: q goes back, Enter runs it again */
     ui_push(r);
     return UI_HANDLED | UI_REDRAW;
+}
+
+/* A free-text field (a file name, not the algorithm's choice). */
+static int is_text(const form *fm, const field *fd)
+{
+    (void)fm;
+    return fd->f->type == FLAG_STR && strcmp(fd->f->name, "algo") != 0;
 }
 
 static int edit(field *fd, int key)
@@ -472,11 +486,17 @@ static int form_key(ui_screen *s, int key)
     form *fm = s->data;
     field *fd = fm->sel < fm->n ? &fm->fl[fm->sel] : NULL;
     fm->msg_err = fm->msg_err && key != UI_KEY_UP && key != UI_KEY_DOWN;
+    if (fm->editing && (key == UI_KEY_ENTER || key == UI_KEY_ESC)) {
+        fm->editing = 0;            /* the name is done; Enter again launches */
+        return UI_HANDLED | UI_REDRAW;
+    }
     switch (key) {
     case UI_KEY_UP: case UI_KEY_BTAB:
+        fm->editing = 0;
         move_sel(fm, -1);
         return UI_HANDLED | UI_REDRAW;
     case UI_KEY_DOWN: case UI_KEY_TAB:
+        fm->editing = 0;
         move_sel(fm, 1);
         return UI_HANDLED | UI_REDRAW;
     case UI_KEY_ENTER: case UI_KEY_F5:
@@ -519,12 +539,15 @@ static int form_key(ui_screen *s, int key)
             fd->cur--;
         else if (key == UI_KEY_RIGHT && fd->cur < fd->len)
             fd->cur++;
+        fm->editing = is_text(fm, fd);      /* moving the cursor in a name starts editing */
         return UI_HANDLED | UI_REDRAW;
     }
-    if (key == 'q' && !form_typing(s))
-        return 0;                   /* not a digit or a choice: q goes back */
-    if (edit(fd, key))
+    if ((key == 'q' || key == 'Q') && !form_typing(s))
+        return 0;                   /* not a digit, a choice or a name being typed: back */
+    if (edit(fd, key)) {
+        fm->editing = is_text(fm, fd);      /* a key typed into a name: it has every key */
         return UI_HANDLED | UI_REDRAW;
+    }
     return 0;
 }
 
@@ -534,12 +557,12 @@ static void form_free(ui_screen *s)
     free(s);
 }
 
-/* Free text (a file name) takes every key; numbers and choices leave q to go back. */
+/* Free text (a file name) being edited takes every key; numbers and choices leave q to go
+ * back, and so does a name until the learner types into it. */
 static int form_typing(ui_screen *s)
 {
     form *fm = s->data;
-    return fm->sel < fm->n && fm->fl[fm->sel].f->type == FLAG_STR &&
-           strcmp(fm->fl[fm->sel].f->name, "algo") != 0;
+    return fm->editing && fm->sel < fm->n && is_text(fm, &fm->fl[fm->sel]);
 }
 
 static const ui_screen_class form_class = {

@@ -164,13 +164,45 @@ START_TEST(form_q_and_typing)
     ck_assert_int_eq(s->cls->key(s, 'q'), 0);       /* the shell goes back */
     const ui_key_help *k = s->cls->keys(s);
     ck_assert(!has_key(k, "Esc", NULL));            /* the footer's q back says it once */
-    /* down to trace, a file name: every key is text there */
-    for (int i = 0; i < 8 && !s->cls->typing(s); i++)
+    /* down to trace (world-size, timeout, algo, trace), a file name: q still goes back
+     * until the learner types into it */
+    for (int i = 0; i < 3; i++)
         s->cls->key(s, UI_KEY_DOWN);
-    ck_assert(s->cls->typing(s));
-    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);
     k = s->cls->keys(s);
-    ck_assert(has_key(k, "Esc", "back"));
+    ck_assert(has_key(k, "type", "edit") && !has_key(k, "Left/Right", NULL));
+    ck_assert(!s->cls->typing(s));
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);       /* back, not a 'q' in the name */
+    ck_assert(s->cls->key(s, 'o') & UI_HANDLED);    /* typing starts the editing */
+    ck_assert(s->cls->typing(s));
+    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);    /* now q is text */
+    k = s->cls->keys(s);
+    ck_assert(has_key(k, "Enter/Esc", "done"));
+    ck_assert(s->cls->key(s, UI_KEY_ENTER) & UI_HANDLED);   /* Enter ends the name */
+    ck_assert(!s->cls->typing(s));
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);
+    s->cls->free(s);
+}
+END_TEST
+
+/* The learner's "q q 6 Enter" after a run: the form must not have taken q (or 6) as text. */
+START_TEST(form_after_a_run_leaves_text_alone)
+{
+    ui_screen *s = form_create(&klab);
+    /* world-size 1, then type into the trace name (and clear it: no file), launch */
+    s->cls->key(s, UI_CTRL('u'));
+    s->cls->key(s, '1');
+    for (int i = 0; i < 3; i++)
+        s->cls->key(s, UI_KEY_DOWN);
+    s->cls->key(s, 'x');
+    ck_assert(s->cls->typing(s));
+    s->cls->key(s, UI_CTRL('u'));
+    s->cls->key(s, UI_KEY_ENTER);                   /* ends the name */
+    ck_assert(s->cls->key(s, UI_KEY_ENTER) & UI_HANDLED);   /* launches */
+    /* back on the form (the shell popped the run screen): q goes back, not into a field */
+    ck_assert(!s->cls->typing(s));
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);
+    const ui_key_help *k = s->cls->keys(s);
+    ck_assert(!has_key(k, "type", "edit"));         /* the Launch button is selected */
     s->cls->free(s);
 }
 END_TEST
@@ -210,6 +242,38 @@ START_TEST(run_screen_keys_and_busy)
         usleep(5000);
     }
     ck_assert(!s->cls->busy(s));
+    s->cls->free(s);
+}
+END_TEST
+
+/* A gated job: ] with no later collective says why nothing moved; the help names F10; q in
+ * the run screen is not taken by it (the shell asks before it stops the job). */
+static int gated_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    return mlsys_step(c, 0, "hold");
+}
+
+START_TEST(run_screen_says_what_keys_cannot_do)
+{
+    char err[256];
+    ui_screen *s = run_create_fn("gated", 2, 1, gated_rank, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert(s->cls->key(s, ']') & UI_HANDLED);
+    grid *g = grid_create(100, 30);
+    s->cls->draw(s, g, 0, 1, 100, 28);
+    char *f = grid_dump(g);
+    ck_assert_msg(strstr(f, "no later collective recorded yet: n lets the ranks take their "
+                           "next step"), "%s", f);
+    free(f);
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);       /* the shell's: it asks while busy */
+    ck_assert(s->cls->busy(s));
+    ck_assert(has_key(ui_global_keys(2, 0, 1, 1), "Q/F10", "quit"));
+    ck_assert(has_key(ui_global_keys(1, 0, 0, 1), "q/Q/F10", "quit"));
+    ck_assert(has_key(ui_global_keys(2, 0, 1, 1), "q/Esc", "asks first"));
+    /* no ranks (a replay): Ctrl-C stops nothing */
+    ck_assert(!has_key(ui_global_keys(2, 0, 0, 1), "Ctrl-C", "rank"));
+    grid_free(g);
     s->cls->free(s);
 }
 END_TEST
@@ -255,8 +319,10 @@ static Suite *keys_suite(void)
     tcase_add_test(t, home_q_goes_back_then_quits);
     tcase_add_test(t, pane_hint_is_t_not_h);
     tcase_add_test(t, form_q_and_typing);
+    tcase_add_test(t, form_after_a_run_leaves_text_alone);
     tcase_add_test(t, run_screen_keys_and_busy);
     tcase_add_test(t, algo_fallbacks_are_said);
+    tcase_add_test(t, run_screen_says_what_keys_cannot_do);
     suite_add_tcase(s, t);
     return s;
 }
