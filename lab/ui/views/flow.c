@@ -250,82 +250,34 @@ static void flow_event(void *data, const mlsys_event *e, int frame)
 
 /* ---- drawing ---- */
 
-typedef struct rect { int x, y, w, h; } rect;
-
-static int in_rect(const rect *r, int n, int x, int y)
-{
-    for (int i = 0; i < n; i++)
-        if (x >= r[i].x && x < r[i].x + r[i].w && y >= r[i].y && y < r[i].y + r[i].h)
-            return 1;
-    return 0;
-}
-
-/* The path of an arrow from box a to box b, outside every box: cells into px/py. */
-static int path(const rect *bx, int nb, int a, int b, int *px, int *py, int max)
-{
-    int x0 = bx[a].x + bx[a].w / 2, y0 = bx[a].y + bx[a].h / 2;
-    int x1 = bx[b].x + bx[b].w / 2, y1 = bx[b].y + bx[b].h / 2;
-    if (a > b) {            /* the way back runs beside the way there */
-        y0++;
-        y1++;
-    }
-    int dx = abs(x1 - x0), sx = x0 < x1 ? 1 : -1, dy = -abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
-    int err = dx + dy, x = x0, y = y0, n = 0;
-    for (;;) {
-        if (!in_rect(bx, nb, x, y) && n < max) {
-            px[n] = x;
-            py[n] = y;
-            n++;
-        }
-        if (x == x1 && y == y1)
-            break;
-        int e2 = 2 * err;
-        if (e2 >= dy) {
-            err += dy;
-            x += sx;
-        }
-        if (e2 <= dx) {
-            err += dx;
-            y += sy;
-        }
-    }
-    return n;
-}
-
-static uint32_t head_cp(int dx, int dy, int ascii)
-{
-    if (abs(dx) >= 2 * abs(dy))
-        return dx > 0 ? (ascii ? '>' : 0x25b6) : (ascii ? '<' : 0x25c0);
-    return dy > 0 ? (ascii ? 'v' : 0x25bc) : (ascii ? '^' : 0x25b2);
-}
-
-static void draw_box(grid *g, const rect *b, const role *r, int idx, uint64_t gmax, int ascii,
-                     int active)
+static void draw_box(grid *g, int x, int y, int w, int h, const role *r, int idx, uint64_t gmax,
+                     int ascii, int active)
 {
     grid_attr fa = UI_RANK_ATTR(idx) | (active ? GRID_BOLD : 0);
-    grid_fill(g, b->x, b->y, b->w, b->h, ' ', 0);
-    grid_box(g, b->x, b->y, b->w, b->h, active, fa);
+    grid_fill(g, x, y, w, h, ' ', 0);
+    grid_box(g, x, y, w, h, active, fa);
     char t[40];
     snprintf(t, sizeof t, " %s ", r->name);
-    view_put_clipped(g, b->x + 1, b->y, b->w - 2, t, fa | GRID_BOLD);
-    int inner = b->w - 2;
-    for (int i = 0; i < r->ng && i < b->h - 2; i++) {
+    view_put_clipped(g, x + 1, y, w - 2, t, fa | GRID_BOLD);
+    int inner = w - 2;
+    for (int i = 0; i < r->ng && i < h - 2; i++) {
         const gauge *ga = &r->g[i];
         char v[24];
         view_fmt_bytes(ga->bytes, v, sizeof v);
-        int nw = inner - (int)strlen(v) - 1;
+        int vw = (int)strlen(v), nw = inner - vw - 1;
         int lw = nw > 10 ? 10 : nw;
-        int y = b->y + 1 + i;
-        view_put_clipped(g, b->x + 1, y, lw, ga->name, GRID_DIM);
+        int yy = y + 1 + i;
+        view_put_clipped(g, x + 1, yy, lw, ga->name, GRID_DIM);
         int bw = nw - lw - 1;
         uint64_t max = ga->cap ? ga->cap : gmax;
         if (bw >= 3 && max) {
             int fill = (int)((double)ga->bytes / (double)max * bw + 0.5);
             for (int k = 0; k < bw; k++)
-                grid_put(g, b->x + 2 + lw + k, y, k < fill ? (ascii ? "#" : "▇") :
+                grid_put(g, x + 2 + lw + k, yy, k < fill ? (ascii ? "#" : "▇") :
                          (ascii ? "-" : "░"), k < fill ? UI_RANK_ATTR(idx) : GRID_DIM);
         }
-        grid_put(g, b->x + b->w - 1 - (int)strlen(v), y, v, 0);
+        if (vw <= inner)
+            grid_put(g, x + w - 1 - vw, yy, v, 0);
     }
 }
 
@@ -350,7 +302,7 @@ static void draw_curve(grid *g, int x, int y, int w, int h, const series *s, int
     static const char *const bars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
     for (int i = 0; i < n; i++) {
         double fr = hi > lo ? (yy[i] - lo) / (hi - lo) : 0.5;
-        int level = (int)lround(fr * rows * 8);          /* eighths of a row */
+        int level = (int)lround(fr * (rows * 8 - 1)) + 1;      /* eighths of a row, >= 1 */
         for (int r = 0; r < rows; r++) {
             int cell = level - r * 8;
             cell = cell < 0 ? 0 : cell > 8 ? 8 : cell;
@@ -373,7 +325,7 @@ static const char *what_word(int what, int count)
     return count == 1 ? one[what] : many[what];
 }
 
-/* "tokens: 8 sequences (12 KiB)". */
+/* "8 sequences (2 KiB)", "8 rewards = 0.5", "weights v2". */
 static void move_text(const move *m, char *out, size_t n, int longer)
 {
     char b[24] = "", v[32] = "";
@@ -384,14 +336,17 @@ static void move_text(const move *m, char *out, size_t n, int longer)
         view_fmt_value(m->val, t, sizeof t);
         snprintf(v, sizeof v, " = %s", t);
     }
+    int sz = b[0] && longer;
     if (m->what == MLSYS_FLOW_WEIGHTS)
-        snprintf(out, n, "weights v%d%s%s%s", m->version, b[0] && longer ? " (" : "",
-                 longer ? b : "", b[0] && longer ? ")" : "");
+        snprintf(out, n, "weights v%d%s%s%s", m->version, sz ? " (" : "", sz ? b : "",
+                 sz ? ")" : "");
     else
         snprintf(out, n, "%d %s%s%s%s%s", m->count, what_word(m->what, m->count), v,
-                 b[0] && longer ? " (" : "", longer ? b : "", b[0] && longer ? ")" : "");
+                 sz ? " (" : "", sz ? b : "", sz ? ")" : "");
 }
 
+/* The boxes in a row over the area, the phase's moves under them as a sequence chart: a
+ * line from the sender's box down to the row of the move, an arrow to the receiver's. */
 static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const view_ctx *ctx)
 {
     flow *f = data;
@@ -419,17 +374,18 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
         if (i)
             cx += grid_put(g, cx, y + 1, ascii ? " -> " : " → ", GRID_DIM);
         int cur = i == f->cur_phase;
-        char t[40];
+        char t[48];
         snprintf(t, sizeof t, cur ? "[%s]" : "%s", f->ph[i].name);
         cx += grid_put(g, cx, y + 1, t, cur ? GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD | GRID_REVERSE
                        : GRID_DIM);
     }
-    /* curves on the right when wide, under the boxes otherwise */
-    int side = f->ns && w >= 100 ? 30 : 0;
+    /* curves on the right when wide, under the chart otherwise */
+    int have_curves = 0;
+    for (int i = 0; i < f->ns; i++)
+        have_curves |= f->s[i].n > 0;
+    int side = have_curves && w >= 100 ? 28 : 0;
     int aw = w - (side ? side + 2 : 0);
-    int below = f->ns && !side ? 4 : 0;
-    int list = f->nmv ? 3 : 0;                 /* the current phase's moves, as text */
-    int ay = y + 3, ah = h - 3 - below - list;
+    int below = have_curves && !side && h >= 16 ? 4 : 0;
     uint64_t gmax = 0;
     int maxg = 0;
     for (int i = 0; i < f->nr; i++) {
@@ -439,115 +395,107 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
         if (f->r[i].ng > maxg)
             maxg = f->r[i].ng;
     }
-    /* boxes: a row when they fit, else two rows */
-    int n = f->nr, rows = 1, cols = n;
-    int bw = (aw - (cols - 1) * 4) / cols;
-    if (bw < 18 && n > 1) {
-        rows = 2;
-        cols = (n + 1) / 2;
-        bw = (aw - (cols - 1) * 4) / cols;
-    }
+    int n = f->nr, gap = 2;
+    int bw = (aw - (n - 1) * gap) / n;
     if (bw > 30)
         bw = 30;
     int bh = 2 + (maxg > 0 ? maxg : 1);
-    int vgap = rows == 2 ? (ah - 2 * bh) : 0;
-    if (vgap < 1 && rows == 2) {
-        bh = (ah - 1) / 2;
-        vgap = ah - 2 * bh;
-    }
-    if (bw < 10 || bh < 3) {
-        view_put_clipped(g, x, ay, w, "flow: enlarge the terminal to see the roles", GRID_DIM);
+    int by = y + 3, room = h - 3 - below;
+    if (bh > room - 2)
+        bh = room - 2;
+    if (bw < 8 || bh < 2) {
+        view_put_clipped(g, x, by, w, "flow: enlarge the terminal to see the roles", GRID_DIM);
         grid_unclip(g);
         return;
     }
-    rect bx[FLOW_ROLES];
-    int span = cols * bw + (cols - 1) * 4, x0 = x + (aw - span) / 2;
-    for (int i = 0; i < n; i++) {
-        int rr = rows == 2 ? i / cols : 0, cc = rows == 2 ? i % cols : i;
-        bx[i].w = bw;
-        bx[i].h = bh;
-        bx[i].x = x0 + cc * (bw + 4);
-        bx[i].y = rows == 2 ? ay + rr * (bh + vgap) : ay + (ah - bh) / 2;
-        if (rows == 1 && ah - bh >= 4)
-            bx[i].y = ay + 1;
-    }
+    int span = n * bw + (n - 1) * gap, x0 = x + (aw - span) / 2;
+    int mid[FLOW_ROLES];
+    for (int i = 0; i < n; i++)
+        mid[i] = x0 + i * (bw + gap) + bw / 2;
     /* which roles take part in the shown frame's moves */
     int active[FLOW_ROLES] = {0};
-    for (int i = 0; i < f->nmv; i++) {
-        int a = role_index(f, f->mv[i].from), b = role_index(f, f->mv[i].to);
+    for (int i = 0; i < f->nmv; i++)
         if (f->mv[i].frame == ctx->frame) {
+            int a = role_index(f, f->mv[i].from), b = role_index(f, f->mv[i].to);
             if (a >= 0)
                 active[a] = 1;
             if (b >= 0)
                 active[b] = 1;
         }
-    }
-    /* the arrows of this phase: dashes first, labels and packets over them */
-    double t = ctx->anim < 0 ? 0 : ctx->anim > 1 ? 1 : ctx->anim;
-    int px[600], py[600];
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < f->nmv; i++) {
-            const move *m = &f->mv[i];
-            int a = role_index(f, m->from), b = role_index(f, m->to);
-            if (a < 0 || b < 0 || a == b)
-                continue;
-            int dup = 0;                /* one arrow per pair: the newest move labels it */
-            for (int j = i + 1; j < f->nmv; j++)
-                dup |= f->mv[j].from == m->from && f->mv[j].to == m->to;
-            if (dup)
-                continue;
-            int np = path(bx, n, a, b, px, py, 600);
-            if (np < 1)
-                continue;
-            int now = m->frame == ctx->frame;
-            grid_attr at = UI_RANK_ATTR(a) | (now ? GRID_BOLD : GRID_DIM);
-            if (pass == 0) {
-                for (int k = 0; k < np - 1; k++)
-                    grid_set(g, px[k], py[k], ascii ? ':' : 0x2504, at);
-                grid_set(g, px[np - 1], py[np - 1],
-                         head_cp(bx[b].x - bx[a].x, bx[b].y - bx[a].y, ascii), at | GRID_BOLD);
-                continue;
-            }
-            char lb[64];
-            move_text(m, lb, sizeof lb, 0);
-            int mid = np / 2, vertical = abs(bx[b].x - bx[a].x) < abs(bx[b].y - bx[a].y);
-            int lx = vertical ? px[mid] + 2 : px[mid] - (int)strlen(lb) / 2;
-            int ly = vertical ? py[mid] : py[mid] + (a < b ? -1 : 1);
-            grid_put(g, lx, ly, lb, at);
-            if (now && t < 1.0) {
-                int k = (int)(t * (np - 1) + 0.5);
-                grid_set(g, px[k], py[k], ascii ? '@' : 0x25cf, UI_RANK_ATTR(a) | GRID_BOLD);
-            }
-        }
     for (int i = 0; i < n; i++)
-        draw_box(g, &bx[i], &f->r[i], i, gmax, ascii, active[i]);
-    /* this phase's moves in words, newest last */
-    if (list) {
-        int ly = ay + ah, shown = 0;
-        for (int i = f->nmv - 1; i >= 0 && shown < list; i--, shown++) {
-            const move *m = &f->mv[i];
-            int a = role_index(f, m->from), b = role_index(f, m->to);
-            char mt[64];
-            move_text(m, mt, sizeof mt, 1);
-            snprintf(line, sizeof line, "%s %s %s: %s", a >= 0 ? f->r[a].name : "?",
-                     ascii ? "->" : "→", b >= 0 ? f->r[b].name : "?", mt);
-            view_put_clipped(g, x, ly + list - 1 - shown, aw, line,
-                             m->frame == ctx->frame ? GRID_BOLD : GRID_DIM);
+        draw_box(g, x0 + i * (bw + gap), by, bw, bh, &f->r[i], i, gmax, ascii, active[i]);
+    /* the sequence chart: a row per move of this phase, the newest last */
+    double t = ctx->anim < 0 ? 0 : ctx->anim > 1 ? 1 : ctx->anim;
+    int rows = room - bh, first = f->nmv > rows ? f->nmv - rows : 0;
+    int ly = by + bh;
+    uint32_t vline = grid_line_cp(GRID_V, ascii), hline = grid_line_cp(GRID_H, ascii);
+    for (int i = first; i < f->nmv; i++) {
+        const move *m = &f->mv[i];
+        int a = role_index(f, m->from), b = role_index(f, m->to), yy = ly + (i - first);
+        if (a < 0)
+            continue;
+        int now = m->frame == ctx->frame;
+        grid_attr at = UI_RANK_ATTR(a) | (now ? GRID_BOLD : GRID_DIM);
+        char lb[64];
+        move_text(m, lb, sizeof lb, 0);
+        for (int r = 0; r < n; r++)         /* the lifelines */
+            grid_set(g, mid[r], yy, vline, GRID_DIM);
+        if (b < 0 || b == a) {              /* kept, or to itself: a note beside */
+            snprintf(line, sizeof line, "%s %s", ascii ? "*" : "↺", lb);
+            view_put_clipped(g, mid[a] + 2, yy, x + aw - mid[a] - 2, line, at);
+            continue;
+        }
+        int lo = mid[a] < mid[b] ? mid[a] : mid[b], hi = mid[a] < mid[b] ? mid[b] : mid[a];
+        for (int c = lo + 1; c < hi; c++)
+            grid_set(g, c, yy, hline, at);
+        grid_set(g, mid[b] + (b > a ? -1 : 1), yy, b > a ? (ascii ? '>' : 0x25b6)
+                 : (ascii ? '<' : 0x25c0), at | GRID_BOLD);
+        int lw = (int)strlen(lb);
+        if (lw + 2 <= hi - lo - 2)
+            grid_put(g, lo + 1 + (hi - lo - 1 - lw) / 2, yy, lb, at);
+        else            /* too long for the gap: beside the arrow, on the far side */
+            view_put_clipped(g, hi + 2, yy, x + aw - hi - 2, lb, at);
+        if (now && t < 1.0) {
+            int k = (int)lround(t * (hi - lo - 2));
+            int px = b > a ? lo + 1 + k : hi - 1 - k;
+            grid_set(g, px, yy, ascii ? '@' : 0x25cf, UI_RANK_ATTR(a) | GRID_BOLD);
         }
     }
-    /* the curves */
+    if (first > 0)
+        grid_printf(g, x, ly - 1, GRID_PAIR(UI_PAIR_WARN), "+%d", first);
+    /* this step's moves in words (with their bytes), under the chart when there is room */
+    int wy = ly + (f->nmv - first) + 1, wend = y + h - below;
+    for (int i = first; i < f->nmv && wy < wend; i++) {
+        const move *m = &f->mv[i];
+        if (m->frame != ctx->frame)
+            continue;
+        int a = role_index(f, m->from), b = role_index(f, m->to);
+        char mt[80];
+        move_text(m, mt, sizeof mt, 1);
+        snprintf(line, sizeof line, "%s %s %s: %s", a >= 0 ? f->r[a].name : "?",
+                 ascii ? "->" : "→", b >= 0 ? f->r[b].name : a >= 0 ? f->r[a].name : "?", mt);
+        view_put_clipped(g, x, wy++, aw, line, GRID_DIM);
+    }
+    /* under the chart, or beside: the curves */
     if (side) {
-        int sx = x + w - side, sy = y + 3, ch = (h - 3) / (f->ns ? f->ns : 1);
+        int sx = x + w - side, sy = y + 3, nc = 0;
+        for (int i = 0; i < f->ns; i++)
+            nc += f->s[i].n > 0;
+        int ch = (h - 3) / (nc ? nc : 1);
         grid_vline(g, sx - 1, y + 2, h - 2, GRID_PAIR(UI_PAIR_DIM));
-        for (int i = 0; i < f->ns; i++)
+        for (int i = 0, k = 0; i < f->ns; i++)
             if (f->s[i].n)
-                draw_curve(g, sx + 1, sy + i * ch, side - 1, ch > 8 ? 8 : ch - 1, &f->s[i], i,
-                           ascii);
+                draw_curve(g, sx + 1, sy + (k++) * ch, side - 1, ch > 7 ? 6 : ch - 1, &f->s[i],
+                           i, ascii);
     } else if (below) {
-        int cw = f->ns ? (w - (f->ns - 1) * 2) / f->ns : w;
+        int nc = 0;
         for (int i = 0; i < f->ns; i++)
+            nc += f->s[i].n > 0;
+        int cw = nc ? (w - (nc - 1) * 2) / nc : w;
+        for (int i = 0, k = 0; i < f->ns; i++)
             if (f->s[i].n)
-                draw_curve(g, x + i * (cw + 2), y + h - below, cw, below, &f->s[i], i, ascii);
+                draw_curve(g, x + (k++) * (cw + 2), y + h - below, cw, below, &f->s[i], i,
+                           ascii);
     }
     grid_unclip(g);
 }
