@@ -112,7 +112,7 @@ static int cmd_run(int argc, char **argv)
 static int cmd_worker(int argc, char **argv)
 {
     const lab *l = argc >= 2 ? find_or_complain(argv[1]) : NULL;
-    return l && l->rank_main ? runner_worker(l, argc - 2, argv + 2) : 2;
+    return l && (l->rank_main || l->main) ? runner_worker(l, argc - 2, argv + 2) : 2;
 }
 
 static int cmd_doctor(int argc, char **argv)

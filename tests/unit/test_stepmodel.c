@@ -99,9 +99,12 @@ static int relay_rank(mlsys_comm *c, void *arg)
     return rc;
 }
 
+static const char *user_algo;      /* --algo for the next job (MLSYS_ALGO), NULL none */
+
 static stepmodel *run_model(int n, int (*fn)(mlsys_comm *, void *), void *arg)
 {
-    mlsys_launch_opts o = {.world_size = n, .timeout_ms = 10000, .trace_capacity = 8192};
+    mlsys_launch_opts o = {.world_size = n, .timeout_ms = 10000, .trace_capacity = 8192,
+                           .algo = user_algo};
     char err[256];
     mlsys_job *j = mlsys_job_start(&o, NULL, fn, arg, err, sizeof err);
     ck_assert_msg(j != NULL, "%s", err);
@@ -299,6 +302,204 @@ START_TEST(mask_text)
 }
 END_TEST
 
+/* ---- the tape: every event and line in its frame, fed to a view up to any frame ---- */
+
+typedef struct fedlog {
+    char text[64][24];          /* what was fed, in order: "e r<rank> f<frame> <label>" */
+    int n, rewinds;
+} fedlog;
+
+static void fl_rewind(void *u)
+{
+    fedlog *l = u;
+    l->n = 0;
+    l->rewinds++;
+}
+
+static void fl_event(void *u, const mlsys_event *e, int f)
+{
+    fedlog *l = u;
+    if (l->n < 64)
+        snprintf(l->text[l->n++], sizeof l->text[0], "e%d f%d %.8s", e->rank, f, e->label);
+}
+
+static void fl_line(void *u, int rank, int is_err, const char *text)
+{
+    fedlog *l = u;
+    (void)is_err;
+    if (l->n < 64)
+        snprintf(l->text[l->n++], sizeof l->text[0], "l%d %.12s", rank, text);
+}
+
+static mlsys_event mark(int rank, int kind, const char *label, uint64_t *t)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = (int16_t)kind;
+    e.rank = rank;
+    e.t_ns = *t += 10;
+    e.coll = e.algo = e.op = -1;
+    e.peer = e.tag = e.step = e.chunk = e.dtype = -1;
+    snprintf(e.label, sizeof e.label, "%s", label);
+    return e;
+}
+
+/* Rank 0 runs two steps ahead of rank 1; lines come in between. A consumer brought to frame
+ * k has seen exactly the items of frames <= k, each rank's in order, whether it got there
+ * step by step, in one go, or after going back. */
+START_TEST(tape_sync_any_frame)
+{
+    stepmodel *m = sm_create();
+    sm_reset(m, 2);
+    uint64_t t = 0;
+    mlsys_event e;
+    e = mark(0, MLSYS_EV_MARK, "a0", &t); sm_event(m, &e);
+    e = mark(1, MLSYS_EV_MARK, "b0", &t); sm_event(m, &e);
+    sm_line(m, 0, 0, "rank 0 says");
+    for (int k = 0; k < 3; k++) {                   /* rank 0: steps 0 1 2 with a mark each */
+        e = mark(0, MLSYS_EV_STEP, "s", &t); e.step = k; sm_event(m, &e);
+        char lb[8];
+        snprintf(lb, sizeof lb, "a%d", k + 1);
+        e = mark(0, MLSYS_EV_MARK, lb, &t); sm_event(m, &e);
+    }
+    sm_line(m, 1, 0, "rank 1 says");               /* rank 1 is still in frame 0 */
+    e = mark(1, MLSYS_EV_STEP, "s", &t); e.step = 0; sm_event(m, &e);
+    e = mark(1, MLSYS_EV_MARK, "b1", &t); sm_event(m, &e);
+    sm_line(m, -1, 0, "runner");                    /* the runner's: the newest frame (3) */
+    ck_assert_int_eq(sm_nframes(m), 4);
+    ck_assert_int_eq(sm_ncomplete(m), 1);           /* only frame 0: rank 1 is in frame 1 */
+    /* independent expectation for each frame: the items whose frame is <= k */
+    static const char *const items[][2] = {
+        {"e0 f0 a0", "0"}, {"e1 f0 b0", "0"}, {"l0 rank 0 says", "0"},
+        {"e0 f1 s", "1"}, {"e0 f1 a1", "1"}, {"e0 f2 s", "2"}, {"e0 f2 a2", "2"},
+        {"e0 f3 s", "3"}, {"e0 f3 a3", "3"}, {"l1 rank 1 says", "0"}, {"e1 f1 s", "1"},
+        {"e1 f1 b1", "1"}, {"l-1 runner", "3"},
+    };
+    int nitems = (int)(sizeof items / sizeof items[0]);
+    fedlog step_by_step = {0}, fresh = {0};
+    sm_cursor c1, c2;
+    sm_cursor_init(&c1);
+    sm_sink s1 = {fl_rewind, fl_event, fl_line, &step_by_step};
+    sm_sink s2 = {fl_rewind, fl_event, fl_line, &fresh};
+    for (int k = 0; k <= 3; k++) {
+        sm_sync(m, &c1, k, &s1);
+        sm_cursor_init(&c2);
+        fresh.n = 0;
+        sm_sync(m, &c2, k, &s2);
+        sm_cursor_fini(&c2);
+        /* the same set: count and membership */
+        int want = 0;
+        for (int i = 0; i < nitems; i++)
+            want += atoi(items[i][1]) <= k;
+        ck_assert_int_eq(step_by_step.n, want);
+        ck_assert_int_eq(fresh.n, want);
+        for (int i = 0; i < nitems; i++) {
+            int in1 = 0, in2 = 0;
+            for (int j = 0; j < want; j++) {
+                in1 |= !strcmp(step_by_step.text[j], items[i][0]);
+                in2 |= !strcmp(fresh.text[j], items[i][0]);
+            }
+            ck_assert_msg(in1 == (atoi(items[i][1]) <= k) && in2 == in1, "frame %d: %s", k,
+                          items[i][0]);
+        }
+        /* each rank's own items in their order: a0 before a1 before a2 ... */
+        const char *prev = "";
+        for (int j = 0; j < step_by_step.n; j++)
+            if (!strncmp(step_by_step.text[j], "e0", 2) && strstr(step_by_step.text[j], " a")) {
+                ck_assert_msg(strcmp(prev, step_by_step.text[j] + 6) < 0, "%s after %s",
+                              step_by_step.text[j], prev);
+                prev = step_by_step.text[j] + 6;
+            }
+    }
+    ck_assert_int_eq(step_by_step.rewinds, 0);
+    /* back to frame 1: rewound and fed again from the start */
+    sm_sync(m, &c1, 1, &s1);
+    ck_assert_int_eq(step_by_step.rewinds, 1);
+    ck_assert_int_eq(step_by_step.n, 8);
+    sm_cursor_fini(&c1);
+    /* a filter keeps what a view reads off the tape, but the model still reads it all */
+    sm_reset(m, 1);
+    sm_set_keep(m, NULL, NULL);
+    size_t before = sm_tape_len(m);
+    e = mark(0, MLSYS_EV_STEP, "s", &t); e.step = 0; sm_event(m, &e);
+    ck_assert_uint_eq(sm_tape_len(m), before + 1);
+    sm_free(m);
+}
+END_TEST
+
+static int keep_none(void *u, const mlsys_event *e)
+{
+    (void)u;
+    (void)e;
+    return 0;
+}
+
+START_TEST(tape_filter)
+{
+    stepmodel *m = sm_create();
+    sm_set_keep(m, keep_none, NULL);
+    sm_reset(m, 1);
+    uint64_t t = 0;
+    mlsys_event e = mark(0, MLSYS_EV_STEP, "s", &t);
+    e.step = 0;
+    sm_event(m, &e);
+    e = mark(0, MLSYS_EV_MARK, "x", &t);
+    sm_event(m, &e);
+    ck_assert_uint_eq(sm_tape_len(m), 0);           /* nobody reads them: not kept */
+    ck_assert_int_eq(sm_nframes(m), 2);             /* but the step opened its frame */
+    sm_line(m, 0, 0, "a line is always kept");
+    ck_assert_uint_eq(sm_tape_len(m), 1);
+    sm_free(m);
+}
+END_TEST
+
+/* ---- who chose the algorithm, as the run and its replays say ---- */
+
+static int rs_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    return mlsys_allreduce(c, x, y, 8, MLSYS_F32, MLSYS_SUM) ||
+           mlsys_scatter(c, x, y, 2, MLSYS_F32, 0);
+}
+
+START_TEST(who_chose_the_algorithm)
+{
+    char t[300];
+    /* the lab (mlsys_set_algo) */
+    job_arg a = {MLSYS_COLL_ALLREDUCE, "ring", 4, 0};
+    stepmodel *m = run_model(4, coll_rank, &a);
+    ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 0);
+    ck_assert_msg(!strcmp(t, "why: the lab chose ring"), "%s", t);
+    sm_free(m);
+    /* the rule */
+    m = run_model(4, rs_rank, NULL);
+    ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 0);
+    ck_assert_msg(strstr(t, "why: < 64 KiB: recursive_doubling"), "%s", t);
+    sm_free(m);
+    /* the learner (--algo: MLSYS_ALGO) */
+    user_algo = "ring";
+    m = run_model(4, rs_rank, NULL);
+    user_algo = NULL;
+    ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 0);
+    ck_assert_msg(!strcmp(t, "why: you chose ring (--algo)"), "%s", t);
+    /* scatter has no ring: its rule chose, and it is not said to be the learner's */
+    ck_assert_int_eq(sm_call_why(m, 1, t, sizeof t), 0);
+    ck_assert_msg(strstr(t, "scatter has no algorithm of the name you chose, so its rule "
+                            "chose"), "%s", t);
+    sm_free(m);
+    /* the learner's choice does not fit: what ran instead */
+    user_algo = "recursive_doubling";             /* all_gather's needs a power of two */
+    job_arg ag = {MLSYS_COLL_ALLGATHER, NULL, 2, 0};
+    m = run_model(3, coll_rank, &ag);
+    user_algo = NULL;
+    ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 1);
+    ck_assert_msg(strstr(t, "note: you chose recursive_doubling, which does not fit 3 ranks "
+                            "and this size, so ") && strstr(t, " ran instead"), "%s", t);
+    sm_free(m);
+}
+END_TEST
+
 static Suite *stepmodel_suite(void)
 {
     Suite *s = suite_create("stepmodel");
@@ -308,6 +509,9 @@ static Suite *stepmodel_suite(void)
     tcase_add_test(t, allgather_reduce_scatter_broadcast_reduce);
     tcase_add_test(t, barrier_and_relay);
     tcase_add_test(t, mask_text);
+    tcase_add_test(t, tape_sync_any_frame);
+    tcase_add_test(t, tape_filter);
+    tcase_add_test(t, who_chose_the_algorithm);
     suite_add_tcase(s, t);
     return s;
 }
