@@ -1,14 +1,17 @@
 /* main.c - the `mlsys-lab` program: a table of commands (list, run, doctor, bench, worker,
  * help) and the dispatch to them. With no command it opens the lab's front end when the
  * terminal allows, otherwise it prints the chapter list and how to run a lab. */
-#include "runner.h"
+#include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
 #include "train.h"
 #include "generate.h"
+#include "bench.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int lab_doctor_main(void);          /* chapters/ch01/verify_setup.c */
 
 typedef struct command {
     const char *name;
