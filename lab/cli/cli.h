@@ -4,6 +4,10 @@
 #ifndef MLSYS_CLI_H
 #define MLSYS_CLI_H
 
+/* bench.c: parse the flags, run the job, print the table. Exit status: 0 fine, 1 the job
+ * failed or some results were wrong, 2 a bad flag or value (one line on stderr). */
+int bench_main(int argc, char **argv);
+
 /* doctor.c */
 int doctor_main(int argc, char **argv);
 

@@ -6,7 +6,6 @@
 #include "../ui/ui.h"
 #include "train.h"
 #include "generate.h"
-#include "bench.h"
 #include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
