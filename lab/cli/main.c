@@ -4,7 +4,6 @@
 #include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
-#include "train.h"
 #include "generate.h"
 #include "cli.h"
 #include <stdio.h>
