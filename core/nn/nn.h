@@ -20,8 +20,14 @@
  * A shape [B,D] means B rows of D contiguous floats. "+=" in a comment means the function
  * accumulates into that buffer (parameter gradients); "=" means it overwrites. */
 
-/* ---- gemm.c: C = alpha * op(A) · op(B) + beta * C, one entry point, two kernels ---- */
-typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1 } nn_gemm_kernel;
+/* ---- gemm.c: C = alpha * op(A) · op(B) + beta * C, one entry point, three kernels ---- */
+/* REF: a short loop nest meant to be read. BLAS: OpenBLAS, fast; it rounds a row differently
+ * depending on how many rows are multiplied with it (a one-row multiply takes another code
+ * path than a many-row one). INVARIANT (gemm_inv.c): nearly as fast at the model's sizes,
+ * and a row's result is bit for bit the same whether it is multiplied alone or inside any
+ * batch: with it, a decode step of 16 sequences gives each the logits it would get alone,
+ * and a prompt prefilled in one call the logits of feeding it token by token. */
+typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1, NN_GEMM_INVARIANT = 2 } nn_gemm_kernel;
 
 /* op(A) is [M,K]: A itself (trans_a = 0, stored [M,K] with row stride lda >= K) or the
  * transpose of A (trans_a = 1, stored [K,M], lda >= M). Likewise op(B) is [K,N]: B stored
@@ -29,16 +35,36 @@ typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1 } nn_gemm_kernel;
  * overwrites C without reading it (NaNs in C do not survive). M, N or K may be 0. */
 void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* The readable reference kernel, callable directly (tests compare it with BLAS). */
+/* The readable reference kernel, callable directly (tests compare it with BLAS). Each row of
+ * C is computed on its own: it is batch-invariant too, slowly. */
 void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* Select the kernel nn_gemm dispatches to. Default: BLAS when built with OpenBLAS, else REF;
- * the environment variable MLSYS_GEMM=ref|blas overrides the default. Returns 0, or -1 when
- * BLAS is asked for but not built in (the kernel then stays as it was). */
+/* Once per process, first thing in main (before any thread or fork): OpenBLAS starts with
+ * OPENBLAS_NUM_THREADS threads (1 when unset: the variable is exported and the program
+ * exec'd again from argv, so the library starts with it), and MLSYS_GEMM=ref|blas|invariant
+ * picks the kernel. argv NULL: no exec (the count is then only lowered, and the threads the
+ * library started stay). A process that never calls it runs the default kernel. */
+void nn_gemm_start(char **argv);
+/* Select the kernel nn_gemm dispatches to (default: BLAS when built with OpenBLAS, else
+ * REF). Returns 0, or -1 when BLAS is asked for but not built in (the kernel stays). */
 int nn_set_gemm_kernel(nn_gemm_kernel k);
 nn_gemm_kernel nn_get_gemm_kernel(void);
-const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas" */
+const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas", "invariant" */
 int nn_have_blas(void);                              /* 1 when built with OpenBLAS */
+int nn_blas_threads(void);                           /* OpenBLAS's thread count (0: none) */
+/* Σ a[i]·b[i] over n in eight partial sums (a fixed order): the reference kernel's and
+ * attention's dot product. */
+float nn_dot(const float *a, const float *b, int n);
+
+/* ---- gemm_inv.c: the batch-invariant kernel (NN_GEMM_INVARIANT), callable directly ---- */
+void nn_gemm_invariant(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc);
+/* "avx2+fma" (chosen when the program loads, where the CPU has both) or "generic" (plain C,
+ * rounding differently: invariant across batches on one machine, not across machines). */
+const char *nn_gemm_invariant_isa(void);
+/* Tests only: 1 runs the plain C variant, 0 goes back to the CPU's choice. */
+void nn_gemm_invariant_generic(int on);
 
 /* ---- linear.c: y = x · Wᵀ + b (torch layout: W is [Out,In]) ---- */
 /* y[B,Out] = x[B,In] · w[Out,In]ᵀ + b[Out]. b may be NULL (no bias). y must not alias x. */
@@ -89,7 +115,8 @@ void nn_mse_backward(float *dpred, const float *pred, const float *target, size_
                      float dloss);
 
 /* ---- norm.c: RMSNorm and LayerNorm over the last dimension D of x[B,D] ---- */
-/* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved. */
+/* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved (rstd
+ * may be NULL: inference keeps nothing). y may alias x. */
 void nn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int D,
                         float eps);
 /* dx[B,D] = (written); dg[D] += sum over rows of dy ⊙ x̂. dx must not alias x. */

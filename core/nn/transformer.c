@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TF_EPS 1e-5f      /* llama2.c's RMSNorm epsilon */
 
 /* Offsets into the layer-major activation tensors: layer l of a family holding `per` floats
  * per layer (sized for the largest batch, so one forward may use a smaller B or T). */
@@ -173,7 +172,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
 
         /* attention half: xm = x + Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)) */
         nn_rmsnorm_forward(xn, AT(m->rstd_att, l, NM), x, w->rms_att + (size_t)l * C, N, C,
-                           TF_EPS);
+                           NN_TF_RMS_EPS);
         nn_linear_forward(q, xn, w->wq + (size_t)l * C * C, NULL, N, C, C);
         nn_linear_forward(k, xn, w->wk + (size_t)l * KV * C, NULL, N, C, KV);
         nn_linear_forward(v, xn, w->wv + (size_t)l * KV * C, NULL, N, C, KV);
@@ -186,7 +185,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
 
         /* MLP half: xout = xm + W2·(silu(W1·n(xm)) ⊙ W3·n(xm)) */
         nn_rmsnorm_forward(xn2, AT(m->rstd_ffn, l, NM), xm, w->rms_ffn + (size_t)l * C, N, C,
-                           TF_EPS);
+                           NN_TF_RMS_EPS);
         nn_linear_forward(h1, xn2, w->w1 + (size_t)l * H * C, NULL, N, C, H);
         nn_linear_forward(h3, xn2, w->w3 + (size_t)l * H * C, NULL, N, C, H);
         nn_swiglu_forward(hg, h1, h3, (size_t)N * H);
@@ -195,7 +194,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
             xout[i] += xm[i];
     }
     nn_rmsnorm_forward(m->xn_final, m->rstd_final, AT(m->resid, L, sC), w->rms_final, N, C,
-                       TF_EPS);
+                       NN_TF_RMS_EPS);
     nn_linear_forward(m->logits, m->xn_final, w->wcls, NULL, N, C, V);
     m->last_B = B;
     m->last_T = T;

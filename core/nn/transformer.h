@@ -88,8 +88,20 @@ void nn_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, in
 /* dx [B,T,NX·HS] in place: the rotation backwards (a rotation's transpose). */
 void nn_rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int T, int NX,
                       int HS);
+/* x [N,NX·HS] rotated in place, row i by position pos[i] (a table of at least max pos + 1
+ * rows): the same rotation, for rows of many sequences at any positions (inference). */
+void nn_rope_rows(float *x, const float *cos_t, const float *sin_t, const int *pos, int N,
+                  int NX, int HS);
 
 /* ---- attention.c: causal attention with grouped key/value heads (NKV divides NH) ---- */
+/* One query row q [NH·HS] attends to npos key and value rows: row t of keys (values) at
+ * k + r·ld (v + r·ld), r = rows[t] (rows NULL: r = t), each [NKV·HS]. out [NH·HS] =
+ * softmax(q·kᵀ/√HS)·v per head; head h's probabilities [npos] land at att + h·att_stride.
+ * The one attention: nn_attention_forward runs it on every row, inference on each row of a
+ * step over the KV cache's slots (rows = the slots of positions 0..pos). */
+void nn_attention_row(float *out, float *att, size_t att_stride, const float *q,
+                      const float *k, const float *v, size_t ld, const int *rows, int npos,
+                      int NH, int NKV, int HS);
 /* out [B,T,NH·HS] = softmax(Q·Kᵀ/√HS, causal)·V per head; att [B,NH,T,T] keeps the
  * probabilities (zero above the diagonal). q [B,T,NH·HS], k and v [B,T,NKV·HS]. */
 void nn_attention_forward(float *out, float *att, const float *q, const float *k,
@@ -100,12 +112,14 @@ void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
                            int B, int T, int NH, int NKV, int HS);
 
 /* ---- swiglu.c: the gate of the MLP, y[n] = silu(a) ⊙ b ---- */
+/* y may alias a or b (inference writes the gate over itself). */
 void nn_swiglu_forward(float *y, const float *a, const float *b, size_t n);
 /* da[n], db[n] written (may alias dy, not each other). */
 void nn_swiglu_backward(float *da, float *db, const float *dy, const float *a, const float *b,
                         size_t n);
 
 /* ---- transformer.c: the whole model ---- */
+#define NN_TF_RMS_EPS 1e-5f   /* llama2.c's RMSNorm epsilon, in training and inference */
 /* Called by the backward as tensor i (see nn_tf_tensor) holds its final gradient. */
 typedef void (*nn_tf_grad_hook)(void *u, int i);
 
