@@ -95,26 +95,6 @@ const char *nn_gemm_kernel_name(nn_gemm_kernel k)
     return k == NN_GEMM_BLAS ? "blas" : k == NN_GEMM_INVARIANT ? "invariant" : "ref";
 }
 
-/* A dot product with eight running partial sums instead of one. With a single sum every
- * addition waits for the previous one, and the compiler may not reorder float additions
- * (the rounding would change), so it cannot use SIMD. Eight independent sums are one
- * vector register's worth: the loop vectorises, and the sums are combined at the end.
- * The same function serves the reference kernel and attention's scores. */
-float nn_dot(const float *a, const float *b, int n)
-{
-    float part[8] = { 0 };
-    int k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int u = 0; u < 8; u++)
-            part[u] += a[k + u] * b[k + u];
-    float s = 0.0f;
-    for (; k < n; k++)
-        s += a[k] * b[k];
-    for (int u = 0; u < 8; u++)
-        s += part[u];
-    return s;
-}
-
 /* The reference kernel. First C = beta·C (beta = 0 writes zeros, so garbage or NaN in C
  * never leaks through). Then each of the four layouts gets the loop order whose innermost
  * loop walks memory with stride 1, which is most of what makes a GEMM cache friendly:

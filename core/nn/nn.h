@@ -52,9 +52,24 @@ nn_gemm_kernel nn_get_gemm_kernel(void);
 const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas", "invariant" */
 int nn_have_blas(void);                              /* 1 when built with OpenBLAS */
 int nn_blas_threads(void);                           /* OpenBLAS's thread count (0: none) */
-/* Σ a[i]·b[i] over n in eight partial sums (a fixed order): the reference kernel's and
- * attention's dot product. */
-float nn_dot(const float *a, const float *b, int n);
+/* Σ a[i]·b[i] over n: the reference kernel's and attention's dot product (inline, so each
+ * caller's loop vectorises it). Eight running partial sums instead of one: with a single sum
+ * every addition waits for the previous one, and the compiler may not reorder float
+ * additions (the rounding would change), so it cannot use SIMD; eight independent sums are
+ * one vector register's worth. Partial u sums the products i ≡ u (mod 8) in increasing i;
+ * then they are added as ((p0+p4)+(p2+p6)) + ((p1+p5)+(p3+p7)): a fixed order, the same
+ * bits wherever it runs. */
+static inline float nn_dot(const float *a, const float *b, int n)
+{
+    float p[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++)
+            p[u] += a[i + u] * b[i + u];
+    for (int u = 0; i + u < n; u++)
+        p[u] += a[i + u] * b[i + u];
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
 
 /* ---- gemm_inv.c: the batch-invariant kernel (NN_GEMM_INVARIANT), callable directly ---- */
 void nn_gemm_invariant(int trans_a, int trans_b, int M, int N, int K, float alpha,

@@ -810,8 +810,10 @@ static Suite *nn_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    nn_gemm_start(argv);      /* BLAS threads and MLSYS_GEMM, as every program of the lab */
     SRunner *sr = srunner_create(nn_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
