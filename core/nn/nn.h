@@ -90,6 +90,13 @@ void nn_linear_forward(float *y, const float *x, const float *w, const float *b,
  * db[Out]    += sum over rows of dy       (db may be NULL: no bias) */
 void nn_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                         const float *w, int B, int In, int Out);
+/* The scalar head (value or reward): v[N] = h[N,C] · w[C] + b (b a pointer to one float, or
+ * NULL), one number per row of hidden states: nn_linear_* with Out = 1. Backward:
+ * dh[N,C] = dv ⊗ w (written; NULL: not wanted), dw[C] += Σ_n dv_n h_n, *db += Σ dv. */
+void nn_scalar_head_forward(float *v, const float *h, const float *w, const float *b, int N,
+                            int C);
+void nn_scalar_head_backward(float *dh, float *dw, float *db, const float *dv, const float *h,
+                             const float *w, int N, int C);
 
 /* ---- activations.c: elementwise nonlinearities; y may alias x, dx may alias dy ---- */
 /* relu: y = max(x, 0). Backward reads x (or y: both are > 0 at the same places). */
@@ -123,11 +130,48 @@ void nn_softmax_ce_backward(float *dlogits, const float *probs, const int *targe
  * logits. */
 float nn_softmax_ce(float *dlogits, const float *logits, const int *targets, int B, int C,
                     float dloss);
+/* The same with a token mask and per-row weights (RL, and padded batches): loss =
+ * Σ_r keep_r · w_r · CE_r / n, keep_r = mask[r] != 0 (mask NULL: every row), w_r = weight[r]
+ * (NULL: 1; any sign: an advantage-weighted likelihood is one), n = rows kept (none: 0).
+ * dlogits[B,C] = dloss · keep_r · w_r · (softmax - onehot) / n, zero on dropped rows, whose
+ * targets are not read (-1 for padding is fine). dlogits may alias logits. */
+float nn_softmax_ce_masked(float *dlogits, const float *logits, const int *targets,
+                           const unsigned char *mask, const float *weight, int B, int C,
+                           float dloss);
+/* Σ_i keep_i x_i / Σ_i keep_i over x[n] (mask NULL: the plain mean; nothing kept: 0), the
+ * reduction of any per-token term; backward: dx[n] = dloss · keep_i / Σ keep (written). */
+float nn_masked_mean(const float *x, const unsigned char *mask, size_t n);
+void nn_masked_mean_backward(float *dx, const unsigned char *mask, size_t n, float dloss);
 /* Mean squared error over all n elements: mean((pred - target)²). */
 float nn_mse_forward(const float *pred, const float *target, size_t n);
 /* dpred[n] = dloss · 2 (pred - target) / n; dpred may alias pred. */
 void nn_mse_backward(float *dpred, const float *pred, const float *target, size_t n,
                      float dloss);
+
+/* ---- logprob.c: log-probabilities of a policy's logits, and KL estimators (RL) ----
+ * B rows of C logits (tokens or actions); a mask [B] (NULL: every row) drops rows: they give
+ * 0 and get no gradient, and their tokens are not read. */
+/* y[B,C] = log softmax(x) per row (y may alias x); stable for any finite x. */
+void nn_log_softmax_forward(float *y, const float *x, int B, int C);
+/* dx[B,C] = dy - softmax(x) · rowsum(dy), from the forward's output y (dx may alias dy). */
+void nn_log_softmax_backward(float *dx, const float *dy, const float *y, int B, int C);
+/* lp[B] = log softmax(logits[r])[tokens[r]]: the log-probability of the token taken. */
+void nn_logprob_forward(float *lp, const float *logits, const int *tokens,
+                        const unsigned char *mask, int B, int C);
+/* dlogits[B,C] = dlp[r] · (onehot(tokens[r]) - softmax(logits[r])) (written; may alias
+ * logits: the policy gradient's score function). */
+void nn_logprob_backward(float *dlogits, const float *dlp, const float *logits,
+                         const int *tokens, const unsigned char *mask, int B, int C);
+/* Per-token estimators of KL(p ‖ q) from lp = log p(x) and lq = log q(x) of tokens x drawn
+ * from p (the policy that sampled; q e.g. the reference model), d = lp - lq:
+ * k1 = d, k2 = d²/2, k3 = e^{-d} - 1 + d (Schulman's note: k1 and k3 unbiased, k3 >= 0). */
+typedef enum { NN_KL_K1 = 1, NN_KL_K2 = 2, NN_KL_K3 = 3 } nn_kl_kind;
+void nn_kl_forward(float *kl, const float *lp, const float *lq, const unsigned char *mask,
+                   size_t n, nn_kl_kind k);
+/* dlp[n] = dkl · ∂k/∂lp, dlq[n] = dkl · ∂k/∂lq = -dlp (written; either may be NULL). */
+void nn_kl_backward(float *dlp, float *dlq, const float *dkl, const float *lp, const float *lq,
+                    const unsigned char *mask, size_t n, nn_kl_kind k);
+const char *nn_kl_name(nn_kl_kind k);     /* "k1", "k2", "k3" */
 
 /* ---- norm.c: RMSNorm and LayerNorm over the last dimension D of x[B,D] ---- */
 /* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved (rstd

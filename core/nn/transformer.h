@@ -143,13 +143,16 @@ typedef struct nn_tf {
     float *xn_ffn;            /* [L, B,T,C] */
     float *h1, *h3, *hg;      /* [L, B,T,H] gate W1·x, up W3·x, silu(h1) ⊙ h3 */
     float *rstd_final;        /* [B,T] */
-    float *xn_final;          /* [B,T,C] */
+    float *xn_final;          /* [B,T,C] the final hidden state: the final RMSNorm's output,
+                                 which the classifier (and a value or reward head) reads */
     float *logits;            /* [B,T,V] logits; probabilities after a forward with targets,
                                  then the logits' gradient during the backward */
     float *d_resid, *d_xn, *d_tmp, *dq;  /* [B,T,C] backward scratch, one layer's worth */
     float *dk, *dv;           /* [B,T,KVD] */
     float *d_h1, *d_h3, *d_hg;           /* [B,T,H] */
     float *d_att;             /* [T,T] */
+    float *d_hidden;          /* [B,T,C] free for the caller: where a head writes the gradient
+                                 of the final hidden state for nn_tf_backward_from */
     float *act_mem, *grad_mem;           /* the two allocations */
     size_t act_floats, act_bytes, grad_floats, grad_bytes;
 } nn_tf;
@@ -167,6 +170,14 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
  * be NULL. Order of completion: rms_final, wcls, then layer L-1 .. 0, the embedding last. */
 void nn_tf_backward(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
                     const int *targets, float dloss, nn_tf_grad_hook hook, void *u);
+/* Backward of the last forward (with or without targets) from any loss on its outputs: RL's.
+ * dlogits [B,T,V] = ∂loss/∂logits (may be m->logits, which a forward without targets left
+ * holding the logits; NULL: the loss does not read them) and dhidden [B,T,C] =
+ * ∂loss/∂xn_final (e.g. m->d_hidden from nn_scalar_head_backward; NULL: none). g +=
+ * ∂loss/∂w; hook and order as nn_tf_backward's. */
+void nn_tf_backward_from(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
+                         const float *dlogits, const float *dhidden, nn_tf_grad_hook hook,
+                         void *u);
 /* Tensors at the backward's granularity: 0 token_embedding, 1 + k·L + l the layer-l slice of
  * kind k (rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3), 9L+1 rms_final, 9L+2 wcls (only when
  * not shared). nn_tf_tensor gives one's offset and length in w->mem (floats) and its name
