@@ -548,6 +548,7 @@ START_TEST(batched_equals_one_at_a_time)
 {
     check_batched(NN_GEMM_REF, 0.0f);
     check_batched(NN_GEMM_REF, 1.0f);    /* sampled too: each sequence has its own stream */
+    check_batched(NN_GEMM_INVARIANT, 1.0f);
     if (nn_have_blas())
         check_batched(NN_GEMM_BLAS, 0.0f);
 }
@@ -835,6 +836,83 @@ START_TEST(cli_model_info)
 END_TEST
 
 /* The model that ships (when it does): `model info` quality stays above what was measured. */
+/* The shipped model under the batch-invariant GEMM: 16 sequences decoded in one forward per
+ * step give each the logits, bit for bit, that it gets decoded alone, and a prompt prefilled
+ * in one call the logits of feeding it token by token: "identical to greedy" holds exactly on
+ * the lab's own model, whatever the batch (what the serving engine and speculative decoding
+ * test on this path). */
+START_TEST(shipped_model_batch_invariant)
+{
+    const char *root = getenv("MLSYS_LAB_ROOT");
+    char mp[512];
+    snprintf(mp, sizeof mp, "%s/assets/models/model.bin", root ? root : ".");
+    if (access(mp, R_OK)) {
+        printf("shipped model: %s not there yet, skipped\n", mp);
+        return;
+    }
+    enum { NS = 16, P = 12, STEPS = 20 };
+    llm_config c;
+    llm_weights w;
+    char err[512];
+    ck_assert_msg(llm_checkpoint_read(mp, &c, &w, err, sizeof err) == 0, "%s", err);
+    ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
+    int V = c.vocab_size;
+    llm_engine e;
+    llm_kv kv;
+    ck_assert(llm_engine_init(&e, &c, &w, 64, err, sizeof err) == 0);
+    ck_assert(llm_kv_init_contiguous(&kv, &c, 2 * NS, 0, err, sizeof err) == 0);
+    /* sequences 0..15 together (prefills in one call each, then decode steps of 16 rows);
+     * sequences 16..31 the same tokens one row per call */
+    int tok[NS][P + STEPS], seq[NS], pos[NS], cur[NS];
+    float *lg = malloc(sizeof(float) * NS * P * V), *one = malloc(sizeof(float) * V);
+    unsigned char want[P];
+    for (int b = 0; b < NS; b++)
+        for (int t = 0; t < P; t++)
+            tok[b][t] = t == 0 ? 1 : 3 + (b * 31 + t * 7) % (V - 3);
+    int differ = 0;
+    for (int b = 0; b < NS; b++) {
+        int sq[P], ps[P];
+        for (int t = 0; t < P; t++)
+            sq[t] = b, ps[t] = t, want[t] = 1;
+        ck_assert(kv.ops->reserve(&kv, b, P) == 0 && kv.ops->reserve(&kv, NS + b, P) == 0);
+        ck_assert(llm_forward(&e, &kv, P, sq, ps, tok[b], want, lg, err, sizeof err) == 0);
+        for (int t = 0; t < P; t++) {
+            int s1 = NS + b;
+            ck_assert(llm_forward(&e, &kv, 1, &s1, &t, &tok[b][t], NULL, one, err,
+                                  sizeof err) == 0);
+            differ += memcmp(one, lg + (size_t)t * V, sizeof(float) * V) != 0;
+        }
+        tok[b][P] = llm_argmax(lg + (size_t)(P - 1) * V, V);
+    }
+    ck_assert_msg(!differ, "%d prompt positions: prefill differs from token by token", differ);
+    for (int step = 0; step < STEPS - 1; step++) {
+        int p = P + step;
+        for (int b = 0; b < NS; b++) {
+            seq[b] = b, pos[b] = p, cur[b] = tok[b][p];
+            ck_assert(kv.ops->reserve(&kv, b, p + 1) == 0);
+            ck_assert(kv.ops->reserve(&kv, NS + b, p + 1) == 0);
+        }
+        ck_assert(llm_forward(&e, &kv, NS, seq, pos, cur, NULL, lg, err, sizeof err) == 0);
+        for (int b = 0; b < NS; b++) {
+            int s1 = NS + b;
+            ck_assert(llm_forward(&e, &kv, 1, &s1, &p, &cur[b], NULL, one, err,
+                                  sizeof err) == 0);
+            differ += memcmp(one, lg + (size_t)b * V, sizeof(float) * V) != 0;
+            tok[b][p + 1] = llm_argmax(lg + (size_t)b * V, V);
+        }
+    }
+    printf("shipped model, invariant GEMM: prefill = token by token (%d positions), decode "
+           "of %d together = alone (%d steps), logits bit for bit %s\n", NS * P, NS,
+           STEPS - 1, differ ? "NOT OK" : "OK");
+    ck_assert_msg(!differ, "%d decode rows differ from the same row alone", differ);
+    free(lg);
+    free(one);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
+    llm_weights_free(&w);
+}
+END_TEST
+
 START_TEST(shipped_model_quality)
 {
     const char *root = getenv("MLSYS_LAB_ROOT");
@@ -956,6 +1034,7 @@ int main(int argc, char **argv)
     tcase_add_test(tcl, cli_generate_streams_and_agrees);
     tcase_add_test(tcl, cli_model_info);
     tcase_add_test(tcl, shipped_model_quality);
+    tcase_add_test(tcl, shipped_model_batch_invariant);
     suite_add_tcase(s, tcl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
