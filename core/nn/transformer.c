@@ -1,5 +1,5 @@
-/* transformer.c - the lab's Llama-style model, forward and backward, straight on the weights
- * of core/llm/model.h (llama2.c's layout). Per layer: RMSNorm → Q,K,V projections → RoPE on
+/* transformer.c - the lab's Llama-style model, forward and backward, straight on its weights
+ * (llm_weights, weights.c: llama2.c's layout). Per layer: RMSNorm → Q,K,V projections → RoPE on
  * Q and K → causal GQA attention → Wo → residual add; RMSNorm → SwiGLU MLP (W1 gate, W3 up,
  * W2 down) → residual add. Then the final RMSNorm and the classifier (tied or not) feed a
  * softmax cross-entropy. The backward walks the same list in reverse, from the
