@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HEADER_BYTES 28   /* the 7 int32 of the config */
 
@@ -68,48 +69,61 @@ int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weight
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen)
 {
-    unsigned char *b;
-    size_t n;
+    int fd;
+    uint64_t n;
     char why[200];
     memset(w, 0, sizeof *w);
-    if (llm_read_file(path, LLM_MAX_FILE_BYTES, &b, &n, err, errlen))
+    if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
-    if (n < HEADER_BYTES) {
-        snprintf(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", path, n,
-                 HEADER_BYTES);
-        free(b);
-        return -1;
-    }
     int32_t h[7];
-    memcpy(h, b, sizeof h);
+    int rc = -1;
+    if (n < HEADER_BYTES) {
+        snprintf(err, errlen, "%s: truncated: %llu bytes, the header alone is %d", path,
+                 (unsigned long long)n, HEADER_BYTES);
+        goto out;
+    }
+    /* the header first: what it asks for is checked against the file and the machine
+     * before anything is allocated, and the payload is read straight into the weights */
+    if (llm_read_exact(fd, h, sizeof h, path, err, errlen))
+        goto out;
     if (config_of(h, c, why, sizeof why)) {
         snprintf(err, errlen, "%s: bad header: %s", path, why);
-        free(b);
-        return -1;
+        goto out;
     }
     uint64_t want = llm_file_bytes(c);
     if (n != want) {
-        snprintf(err, errlen, "%s: %s: %zu bytes, the header (dim %d, %d layers, vocab %d%s, "
-                 "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size", n, c->dim,
-                 c->n_layers, c->vocab_size, c->shared_classifier ? "" : " unshared",
-                 c->seq_len, (unsigned long long)want);
-        free(b);
-        return -1;
+        snprintf(err, errlen, "%s: %s: %llu bytes, the header (dim %d, %d layers, vocab %d%s, "
+                 "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size",
+                 (unsigned long long)n, c->dim, c->n_layers, c->vocab_size,
+                 c->shared_classifier ? "" : " unshared", c->seq_len, (unsigned long long)want);
+        goto out;
+    }
+    if (want > mlsys_mem_available()) {
+        char a[32], b[32];
+        mlsys_format_size(want, a, sizeof a);
+        mlsys_format_size(mlsys_mem_available(), b, sizeof b);
+        snprintf(err, errlen, "%s: %s of weights, more than this machine has free: %s", path,
+                 a, b);
+        goto out;
     }
     if (llm_weights_alloc(w, c, why, sizeof why)) {
         snprintf(err, errlen, "%s: %s", path, why);
-        free(b);
-        return -1;
+        goto out;
     }
-    memcpy(w->mem, b + HEADER_BYTES, w->n_floats * sizeof(float));
-    free(b);
+    if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
+        llm_weights_free(w);
+        goto out;
+    }
     for (size_t i = 0; i < w->n_floats; i++)
         if (!isfinite(w->mem[i])) {
             snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
             llm_weights_free(w);
-            return -1;
+            goto out;
         }
-    return 0;
+    rc = 0;
+out:
+    close(fd);
+    return rc;
 }
 
 /* ---- the .train companion ---- */
