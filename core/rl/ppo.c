@@ -90,32 +90,40 @@ static void *zalloc(size_t n, size_t size)
     return mlsys_xcalloc(n ? n : 1, size);
 }
 
-rl_ppo *rl_ppo_create(const rl_ppo_config *cfg, mlsys_comm *c, char *err, size_t errlen)
+int rl_ppo_check(const rl_ppo_config *k, int world, char *err, size_t errlen)
 {
-    int world = c ? mlsys_size(c) : 1, rank = c ? mlsys_rank(c) : 0;
-    const rl_ppo_config *k = cfg;
     if (k->num_envs < 1 || k->num_steps < 1 || k->update_epochs < 0 ||
         k->num_minibatches < 1 || k->hidden < 1) {
         snprintf(err, errlen, "environments, steps, minibatches and the hidden width must be "
                  "positive");
-        return NULL;
+        return -1;
     }
-    if (k->num_envs % world) {
+    if (world < 1 || k->num_envs % world) {
         snprintf(err, errlen, "%d environments cannot be split evenly over %d ranks",
                  k->num_envs, world);
-        return NULL;
+        return -1;
     }
     long batch = (long)k->num_envs * k->num_steps;
     if (batch % k->num_minibatches || batch / k->num_minibatches < world) {
         snprintf(err, errlen, "a rollout of %ld samples does not split into %d minibatches "
-                 "of at least %d (one per rank)", batch, k->num_minibatches, world);
-        return NULL;
+                 "of at least %d (one sample per rank)", batch, k->num_minibatches, world);
+        return -1;
     }
     if (k->total_steps < batch) {
         snprintf(err, errlen, "%ld steps in all is less than one rollout (%d environments x "
                  "%d steps = %ld)", k->total_steps, k->num_envs, k->num_steps, batch);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+rl_ppo *rl_ppo_create(const rl_ppo_config *cfg, mlsys_comm *c, char *err, size_t errlen)
+{
+    int world = c ? mlsys_size(c) : 1, rank = c ? mlsys_rank(c) : 0;
+    const rl_ppo_config *k = cfg;
+    if (rl_ppo_check(cfg, world, err, errlen) != 0)
+        return NULL;
+    long batch = (long)k->num_envs * k->num_steps;
     rl_ppo *p = zalloc(1, sizeof *p);
     p->cfg = *cfg;
     p->c = c;

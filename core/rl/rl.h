@@ -162,6 +162,9 @@ typedef struct rl_ppo_stats {
 
 typedef struct rl_ppo rl_ppo;
 
+/* Can cfg run on world ranks? 0, or -1 with one line in err saying why not. */
+int rl_ppo_check(const rl_ppo_config *cfg, int world, char *err, size_t errlen);
+
 /* Build the trainer on communicator c (NULL: one process, no collectives). Every rank
  * calls it with the same cfg; rank r runs environments [r·E/N, (r+1)·E/N). Returns NULL
  * with a message in err on a bad configuration. */
