@@ -193,12 +193,16 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return -1;
+    /* only positions 0..T-1 exist here: size the engine's per-position scratch (RoPE
+     * angles, attention scores) for T, not for a context that may be 2^20 long */
+    llm_config ct = *c;
+    ct.seq_len = T;
     llm_engine e;
     llm_kv kv;
     char err[200];
-    if (llm_engine_init(&e, c, w, T, err, sizeof err) != 0)
+    if (llm_engine_init(&e, &ct, w, T, err, sizeof err) != 0)
         return -1;
-    if (llm_kv_init_contiguous(&kv, c, 1, T, err, sizeof err) != 0) {
+    if (llm_kv_init_contiguous(&kv, &ct, 1, T, err, sizeof err) != 0) {
         llm_engine_fini(&e);
         return -1;
     }
