@@ -4,7 +4,7 @@
  * engine, ddp.c); then the proof that the synced gradient is the gradient of the whole
  * concatenated batch, computed in one process. The blocks view draws each rank's gradient. */
 #include "../common/common.h"
-#include "ddp.h"
+#include "../../core/train/train.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,7 @@
  * --zero 1|2|3 with a ZeRO stage (zero.c), whose memory and traffic are printed per rank
  * next to the formulas. Every [check] of the curriculum is printed as a PASS/FAIL line. */
 #include "../common/common.h"
-#include "ddp.h"
-#include "zero.h"
+#include "../../core/train/train.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +360,48 @@ static int check_identical(mlsys_comm *c, const float *w, size_t n, const char *
     return rc;
 }
 
+/* The blocks view's picture of DDP (pool DDP_POOL of each rank): a block per bucket, each
+ * bucket its own owner; the engine's bucket hook then writes a bucket's mean gradient when
+ * its all-reduce is launched (and marks it in flight) and again after the average. */
+#define DDP_POOL 0
+
+static void show_buckets(mlsys_comm *c, const ddp *d)
+{
+    if (!mlsys_tracing(c))
+        return;
+    mlsys_mem_info m = {.pool = DDP_POOL, .op = MLSYS_MEM_POOL, .block = -1, .owner = -1,
+                        .index = 0, .aux = d->nbuckets};
+    mlsys_emit_mem(c, &m, d->bucket_elems * sizeof(float), "buckets");
+    for (int k = 0; k < d->nbuckets; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "bucket %d", k);
+        m = (mlsys_mem_info){.pool = DDP_POOL, .op = MLSYS_MEM_OWNER, .block = -1, .owner = k,
+                             .index = -1};
+        mlsys_emit_mem(c, &m, 0, name);
+        m = (mlsys_mem_info){.pool = DDP_POOL, .op = MLSYS_MEM_ALLOC, .block = k, .owner = k,
+                             .refs = 1, .index = 0};
+        mlsys_emit_mem(c, &m, d->b[k].n * sizeof(float), NULL);
+    }
+}
+
+static void emit_bucket(void *arg, const ddp *d, int k)
+{
+    mlsys_comm *c = arg;
+    if (!mlsys_tracing(c))
+        return;
+    const float *g = d->p->grad + d->b[k].off;
+    double s = 0;
+    for (size_t i = 0; i < d->b[k].n; i++)
+        s += g[i];
+    mlsys_mem_info m = {.pool = DDP_POOL, .op = MLSYS_MEM_WRITE, .block = k, .owner = k,
+                        .index = -1};
+    mlsys_emit_mem_value(c, &m, d->b[k].n * sizeof(float), NULL, s / (double)d->b[k].n);
+    if (d->b[k].launched) {             /* at launch: in flight until the average */
+        m.op = MLSYS_MEM_BUSY;
+        mlsys_emit_mem(c, &m, d->b[k].n * sizeof(float), NULL);
+    }
+}
+
 static void print_buckets(mlsys_comm *c, const ddp *d, const nn_params *p)
 {
     char sz[32];
@@ -542,7 +583,9 @@ static int ddp_rank(mlsys_comm *c, const lab_args *a)
                          lab_arg_size(a, "first-bucket"))) != 0)
         goto err;
     d->overlap = !lab_arg_bool(a, "no-overlap");
-    ddp_show(d);                        /* the buckets in the blocks view */
+    d->on_bucket = emit_bucket;
+    d->on_bucket_arg = c;
+    show_buckets(c, d);                 /* the buckets in the blocks view */
     if ((rc = ddp_broadcast_params(d)) != 0)
         goto err;
     size_t gb = p2.numel * 4;

@@ -5,7 +5,7 @@
  * key only while it is being edited: typing starts that (q still goes back before it),
  * Enter or Esc ends it; after a launch the selection rests on the Launch button. */
 #include "ui.h"
-#include "../cli/runner.h"
+#include "../job/runner.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>

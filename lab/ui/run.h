@@ -9,7 +9,7 @@
 
 #include "ui.h"
 #include "stepmodel.h"
-#include "../cli/runner.h"
+#include "../job/runner.h"
 
 /* One view of the screen and how far the step model's tape has been fed to it. */
 typedef struct run_view {

@@ -278,24 +278,15 @@ static void clear_tape(run *r)
     r->events = r->lost = 0;
 }
 
-/* Start the job: the fork launcher on N ranks (argv: `mlsys-lab worker LAB flags`, or fn). */
+/* Start the job through the runner: the lab's ranks (`mlsys-lab worker LAB flags`, one for a
+ * single-process lab), or the function on forked ranks; lines keep the rank they belong to. */
 static int start_ranks(run *r, mlsys_launch_opts *o, char *err, size_t n)
 {
     o->trace_capacity = RUN_RING_EVENTS;
     o->capture_output = 1;
-    char **wargv = NULL;
-    if (!r->fn) {
-        wargv = mlsys_xcalloc((size_t)r->argc + 4, sizeof(char *));
-        wargv[0] = "/proc/self/exe";
-        wargv[1] = "worker";
-        wargv[2] = (char *)r->l->id;
-        for (int i = 0; i < r->argc; i++)
-            wargv[3 + i] = r->argv[i];
-    }
-    setenv("MLSYS_PRINT_TAGS", "1", 1);     /* lines printed in rank order keep their rank */
-    r->job = mlsys_job_start(o, wargv, r->fn, r->fn_arg, err, n);
-    unsetenv("MLSYS_PRINT_TAGS");
-    free(wargv);
+    runner_spec spec = {.l = r->fn ? NULL : r->l, .argc = r->argc, .argv = r->argv,
+                        .fn = r->fn, .arg = r->fn_arg, .tagged = 1};
+    r->job = runner_start(o, &spec, err, n);
     if (!r->job)
         return -1;
     r->started = 1;

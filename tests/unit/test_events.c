@@ -14,7 +14,7 @@
 #include "../../core/internal.h"
 #include "../../core/net_events.h"
 #include "../../lab/ui/ui.h"
-#include "../../lab/cli/runner.h"
+#include "../../lab/job/runner.h"
 #include "../../lab/backend/collector.h"
 #include "run_bin.h"
 
