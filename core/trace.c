@@ -131,6 +131,8 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
         shm_bell_wait(w->h, w->rank, gate_open, &g, 100, w->spin_ns);
     }
     atomic_store(&s->wait_kind, WAIT_NONE);
+    if (mlsys_tracing(c))           /* the gate opened: the time before was a wait */
+        labelled(c, MLSYS_EV_MARK, step, "gate");
     return 0;
 }
 

@@ -110,6 +110,17 @@ void mlsys_emit_point(mlsys_comm *c, const char *series, double x, double y)
     mlsys_emit(c, &e);
 }
 
+void mlsys_emit_bubble(mlsys_comm *c, double busy_ns, double span_ns)
+{
+    if (!c || !mlsys_tracing(c))
+        return;
+    mlsys_event e;
+    mark_init(&e, MLSYS_MARK_BUBBLE);
+    e.val[0] = busy_ns;
+    e.val[1] = span_ns;
+    mlsys_emit(c, &e);
+}
+
 const char *mlsys_algo_rule(mlsys_coll coll, int nranks, size_t bytes, const char **why)
 {
     static const char *dummy;

@@ -11,6 +11,8 @@
 #define MLSYS_MARK_VALUES "values"
 #define MLSYS_MARK_WATCH "watch"
 #define MLSYS_MARK_PLOT "plot:"
+#define MLSYS_MARK_BUBBLE "bubble"
+#define MLSYS_MARK_GATE "gate"
 
 /* ---- trace_values.c ---- */
 /* v[0..n) as MARK events of up to four values each: label "values", chunk = index of val[0],
@@ -26,6 +28,13 @@ void mlsys_emit_buffer(mlsys_comm *c, int step, const void *buf, size_t count, m
 void mlsys_watch_buffer(mlsys_comm *c, const void *buf, size_t count, mlsys_dtype dt);
 /* One point of a plot series: MARK "plot:<series>", val[0] = x, val[1] = y. */
 void mlsys_emit_point(mlsys_comm *c, const char *series, double x, double y);
+/* The lab's own measure of the lab step it is in (the timeline's section): this rank's busy
+ * time and the section's span in nanoseconds (MARK "bubble", val[0] busy, val[1] span). The
+ * timeline then shows the bubble the lab computed from them, 1 - busy / span per lane and
+ * 1 - sum(busy) / (N span) overall, so that the view and the lab print one number. */
+void mlsys_emit_bubble(mlsys_comm *c, double busy_ns, double span_ns);
+/* (MARK "gate": core/trace.c's mlsys_step emits it when a gated rank passes its gate, so the
+ * timeline can tell waiting at a gate from communicating.) */
 
 /* The algorithm the size/rank rule of coll picks for nranks and bytes (NULL for an unknown
  * collective), and the rule in words in *why. Same tables as mlsys_algo_decide, but needs

@@ -7,6 +7,7 @@
 #include "../common/common.h"
 #include "../../core/nn/nn.h"
 #include "schedule.h"
+#include "../../core/trace_values.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,8 +285,10 @@ static int viz_before(const lab_args *a)
     return -1;
 }
 
-/* The front end's timeline: the chosen schedule (1F1B for "all") as compute spans, one slot
- * per 1 ms of drawn time. Nothing with --run: the ranks' own events show it. */
+/* The front end's timeline: the chosen schedule, or every one in turn for "all", as compute
+ * spans one slot per 1 ms of drawn time, each schedule a section of its own (a lab step named
+ * after it) so that the timeline shows it with its title and its own bubble. Nothing with
+ * --run: the ranks' own events show it. */
 static size_t viz_events(const lab_args *a, mlsys_event **ev)
 {
     shape sh;
@@ -293,11 +296,24 @@ static size_t viz_events(const lab_args *a, mlsys_event **ev)
     *ev = NULL;
     if (shape_of(a, &sh, err, sizeof err) != 0 || sh.run)
         return 0;
-    schedule s;
-    if (sched_build(&s, sh.all ? SCHED_1F1B : sh.one, sh.P, sh.M, sh.v, err, sizeof err))
-        return 0;
-    size_t n = sched_events(&s, SLOT_NS, ev);
-    sched_free(&s);
+    sched_kind ks[SCHED_COUNT];
+    int nk = kinds_of(&sh, ks), first = 0;
+    size_t n = 0;
+    for (int i = 0; i < nk; i++) {
+        schedule s;
+        if (sched_build(&s, ks[i], sh.P, sh.M, sh.v, err, sizeof err))
+            break;
+        mlsys_event *one;
+        size_t k = sched_events_at(&s, SLOT_NS, first, i, &one);
+        *ev = realloc(*ev, (n + k) * sizeof **ev);
+        if (!*ev)
+            abort();
+        memcpy(*ev + n, one, k * sizeof *one);
+        n += k;
+        free(one);
+        first += s.total + 2;           /* two idle slots between schedules */
+        sched_free(&s);
+    }
     return n;
 }
 
@@ -600,6 +616,13 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
         stage_model m;
         model_init(&m, &sh, s.v, st);
         run_out o;
+        /* each schedule a section of the timeline, named after it */
+        if (mlsys_step(c, i, sched_short(ks[i])) != MLSYS_OK) {
+            model_free(&m);
+            sched_free(&s);
+            rc = 1;
+            break;
+        }
         if (run_schedule(c, &s, &m, &o) != MLSYS_OK) {
             fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, st, mlsys_errmsg(c));
             rc = 1;
@@ -633,6 +656,8 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
             for (int r = 0; r < P; r++)
                 sum += busy[r];
             double measured = span > 0 ? 1.0 - sum / (P * span) : 0.0;
+            /* the same figures to the timeline: its bubble for this section is this one */
+            mlsys_emit_bubble(c, o.busy_ns, span);
             char vtext[48] = "";
             if (s.kind == SCHED_INTERLEAVED)
                 snprintf(vtext, sizeof vtext, ", v=%d chunks per stage", s.v);

@@ -20,6 +20,12 @@ const char *sched_name(sched_kind k)
     return k >= 0 && k < SCHED_COUNT ? names[k] : "?";
 }
 
+const char *sched_short(sched_kind k)
+{
+    static const char *const s[SCHED_COUNT] = {"GPipe", "1F1B", "interleaved 1F1B", "ZB-H1"};
+    return k >= 0 && k < SCHED_COUNT ? s[k] : "?";
+}
+
 const char *sched_title(sched_kind k)
 {
     return k >= 0 && k < SCHED_COUNT ? titles[k] : "?";
@@ -459,6 +465,10 @@ char *sched_cell(const schedule *s, const sched_op *op, char *out, size_t n)
     return out;
 }
 
+/* The chart in blocks of slots that fit SCHED_CHART_COLS columns (a terminal of 80, or the
+ * front end's log beside its prefix), each block with its own time axis. */
+#define SCHED_CHART_COLS 78
+
 void sched_print_grid(const schedule *s, FILE *out)
 {
     char cell[32];
@@ -473,30 +483,54 @@ void sched_print_grid(const schedule *s, FILE *out)
     snprintf(num, sizeof num, "%d", s->total - 1);
     if ((int)strlen(num) + 1 > w)
         w = (int)strlen(num) + 1;
-    fprintf(out, "Time →  ");
-    for (int t = 0; t < s->total; t++)
-        fprintf(out, "%*d", w, t);
-    fprintf(out, "\n");
-    for (int i = 0; i < 8 + s->total * w; i++)
-        fputc('-', out);
-    fputc('\n', out);
-    for (int st = 0; st < s->P; st++) {
-        fprintf(out, "GPU %d:  ", st);
-        for (int t = 0; t < s->total; t++) {
-            const sched_op *o = sched_at(s, st, t);
-            fprintf(out, "%*s", w, o ? sched_cell(s, o, cell, sizeof cell) : ".");
-        }
+    int per = (SCHED_CHART_COLS - 8) / w;
+    if (per < 1)
+        per = 1;
+    for (int b0 = 0; b0 < s->total; b0 += per) {
+        int b1 = b0 + per < s->total ? b0 + per : s->total;
+        if (b0)
+            fputc('\n', out);
+        fprintf(out, "Time →  ");
+        for (int t = b0; t < b1; t++)
+            fprintf(out, "%*d", w, t);
+        fprintf(out, "\n");
+        for (int i = 0; i < 8 + (b1 - b0) * w; i++)
+            fputc('-', out);
         fputc('\n', out);
+        for (int st = 0; st < s->P; st++) {
+            fprintf(out, "GPU %d:  ", st);
+            for (int t = b0; t < b1; t++) {
+                const sched_op *o = sched_at(s, st, t);
+                fprintf(out, "%*s", w, o ? sched_cell(s, o, cell, sizeof cell) : ".");
+            }
+            fputc('\n', out);
+        }
     }
 }
 
 size_t sched_events(const schedule *s, uint64_t slot_ns, mlsys_event **ev)
 {
-    size_t n = 0;
+    return sched_events_at(s, slot_ns, 0, -1, ev);
+}
+
+size_t sched_events_at(const schedule *s, uint64_t slot_ns, int first, int section,
+                       mlsys_event **ev)
+{
+    size_t n = section >= 0 ? (size_t)s->P : 0;
     for (int st = 0; st < s->P; st++)
         n += (size_t)s->n[st] * 2;
     mlsys_event *e = mlsys_xcalloc(n ? n : 1, sizeof *e);
     size_t k = 0;
+    for (int st = 0; section >= 0 && st < s->P; st++) {
+        mlsys_event *x = &e[k++];
+        x->kind = MLSYS_EV_STEP;
+        x->t_ns = (uint64_t)first * slot_ns;
+        x->rank = st;
+        x->peer = x->tag = x->chunk = x->dtype = -1;
+        x->coll = x->algo = x->op = -1;
+        x->step = section;
+        snprintf(x->label, sizeof x->label, "%s", sched_short(s->kind));
+    }
     /* in time order (stage order within a slot), as a live job's events would arrive */
     for (int t = 0; t <= s->total; t++)
         for (int st = 0; st < s->P; st++)
@@ -509,11 +543,11 @@ size_t sched_events(const schedule *s, uint64_t slot_ns, mlsys_event **ev)
                         continue;
                     mlsys_event *x = &e[k++];
                     x->kind = half == 0 ? MLSYS_EV_COMPUTE_END : MLSYS_EV_COMPUTE_BEGIN;
-                    x->t_ns = (uint64_t)t * slot_ns;
+                    x->t_ns = (uint64_t)(first + t) * slot_ns;
                     x->rank = st;
                     x->peer = x->tag = x->chunk = x->dtype = -1;
                     x->coll = x->algo = x->op = -1;
-                    x->step = t;
+                    x->step = first + t;
                     if (s->kind == SCHED_INTERLEAVED)
                         snprintf(x->label, sizeof x->label, "%c mb%d c%d", o->kind, o->mb,
                                  o->chunk);

@@ -36,6 +36,7 @@ typedef struct schedule {
 /* ---- schedule.c ---- */
 const char *sched_name(sched_kind k);           /* "gpipe", "1f1b", "interleaved", "zb-h1" */
 const char *sched_title(sched_kind k);          /* "GPipe (fill-drain)", ... */
+const char *sched_short(sched_kind k);          /* "GPipe", "1F1B", "interleaved 1F1B", "ZB-H1" */
 int sched_parse(const char *s, sched_kind *out);    /* 0, or -1 for an unknown name */
 /* Build the schedule. v is used by SCHED_INTERLEAVED only (others take 1). Returns 0, or -1
  * with a reason in err (P, M or v below 1). */
@@ -63,12 +64,17 @@ const sched_op *sched_at(const schedule *s, int stage, int t);
 /* "F3", "B12"; interleaved adds the chunk as a letter: "F3a", "B3b". Returns out. */
 char *sched_cell(const schedule *s, const sched_op *op, char *out, size_t n);
 /* The Gantt chart as the original prints it: "Time →" and slot numbers in right-aligned
- * cells, a rule of dashes, then one "GPU s:" row per stage with '.' for idle slots. */
+ * cells, a rule of dashes, then one "GPU s:" row per stage with '.' for idle slots; a chart
+ * wider than 78 columns is printed in blocks of slots, each with its own axis. */
 void sched_print_grid(const schedule *s, FILE *out);
 /* COMPUTE_BEGIN/END events for the timeline, one per op, with rank = stage, label
  * "F mb3" ("F mb3 c1" interleaved), t_ns = slot * slot_ns, and step = the slot number (>= 0
  * marks a synthetic slot clock; real compute events carry step -1). *ev is malloc'ed;
- * returns the count. */
+ * returns the count. sched_events_at starts at slot `first` and, before the first op, puts a
+ * lab step (STEP, coll -1, label the schedule's title) on every stage: a section of its own
+ * in the timeline, when several schedules follow each other. */
 size_t sched_events(const schedule *s, uint64_t slot_ns, mlsys_event **ev);
+size_t sched_events_at(const schedule *s, uint64_t slot_ns, int first, int section,
+                       mlsys_event **ev);
 
 #endif

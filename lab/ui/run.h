@@ -21,6 +21,7 @@ typedef struct run_view {
 /* An event or an output line waiting to go into the step model in time order. */
 typedef struct run_item {
     uint64_t t;
+    uint64_t seq;               /* arrival order: ties in time keep it */
     int line;                   /* 1: rank, is_err, text; 0: ev */
     int rank, is_err;
     char *text;
@@ -58,6 +59,7 @@ typedef struct run {
     uint64_t events, lost;
     run_item *in;               /* not yet in the model (waiting for the time order) */
     size_t nin, incap;
+    uint64_t inseq;
     const char *trace_path;     /* --trace */
     char trace_tmp[4200];       /* written there, renamed over trace_path at the end */
     trace_buf tb;

@@ -45,6 +45,7 @@ static run_item *in_push(run *r, uint64_t t)
     run_item *it = &r->in[r->nin++];
     memset(it, 0, sizeof *it);
     it->t = t;
+    it->seq = r->inseq++;
     return it;
 }
 
@@ -53,7 +54,9 @@ static int by_time(const void *a, const void *b)
     const run_item *x = a, *y = b;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
-    return x->line - y->line;           /* an event before a line of the same instant */
+    if (x->line != y->line)
+        return x->line - y->line;       /* an event before a line of the same instant */
+    return x->seq < y->seq ? -1 : x->seq > y->seq;     /* else as they came */
 }
 
 /* Items come to the model in time order: a drain that began at `upto` has delivered every

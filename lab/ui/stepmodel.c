@@ -294,6 +294,12 @@ static call_state *call_for(stepmodel *m, int idx, const mlsys_event *e)
         cs->c.by = e->tag >= MLSYS_ALGO_BY_RULE && e->tag <= MLSYS_ALGO_BY_RULE_NONE ? e->tag : -1;
         cs->c.wanted = e->chunk;
         snprintf(cs->c.algo, sizeof cs->c.algo, "%.23s", e->label);
+        /* the progress thread's calls say " async" after the algorithm (core/icoll.c) */
+        size_t al = strlen(cs->c.algo);
+        if (al > 6 && !strcmp(cs->c.algo + al - 6, " async")) {
+            cs->c.algo[al - 6] = 0;
+            cs->c.async = 1;
+        }
     }
     return &m->calls[idx];
 }
@@ -878,6 +884,20 @@ int sm_p2p_value(const stepmodel *m, int k, int r, double *v)
         return 0;
     *v = m->frames[k].pval[r];
     return 1;
+}
+
+int sm_call_chunks(const stepmodel *m, int call)
+{
+    const sm_call *c = sm_call_at(m, call);
+    if (!c)
+        return m->n;
+    int k = 0;
+    for (int j = 0; j < m->n; j++) {
+        uint64_t off, len;
+        chunk_range(c, m->n, j, &off, &len);
+        k += len > 0;
+    }
+    return k > 0 ? k : m->n;
 }
 
 int sm_call_steps(const stepmodel *m, int call)

@@ -29,6 +29,7 @@ typedef struct sm_call {
     int last_step;          /* highest step number seen */
     int ended;              /* ranks that ended it */
     int approx;             /* some message could not be placed on chunks */
+    int async;              /* a non-blocking call (the progress thread ran it) */
     int by;                 /* who chose the algorithm: MLSYS_ALGO_BY_*, -1 unknown (old trace) */
     int wanted;             /* the algorithm chosen when it did not fit and another ran, -1 */
 } sm_call;
@@ -76,6 +77,9 @@ const sm_send *sm_frame_send(const stepmodel *m, int k, int i);
 const sm_cell *sm_cells(const stepmodel *m, int k, int r);
 /* The value a rank held after frame k outside collectives (point-to-point labs): 1 if any. */
 int sm_p2p_value(const stepmodel *m, int k, int r, double *v);
+/* Chunks of call i's buffer that hold elements: N, or fewer when the call has fewer elements
+ * than ranks (the others are empty: no cell is drawn for them). */
+int sm_call_chunks(const stepmodel *m, int call);
 /* Steps the call will take (known when it ended, or from the algorithm), -1 unknown. */
 int sm_call_steps(const stepmodel *m, int call);
 /* "step 3 of 6 (reduce-scatter): rank 2 sends chunk 1 (0+1+2) to rank 3, ..." */

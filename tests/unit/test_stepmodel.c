@@ -42,6 +42,7 @@ typedef struct job_arg {
     const char *algo;
     int count;              /* per rank for the blocked collectives */
     int root;
+    int nonblocking;        /* all_reduce: mlsys_iallreduce + wait */
 } job_arg;
 
 static int coll_rank(mlsys_comm *c, void *arg)
@@ -55,7 +56,16 @@ static int coll_rank(mlsys_comm *c, void *arg)
     for (int i = 0; i < tot; i++)
         in[i] = (float)(10 * r + i);       /* rank r, element i: distinct and exact */
     switch (a->coll) {
-    case MLSYS_COLL_ALLREDUCE: rc = mlsys_allreduce(c, in, out, (size_t)a->count, MLSYS_F32, MLSYS_SUM); break;
+    case MLSYS_COLL_ALLREDUCE:
+        if (a->nonblocking) {           /* on the progress thread, as DDP's buckets */
+            mlsys_request *q = NULL;
+            rc = mlsys_iallreduce(c, in, out, (size_t)a->count, MLSYS_F32, MLSYS_SUM, &q);
+            if (!rc)
+                rc = mlsys_wait(q);
+        } else {
+            rc = mlsys_allreduce(c, in, out, (size_t)a->count, MLSYS_F32, MLSYS_SUM);
+        }
+        break;
     case MLSYS_COLL_ALLGATHER: rc = mlsys_allgather(c, in, out, (size_t)a->count, MLSYS_F32); break;
     case MLSYS_COLL_REDUCE_SCATTER:
         rc = mlsys_reduce_scatter(c, in, out, (size_t)a->count, MLSYS_F32, MLSYS_SUM);
@@ -139,11 +149,15 @@ static int call_frames(const stepmodel *m, int *first)
     return sm_call_steps(m, 0);
 }
 
-/* Ring all-reduce of n chunks (one element each): the table of core/coll/allreduce.c. */
+/* Ring all-reduce of n chunks (one element each): the table of core/coll/allreduce.c; the
+ * same for the non-blocking one (DDP's buckets) that the progress thread runs. */
 START_TEST(ring_allreduce_table)
 {
-    for (int n = 3; n <= 5; n++) {
-        job_arg a = {MLSYS_COLL_ALLREDUCE, "ring", n, 0};
+    for (int n = 3; n <= 5 + 3; n++) {
+        int nb = n > 5;
+        if (nb)
+            n -= 3;
+        job_arg a = {MLSYS_COLL_ALLREDUCE, "ring", n, 0, nb};
         stepmodel *m = run_model(n, coll_rank, &a);
         int f0, steps = call_frames(m, &f0);
         ck_assert_int_eq(steps, 2 * (n - 1));
@@ -184,7 +198,11 @@ START_TEST(ring_allreduce_table)
                 ck_assert_int_eq(__builtin_popcountll(sd->chunks), 1);
             }
         }
+        ck_assert_int_eq(sm_call_at(m, 0)->async, nb);
+        ck_assert_str_eq(sm_call_at(m, 0)->algo, "ring");
         sm_free(m);
+        if (nb)
+            n += 3;
     }
 }
 END_TEST
@@ -193,7 +211,7 @@ START_TEST(allgather_reduce_scatter_broadcast_reduce)
 {
     for (int n = 3; n <= 5; n++) {
         /* all_gather ring, 2 elements per rank: after step s rank r holds blocks r-s-1..r */
-        job_arg a = {MLSYS_COLL_ALLGATHER, "ring", 2, 0};
+        job_arg a = {MLSYS_COLL_ALLGATHER, "ring", 2, 0, 0};
         stepmodel *m = run_model(n, coll_rank, &a);
         int f0, steps = call_frames(m, &f0);
         ck_assert_int_eq(steps, n - 1);
@@ -209,7 +227,7 @@ START_TEST(allgather_reduce_scatter_broadcast_reduce)
             }
         sm_free(m);
         /* reduce_scatter ring: rank r ends with block r summed over all ranks */
-        job_arg rs = {MLSYS_COLL_REDUCE_SCATTER, "ring", 1, 0};
+        job_arg rs = {MLSYS_COLL_REDUCE_SCATTER, "ring", 1, 0, 0};
         m = run_model(n, coll_rank, &rs);
         steps = call_frames(m, &f0);
         ck_assert_int_eq(steps, n - 1);
@@ -223,7 +241,7 @@ START_TEST(allgather_reduce_scatter_broadcast_reduce)
         }
         sm_free(m);
         /* broadcast tree from root 1: at the end every rank holds rank 1's data */
-        job_arg bc = {MLSYS_COLL_BROADCAST, "tree", n, 1};
+        job_arg bc = {MLSYS_COLL_BROADCAST, "tree", n, 1, 0};
         m = run_model(n, coll_rank, &bc);
         steps = call_frames(m, &f0);
         for (int r = 0; r < n; r++) {
@@ -238,7 +256,7 @@ START_TEST(allgather_reduce_scatter_broadcast_reduce)
         ck_assert_int_eq(sd->src, 1);
         sm_free(m);
         /* reduce tree to root 0: the root ends with every rank's data summed */
-        job_arg rd = {MLSYS_COLL_REDUCE, "tree", n, 0};
+        job_arg rd = {MLSYS_COLL_REDUCE, "tree", n, 0, 0};
         m = run_model(n, coll_rank, &rd);
         steps = call_frames(m, &f0);
         const sm_cell *c = sm_cells(m, f0 + steps - 1, 0);
@@ -257,7 +275,7 @@ END_TEST
 START_TEST(barrier_and_relay)
 {
     for (int n = 3; n <= 5; n++) {
-        job_arg b = {MLSYS_COLL_BARRIER, NULL, 0, 0};
+        job_arg b = {MLSYS_COLL_BARRIER, NULL, 0, 0, 0};
         stepmodel *m = run_model(n, coll_rank, &b);
         int f0;
         call_frames(m, &f0);
@@ -467,7 +485,7 @@ START_TEST(who_chose_the_algorithm)
 {
     char t[300];
     /* the lab (mlsys_set_algo) */
-    job_arg a = {MLSYS_COLL_ALLREDUCE, "ring", 4, 0};
+    job_arg a = {MLSYS_COLL_ALLREDUCE, "ring", 4, 0, 0};
     stepmodel *m = run_model(4, coll_rank, &a);
     ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 0);
     ck_assert_msg(!strcmp(t, "why: the lab chose ring"), "%s", t);
@@ -490,7 +508,7 @@ START_TEST(who_chose_the_algorithm)
     sm_free(m);
     /* the learner's choice does not fit: what ran instead */
     user_algo = "recursive_doubling";             /* all_gather's needs a power of two */
-    job_arg ag = {MLSYS_COLL_ALLGATHER, NULL, 2, 0};
+    job_arg ag = {MLSYS_COLL_ALLGATHER, NULL, 2, 0, 0};
     m = run_model(3, coll_rank, &ag);
     user_algo = NULL;
     ck_assert_int_eq(sm_call_why(m, 0, t, sizeof t), 1);

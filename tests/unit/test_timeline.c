@@ -242,6 +242,202 @@ START_TEST(gated_wait_squeezed)
 }
 END_TEST
 
+/* Waits at a gate inside a collective (gated mode: STEP, then MARK "gate" when the rank
+ * passed): not bubble, not communication, and squeezed off the axis. */
+START_TEST(gate_waits_inside_a_collective)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    uint64_t ms = 1000000;
+    for (int r = 0; r < 2; r++) {
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, r, 0, "F mb0");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, r, 8 * ms, "F mb0");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COLL_BEGIN, r, 8 * ms, "ring");
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e, 0);
+        for (int k = 0; k < 3; k++) {      /* three algorithm steps, 10 s at each gate */
+            uint64_t t0 = 8 * ms + (uint64_t)k * 10002 * ms;
+            e = ev(MLSYS_EV_STEP, r, t0, "reduce-scatter");
+            e.coll = MLSYS_COLL_ALLREDUCE;
+            e.step = k;
+            c->event(d, &e, 0);
+            e = ev(MLSYS_EV_MARK, r, t0 + 10000 * ms, "gate");
+            e.step = k;
+            c->event(d, &e, 0);
+        }
+        e = ev(MLSYS_EV_COLL_END, r, 8 * ms + 3 * 10002 * ms, "ring");
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_BEGIN, r, 8 * ms + 3 * 10002 * ms, "B mb0");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, r, 16 * ms + 3 * 10002 * ms, "B mb0");
+        c->event(d, &e, 0);
+    }
+    char *f = render(d, 70, 10, 0), row[128];
+    /* busy: 16 ms of compute in 22 ms (the 30 s of waits are nobody's bubble): 27% */
+    line_of(f, 2, row, sizeof row);
+    ck_assert_msg(strstr(row, " 27.3%"), "lane 0: %s\n%s", row, f);
+    ck_assert_msg(strstr(f, "~") && !strstr(f, " s\n"), "the waits stay on the axis:\n%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* TP's labels: forward and backward of the same kernel have one letter but not one look;
+ * the legend names what the lanes show; texts never run into each other. */
+START_TEST(legend_directions_and_texts)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    uint64_t ms = 1000000;
+    static const char *const seq[] = {"col GEMM", "GELU", "row GEMM", "row GEMM bwd",
+                                      "GELU bwd", "col GEMM bwd"};
+    for (int i = 0; i < 6; i++) {
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, (uint64_t)i * 4 * ms, seq[i]);
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, (uint64_t)i * 4 * ms + 3 * ms, seq[i]);
+        c->event(d, &e, 0);
+    }
+    /* two collectives back to back, each a few columns wide: names must not run together */
+    static const int colls[] = {MLSYS_COLL_BROADCAST, MLSYS_COLL_ALLREDUCE};
+    for (int i = 0; i < 2; i++) {
+        mlsys_event e = ev(MLSYS_EV_COLL_BEGIN, 0, 24 * ms + (uint64_t)i * ms, "direct");
+        e.coll = (int16_t)colls[i];
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COLL_END, 0, 25 * ms + (uint64_t)i * ms, "direct");
+        e.coll = (int16_t)colls[i];
+        c->event(d, &e, 0);
+    }
+    grid *g = grid_create(80, 8);
+    grid_set_ascii(g, 1);
+    view_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.anim = 1.0;
+    ctx.ascii = 1;
+    view_timeline_class.draw(d, g, 0, 0, 80, 8, &ctx);
+    char *f = grid_dump(g), *at = grid_dump_attrs(g);
+    char row[128], arow[128];
+    line_of(f, 1, row, sizeof row);
+    ck_assert_msg(strstr(row, "c col GEMM") && strstr(row, "G GELU") && strstr(row, "r row GEMM")
+                  && strstr(row, "backward"), "legend: %s", row);
+    line_of(f, 2, row, sizeof row);
+    line_of(at, 2, arow, sizeof arow);
+    /* the first 'c' span (forward) is not reversed, the last (backward) is: bit 8 */
+    const char *first = strchr(row + 4, 'c'), *last = strrchr(row, 'c');
+    ck_assert_ptr_nonnull(first);
+    ck_assert(first != last);
+    int fa = arow[first - row], la = arow[last - row];
+    int fr = fa == '.' ? 0 : fa >= 'a' ? fa - 'a' + 10 : fa - '0';
+    int lr = la == '.' ? 0 : la >= 'a' ? la - 'a' + 10 : la - '0';
+    ck_assert_msg(!(fr & 8) && (lr & 8), "forward %c, backward %c in\n%s", fa, la, arow);
+    line_of(f, 3, row, sizeof row);
+    ck_assert_msg(!strstr(row, "broadcasall") && !strstr(row, "broadcastall"), "%s", row);
+    free(f);
+    free(at);
+    grid_free(g);
+    c->free(d);
+}
+END_TEST
+
+/* A lab without compute spans (train-lm) gets no made-up 100% bubble. */
+START_TEST(no_compute_no_bubble)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    for (int r = 0; r < 2; r++) {
+        mlsys_event e = ev(MLSYS_EV_COLL_BEGIN, r, 1000, "ring");
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COLL_END, r, 9000000, "ring");
+        e.coll = MLSYS_COLL_ALLREDUCE;
+        c->event(d, &e, 0);
+    }
+    char *f = render(d, 70, 10, 0);
+    ck_assert_msg(strstr(f, "no compute spans") && strstr(f, "n/a") && !strstr(f, "100.0%"),
+                  "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* Each schedule of --schedule all is a section: named, with its own bubble; a shows the
+ * whole run; the interleaved chunks carry their letter. */
+START_TEST(schedules_as_sections)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 4);
+    char err[128];
+    int first = 0;
+    static const sched_kind ks[] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1};
+    double bubble[4];
+    for (int i = 0; i < 4; i++) {
+        schedule s;
+        ck_assert_int_eq(sched_build(&s, ks[i], 4, 8, 2, err, sizeof err), 0);
+        bubble[i] = sched_bubble(&s);
+        mlsys_event *e;
+        size_t n = sched_events_at(&s, 1000000, first, i, &e);
+        for (size_t k = 0; k < n; k++)
+            c->event(d, &e[k], e[k].kind == MLSYS_EV_STEP ? i + 1 : i);
+        free(e);
+        first += s.total + 2;
+        sched_free(&s);
+        /* drawn now, the newest section is this schedule, with its own bubble */
+        char *f = render(d, 120, 14, 0), want[96];
+        snprintf(want, sizeof want, "%s - step %d of %d", sched_short(ks[i]), i + 1, i + 1);
+        ck_assert_msg(strstr(f, want), "no '%s' in\n%s", want, f);
+        snprintf(want, sizeof want, "bubble %.1f%% overall", 100.0 * bubble[i]);
+        ck_assert_msg(strstr(f, want), "no '%s' in\n%s", want, f);
+        if (ks[i] == SCHED_INTERLEAVED)
+            ck_assert_msg(strstr(f, "F0a") && strstr(f, "F0b"), "%s", f);
+        if (i == 2)
+            golden("timeline_interleaved_section", f);
+        free(f);
+    }
+    ck_assert_int_ne(c->key(d, 'a') & UI_REDRAW, 0);
+    char *f = render(d, 120, 14, 0);
+    ck_assert_msg(strstr(f, "the whole run"), "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* A lab that measured its own section (MARK "bubble") sees its figure, not another one. */
+START_TEST(lab_measured_bubble)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    uint64_t ms = 1000000;
+    for (int r = 0; r < 2; r++) {
+        mlsys_event e = ev(MLSYS_EV_STEP, r, 0, "1F1B");
+        e.step = 0;
+        c->event(d, &e, 1);
+        e = ev(MLSYS_EV_COMPUTE_BEGIN, r, 2 * ms, "F mb0");
+        c->event(d, &e, 1);
+        e = ev(MLSYS_EV_COMPUTE_END, r, (uint64_t)(6 + 2 * r) * ms, "F mb0");
+        c->event(d, &e, 1);
+        e = ev(MLSYS_EV_MARK, r, 12 * ms, "bubble");
+        e.val[0] = (4.0 + 2 * r) * ms;       /* busy: 4 ms and 6 ms of a 10 ms span */
+        e.val[1] = 10.0 * ms;
+        c->event(d, &e, 1);
+    }
+    char *f = render(d, 90, 10, 0), row[128];
+    ck_assert_msg(strstr(f, "bubble 50.0% measured by the lab (span 10.00 ms)"), "%s", f);
+    line_of(f, 2, row, sizeof row);
+    ck_assert_msg(strstr(row, " 60.0%"), "%s", row);
+    line_of(f, 4, row, sizeof row);
+    ck_assert_msg(strstr(row, " 40.0%"), "%s", row);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
     Suite *s = suite_create("timeline");
@@ -250,6 +446,11 @@ static Suite *timeline_suite(void)
     tcase_add_test(t, comm_rows_and_keys);
     tcase_add_test(t, axis_grows_in_steps);
     tcase_add_test(t, gated_wait_squeezed);
+    tcase_add_test(t, gate_waits_inside_a_collective);
+    tcase_add_test(t, legend_directions_and_texts);
+    tcase_add_test(t, no_compute_no_bubble);
+    tcase_add_test(t, schedules_as_sections);
+    tcase_add_test(t, lab_measured_bubble);
     suite_add_tcase(s, t);
     return s;
 }

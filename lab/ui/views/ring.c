@@ -39,9 +39,12 @@ static void ring_free(void *data)
 
 /* ---- drawing ---- */
 
+/* Do the boxes overlap or touch? Two columns stay between boxes side by side and a row
+ * between boxes one above the other, so that every message has a path for its arrow. */
 static int overlap(const box *a, const box *b)
 {
-    return a->x < b->x + b->w && b->x < a->x + a->w && a->y < b->y + b->h && b->y < a->y + a->h;
+    return a->x < b->x + b->w + 2 && b->x < a->x + a->w + 2 && a->y < b->y + b->h + 1 &&
+           b->y < a->y + a->h + 1;
 }
 
 static void status_text(const view_ctx *ctx, int r, char *out, size_t n, grid_attr *a)
@@ -266,10 +269,12 @@ static void draw_box(const scene *s, grid *g, const box *b, int r, int bh, const
         view_put_clipped(g, x, y++, avail, line, GRID_DIM);
     }
     int n = s->n;
-    int cw = n ? (avail - (n - 1)) / n : 0;
+    /* the chunks that exist: a buffer of fewer elements than ranks has fewer cells */
+    int nc = s->f && s->f->data_call >= 0 ? sm_call_chunks(s->m, s->f->data_call) : n;
+    int cw = nc ? (avail - (nc - 1)) / nc : 0;
     if (cw > 8)
         cw = 8;
-    int shown = n;
+    int shown = nc;
     if (cw < 3) {                     /* many ranks in a small box: the first cells, then … */
         cw = 3;
         shown = (avail + 1) / 4 - 1;
@@ -306,7 +311,7 @@ static void draw_box(const scene *s, grid *g, const box *b, int r, int bh, const
             int tw = grid_text_width(t, strlen(t));
             grid_put(g, x + j * (cw + 1) + (cw - tw + 1) / 2, y, t, a);
         }
-        if (shown < n)
+        if (shown < nc)
             grid_put(g, x + shown * (cw + 1), y, view_glyph(ctx->ascii, "…", "+"), GRID_DIM);
     } else {
         double pv;
