@@ -149,7 +149,8 @@ float zero_step(zero *z, const float *x, const int *y, int B, int *rc);
 int zero_full_params(zero *z, float *out);
 void zero_free(zero *z);
 /* Memory records for the blocks view: this rank's pools (ZERO_POOL + 0 parameters, + 1
- * gradients, + 2 optimizer state, + 3 temporaries as a gauge), a block per piece of every
+ * gradients, + 2 optimizer state (none with SGD), + 3 ZeRO-3's gathered layers as a
+ * gauge), a block per piece of every
  * tensor (tensor t's piece q is block t*N + q, tensor t its owner), the pieces the stage
  * keeps held, and the bytes really allocated; a pool described again starts afresh. Under
  * stage 3 each layer's gathered pieces are held while it is used, then freed. */

@@ -135,9 +135,12 @@ static void mem_rec(zero *z, int pool, int op, int block, int owner, uint64_t by
 
 static void usage(zero *z, int pool, size_t bytes)
 {
+    char name[32];
+    snprintf(name, sizeof name, "ZeRO-%d %s", z->stage, pool == 3 ? "gathered" : pool == 2 ?
+             "optimizer" : pool == 1 ? "grads" : "params");
     mlsys_mem_info m = {.pool = (int16_t)(ZERO_POOL + pool), .op = MLSYS_MEM_USAGE, .block = -1,
                         .owner = -1, .index = -1};
-    mlsys_emit_mem(z->c, &m, bytes, NULL);
+    mlsys_emit_mem(z->c, &m, bytes, name);
 }
 
 /* Does this rank hold piece q of the tensors in pool (0 params, 1 grads, 2 optimizer)? */
@@ -151,17 +154,18 @@ void zero_show(zero *z)
 {
     if (!z->c || !mlsys_tracing(z->c))
         return;
-    static const char *const names[] = {"params", "grads", "optimizer", "temporary"};
+    static const char *const names[] = {"params", "grads", "optimizer"};
     int N = z->N, K = z->opt.adamw ? 2 : 0;
-    for (int pool = 0; pool < 4; pool++) {
+    for (int pool = 0; pool < 3; pool++) {
+        if (pool == 2 && !K)
+            continue;                   /* SGD keeps no optimizer state */
         char name[32];
         snprintf(name, sizeof name, "ZeRO-%d %s", z->stage, names[pool]);
-        int blocks = pool == 3 || (pool == 2 && !K) ? 0 : z->nt * N;
         mlsys_mem_info m = {.pool = (int16_t)(ZERO_POOL + pool), .op = MLSYS_MEM_POOL,
-                            .block = -1, .owner = -1, .index = 0, .aux = blocks};
+                            .block = -1, .owner = -1, .index = 0, .aux = z->nt * N};
         mlsys_emit_mem(z->c, &m, z->piece[0] * sizeof(float) * (pool == 2 ? (size_t)K : 1),
                        name);
-        for (int t = 0; t < z->nt && blocks; t++) {
+        for (int t = 0; t < z->nt; t++) {
             char tn[16];
             snprintf(tn, sizeof tn, "%c%d", t % 2 ? 'b' : 'w', t / 2 + 1);
             mem_rec(z, pool, MLSYS_MEM_OWNER, -1, t, 0, tn);
@@ -173,8 +177,10 @@ void zero_show(zero *z)
     }
     usage(z, 0, z->mem.params);
     usage(z, 1, z->mem.grads);
-    usage(z, 2, z->mem.optim);
-    usage(z, 3, z->mem.temp_now);
+    if (K)
+        usage(z, 2, z->mem.optim);
+    if (z->stage == 3)
+        usage(z, 3, z->mem.temp_now);
 }
 
 /* Stage 3: tensor t's other pieces are held (gathered) or let go. */

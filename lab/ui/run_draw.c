@@ -98,12 +98,12 @@ static void status_line(run *r, grid *g, int x, int y, int w)
         snprintf(left, sizeof left, "replay of %zu events%s", r->rd.n,
                  r->frame < last ? "" : ": the end (r plays it again)");
     } else if (r->done && r->frame < last && r->result == 0) {
-        snprintf(left, sizeof left, "the job has ended; showing step %d of %d (End: the last)",
-                 r->frame, last);
+        snprintf(left, sizeof left, "ended; showing step %d of %d (End: the last)", r->frame,
+                 last);
     } else if (r->done && r->result == 0 && r->skipped) {
-        snprintf(left, sizeof left, "finished: every rank exited 0 (the player jumped %d "
-                 "step%s to keep up: b and Home go back)", r->skipped, r->skipped == 1 ? "" :
-                 "s");
+        snprintf(left, sizeof left, w >= 110 ? "finished: every rank exited 0 (skipped %d "
+                 "step%s to keep up: b goes back)" : "finished (skipped %d step%s: b goes back)",
+                 r->skipped, r->skipped == 1 ? "" : "s");
         la = GRID_PAIR(UI_PAIR_OK) | GRID_BOLD;
     } else if (r->done) {
         snprintf(left, sizeof left, "%s", r->result != 0 ? r->why : !r->ran_ranks ? r->why :
@@ -114,8 +114,8 @@ static void status_line(run *r, grid *g, int x, int y, int w)
                  sm_nframes(r->sm) - 1);
         la = GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD;
     } else if (r->skipped && r->frame >= last - 1) {
-        snprintf(left, sizeof left, "running; the player keeps up with the job (%d step%s "
-                 "jumped: b goes back)", r->skipped, r->skipped == 1 ? "" : "s");
+        snprintf(left, sizeof left, "running (skipped %d step%s to keep up: b goes back)",
+                 r->skipped, r->skipped == 1 ? "" : "s");
         la = GRID_PAIR(UI_PAIR_OK);
     } else {
         snprintf(left, sizeof left, "running");
@@ -128,27 +128,26 @@ static void status_line(run *r, grid *g, int x, int y, int w)
         snprintf(sp, sizeof sp, "%d ms/step", ms);
     else
         snprintf(sp, sizeof sp, "no animation");
-    int narrow = w < 100;
+    int narrow = w < 100, wide = w >= 140;
     if (narrow)
         snprintf(sp, sizeof sp, "%d ms", ms);
     int ended = (r->done || r->replay) && r->frame >= last;
     const char *state = ended ? "the end" : r->paused ? "paused" : "playing";
     int used;
     uint64_t dropped = sm_tape_dropped(r->sm);
-    if (narrow) {
-        used = snprintf(right, sizeof right, "%s%sstep %d/%d", state, dot, r->frame, last);
-        if (r->lost)
-            snprintf(right + used, sizeof right - (size_t)used, "%s%llu lost", dot,
-                     (unsigned long long)r->lost);
-    } else {
-        used = snprintf(right, sizeof right, "%s%s%s%sstep %d/%d%s%llu events", state, dot, sp,
-                        dot, r->frame, last, dot, (unsigned long long)r->events);
-        if (dropped)
-            used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu not kept", dot,
-                             (unsigned long long)dropped);
+    /* what the learner acts on first; the speed and the counts where there is room */
+    used = snprintf(right, sizeof right, "%s%sstep %d/%d", state, dot, r->frame, last);
+    if (wide)
+        used += snprintf(right + used, sizeof right - (size_t)used, "%s%s", dot, sp);
+    if (!narrow)
+        used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu events", dot,
+                         (unsigned long long)r->events);
+    if (dropped && !narrow)
+        used += snprintf(right + used, sizeof right - (size_t)used, "%s%llu not kept", dot,
+                         (unsigned long long)dropped);
+    if (r->lost || wide)
         snprintf(right + used, sizeof right - (size_t)used, "%s%llu lost", dot,
                  (unsigned long long)r->lost);
-    }
     int rw = grid_text_width(right, strlen(right));
     grid_fill(g, x, y, w, 1, ' ', GRID_PAIR(UI_PAIR_BAR) | GRID_REVERSE);
     view_put_clipped(g, x + 1, y, w - rw - 4, left, la | GRID_REVERSE);

@@ -303,6 +303,7 @@ static int start_ranks(run *r, mlsys_launch_opts *o, char *err, size_t n)
  * view (a schedule drawn slot by slot) go into the model as a finished job's would. */
 static void answered_alone(run *r, int brc)
 {
+    in_feed(r, UINT64_MAX);         /* its text first: it is what the whole run says */
     mlsys_event *sev = NULL;
     size_t ns = brc == 0 && r->l->synth_events ? r->l->synth_events(&r->a, &sev) : 0;
     int lanes = 0;
@@ -316,6 +317,7 @@ static void answered_alone(run *r, int brc)
     for (size_t i = 0; i < ns; i++)
         if (sev[i].rank >= 0 && sev[i].rank < r->nranks)
             in_push(r, sev[i].t_ns)->ev = sev[i];
+    r->events = ns;
     free(sev);
     play_select_view(r, ns && r->l->view ? r->l->view : "log");
     if (r->trace_tmp[0]) {

@@ -4,7 +4,8 @@
  * each view is fed the model's tape up to that frame when it is drawn. Playing moves one
  * frame per period of the chosen speed, animating its arrival; a live job that runs ahead
  * of the animation is caught up with (the frames jumped over stay one key away), a gated
- * job's ranks get one step per period, and a replay plays from its start. */
+ * job's ranks get one step per period, and a replay (or what a lab drew without ranks)
+ * plays from its start. */
 #include "run.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +152,7 @@ int play_tick(run *r, uint64_t now, int *tmo)
     int live = r->job && !r->done && !r->replay;
     /* a live job ahead of the animation by more than CATCHUP_NS: jump to just before its
      * newest frame (which then animates); an ended job's backlog: to its end */
-    if (!r->paused && !r->gated && !r->replay && r->frame < last &&
+    if (!r->paused && !r->gated && !r->replay && r->ran_ranks && r->frame < last &&
         (uint64_t)(last - r->frame) * (ms ? period : 0) > CATCHUP_NS) {
         int to = live ? last - 1 : last;
         r->skipped += to - r->frame;

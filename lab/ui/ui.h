@@ -131,6 +131,9 @@ ui_screen *run_create_fn(const char *title, int nranks, int gated,
 typedef struct run_stats_t {
     uint64_t events, forwarded, lost, queued, phases;
     int done, result;
+    int frame, last;            /* the frame shown, the last one that can be */
+    int skipped;                /* frames the player jumped over to keep up */
+    const char *view;           /* the current view's name */
 } run_stats_t;
 void run_stats(ui_screen *s, run_stats_t *st);
 

@@ -202,6 +202,34 @@ void run_stats(ui_screen *s, run_stats_t *st)
     st->phases = (uint64_t)sm_nframes(r->sm);
     st->done = r->done;
     st->result = r->result;
+    st->frame = r->frame;
+    st->last = play_last(r);
+    st->skipped = r->skipped;
+    st->view = r->v[r->cur].cls->name;
+}
+
+/* The view a replay opens in: the one its trace has the most to show for (memory records:
+ * blocks; flow records: flow; compute spans without collectives: the timeline; else ring). */
+static const char *replay_view(const replay_data *d)
+{
+    size_t mem = 0, flow = 0, comp = 0, coll = 0;
+    for (size_t i = 0; i < d->n; i++)
+        switch (d->ev[i].kind) {
+        case MLSYS_EV_MEM: mem++; break;
+        case MLSYS_EV_FLOW: flow++; break;
+        case MLSYS_EV_COMPUTE_BEGIN: comp++; break;
+        case MLSYS_EV_COLL_BEGIN: coll++; break;
+        default: break;
+        }
+    if (flow)
+        return "flow";
+    if (mem)
+        return "blocks";
+    if (comp && !coll)
+        return "timeline";
+    if (!coll && d->nl)
+        return "log";
+    return "ring";
 }
 
 ui_screen *run_create_replay(const char *title, replay_data *d)
@@ -218,7 +246,7 @@ ui_screen *run_create_replay(const char *title, replay_data *d)
     job_alloc_ranks(r, nranks);
     for (int k = 0; k < nranks; k++)
         r->rank_state[k] = VIEW_RANK_UNKNOWN;
-    play_create(r, "ring");
+    play_create(r, replay_view(&r->rd));
     job_replay_load(r);
     return wrap(r);
 }

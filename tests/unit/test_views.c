@@ -394,6 +394,59 @@ START_TEST(ring_allreduce_cells_follow_the_table)
 }
 END_TEST
 
+/* Five ranks at 80x24: boxes keep apart (every message gets an arrow) and narrow cells still
+ * show their values ("10", not nothing). */
+START_TEST(ring_five_ranks_small)
+{
+    const int n = 5;
+    const view_class *c = &view_ring_class;
+    void *d = c->create();
+    fresh(c, d, n);
+    coll_begin(c, d, n, MLSYS_COLL_ALLREDUCE, 1, "ring", 20);
+    for (int r = 0; r < n; r++) {            /* input values: chunk j of rank r = 10 j + r */
+        for (int j = 0; j < n; j += 4) {
+            mlsys_event e = ev(MLSYS_EV_MARK, r);
+            snprintf(e.label, sizeof e.label, "chunks");
+            e.step = -2;
+            e.chunk = j;
+            e.tag = n - j < 4 ? n - j : 4;
+            for (int k = 0; k < e.tag; k++)
+                e.val[k] = 10.0 * (j + k + 1) + r;
+            feed(c, d, &e);
+        }
+    }
+    ring_step(c, d, n, 0);
+    view_ctx ctx = settled(n);
+    char *f = render(c, d, 78, 19, &ctx, 0);
+    /* the boxes: no two share a row and touch columns (a border next to a border) */
+    ck_assert_msg(!strstr(f, "┐┌") && !strstr(f, "┘└") && !strstr(f, "││") &&
+                  !strstr(f, "┐ ┌") && !strstr(f, "┘ └"), "boxes touch:\n%s", f);
+    /* five messages, five arrow heads */
+    static const char *const heads[] = {"▶", "◀", "▲", "▼", "↗", "↘", "↙", "↖"};
+    int nh = 0;
+    for (size_t h = 0; h < 8; h++)
+        for (const char *p = f; (p = strstr(p, heads[h])) != NULL; p += strlen(heads[h]))
+            nh++;
+    ck_assert_msg(nh >= n, "%d arrow heads for %d messages:\n%s", nh, n, f);
+    /* after step 0 rank r holds in chunk r-1 its own value and rank r-1's summed (ring
+     * reduce-scatter: rank s sends chunk s to s+1): every such sum is on screen, and every
+     * untouched value of rank 1 */
+    for (int r = 0; r < n; r++) {
+        int j = (r + n - 1) % n, sum = 2 * 10 * (j + 1) + r + (r + n - 1) % n;
+        char want[16];
+        snprintf(want, sizeof want, " %d ", sum);
+        ck_assert_msg(strstr(f, want), "sum %s dropped:\n%s", want, f);
+    }
+    for (int j = 1; j < n; j++) {
+        char want[16];
+        snprintf(want, sizeof want, " %d ", 10 * (j + 1) + 1);
+        ck_assert_msg(strstr(f, want), "value %s dropped:\n%s", want, f);
+    }
+    free(f);
+    c->free(d);
+}
+END_TEST
+
 START_TEST(ring_golden_frames)
 {
     const view_class *c = &view_ring_class;
@@ -995,6 +1048,119 @@ START_TEST(replay_round_trip)
 }
 END_TEST
 
+/* ---- a replay shows the ranks' output and speaks of no ranks to stop ---- */
+
+START_TEST(replay_log_and_help)
+{
+    static mlsys_event ev[2];
+    memset(ev, 0, sizeof ev);
+    for (int r = 0; r < 2; r++) {
+        ev[r].kind = MLSYS_EV_MARK;
+        ev[r].rank = r;
+        ev[r].t_ns = 2000 + (uint64_t)r;
+        ev[r].coll = ev[r].algo = ev[r].op = -1;
+        snprintf(ev[r].label, sizeof ev[r].label, "x");
+    }
+    mlsys_trace_line lines[2] = {{2500, 0, 0, "Rank 0: hello from the trace"},
+                                 {2600, 1, 1, "Rank 1: an error line"}};
+    char path[] = "/tmp/mlsys-test-replay-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(mlsys_trace_write_json_lines(path, ev, 2, lines, 2, 1000), 0);
+    replay_data rd;
+    char err[256];
+    int rc = replay_load(path, &rd, err, sizeof err);
+    unlink(path);
+#ifdef HAVE_CJSON
+    ck_assert_msg(rc == 0, "%s", err);
+    ui_screen *s = run_create_replay("t.json", &rd);
+    run_stats_t st;
+    run_stats(s, &st);
+    ck_assert_str_eq(st.view, "log");           /* nothing else to show: it opens there */
+    s->cls->key(s, UI_KEY_END);
+    grid *g = grid_create(100, 30);
+    s->cls->draw(s, g, 0, 1, 100, 28);
+    char *f = grid_dump(g);
+    ck_assert_msg(strstr(f, "[r0] Rank 0: hello from the trace") &&
+                  strstr(f, "[r1]! Rank 1: an error line"), "%s", f);
+    ck_assert_msg(strstr(f, "b/n Home/End [/] {/}"), "the scrubber says its keys:\n%s", f);
+    free(f);
+    const char *const *help = s->cls->help(s);
+    for (int i = 0; help[i]; i++)
+        ck_assert_msg(!strstr(help[i], "gated on") && !strstr(help[i], "form"), "%s", help[i]);
+    const ui_key_help *k = ui_global_keys(2, 0, s->cls->busy ? s->cls->busy(s) : 0, 1);
+    for (; k->key; k++)
+        ck_assert_msg(!strstr(k->what, "stop every rank"), "%s %s", k->key, k->what);
+    grid_free(g);
+    s->cls->free(s);
+#else
+    ck_assert_int_eq(rc, -1);
+#endif
+}
+END_TEST
+
+/* ---- a finished job's views catch up: no minutes of animation behind the job ---- */
+
+static double secs(void);
+
+static int many_steps(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 120; i++) {
+        int rc = mlsys_step(c, i, "step");
+        if (rc)
+            return rc;
+        mlsys_emit_point(c, "loss", i, 1.0 / (i + 1));
+    }
+    return 0;
+}
+
+START_TEST(finished_job_catches_up)
+{
+    char err[256];
+    ui_screen *s = run_create_fn("steps", 2, 0, many_steps, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    run_stats_t st;
+    for (int i = 0; i < 3000; i++) {
+        int tmo = 10;
+        s->cls->tick(s, mlsys_now_ns(), &tmo);
+        run_stats(s, &st);
+        if (st.done)
+            break;
+        usleep(2000);
+    }
+    ck_assert(st.done && st.result == 0);
+    /* 120 steps at 700 ms each would take minutes: the player catches up within the last
+     * step's animation (waited for, up to 10 s) */
+    double t0 = secs();
+    while (secs() - t0 < 10) {
+        int tmo = 10;
+        s->cls->tick(s, mlsys_now_ns(), &tmo);
+        run_stats(s, &st);
+        if (st.frame == st.last)
+            break;
+        usleep(20000);
+    }
+    ck_assert_msg(st.frame == st.last && st.last >= 120, "frame %d of %d after %.1f s", st.frame,
+                  st.last, secs() - t0);
+    ck_assert_int_gt(st.skipped, 0);
+    s->cls->key(s, '3');                       /* the plot: every point the ranks sent */
+    grid *g = grid_create(100, 30);
+    s->cls->draw(s, g, 0, 1, 100, 28);
+    char *f = grid_dump(g);
+    ck_assert_msg(strstr(f, "loss") && !strstr(f, "no points yet"), "%s", f);
+    ck_assert_msg(strstr(f, "skipped"), "the status line says it skipped steps:\n%s", f);
+    free(f);
+    /* and b steps back through what it jumped over */
+    s->cls->key(s, 'b');
+    run_stats(s, &st);
+    ck_assert_int_eq(st.frame, st.last - 1);
+    grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
 /* ---- core/trace_values.c against a real job ---- */
 
 static int values_rank(mlsys_comm *c, void *arg)
@@ -1237,6 +1403,7 @@ static Suite *views_suite(void)
     tcase_add_test(t, ring_recursive_doubling_cells);
     tcase_add_test(t, ring_allreduce_cells_follow_the_table);
     tcase_add_test(t, ring_golden_frames);
+    tcase_add_test(t, ring_five_ranks_small);
     tcase_add_test(t, ring_grid_for_many_ranks);
     tcase_add_test(t, ring_small_area_and_p2p);
     tcase_add_test(t, log_orders);
@@ -1252,6 +1419,8 @@ static Suite *views_suite(void)
     tcase_add_test(t, form_trims_and_warns_about_the_algorithm);
     tcase_add_test(t, rank_values_parser);
     tcase_add_test(t, replay_round_trip);
+    tcase_add_test(t, replay_log_and_help);
+    tcase_add_test(t, finished_job_catches_up);
     tcase_add_test(t, values_and_watched_buffers);
     tcase_add_test(t, algo_rule_without_a_comm);
     tcase_add_test(t, measure_draw_and_events);

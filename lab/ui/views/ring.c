@@ -179,15 +179,33 @@ static grid_attr mask_attr(uint64_t m, int n)
     return GRID_PAIR(UI_PAIR_PARTIAL);
 }
 
-/* The value in at most w columns ("6.0", "1e+03"), "" when it does not fit. */
+/* The value in at most w columns: "6.0", else "10" (an integer without its ".0"), else
+ * fewer digits ("3.14" -> "3.1"), else a k/M/G suffix ("1500" -> "2k"); "" when even that
+ * does not fit. A cell never drops a value that a narrower form can show. */
 static void fit_value(double v, int w, char *out, size_t n)
 {
     view_fmt_value(v, out, n);
-    if ((int)strlen(out) > w) {
-        snprintf(out, n, "%.*g", w > 5 ? w - 4 : 1, v);
-        if ((int)strlen(out) > w)
-            out[0] = 0;
+    if ((int)strlen(out) <= w)
+        return;
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(out, n, "%.0f", v);
+        if ((int)strlen(out) <= w)
+            return;
     }
+    for (int p = w; p >= 1; p--) {
+        snprintf(out, n, "%.*g", p, v);
+        if ((int)strlen(out) <= w && !strchr(out, 'e'))
+            return;
+    }
+    static const char suf[] = "kMGT";
+    double a = fabs(v);
+    for (int k = 0; k < 4; k++) {
+        a /= 1000.0;
+        snprintf(out, n, "%s%.0f%c", v < 0 ? "-" : "", a, suf[k]);
+        if ((int)strlen(out) <= w)
+            return;
+    }
+    out[0] = 0;
 }
 
 typedef struct scene {
