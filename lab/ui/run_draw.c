@@ -70,7 +70,7 @@ const char *const *run_draw_help(run *r)
 /* One line: where the shown frame sits among those recorded, and the keys that move it. */
 static void draw_scrubber(run *r, grid *g, int x, int y, int w)
 {
-    int total = play_last(r), ascii = g->ascii;
+    int total = sm_nframes(r->sm) - 1, ascii = g->ascii;
     char l[64];
     snprintf(l, sizeof l, " step %d/%d ", r->frame, total);
     const char *keys = ascii ? "  b/n Home/End [/] {/}" : "  b/n Home/End [/] {/}";
@@ -136,7 +136,8 @@ static void status_line(run *r, grid *g, int x, int y, int w)
     int used;
     uint64_t dropped = sm_tape_dropped(r->sm);
     /* what the learner acts on first; the speed and the counts where there is room */
-    used = snprintf(right, sizeof right, "%s%sstep %d/%d", state, dot, r->frame, last);
+    used = snprintf(right, sizeof right, "%s%sstep %d/%d", state, dot, r->frame,
+                    sm_nframes(r->sm) - 1);
     if (wide)
         used += snprintf(right + used, sizeof right - (size_t)used, "%s%s", dot, sp);
     if (!narrow)

@@ -473,7 +473,19 @@ check "r reruns the job after the failure: fresh ranks at the gate" \
     wait_for "the ranks wait at gate 1: n lets them take it" 60
 check "the new ranks are new processes" sh -c "[ -z \"\$(pgrep -P $ui | grep -x '$r2')\" ] && \
     [ \$(pgrep -P $ui | wc -l) -eq 4 ]"
-keys q Escape q
+ranks=$(pgrep -P "$ui" | tr '\n' ' ')
+keys q
+check "q while the job runs asks before it stops the ranks" \
+    wait_for "Stop every rank and go back\\?" 20
+keys n
+check "n keeps the job at its gate" sh -c "sleep 0.3; $T capture-pane -p -t $sess | \
+    grep -q 'wait at gate' && for p in $ranks; do kill -0 \$p || exit 1; done"
+keys q y
+check "q then y goes back to the form and stops every rank" sh -c "\
+    $T capture-pane -p -t $sess | grep -q 'launch ch03/collective-cheatsheet' || sleep 1; \
+    $T capture-pane -p -t $sess | grep -q 'launch ch03/collective-cheatsheet' && \
+    sleep 0.5 && for p in $ranks; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0"
+keys Escape q
 check "quitting after the failure leaves status 0" wait_for "^EXIT=0" 40
 check "the terminal is sane after a rank crash" sane_tty
 $T kill-session -t "$sess"
@@ -513,7 +525,14 @@ back_to_allreduce_end() {
 check "replay plays the all-reduce: every rank ends with all contributions" back_to_allreduce_end
 check "with the algorithm that ran, in the calls so far" wait_for "all_reduce recursive_doubling" 20
 check "and no message it could not place" sh -c "! $T capture-pane -p -t $sess | grep -q 'rank [0-9] ≈'"
-keys q
+check "the scrubber under the view says its keys" wait_for "step [0-9]+/[0-9]+ .*b/n Home/End" 10
+keys 2 End
+check "the replay's log has the ranks' output, each under its rank" \
+    wait_for "^ \\[r3\\] Rank 3: \\[" 20
+keys '?'
+check "the replay's help offers no ranks to stop and no form to go back to" sh -c "sleep 0.3; \
+    ! $T capture-pane -p -t $sess | grep -q -e 'stop every rank' -e 'gated on'"
+keys Escape q
 check "q ends the replay" wait_for "^EXIT=0" 30
 keys "$bin replay /nonexistent.json; echo EXIT=\$?" Enter
 check "a missing trace is a clear error" wait_for "cannot open /nonexistent.json" 30
@@ -544,7 +563,7 @@ check "80x24 run screen: the footer keeps ?/F1 help and q back" \
 keys '?'
 check "the help says how to scroll it when it does not fit" wait_for "j/k scroll" 20
 keys G
-check "G scrolls the help to its last keys and lines" wait_for "Q +quit the lab" 20
+check "G scrolls the help to its last keys and lines" wait_for "Q/F10 +quit the lab" 20
 keys Escape
 keys 2 '?'
 check "the log view's help lists its own keys (o, f/F, g/G)" \
@@ -653,6 +672,45 @@ keys '?'
 check "--ascii: the help names the glyphs the tree draws" wait_for "o not tried yet" 20
 keys Escape q
 wait_for "^EXIT=0" 30
+$T kill-session -t "$sess"
+
+# ---- the views of every lab: blocks, flow, timeline sections, the log at 80 columns ----
+start views80 80 24
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 5 Right j j Enter
+wait_for "launch ch05/gradient-sync-visualizer" 30
+keys Enter
+check "gradient-sync opens in the blocks view: every rank's gradient, one row each" \
+    wait_for "^ r3 gradient " 60
+check "with its buckets as the owners (block tables of the selected row)" \
+    wait_for "block tables of r0 gradient|r0 gradient: 18 blocks" 20
+check "an empty flow view speaks to a learner" sh -c "\
+    $T send-keys -t $sess 6; sleep 0.5; $T capture-pane -p -t $sess | grep -q 'no roles yet'"
+keys 2 G
+check "the log wraps long lines at 80 columns: no [check] line loses its verdict" sh -c "\
+    sleep 0.5; $T capture-pane -p -t $sess | grep -q 'PASS' && \
+    ! $T capture-pane -p -t $sess | grep -Eq '^ \\[r[0-9]+\\].*…'"
+keys q Escape
+keys 7 Right j Enter
+wait_for "launch ch07/pipeline-schedule-viz" 30
+keys Enter
+check "schedule all: each schedule is a step of the timeline, named, with its bubble" \
+    wait_for "timeline .{1,3} GPipe .{1,3} step 1 of 4 .{1,3} bubble" 60
+keys End
+check "End: the last schedule, ZB-H1" wait_for "timeline .{1,3} ZB-H1 .{1,3} step 4 of 4" 20
+keys 2 G
+check "the lab's charts fit the log at 80 columns (blocks of slots)" sh -c "sleep 0.3; \
+    ! $T capture-pane -p -t $sess | grep -q 'GPU [0-9]: .*…'"
+keys q
+# a file name field: q goes back until the learner types into it (back from the run, the
+# selection rests on Launch: two up is trace)
+sleep 0.3
+keys Up Up
+check "on a file name field, q still goes back" sh -c "sleep 0.3; $T send-keys -t $sess q; \
+    sleep 0.5; ! $T capture-pane -p -t $sess | grep -q 'launch ch07/'"
+keys q
+check "q quits from home after the views, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
 
 echo "$pass passed, $fail failed"

@@ -12,6 +12,7 @@
  * each): the axis then counts slots. Keys: > < zoom, h l scroll, g/G start/end, z whole
  * window, a whole run or this section. */
 #include "view.h"
+#include "../stepmodel.h"
 #include "../../../core/trace_values.h"
 #include <math.h>
 #include <stdio.h>
@@ -753,10 +754,17 @@ static void tl_draw(void *data, grid *g, int x, int y, int w, int h, const view_
     }
     const char *dot = view_glyph(ascii, "·", "-");
     char title[240], what[120] = "";
-    int used = 0;
+    int used = 0, nsteps = t->nsec - 1;
+    if (ctx->sm) {                  /* the lab steps of the whole run, not only those fed */
+        int k = 0;
+        for (int i = 1; i < sm_nframes(ctx->sm); i++)
+            k += sm_frame_at(ctx->sm, i)->call < 0;
+        if (k > nsteps)
+            nsteps = k;
+    }
     if (sec)
         used = snprintf(what, sizeof what, "%s %s step %d of %d", sec->name[0] ? sec->name :
-                        "section", dot, vw.sec, t->nsec - 1);
+                        "section", dot, vw.sec, nsteps);
     else if (t->nsec > 1)
         used = snprintf(what, sizeof what, "the whole run");
     else
