@@ -99,8 +99,8 @@ int runner_algo_note(const char *algo, int nranks, const mlsys_event *e, char *o
     out[0] = 0;
     if (!algo || !*algo || !strcmp(algo, "auto") || !strcmp(algo, "native") || nranks < 2 ||
         e->kind != MLSYS_EV_COLL_BEGIN || e->coll < 0 || e->coll >= MLSYS_COLL_COUNT ||
-        !strcmp(e->label, algo))
-        return 0;
+        !strcmp(e->label, algo) || e->tag == MLSYS_ALGO_BY_LAB)
+        return 0;                   /* (the lab chose this call's algorithm itself) */
     mlsys_coll coll = (mlsys_coll)e->coll;
     const char *name = mlsys_coll_name(coll);
     const coll_algo *al = algo_entry(coll, algo);

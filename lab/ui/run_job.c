@@ -121,7 +121,6 @@ static void note_fallback(run *r, const mlsys_event *e)
 {
     char why[200], line[300];
     if (e->coll < 0 || e->coll >= 32 || (r->noted & (1u << e->coll)) ||
-        e->tag == MLSYS_ALGO_BY_LAB ||
         !runner_algo_note(r->forced, r->nranks, e, why, sizeof why))
         return;
     r->noted |= 1u << e->coll;

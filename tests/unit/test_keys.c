@@ -301,6 +301,11 @@ START_TEST(algo_fallbacks_are_said)
     ck_assert_msg(strstr(t, "2 elements on 5 ranks ran direct"), "%s", t);
     snprintf(e.label, sizeof e.label, "ring");
     ck_assert_int_eq(runner_algo_note("ring", 5, &e, t, sizeof t), 0);
+    /* a call whose algorithm the lab chose itself is no fallback of the learner's */
+    snprintf(e.label, sizeof e.label, "direct");
+    e.tag = MLSYS_ALGO_BY_LAB;
+    ck_assert_int_eq(runner_algo_note("ring", 5, &e, t, sizeof t), 0);
+    e.tag = MLSYS_ALGO_BY_USER;
     e.coll = MLSYS_COLL_SCATTER;
     snprintf(e.label, sizeof e.label, "tree");
     ck_assert_int_eq(runner_algo_note("ring", 5, &e, t, sizeof t), 1);
