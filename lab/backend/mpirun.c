@@ -182,6 +182,10 @@ static void child_setup(mpirun_job *j, int out[2], int err[2], pid_t parent)
         unsetenv("MLSYS_EVENTS_ADDR");
         unsetenv("MLSYS_EVENTS_TOKEN");
     }
+    if (j->o.tagged)
+        setenv("MLSYS_PRINT_TAGS", "1", 1);
+    else
+        unsetenv("MLSYS_PRINT_TAGS");
     unsetenv("MLSYS_JOB_FD");
 }
 
@@ -258,6 +262,8 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     }
     if (getenv("MLSYS_MPI_PLUGIN"))
         fwd[nf++] = "MLSYS_MPI_PLUGIN";
+    if (o->tagged)
+        fwd[nf++] = "MLSYS_PRINT_TAGS";
     if (getenv("MLSYS_DEBUG"))
         fwd[nf++] = "MLSYS_DEBUG";
 #if defined(__SANITIZE_ADDRESS__)
@@ -875,6 +881,17 @@ void mpirun_free(mpirun_job *j)
 
 /* ---- the runner's entry ---- */
 
+/* --trace: every output line goes into the trace under the rank that printed it (the tag
+ * rank 0 puts on lines it prints for others taken off) and is printed as deliver() would. */
+static void trace_line(void *u, int rank, int is_err, const char *line)
+{
+    int owner = rank;
+    const char *text = mlsys_print_untag(line, &owner);
+    if (rank >= 0)
+        trace_buf_line(u, owner, is_err, text);
+    deliver(NULL, rank, is_err, text);
+}
+
 int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
 {
     char err[512], path[PATH_MAX], exe[PATH_MAX];
@@ -917,6 +934,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
         .events_addr = lab_arg_str(a, "events-addr"),
         .events = trace != NULL,
         .verbose = lab_arg_bool(a, "verbose"),
+        .tagged = trace != NULL,        /* the trace keeps each output line's own rank */
     };
     char **args = mlsys_xcalloc((size_t)argc + 3, sizeof(char *));
     args[0] = "worker";
@@ -933,7 +951,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     }
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    mlsys_job_sink sink = {trace ? trace_line : NULL, trace_buf_collect, &tb};
     char why[300];
     int rc = mpirun_wait(j, o.events ? &sink : NULL, -1, why, sizeof why);
     if (trace && mlsys_job_stop_requested()) {
@@ -951,7 +969,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
                     "final record: the last events of %s may be missing\n", nmiss > 1 ? "s" : "",
                     missing, nmiss > 1 ? "those ranks" : "that rank");
     }
-    free(tb.ev);
+    trace_buf_free(&tb);
     int status = mpirun_exit_status(j);
     int interrupted = mlsys_job_stop_requested();
     mpirun_free(j);

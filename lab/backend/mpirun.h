@@ -16,6 +16,8 @@ typedef struct mpirun_opts {
     const char *events_addr;   /* where the collector listens; NULL = loopback */
     int events;                /* stream the ranks' events back (a trace or a view wants them) */
     int verbose;               /* print the mpirun line and mpirun's own reports */
+    int tagged;                /* lines rank 0 prints for another rank keep their rank
+                                  (MLSYS_PRINT_TAGS=1 for the ranks, as runner_spec's) */
 } mpirun_opts;
 
 typedef struct mpirun_job mpirun_job;

@@ -2,7 +2,8 @@
  * libraries). `cases job MODE N [events|rogue]` starts N ranks of `cases rank MODE` through
  * the runner's mpirun launcher (lab/mpirun.c) and prints how the job ended; `cases rank MODE`
  * is one rank: p2p and native checks against values computed here independently, a real
- * send/send deadlock, a failing rank, and a known number of events for the collector. */
+ * send/send deadlock, a failing rank, a known number of events for the collector, and typed
+ * memory and flow records whose every field the runner checks. */
 #include "../../core/coll/coll.h"
 #include "../../core/net_events.h"
 #include "../../lab/backend/mpirun.h"
@@ -479,6 +480,34 @@ static int events_case(mlsys_comm *c, int k)
     return 0;
 }
 
+/* k memory and k flow records per rank, every field from (rank, i): the runner checks them. */
+static void typed_of(int r, int n, int i, mlsys_mem_info *m, mlsys_flow_info *f)
+{
+    *m = (mlsys_mem_info){(int16_t)r, (int8_t)(i % MLSYS_MEM_OP_COUNT), (uint8_t)(i & 1), i,
+                          r * 1000 + i, i % 7, i % 5, -i};
+    *f = (mlsys_flow_info){(int16_t)r, (int16_t)((r + 1) % n), (int16_t)(i % MLSYS_FLOW_WHAT_COUNT),
+                           (int16_t)(i % 5), i, r, 3 * i, 0};
+}
+
+static int typed_case(mlsys_comm *c, int k)
+{
+    int r = mlsys_rank(c), n = mlsys_size(c);
+    if (!mlsys_tracing(c)) {
+        fprintf(stderr, "rank %d: tracing is off (MLSYS_EVENTS_ADDR not set)\n", r);
+        return 1;
+    }
+    for (int i = 0; i < k; i++) {
+        mlsys_mem_info m;
+        mlsys_flow_info f;
+        typed_of(r, n, i, &m, &f);
+        char lb[16];
+        snprintf(lb, sizeof lb, "m%d", i);
+        mlsys_emit_mem_value(c, &m, (uint64_t)i * 8, lb, i + 0.5 * r);
+        mlsys_emit_flow_value(c, &f, (uint64_t)i * 16, NULL, -i - 0.25 * r);
+    }
+    return mlsys_barrier(c);
+}
+
 static int rank_main(const char *mode, int k)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -498,6 +527,8 @@ static int rank_main(const char *mode, int k)
         rc = fail_case(c);
     else if (!strcmp(mode, "events"))
         rc = events_case(c, k);
+    else if (!strcmp(mode, "typed"))
+        rc = typed_case(c, k);
     fflush(stdout);
     mlsys_finalize(c);
     return rc;
@@ -505,16 +536,39 @@ static int rank_main(const char *mode, int k)
 
 /* ---- runner side ---- */
 
-static uint64_t g_events;
-static int g_ranks_seen[64];
+static uint64_t g_events, g_typed_ok, g_typed_bad;
+static int g_ranks_seen[64], g_world;
+
+/* A memory or flow record against the one typed_case sent: every field. */
+static void check_typed(const mlsys_event *e)
+{
+    mlsys_mem_info m;
+    mlsys_flow_info f;
+    int i = e->kind == MLSYS_EV_MEM ? e->mem.block : e->flow.count;
+    typed_of(e->rank, g_world, i, &m, &f);
+    char lb[16];
+    snprintf(lb, sizeof lb, "m%d", i);
+    int ok = e->kind == MLSYS_EV_MEM
+             ? !memcmp(&e->mem, &m, sizeof m) && e->bytes == (uint64_t)i * 8 &&
+               e->val[0] == i + 0.5 * e->rank && !strcmp(e->label, lb)
+             : !memcmp(&e->flow, &f, sizeof f) && e->bytes == (uint64_t)i * 16 &&
+               e->val[0] == -i - 0.25 * e->rank && !e->label[0];
+    if (ok)
+        g_typed_ok++;
+    else
+        g_typed_bad++;
+}
 
 static void count_events(void *u, const mlsys_event *ev, size_t n)
 {
     (void)u;
     g_events += n;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (ev[i].rank >= 0 && ev[i].rank < 64)
             g_ranks_seen[ev[i].rank] = 1;
+        if (ev[i].kind == MLSYS_EV_MEM || ev[i].kind == MLSYS_EV_FLOW)
+            check_typed(&ev[i]);
+    }
 }
 
 /* Connect to the collector and say hello with a wrong token (or not even the magic). */
@@ -556,6 +610,7 @@ static int job_main(int argc, char **argv)
     const char *mode = argv[2];
     int n = atoi(argv[3]);
     int events = argc > 4 && (!strcmp(argv[4], "events") || !strcmp(argv[4], "rogue"));
+    g_world = n;
     int rogues = argc > 4 && !strcmp(argv[4], "rogue");
     char k[16] = "0";
     if (argc > 5)
@@ -592,6 +647,9 @@ static int job_main(int argc, char **argv)
         printf("events: %llu from %d ranks, lost %llu, refused %d, incomplete %d%s%s\n",
                (unsigned long long)g_events, seen, (unsigned long long)mpirun_events_lost(j),
                mpirun_events_refused(j), ninc, ninc ? ": " : "", inc);
+    if (g_typed_ok || g_typed_bad)
+        printf("typed: %llu intact, %llu wrong\n", (unsigned long long)g_typed_ok,
+               (unsigned long long)g_typed_bad);
     mpirun_free(j);
     return 0;
 }

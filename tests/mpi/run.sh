@@ -167,6 +167,11 @@ else
     bad "--trace under mpi" "$tmp/d"
 fi
 
+# ---- typed memory and flow records over TCP, every field as the ranks sent it ----
+"$cases" job typed 3 events 200 >"$tmp/o" 2>&1
+expect "memory and flow records over TCP: 3 x 400 arrive with every field intact" "$tmp/o" \
+    '^typed: 1200 intact, 0 wrong$' '^events: [0-9]+ from 3 ranks, lost 0, refused 0, incomplete 0$'
+
 # ---- the runner: the mpirun line, errors it says in one line ----
 "$bin" run ch01/hello-distributed -w 4 --backend mpi -v >/dev/null 2>"$tmp/o"
 cores=$(nproc)
