@@ -379,7 +379,7 @@ static void show_buckets(mlsys_comm *c, const ddp *d)
                              .index = -1};
         mlsys_emit_mem(c, &m, 0, name);
         m = (mlsys_mem_info){.pool = DDP_POOL, .op = MLSYS_MEM_ALLOC, .block = k, .owner = k,
-                             .refs = 1, .index = 0};
+                             .refs = 1, .index = -1};   /* one block each: no table to show */
         mlsys_emit_mem(c, &m, d->b[k].n * sizeof(float), NULL);
     }
 }
