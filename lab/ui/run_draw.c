@@ -175,7 +175,6 @@ void run_draw_screen(run *r, grid *g, int x, int y, int w, int h)
     ctx.anim = play_anim(r, mlsys_now_ns());
     ctx.ascii = g->ascii;
     ctx.live = r->job != NULL && !r->done;
-    ctx.gated = r->gated;
     ctx.gate_step = r->gated ? r->gate : NULL;
     /* a rank that ended well shows as running while the frame shown is before its end: its
      * box is in the past; a failure shows at once */
@@ -188,7 +187,6 @@ void run_draw_screen(run *r, grid *g, int x, int y, int w, int h)
     ctx.rank_code = r->replay ? NULL : r->rank_code;
     ctx.sm = r->sm;
     ctx.frame = r->frame;
-    ctx.waiting = r->gated && r->job && !r->done && job_all_at_gate(r);
     /* rows under the view: the scrubber (a replay, an ended job), a notice, the status */
     int scrub = r->replay || r->done;
     int notice = r->nnotes || r->say[0];

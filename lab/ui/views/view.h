@@ -65,13 +65,11 @@ typedef struct view_ctx {
     double anim;            /* progress into the shown frame: 0..1 (1 = settled) */
     int ascii;              /* no characters beyond ASCII */
     int live;               /* a job is running (not a replay, not ended) */
-    int gated;              /* the ranks wait at every step for `n` */
     const int *gate_step;   /* [nranks] step each rank waits at, -1 = not at the gate; or NULL */
     const int *rank_state;  /* [nranks] VIEW_RANK_*, or NULL */
     const int *rank_code;   /* [nranks] exit code, or minus the signal that killed it; or NULL */
     const struct stepmodel *sm;     /* the step model: frames, their captions, calls */
     int frame;              /* the frame shown */
-    int waiting;            /* a gated job's ranks wait for n at the next gate */
 } view_ctx;
 
 /* A view is a class: what it reads from the tape, how it draws, its keys. The shell feeds it
