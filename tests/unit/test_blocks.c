@@ -285,7 +285,7 @@ static void grads_scene(void)
     for (int r = 0; r < 4; r++) {
         mem(r, 0, MLSYS_MEM_POOL, -1, -1, 0, 0, 18, 4, "gradient", NAN);
         for (int k = 0; k < 4; k++) {
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "b%d", k);
             mem(r, 0, MLSYS_MEM_OWNER, -1, k, 0, -1, 0, 0, name, NAN);
             for (int i = 0; i < blen[k]; i++)

@@ -376,7 +376,7 @@ START_TEST(tape_sync_any_frame)
     sm_line(m, 0, 0, "rank 0 says");
     for (int k = 0; k < 3; k++) {                   /* rank 0: steps 0 1 2 with a mark each */
         e = mark(0, MLSYS_EV_STEP, "s", &t); e.step = k; sm_event(m, &e);
-        char lb[8];
+        char lb[16];
         snprintf(lb, sizeof lb, "a%d", k + 1);
         e = mark(0, MLSYS_EV_MARK, lb, &t); sm_event(m, &e);
     }

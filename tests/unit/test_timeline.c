@@ -438,6 +438,42 @@ START_TEST(lab_measured_bubble)
 }
 END_TEST
 
+/* The lab's printed chart: the interleaved schedule's 38 slots in blocks no wider than 78
+ * columns (the front end's log at 80 no longer cuts it at slot 24), every slot once. */
+START_TEST(chart_in_blocks)
+{
+    schedule s;
+    char err[128];
+    ck_assert_int_eq(sched_build(&s, SCHED_INTERLEAVED, 4, 8, 2, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sched_print_grid(&s, f);
+    fclose(f);
+    int widest = 0, slots = 0, last = -1;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        int w = grid_text_width(line, strlen(line));
+        if (w > widest)
+            widest = w;
+        if (!strncmp(line, "Time", 4))
+            for (char *p = line + 8; *p; ) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                ck_assert_int_eq(v, last + 1);
+                last = (int)v;
+                slots++;
+                p = end;
+            }
+    }
+    ck_assert_msg(widest <= 78, "a line of %d columns", widest);
+    ck_assert_int_eq(slots, s.total);
+    free(buf);
+    sched_free(&s);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
     Suite *s = suite_create("timeline");
@@ -451,6 +487,7 @@ static Suite *timeline_suite(void)
     tcase_add_test(t, no_compute_no_bubble);
     tcase_add_test(t, schedules_as_sections);
     tcase_add_test(t, lab_measured_bubble);
+    tcase_add_test(t, chart_in_blocks);
     suite_add_tcase(s, t);
     return s;
 }

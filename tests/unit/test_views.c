@@ -588,6 +588,40 @@ START_TEST(log_orders)
 }
 END_TEST
 
+/* A line longer than the view wraps under its own text (no verdict cut off at 80 columns);
+ * w cuts lines instead, with the ellipsis. */
+START_TEST(log_wraps_long_lines)
+{
+    const view_class *c = &view_log_class;
+    void *d = c->create();
+    c->reset(d, 2);
+    const char *chk = "[check] synced gradient = gradient of the MSE over all 32 samples in one "
+                      "process: max |diff| 7.45e-09 < 1e-6: PASS";
+    c->line(d, 0, 0, chk);
+    c->line(d, 1, 0, "short");
+    view_ctx ctx = settled(2);
+    char *f = render(c, d, 78, 10, &ctx, 0);
+    ck_assert_msg(strstr(f, "PASS") && !strstr(f, "…"), "%s", f);
+    /* every word of the line is on screen, in order, the second row under the text */
+    const char *p = f;
+    for (const char *w = "synced gradient MSE 32 samples process: 7.45e-09 PASS"; *w;) {
+        char word[32];
+        size_t n = strcspn(w, " ");
+        snprintf(word, sizeof word, "%.*s", (int)n, w);
+        p = strstr(p, word);
+        ck_assert_msg(p != NULL, "'%s' missing or out of order:\n%s", word, f);
+        w += n + (w[n] == ' ');
+    }
+    ck_assert_msg(strstr(f, "\n     process: "), "the continuation is under the text:\n%s", f);
+    free(f);
+    ck_assert_int_ne(c->key(d, 'w') & UI_REDRAW, 0);
+    f = render(c, d, 78, 10, &ctx, 0);
+    ck_assert_msg(!strstr(f, "PASS") && strstr(f, "…"), "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
 /* f offers every rank of the job, not only those that printed (old code: all, runner, 0). */
 START_TEST(log_filter_reaches_every_rank)
 {
@@ -1408,6 +1442,7 @@ static Suite *views_suite(void)
     tcase_add_test(t, ring_small_area_and_p2p);
     tcase_add_test(t, log_orders);
     tcase_add_test(t, log_filter_reaches_every_rank);
+    tcase_add_test(t, log_wraps_long_lines);
     tcase_add_test(t, line_rank_tags);
     tcase_add_test(t, run_log_tags_lines_with_their_rank);
     tcase_add_test(t, print_ordered_untagged_headless);
