@@ -93,6 +93,13 @@ typedef struct chapter {
     const struct exercise *const *exercises;   /* NULL-terminated, or NULL for none yet */
 } chapter;
 
+/* assets.c */
+/* A shipped file by its path in the source tree ("assets/models/model.bin"): under
+ * $MLSYS_LAB_SRC, else rel itself (from the current folder, or absolute), else next to the
+ * program (one folder up for build/mlsys-lab, or beside it): the first that exists, into out,
+ * which it returns; rel when none does, so that "cannot open" names the path asked for. */
+const char *lab_asset_path(const char *rel, char *out, size_t n);
+
 /* chapters.c */
 extern const chapter *const lab_chapters[];    /* NULL-terminated, in reading order */
 const lab *lab_find(const char *id);           /* by id; NULL when unknown */

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "../../core/nn/nn.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -108,6 +109,18 @@ static long peak_rss_kib(void)
             kib = ru.ru_maxrss;
     }
     return kib;
+}
+
+/* A model or tokenizer file as given, from the current folder; one that is not there is
+ * looked for as a shipped asset (assets/models/... from any folder: lab_asset_path). */
+static const char *find_file(const char *given, char *out, size_t n)
+{
+    struct stat st;
+    if (stat(given, &st) == 0) {
+        snprintf(out, n, "%s", given);
+        return out;
+    }
+    return lab_asset_path(given, out, n);
 }
 
 /* The model and a tokenizer whose vocabulary is the model's. 0, or 2 with the reason
@@ -241,6 +254,9 @@ int generate_main(int argc, char **argv)
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
+    char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
+    mpath = find_file(mpath, mfound, sizeof mfound);
+    tpath = find_file(tpath, tfound, sizeof tfound);
     if ((rc = load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     size_t plen = strlen(prompt);
@@ -509,6 +525,9 @@ static int model_info(int argc, char **argv)
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
+    char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
+    mpath = find_file(mpath, mfound, sizeof mfound);
+    tpath = find_file(tpath, tfound, sizeof tfound);
     if ((rc = load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     char kvb[32], err[512];
