@@ -88,10 +88,18 @@ $(BUILD)/libmlsys.a: $(CORE_OBJ)
 $(BUILD)/liblab.a: $(LAB_OBJ)
 	$(Q)ar rcs $@ $^
 
+# What this build goes without, and the Debian packages that bring it (one line after linking)
+MISSING := $(if $(HAVE_NCURSES),,ncursesw:libncurses-dev) $(if $(HAVE_MD4C),,md4c:libmd4c-dev) \
+           $(if $(HAVE_CJSON),,cJSON:libcjson-dev) $(if $(HAVE_HWLOC),,hwloc:libhwloc-dev) \
+           $(if $(HAVE_BLAS),,OpenBLAS:libopenblas-dev) $(if $(HAVE_MPI),,OpenMPI:libopenmpi-dev)
+MISSING := $(strip $(MISSING))
+
 $(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(BUILD)/liblab.a -Wl,--no-whole-archive \
 	    $(BUILD)/libmlsys.a $(LDLIBS)
+	@$(if $(MISSING),echo "  note: built without $(foreach m,$(MISSING),$(firstword $(subst :, ,$(m)))); \
+	    for all of the lab: apt-get install $(foreach m,$(MISSING),$(lastword $(subst :, ,$(m))))")
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblab.a $(BUILD)/libmlsys.a $(FEATURES_STAMP)
 	@mkdir -p $(dir $@)
@@ -122,8 +130,14 @@ run: deps
 	$(Q)$(MAKE) --no-print-directory features all
 	$(Q)$(BIN)
 
+ifeq ($(HAVE_CHECK),)
+UNIT_BIN := no-check                    # one line instead of a compiler error per suite
+endif
 unit: $(UNIT_BIN) $(BIN)
 	$(Q)sh tests/run-unit.sh $(BUILD) $(UNIT_BIN)
+.PHONY: no-check
+no-check:
+	@echo "the unit tests need Check (pkg-config check): apt-get install check"; exit 2
 
 # core/ includes nothing from lab/ or chapters/; a chapter nothing from lab/ but lab.h and
 # lab/exercise/ (tests/deps_rule.sh names FILE:LINE; deps_rule_test.sh proves it catches them)

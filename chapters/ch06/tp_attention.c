@@ -11,7 +11,8 @@ static const lab_flag attn_flags[] = {
     {"tp-size", 't', FLAG_INT, "4", NULL, 1, 64, "TP degree T (ranks); must divide --heads"},
     {"hidden-size", 'H', FLAG_INT, "64", NULL, 1, 4096, "hidden size H"},
     {"heads", 0, FLAG_INT, "8", NULL, 1, 256, "attention heads NH; H must divide by NH"},
-    {"batch-size", 'b', FLAG_INT, "2", NULL, 1, 256, "batch B"},
+    {"batch-size", 0, FLAG_INT, "2", NULL, 1, 256,
+     "batch B (-b was this; it is --backend in every lab)"},
     {"seq-len", 's', FLAG_INT, "16", NULL, 1, 1024, "sequence length S"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };

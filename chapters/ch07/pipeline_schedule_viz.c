@@ -16,7 +16,8 @@
 #define TOL 1e-5
 
 static const lab_flag viz_flags[] = {
-    {"stages", 's', FLAG_INT, "4", NULL, 1, 64, "pipeline stages P"},
+    {"stages", 'P', FLAG_INT, "4", NULL, 1, 64,
+     "pipeline stages P (-s was this; it is --seq-len in every lab)"},
     {"microbatches", 'm', FLAG_INT, "8", NULL, 1, 1024, "micro-batches M per step"},
     {"schedule", 0, FLAG_CHOICE, "all", "all|gpipe|1f1b|interleaved|zb-h1", 0, 0,
      "which schedule to draw or run (all: every one, in turn)"},
@@ -27,7 +28,8 @@ static const lab_flag viz_flags[] = {
     {"layers", 0, FLAG_INT, "16", NULL, 1, 4096,
      "--run: layers of the MLP, split evenly over P stages (x v chunks)"},
     {"hidden", 0, FLAG_INT, "256", NULL, 1, 4096, "--run: width H of every layer"},
-    {"batch-size", 'b', FLAG_INT, "64", NULL, 1, 65536, "--run: rows per micro-batch"},
+    {"batch-size", 0, FLAG_INT, "64", NULL, 1, 65536,
+     "--run: rows per micro-batch (-b was this; it is --backend in every lab)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 

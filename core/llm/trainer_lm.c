@@ -304,7 +304,17 @@ int train_rank_run(mlsys_comm *c, const train_lm_opts *o)
     if (rc)
         fprintf(stderr, "%s: %s\n", who, err);
     if (!rc && (mkdir(o->out, 0755) == 0 || errno == EEXIST)) {
-        rc = train_lm_rank(c, o, &kit, &cfg, NULL, NULL);
+        /* the tokenizer beside the model, as `train` writes it: generate needs the pair */
+        char tok[PATH_MAX + 16];
+        int bad = 0;
+        if (rank == 0) {
+            snprintf(tok, sizeof tok, "%s/tokenizer.bin", o->out);
+            if ((bad = llm_tokfile_write(tok, &kit.tok, err, sizeof err) != 0))
+                fprintf(stderr, "%s: %s\n", who, err);
+        }
+        if (c && mlsys_size(c) > 1 && mlsys_broadcast(c, &bad, 1, MLSYS_I32, 0) != 0)
+            bad = 1;
+        rc = bad ? 2 : train_lm_rank(c, o, &kit, &cfg, NULL, NULL);
     } else if (!rc) {
         fprintf(stderr, "%s: --out %s: %s\n", who, o->out, strerror(errno));
         rc = 2;

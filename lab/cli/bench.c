@@ -403,70 +403,60 @@ static int bench_memcpy(const bench_cfg *g)
 
 /* ---- flags ---- */
 
-enum {
-    OPT_MINBYTES, OPT_MAXBYTES, OPT_STEPFACTOR, OPT_STEPBYTES, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
-    OPT_OP, OPT_DATATYPE, OPT_ROOT, OPT_JSON, OPT_WORLD, OPT_ALGO, OPT_TIMEOUT, OPT_SIZES,
-    OPT_ALPHA, OPT_BETA, OPT_MEMCPY, OPT_BACKEND, OPT_MPI_RANK, OPT_HELP
+static const lab_flag bench_flags[] = {
+    {"minbytes", 0, FLAG_SIZE, "8", NULL, 1, FLAG_NO_MAX,
+     "smallest size (nccl-tests' -b)"},
+    {"maxbytes", 'e', FLAG_SIZE, "64M", NULL, 1, FLAG_NO_MAX, "largest size"},
+    {"stepfactor", 'f', FLAG_INT, "2", NULL, 2, 1024, "multiply the size by N each step"},
+    {"stepbytes", 0, FLAG_SIZE, NULL, NULL, 1, FLAG_NO_MAX,
+     "add SIZE each step instead (nccl-tests' -i)"},
+    {"sizes", 0, FLAG_STR, NULL, NULL, 0, 0, "exact sizes instead of a sweep: 1024,1M,100M"},
+    {"iters", 'n', FLAG_INT, "20", NULL, 1, 100000000, "timed calls per size"},
+    {"warmup_iters", 0, FLAG_INT, "5", NULL, 0, 100000000,
+     "untimed calls before (nccl-tests' -w)"},
+    {"check", 'c', FLAG_INT, "1", NULL, 0, 1,
+     "check every result against the known inputs"},
+    {"op", 'o', FLAG_CHOICE, "sum", "sum|prod|min|max|avg|product", 0, 0,
+     "the reduction's operator"},
+    {"datatype", 0, FLAG_CHOICE, "float",
+     "float|double|int32|int64|f32|float32|f64|float64|i32|int|i64", 0, 0,
+     "element type (nccl-tests' -d)"},
+    {"root", 'r', FLAG_INT, "0", NULL, 0, BENCH_MAX_RANKS - 1,
+     "root rank of broadcast, reduce, gather, scatter"},
+    {"output_file", 'J', FLAG_STR, NULL, NULL, 0, 0, "also write the results as JSON"},
+    {"world-size", 'w', FLAG_INT, "2", NULL, 1, BENCH_MAX_RANKS, "ranks"},
+    {"algo", 0, FLAG_STR, "auto", NULL, 0, 0,
+     "an algorithm of the collective, auto or all (mpi: native is MPI's own)"},
+    {"timeout", 0, FLAG_DOUBLE, "30", NULL, 0, 86400,
+     "seconds a blocked send/recv waits before 'deadlock suspected'"},
+    {"alpha", 0, FLAG_DOUBLE, NULL, NULL, 0, 100000000,
+     "cost model: latency per message in us (with --beta)"},
+    {"beta", 0, FLAG_DOUBLE, NULL, NULL, 0, 100000000,
+     "cost model: bandwidth of one link in GB/s (with --alpha)"},
+    {"memcpy", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "measure the one-core memcpy ceiling at --maxbytes instead"},
+    {"backend", 'b', FLAG_CHOICE, "shm", "shm|gloo|mpi", 0, 0,
+     "shm: forked ranks, our transport; mpi: under mpirun (--algo native is MPI's)"},
+    {"mpi-rank", 0, FLAG_BOOL, NULL, NULL, 0, 0, NULL},     /* internal: one rank under mpirun */
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
-typedef struct bench_opt {
-    const char *name;
-    char short_name;
-    int has_arg;
-    int id;
-    const char *meta;
-    const char *help;
-} bench_opt;
-
-static const bench_opt opts[] = {
-    {"minbytes", 'b', 1, OPT_MINBYTES, "SIZE", "smallest size, e.g. 8, 64K (default 8)"},
-    {"maxbytes", 'e', 1, OPT_MAXBYTES, "SIZE", "largest size, e.g. 64M (default 64M)"},
-    {"stepfactor", 'f', 1, OPT_STEPFACTOR, "N", "multiply the size by N each step (default 2)"},
-    {"stepbytes", 'i', 1, OPT_STEPBYTES, "SIZE", "add SIZE each step instead"},
-    {"sizes", 0, 1, OPT_SIZES, "LIST", "exact sizes instead of a sweep: 1024,1M,100M"},
-    {"iters", 'n', 1, OPT_ITERS, "N", "timed calls per size (default 20)"},
-    {"warmup_iters", 'w', 1, OPT_WARMUP, "N", "untimed calls before (default 5)"},
-    {"check", 'c', 1, OPT_CHECK, "0|1", "check every result against the known inputs (default 1)"},
-    {"op", 'o', 1, OPT_OP, "OP", "sum|prod|min|max|avg (default sum)"},
-    {"datatype", 'd', 1, OPT_DATATYPE, "TYPE", "float|double|int32|int64 (default float)"},
-    {"root", 'r', 1, OPT_ROOT, "N", "root rank of broadcast, reduce, gather, scatter (default 0)"},
-    {"output_file", 'J', 1, OPT_JSON, "FILE", "also write the results as JSON"},
-    {"world-size", 0, 1, OPT_WORLD, "N", "ranks (default 2)"},
-    {"algo", 0, 1, OPT_ALGO, "NAME", "an algorithm of the collective, auto (default) or all"},
-    {"timeout", 0, 1, OPT_TIMEOUT, "SECONDS", "p2p wait before 'deadlock suspected' (default 30)"},
-    {"alpha", 0, 1, OPT_ALPHA, "US", "cost model: latency per message in us (with --beta)"},
-    {"beta", 0, 1, OPT_BETA, "GB/s", "cost model: bandwidth of one link (with --alpha)"},
-    {"memcpy", 0, 0, OPT_MEMCPY, NULL, "measure the one-core memcpy ceiling at -e SIZE instead"},
-    {"backend", 0, 1, OPT_BACKEND, "NAME",
-     "shm (default: forked ranks, our transport) or mpi (under mpirun; --algo native is MPI's)"},
-    {"mpi-rank", 0, 0, OPT_MPI_RANK, NULL, NULL},    /* internal: one rank under mpirun */
-    {"help", 'h', 0, OPT_HELP, NULL, "show this help"},
+const lab_command bench_command = {
+    .name = "bench",
+    .args = "[COLLECTIVE]",
+    .min_pos = 0,
+    .max_pos = 1,
+    .summary = "An nccl-tests-style benchmark of the runtime's collectives on N local ranks.\n"
+               "COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, broadcast, "
+               "reduce,\n            all_to_all, gather, scatter",
+    .flags = bench_flags,
+    .notes = "algbw = size / time; busbw = algbw x factor: 2(n-1)/n all_reduce; (n-1)/n\n"
+             "all_gather, reduce_scatter, all_to_all, gather, scatter; 1 broadcast, reduce.\n"
+             "For the per-rank collectives the size is the whole buffer of n blocks.\n"
+             "The letters nccl-tests gives -b, -w, -d and -i mean --backend, --world-size,\n"
+             "--data-size and --iterations in every command of the lab: use --minbytes,\n"
+             "--warmup_iters, --datatype and --stepbytes.\n",
 };
-#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
-
-static void print_help(FILE *out)
-{
-    fprintf(out, "usage: mlsys-lab bench [COLLECTIVE] [flags]\n"
-            "An nccl-tests-style benchmark of the runtime's collectives on N local ranks.\n"
-            "COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,\n"
-            "            all_to_all, gather, scatter\n\n");
-    for (int i = 0; i < NOPTS; i++) {
-        const bench_opt *o = &opts[i];
-        char lhs[48];
-        if (!o->help)
-            continue;
-        if (o->short_name)
-            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", o->short_name, o->name,
-                     o->meta ? " " : "", o->meta ? o->meta : "");
-        else
-            snprintf(lhs, sizeof lhs, "    --%s%s%s", o->name, o->meta ? " " : "",
-                     o->meta ? o->meta : "");
-        fprintf(out, "  %-30s %s\n", lhs, o->help);
-    }
-    fprintf(out, "\nalgbw = size / time; busbw = algbw x factor: 2(n-1)/n all_reduce; (n-1)/n\n"
-            "all_gather, reduce_scatter, all_to_all, gather, scatter; 1 broadcast, reduce.\n"
-            "For the per-rank collectives the size is the whole buffer of n blocks.\n");
-}
 
 /* One line on stderr and the usage status. */
 static int usage_error(const char *fmt, const char *a, const char *b)
@@ -475,28 +465,6 @@ static int usage_error(const char *fmt, const char *a, const char *b)
     fprintf(stderr, fmt, a, b ? b : "");
     fprintf(stderr, " (see mlsys-lab bench --help)\n");
     return 2;
-}
-
-static int parse_count(const char *flag, const char *v, long lo, long hi, long *out)
-{
-    if (mlsys_parse_long(v, out) != 0 || *out < lo || *out > hi) {
-        char range[64];
-        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
-        fprintf(stderr, "mlsys-lab bench: %s: \"%s\" is not a whole number in %s (see "
-                "mlsys-lab bench --help)\n", flag, v, range);
-        return 2;
-    }
-    return 0;
-}
-
-static int parse_positive(const char *flag, const char *v, double *out)
-{
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x > 0) || !isfinite(x))
-        return usage_error("%s: \"%s\" is not a number above 0", flag, v);
-    *out = x;
-    return 0;
 }
 
 static int parse_size_list(const char *v, bench_cfg *g)
@@ -522,151 +490,54 @@ static int parse_size_list(const char *v, bench_cfg *g)
     return rc;
 }
 
-/* Parse argv into g. Returns 0, 2 for a usage error, or 1 after --help. */
+/* Parse argv into g (the table above does the flags). Returns 0, 2 for a usage error, or 1
+ * after --help. */
 static int parse_args(int argc, char **argv, bench_cfg *g)
 {
-    int have_coll = 0, got_b = 0, got_e = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        const bench_opt *o = NULL;
-        char flag[64];
-        if (a[0] == '-' && a[1] == '-' && a[2]) {
-            const char *eq = strchr(a + 2, '=');
-            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            for (int k = 0; k < NOPTS; k++)
-                if (strlen(opts[k].name) == len && !strncmp(opts[k].name, a + 2, len))
-                    o = &opts[k];
-            if (!o)
-                return usage_error("unknown flag %s", a, NULL);
-            if (eq)
-                val = eq + 1;
-        } else if (a[0] == '-' && a[1] && a[1] != '-') {
-            for (int k = 0; k < NOPTS; k++)
-                if (opts[k].short_name == a[1])
-                    o = &opts[k];
-            if (!o)
-                return usage_error("unknown flag %s", a, NULL);
-            if (a[2]) {
-                if (!o->has_arg)
-                    return usage_error("unknown flag %s", a, NULL);
-                val = a + 2;
-            }
-        } else {
-            if (have_coll)
-                return usage_error("one collective only, got \"%s\" after \"%s\"", a,
-                                   mlsys_coll_name(g->coll));
-            if (mlsys_coll_parse(a, &g->coll) != 0 || g->coll == MLSYS_COLL_BARRIER)
-                return usage_error("unknown collective \"%s\": use all_reduce, all_gather, "
-                                   "reduce_scatter, broadcast, reduce, all_to_all, gather, "
-                                   "scatter%s", a, NULL);
-            have_coll = 1;
-            continue;
-        }
-        snprintf(flag, sizeof flag, "--%s", o->name);
-        if (o->has_arg && !val) {
-            if (i + 1 >= argc)
-                return usage_error("%s needs a value", flag, NULL);
-            val = argv[++i];
-        } else if (!o->has_arg && val) {
-            return usage_error("%s takes no value", flag, NULL);
-        }
-        long l;
-        uint64_t s;
-        int rc = 0;
-        switch (o->id) {
-        case OPT_MINBYTES: case OPT_MAXBYTES: case OPT_STEPBYTES:
-            if (mlsys_parse_size(val, &s) != 0 || s == 0)
-                return usage_error("%s: \"%s\" is not a size above 0 (use 8, 64K, 64M)", flag,
-                                   val);
-            if (o->id == OPT_MINBYTES) {
-                g->minbytes = s;
-                got_b = 1;
-            } else if (o->id == OPT_MAXBYTES) {
-                g->maxbytes = s;
-                got_e = 1;
-            } else {
-                g->stepbytes = s;
-            }
-            break;
-        case OPT_STEPFACTOR:
-            rc = parse_count(flag, val, 2, 1024, &l);
-            g->stepfactor = l;
-            g->stepbytes = 0;
-            break;
-        case OPT_SIZES:
-            rc = parse_size_list(val, g);
-            g->size_list = 1;
-            break;
-        case OPT_ITERS:
-            rc = parse_count(flag, val, 1, 100000000, &l);
-            g->iters = l;
-            break;
-        case OPT_WARMUP:
-            rc = parse_count(flag, val, 0, 100000000, &l);
-            g->warmup = l;
-            break;
-        case OPT_CHECK:
-            rc = parse_count(flag, val, 0, 1, &l);
-            g->check = (int)l;
-            break;
-        case OPT_OP:
-            if (mlsys_op_parse(val, &g->op) != 0)
-                return usage_error("%s: unknown operator \"%s\": use sum, prod, min, max, avg",
-                                   flag, val);
-            break;
-        case OPT_DATATYPE:
-            if (mlsys_dtype_parse(val, &g->dt) != 0)
-                return usage_error("%s: unknown type \"%s\": use float, double, int32, int64",
-                                   flag, val);
-            break;
-        case OPT_ROOT:
-            rc = parse_count(flag, val, 0, BENCH_MAX_RANKS - 1, &l);
-            g->root = (int)l;
-            break;
-        case OPT_JSON:
-            if (!*val)
-                return usage_error("%s needs a file name%s", flag, NULL);
-            g->json_path = val;
-            break;
-        case OPT_WORLD:
-            rc = parse_count(flag, val, 1, BENCH_MAX_RANKS, &l);
-            g->world_size = (int)l;
-            break;
-        case OPT_ALGO:
-            g->algo = val;
-            break;
-        case OPT_TIMEOUT:
-            rc = parse_positive(flag, val, &g->timeout_s);
-            if (!rc && g->timeout_s > 86400)
-                rc = usage_error("%s: \"%s\" is more than a day", flag, val);
-            break;
-        case OPT_ALPHA:
-            rc = parse_positive(flag, val, &g->alpha_us);
-            break;
-        case OPT_BETA:
-            rc = parse_positive(flag, val, &g->beta_gbs);
-            break;
-        case OPT_MEMCPY:
-            g->memcpy_mode = 1;
-            break;
-        case OPT_BACKEND:
-            if (strcmp(val, "shm") && strcmp(val, "gloo") && strcmp(val, "mpi"))
-                return usage_error("%s: unknown backend \"%s\": use shm or mpi", flag, val);
-            g->mpi = !strcmp(val, "mpi");
-            break;
-        case OPT_MPI_RANK:
-            g->mpi_rank = 1;
-            break;
-        case OPT_HELP:
-            print_help(stdout);
-            return 1;
-        }
-        if (rc)
-            return rc;
+    lab_args a;
+    int rc = lab_command_args(&bench_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc == 0 ? 1 : rc;
+    if (a.npos == 1 && (mlsys_coll_parse(a.pos[0], &g->coll) != 0 ||
+                        g->coll == MLSYS_COLL_BARRIER)) {
+        rc = usage_error("unknown collective \"%s\": use all_reduce, all_gather, "
+                         "reduce_scatter, broadcast, reduce, all_to_all, gather, scatter%s",
+                         a.pos[0], NULL);
+        goto out;
     }
-    if (g->size_list && (got_b || got_e))
-        return usage_error("--sizes replaces -b/-e: give one or the other%s", "", NULL);
-    return 0;
+    g->minbytes = lab_arg_size(&a, "minbytes");
+    g->maxbytes = lab_arg_size(&a, "maxbytes");
+    g->stepfactor = lab_arg_int(&a, "stepfactor");
+    g->stepbytes = lab_arg_given(&a, "stepbytes") && !lab_arg_given(&a, "stepfactor")
+                       ? lab_arg_size(&a, "stepbytes") : 0;
+    g->iters = lab_arg_int(&a, "iters");
+    g->warmup = lab_arg_int(&a, "warmup_iters");
+    g->check = (int)lab_arg_int(&a, "check");
+    mlsys_op_parse(lab_arg_str(&a, "op"), &g->op);          /* the choices are its words */
+    mlsys_dtype_parse(lab_arg_str(&a, "datatype"), &g->dt);
+    g->root = (int)lab_arg_int(&a, "root");
+    g->json_path = lab_arg_text(&a, "output_file");
+    g->world_size = (int)lab_arg_int(&a, "world-size");
+    g->algo = lab_arg_text(&a, "algo");
+    g->timeout_s = lab_arg_double(&a, "timeout");
+    g->alpha_us = lab_arg_double(&a, "alpha");
+    g->beta_gbs = lab_arg_double(&a, "beta");
+    g->memcpy_mode = lab_arg_bool(&a, "memcpy");
+    g->mpi = !strcmp(lab_arg_str(&a, "backend"), "mpi");
+    g->mpi_rank = lab_arg_bool(&a, "mpi-rank");
+    rc = 0;
+    if (lab_arg_given(&a, "sizes")) {
+        if (lab_arg_given(&a, "minbytes") || lab_arg_given(&a, "maxbytes")) {
+            rc = usage_error("--sizes replaces --minbytes/--maxbytes: give one or the other%s",
+                             "", NULL);
+            goto out;
+        }
+        g->size_list = 1;
+        rc = parse_size_list(lab_arg_str(&a, "sizes"), g);
+    }
+out:
+    lab_args_free(&a);        /* g's texts point into argv (lab_arg_text) */
+    return rc;
 }
 
 /* The sweep: min, min*f, ... <= max (or min, min+step, ...), as nccl-tests. */
@@ -676,7 +547,7 @@ static int make_sweep(bench_cfg *g)
         char lo[32], hi[32];
         snprintf(lo, sizeof lo, "%" PRIu64, g->minbytes);
         snprintf(hi, sizeof hi, "%" PRIu64, g->maxbytes);
-        return usage_error("-b/--minbytes (%s B) is larger than -e/--maxbytes (%s B)", lo, hi);
+        return usage_error("--minbytes (%s B) is larger than -e/--maxbytes (%s B)", lo, hi);
     }
     g->nsizes = 0;
     for (uint64_t s = g->minbytes; s <= g->maxbytes;) {
@@ -816,18 +687,7 @@ int bench_main(int argc, char **argv)
 {
     bench_cfg g;
     memset(&g, 0, sizeof g);
-    g.coll = MLSYS_COLL_ALLREDUCE;
-    g.minbytes = 8;
-    g.maxbytes = 64ull << 20;
-    g.stepfactor = 2;
-    g.iters = 20;
-    g.warmup = 5;
-    g.check = 1;
-    g.op = MLSYS_SUM;
-    g.dt = MLSYS_F32;
-    g.world_size = 2;
-    g.algo = "auto";
-    g.timeout_s = 30;
+    g.coll = MLSYS_COLL_ALLREDUCE;      /* the other defaults are bench_flags' */
     g.sizes = mlsys_xcalloc(BENCH_MAX_SIZES, sizeof *g.sizes);
     int rc = parse_args(argc, argv, &g);
     if (rc == 1) {

@@ -3,8 +3,10 @@
  * sequence or a batch decoded in one forward per step; `mlsys-lab model info|init`. Bad
  * input (files, flags, a prompt longer than the context) costs one line and exit 2. */
 #include "generate.h"
+#include "cli.h"
 #include "../../core/nn/nn.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,63 +17,80 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define GEN_USAGE \
-    "usage: mlsys-lab generate [--model FILE] [--tokenizer FILE] [--prompt TEXT] [-n STEPS]\n" \
-    "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--batch B] [--no-cache]\n" \
-    "         [--ignore-eos]\n" \
-    "  --model FILE       llama2.c checkpoint (" GEN_DEFAULT_MODEL ")\n" \
-    "  --tokenizer FILE   llama2.c tokenizer.bin (" GEN_DEFAULT_TOKENIZER ")\n" \
-    "  --prompt TEXT      text to continue (default: start a document)\n" \
-    "  -n STEPS           new tokens per sequence (256; fewer when the context ends)\n" \
-    "  --temperature T    0 is greedy (1.0)     --top-k K   keep the K likeliest (0: all)\n" \
-    "  --top-p P          nucleus, in (0,1] (0.9)   --seed S   sequence b uses S+b (42)\n" \
-    "  --batch B          B sequences decoded together in one forward per step (1)\n" \
-    "  --no-cache         recompute the whole prefix every step (the reference path)\n" \
-    "  --ignore-eos       do not stop at the end of a document (benchmarks)\n"
+static const lab_flag generate_flags[] = {
+    {"model", 0, FLAG_STR, GEN_DEFAULT_MODEL, NULL, 0, 0, "llama2.c checkpoint"},
+    {"tokenizer", 0, FLAG_STR, GEN_DEFAULT_TOKENIZER, NULL, 0, 0, "llama2.c tokenizer.bin"},
+    {"prompt", 0, FLAG_STR, NULL, NULL, 0, 0, "text to continue (default: start a document)"},
+    {"steps", 'n', FLAG_INT, "256", NULL, 0, LLM_MAX_SEQ,
+     "new tokens per sequence (fewer when the context ends)"},
+    {"temperature", 0, FLAG_DOUBLE, "1.0", NULL, 0, FLAG_NO_MAX, "0 is greedy"},
+    {"top-k", 0, FLAG_INT, "0", NULL, 0, LLM_MAX_VOCAB, "keep the K likeliest (0: all)"},
+    {"top-p", 0, FLAG_DOUBLE, "0.9", NULL, 0, 1, "nucleus: the likeliest tokens up to P"},
+    {"seed", 0, FLAG_INT, "42", NULL, 0, LONG_MAX, "sequence b draws with seed S+b"},
+    {"batch", 0, FLAG_INT, "1", NULL, 1, 4096,
+     "sequences decoded together, one forward per step"},
+    {"no-cache", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "recompute the whole prefix every step (the reference path)"},
+    {"ignore-eos", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "do not stop at the end of a document (benchmarks)"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
 
-#define MODEL_USAGE \
-    "usage: mlsys-lab model info FILE [--tokenizer FILE] [--data-seed N] [--val-tokens N]\n" \
-    "                            [--samples N] [--seed S] [--temperature T]\n" \
-    "       mlsys-lab model init FILE [--tokenizer OUT] [--dim N] [--layers N] [--heads N]\n" \
-    "                            [--kv-heads N] [--hidden N] [--vocab N] [--seq-len N]\n" \
-    "                            [--untied] [--seed S] [--data-seed N]\n" \
-    "  info: configuration, parameters, validation loss (the corpus' validation split for\n" \
-    "        --data-seed, 1), and the share of generated units the grammar accepts\n" \
-    "  init: a seeded random model (and with --tokenizer, a BPE tokenizer trained on the\n" \
-    "        lab's corpus, whose vocabulary the model then takes)\n"
+const lab_command generate_command = {
+    .name = "generate",
+    .args = "",
+    .summary = "Text from the lab's model, streamed token by token (one sequence or a batch).",
+    .flags = generate_flags,
+};
 
-/* ---- small helpers ---- */
+static const lab_flag model_info_flags[] = {
+    {"tokenizer", 0, FLAG_STR, GEN_DEFAULT_TOKENIZER, NULL, 0, 0, "llama2.c tokenizer.bin"},
+    {"data-seed", 0, FLAG_INT, "1", NULL, 0, LONG_MAX,
+     "the corpus whose validation split is measured"},
+    {"val-tokens", 0, FLAG_INT, "8192", NULL, 1, 1L << 24, "predictions the loss averages"},
+    {"samples", 0, FLAG_INT, "64", NULL, 0, 4096, "sequences drawn for the grammar's score"},
+    {"seed", 0, FLAG_INT, "1234", NULL, 0, LONG_MAX, "seed of the samples"},
+    {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, FLAG_NO_MAX, "of the samples"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
 
-static int arg_long(const char *cmd, const char *name, const char *v, long lo, long hi,
-                    long *out)
-{
-    if (!v) {
-        fprintf(stderr, "mlsys-lab %s: %s needs a value\n", cmd, name);
-        return 2;
-    }
-    if (mlsys_parse_long(v, out) != 0 || *out < lo || *out > hi) {
-        fprintf(stderr, "mlsys-lab %s: %s '%s': expected a whole number in [%ld, %ld]\n", cmd,
-                name, v, lo, hi);
-        return 2;
-    }
-    return 0;
-}
+const lab_command model_info_command = {
+    .name = "model info",
+    .args = "FILE",
+    .min_pos = 1,
+    .max_pos = 1,
+    .missing = "which model file? (" GEN_DEFAULT_MODEL ")",
+    .summary = "A model's configuration, parameters, validation loss (the corpus' validation\n"
+               "split for --data-seed) and the share of generated units the grammar accepts.",
+    .flags = model_info_flags,
+};
 
-static int arg_float(const char *cmd, const char *name, const char *v, float *out)
-{
-    char *end;
-    if (!v) {
-        fprintf(stderr, "mlsys-lab %s: %s needs a value\n", cmd, name);
-        return 2;
-    }
-    float f = strtof(v, &end);
-    if (end == v || *end || !isfinite(f)) {
-        fprintf(stderr, "mlsys-lab %s: %s '%s': expected a number\n", cmd, name, v);
-        return 2;
-    }
-    *out = f;
-    return 0;
-}
+static const lab_flag model_init_flags[] = {
+    {"tokenizer", 0, FLAG_STR, NULL, NULL, 0, 0,
+     "also train a BPE tokenizer on the lab's corpus, written to OUT; the model takes its "
+     "vocabulary"},
+    {"dim", 0, FLAG_INT, "128", NULL, 1, LLM_MAX_VOCAB, "model width"},
+    {"layers", 0, FLAG_INT, "4", NULL, 1, LLM_MAX_VOCAB, "transformer layers"},
+    {"heads", 0, FLAG_INT, "4", NULL, 1, LLM_MAX_VOCAB, "attention heads"},
+    {"kv-heads", 0, FLAG_INT, "2", NULL, 1, LLM_MAX_VOCAB, "key/value heads"},
+    {"hidden", 0, FLAG_INT, "352", NULL, 1, LLM_MAX_VOCAB, "width of the SwiGLU MLP"},
+    {"vocab", 0, FLAG_INT, "512", NULL, 1, LLM_MAX_VOCAB, "vocabulary"},
+    {"seq-len", 's', FLAG_INT, "256", NULL, 1, LLM_MAX_VOCAB, "longest context"},
+    {"untied", 0, FLAG_BOOL, NULL, NULL, 0, 0, "an own classifier (not the embedding)"},
+    {"seed", 0, FLAG_INT, "1", NULL, 0, LONG_MAX, "seed of the weights"},
+    {"data-seed", 0, FLAG_INT, "1", NULL, 0, LONG_MAX, "seed of the tokenizer's corpus"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+
+const lab_command model_init_command = {
+    .name = "model init",
+    .args = "FILE",
+    .min_pos = 1,
+    .max_pos = 1,
+    .missing = "which file to write?",
+    .summary = "A seeded random model (llama2.c's recipe), for tests and benchmarks.",
+    .flags = model_init_flags,
+};
 
 /* Peak resident memory of this process (VmHWM), in KiB; -1 if unknown. */
 static long peak_rss_kib(void)
@@ -90,6 +109,18 @@ static long peak_rss_kib(void)
             kib = ru.ru_maxrss;
     }
     return kib;
+}
+
+/* A model or tokenizer file as given, from the current folder; one that is not there is
+ * looked for as a shipped asset (assets/models/... from any folder: lab_asset_path). */
+static const char *find_file(const char *given, char *out, size_t n)
+{
+    struct stat st;
+    if (stat(given, &st) == 0) {
+        snprintf(out, n, "%s", given);
+        return out;
+    }
+    return lab_asset_path(given, out, n);
 }
 
 /* The model and a tokenizer whose vocabulary is the model's. 0, or 2 with the reason
@@ -206,70 +237,26 @@ static void print_newline(void)
 
 int generate_main(int argc, char **argv)
 {
-    const char *mpath = GEN_DEFAULT_MODEL, *tpath = GEN_DEFAULT_TOKENIZER, *prompt = "";
-    long steps = 256, top_k = 0, seed = 42, batch = 1;
-    float temperature = 1.0f, top_p = 0.9f;
-    int no_cache = 0, ignore_eos = 0, rc;
+    lab_args a;
+    int rc = lab_command_args(&generate_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     const char *cmd = "generate";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(GEN_USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-cache")) {
-            no_cache = 1;
-            continue;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            ignore_eos = 1;
-            continue;
-        }
-        if (!strcmp(a, "--model") || !strcmp(a, "--tokenizer") || !strcmp(a, "--prompt")) {
-            if (!v) {
-                fprintf(stderr, "mlsys-lab generate: %s needs a value\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--model"))
-                mpath = v;
-            else if (!strcmp(a, "--tokenizer"))
-                tpath = v;
-            else
-                prompt = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--steps")) {
-            if ((rc = arg_long(cmd, a, v, 0, LLM_MAX_SEQ, &steps)))
-                return rc;
-        } else if (!strcmp(a, "--top-k")) {
-            if ((rc = arg_long(cmd, a, v, 0, LLM_MAX_VOCAB, &top_k)))
-                return rc;
-        } else if (!strcmp(a, "--seed")) {
-            if ((rc = arg_long(cmd, a, v, 0, 0x7fffffffffffffffL, &seed)))
-                return rc;
-        } else if (!strcmp(a, "--batch")) {
-            if ((rc = arg_long(cmd, a, v, 1, 4096, &batch)))
-                return rc;
-        } else if (!strcmp(a, "--temperature")) {
-            if ((rc = arg_float(cmd, a, v, &temperature)))
-                return rc;
-            if (temperature < 0.0f) {
-                fprintf(stderr, "mlsys-lab generate: --temperature %s: must be >= 0\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--top-p")) {
-            if ((rc = arg_float(cmd, a, v, &top_p)))
-                return rc;
-            if (!(top_p > 0.0f && top_p <= 1.0f)) {
-                fprintf(stderr, "mlsys-lab generate: --top-p %s: must be in (0, 1]\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mlsys-lab generate: unknown flag '%s' (see --help)\n", a);
-            return 2;
-        }
-        i++;
-    }
+    const char *mpath = lab_arg_text(&a, "model"), *tpath = lab_arg_text(&a, "tokenizer");
+    const char *prompt = lab_arg_given(&a, "prompt") ? lab_arg_text(&a, "prompt") : "";
+    long steps = lab_arg_int(&a, "steps"), top_k = lab_arg_int(&a, "top-k");
+    long seed = lab_arg_int(&a, "seed"), batch = lab_arg_int(&a, "batch");
+    float temperature = (float)lab_arg_double(&a, "temperature");
+    float top_p = (float)lab_arg_double(&a, "top-p");
+    int no_cache = lab_arg_bool(&a, "no-cache"), ignore_eos = lab_arg_bool(&a, "ignore-eos");
+    lab_args_free(&a);
 
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
+    char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
+    mpath = find_file(mpath, mfound, sizeof mfound);
+    tpath = find_file(tpath, tfound, sizeof tfound);
     if ((rc = load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     size_t plen = strlen(prompt);
@@ -526,62 +513,21 @@ out:
 
 static int model_info(int argc, char **argv)
 {
-    const char *cmd = "model info", *mpath = NULL, *tpath = GEN_DEFAULT_TOKENIZER;
-    long data_seed = 1, val_tokens = 8192, samples = 64, seed = 1234;
-    float temperature = 0.8f;
-    int rc;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(MODEL_USAGE, stdout);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (mpath) {
-                fprintf(stderr, "mlsys-lab model info: one model at a time ('%s')\n", a);
-                return 2;
-            }
-            mpath = a;
-            continue;
-        }
-        if (!strcmp(a, "--tokenizer")) {
-            if (!v) {
-                fprintf(stderr, "mlsys-lab model info: --tokenizer needs a value\n");
-                return 2;
-            }
-            tpath = v;
-        } else if (!strcmp(a, "--data-seed")) {
-            if ((rc = arg_long(cmd, a, v, 0, 0x7fffffffffffffffL, &data_seed)))
-                return rc;
-        } else if (!strcmp(a, "--val-tokens")) {
-            if ((rc = arg_long(cmd, a, v, 1, 1L << 24, &val_tokens)))
-                return rc;
-        } else if (!strcmp(a, "--samples")) {
-            if ((rc = arg_long(cmd, a, v, 0, 4096, &samples)))
-                return rc;
-        } else if (!strcmp(a, "--seed")) {
-            if ((rc = arg_long(cmd, a, v, 0, 0x7fffffffffffffffL, &seed)))
-                return rc;
-        } else if (!strcmp(a, "--temperature")) {
-            if ((rc = arg_float(cmd, a, v, &temperature)))
-                return rc;
-            if (temperature < 0.0f) {
-                fprintf(stderr, "mlsys-lab model info: --temperature %s: must be >= 0\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mlsys-lab model info: unknown flag '%s' (see --help)\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (!mpath) {
-        fprintf(stderr, "mlsys-lab model info: which model file? (%s)\n", GEN_DEFAULT_MODEL);
-        return 2;
-    }
+    lab_args a;
+    int rc = lab_command_args(&model_info_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *cmd = "model info", *mpath = a.pos[0], *tpath = lab_arg_text(&a, "tokenizer");
+    long data_seed = lab_arg_int(&a, "data-seed"), val_tokens = lab_arg_int(&a, "val-tokens");
+    long samples = lab_arg_int(&a, "samples"), seed = lab_arg_int(&a, "seed");
+    float temperature = (float)lab_arg_double(&a, "temperature");
+    lab_args_free(&a);
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
+    char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
+    mpath = find_file(mpath, mfound, sizeof mfound);
+    tpath = find_file(tpath, tfound, sizeof tfound);
     if ((rc = load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     char kvb[32], err[512];
@@ -627,72 +573,23 @@ static int model_info(int argc, char **argv)
 
 static int model_init(int argc, char **argv)
 {
-    const char *cmd = "model init", *mpath = NULL, *tpath = NULL;
-    llm_config c = {128, 352, 4, 4, 2, 512, 256, 1, 0, 0};
-    long seed = 1, data_seed = 1, val;
-    int rc;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int *field = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(MODEL_USAGE, stdout);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (mpath) {
-                fprintf(stderr, "mlsys-lab model init: one model at a time ('%s')\n", a);
-                return 2;
-            }
-            mpath = a;
-            continue;
-        }
-        if (!strcmp(a, "--untied")) {
-            c.shared_classifier = 0;
-            continue;
-        }
-        if (!strcmp(a, "--tokenizer")) {
-            if (!v) {
-                fprintf(stderr, "mlsys-lab model init: --tokenizer needs a value\n");
-                return 2;
-            }
-            tpath = v;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--seed") || !strcmp(a, "--data-seed")) {
-            if ((rc = arg_long(cmd, a, v, 0, 0x7fffffffffffffffL, &val)))
-                return rc;
-            *(a[2] == 's' ? &seed : &data_seed) = val;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--dim"))
-            field = &c.dim;
-        else if (!strcmp(a, "--layers"))
-            field = &c.n_layers;
-        else if (!strcmp(a, "--heads"))
-            field = &c.n_heads;
-        else if (!strcmp(a, "--kv-heads"))
-            field = &c.n_kv_heads;
-        else if (!strcmp(a, "--hidden"))
-            field = &c.hidden_dim;
-        else if (!strcmp(a, "--vocab"))
-            field = &c.vocab_size;
-        else if (!strcmp(a, "--seq-len"))
-            field = &c.seq_len;
-        if (!field) {
-            fprintf(stderr, "mlsys-lab model init: unknown flag '%s' (see --help)\n", a);
-            return 2;
-        }
-        if ((rc = arg_long(cmd, a, v, 1, LLM_MAX_VOCAB, &val)))
-            return rc;
-        *field = (int)val;
-        i++;
-    }
-    if (!mpath) {
-        fprintf(stderr, "mlsys-lab model init: which file to write?\n");
-        return 2;
-    }
+    lab_args a;
+    int rc = lab_command_args(&model_init_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *mpath = a.pos[0], *tpath = lab_arg_text(&a, "tokenizer");
+    llm_config c;
+    memset(&c, 0, sizeof c);
+    c.dim = (int)lab_arg_int(&a, "dim");
+    c.hidden_dim = (int)lab_arg_int(&a, "hidden");
+    c.n_layers = (int)lab_arg_int(&a, "layers");
+    c.n_heads = (int)lab_arg_int(&a, "heads");
+    c.n_kv_heads = (int)lab_arg_int(&a, "kv-heads");
+    c.vocab_size = (int)lab_arg_int(&a, "vocab");
+    c.seq_len = (int)lab_arg_int(&a, "seq-len");
+    c.shared_classifier = !lab_arg_bool(&a, "untied");
+    long seed = lab_arg_int(&a, "seed"), data_seed = lab_arg_int(&a, "data-seed");
+    lab_args_free(&a);
     char err[512];
     rc = 2;
     llm_weights w = {0};
@@ -748,7 +645,9 @@ int model_main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "init"))
         return model_init(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(MODEL_USAGE, stdout);
+        lab_command_help(&model_info_command, stdout);
+        printf("\n");
+        lab_command_help(&model_init_command, stdout);
         return 0;
     }
     fprintf(stderr, "mlsys-lab model: expected 'info FILE' or 'init FILE' (see --help)\n");

@@ -9,9 +9,7 @@
 #define GEN_DEFAULT_MODEL "assets/models/model.bin"
 #define GEN_DEFAULT_TOKENIZER "assets/models/tokenizer.bin"
 
-/* generate.c */
-int generate_main(int argc, char **argv);     /* exit status 0, 1 or 2 */
-int model_main(int argc, char **argv);        /* "model info FILE", "model init FILE" */
+/* generate.c (the commands themselves are declared in cli.h) */
 
 /* What `model info` measures, callable from tests. */
 typedef struct gen_quality {

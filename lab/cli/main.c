@@ -4,7 +4,6 @@
 #include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
-#include "generate.h"
 #include "cli.h"
 #include "../../core/nn/nn.h"
 #include <stdio.h>
@@ -148,22 +147,72 @@ static const command commands[] = {
     {"ui", "[--no-color] [--ascii] [--no-mouse]", "open the lab (what no command does in a terminal)", ui_main, 0},
     {"replay", "FILE [--no-color] ...", "play a trace written with --trace in the lab's views", replay_main, 0},
     {"version", "", "print the version", cmd_version, 0},
-    {"help", "", "this text", cmd_help, 0},
+    {"help", "[flags]", "this text; flags: the short flags of every command", cmd_help, 0},
     {"worker", "LAB [flags]", "one rank of a job (started by the launcher)", cmd_worker, 1},
     {NULL, NULL, NULL, NULL, 0},
 };
 
+/* One name of a list, wrapped at 96 columns under an indent of 8. */
+static void list_name(int *col, int *n, const char *name)
+{
+    int len = (int)strlen(name) + 2;
+    if (*n && *col + len > 96) {
+        printf(",\n        ");
+        *col = 8;
+    } else if (*n) {
+        printf(", ");
+    }
+    printf("%s", name);
+    *col += len;
+    (*n)++;
+}
+
+/* `mlsys-lab help flags`: the short flags, one meaning each in every lab and command, and
+ * the commands and labs that have each one. */
+static void help_flags(void)
+{
+    printf("Short flags mean one thing in every lab and command:\n");
+    for (const lab_short_flag *r = lab_short_flags; r->letter; r++) {
+        char names[128], *p = names;
+        snprintf(names, sizeof names, "%s", r->names);
+        while ((p = strchr(p, '|')))
+            *p = '/';
+        printf("\n  -%c  --%s\n        ", r->letter, names);
+        int n = 0, col = 8;
+        for (int i = 0; cli_declared[i]; i++)
+            for (const lab_flag *f = cli_declared[i]->flags; f->name; f++)
+                if (f->short_name == r->letter)
+                    list_name(&col, &n, cli_declared[i]->name);
+        for (int i = 0; lab_chapters[i]; i++)
+            for (int k = 0; lab_chapters[i]->labs && lab_chapters[i]->labs[k]; k++)
+                for (const lab_flag *f = lab_chapters[i]->labs[k]->flags; f->name; f++)
+                    if (f->short_name == r->letter)
+                        list_name(&col, &n, lab_chapters[i]->labs[k]->id);
+        for (const lab_flag *f = lab_common_flags; !n && f->name; f++)
+            if (f->short_name == r->letter)
+                printf("every lab%s", r->letter == 'h' ? " and every command" : "");
+        printf("\n");
+        if (r->was)
+            printf("        changed: %s\n", r->was);
+    }
+    printf("\nA letter typed where its flag does not exist says what it means elsewhere; "
+           "the old\nlong names all stay.\n");
+}
+
 static int cmd_help(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc >= 2 && !strcmp(argv[1], "flags")) {
+        help_flags();
+        return 0;
+    }
     printf("usage: mlsys-lab [COMMAND] [ARGS]\n\n"
            "With no command, opens the lab. Commands:\n");
     for (const command *c = commands; c->name; c++)
         if (!c->hidden)
             printf("  %-8s %-22s %s\n", c->name, c->args, c->help);
     printf("\nExit status: 0 done (a check passed), 1 a job or a check failed, 2 a usage "
-           "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n");
+           "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n"
+           "Short flags mean the same everywhere: mlsys-lab help flags\n");
     return 0;
 }
 

@@ -15,6 +15,9 @@
 
 #define REPLAY_MAX_BYTES (512ull << 20)   /* a trace larger than this is refused */
 
+#ifdef HAVE_CJSON
+#include <cjson/cJSON.h>
+
 /* Up to max bytes of s as one quoted line: control and non-ASCII bytes escaped. */
 static void quote_cut(const char *s, size_t max, char *out, size_t n)
 {
@@ -38,9 +41,6 @@ static void quote_cut(const char *s, size_t max, char *out, size_t n)
     if (s[i] && o + 4 < n)
         snprintf(out + o, n - o, "...");
 }
-
-#ifdef HAVE_CJSON
-#include <cjson/cJSON.h>
 
 typedef struct ev_at {
     mlsys_event e;

@@ -15,153 +15,99 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TRAIN_USAGE \
-    "usage: mlsys-lab train [flags]   (the defaults are the shipped model's; it was trained\n" \
-    "       with -w 2: see assets/models/README.md)\n" \
-    "model:    --dim N (128) --layers N (5) --heads N (4) --kv-heads N (2) --hidden N (352)\n" \
-    "          --seq-len N (128) --vocab N (512, the tokenizer's) --untied (own classifier)\n" \
-    "training: --batch N (32 sequences per step, all ranks) --steps N (1000) --lr X (3e-3)\n" \
-    "          --min-lr X (lr/10) --warmup N (100) --wd X (0.1) --clip X (1.0) --seed N (1337)\n" \
-    "          --stop-at STEP (stop early; the schedule still ends at --steps)\n" \
-    "data:     --data-seed N (1) --data-bytes SIZE (2M of training text)\n" \
-    "ranks:    -w/--world-size N (1) --zero 1|2 --sync ddp|allreduce (ddp) --bucket-kb N (256)\n" \
-    "output:   --out DIR (out: model.bin, model.train, tokenizer.bin) --resume (continue\n" \
-    "          DIR/model.bin; its model shape wins over the flags) --force (start over)\n" \
-    "          --eval-every N (100) --eval-batches N (4) --ckpt-every N (at each eval)\n" \
-    "          --log-every N (10, when not a terminal) --trace FILE --quiet\n"
+static const lab_flag train_flags[] = {
+    {"dim", 0, FLAG_INT, "128", NULL, 1, LLM_MAX_DIM, "model width"},
+    {"layers", 0, FLAG_INT, "5", NULL, 1, LLM_MAX_LAYERS, "transformer layers"},
+    {"heads", 0, FLAG_INT, "4", NULL, 1, LLM_MAX_DIM, "attention heads (divide the width)"},
+    {"kv-heads", 0, FLAG_INT, "2", NULL, 1, LLM_MAX_DIM, "key/value heads (divide the heads)"},
+    {"hidden", 0, FLAG_INT, "352", NULL, 1, LLM_MAX_DIM, "width of the SwiGLU MLP"},
+    {"seq-len", 's', FLAG_INT, "128", NULL, 2, 65536, "tokens per sequence"},
+    {"vocab", 0, FLAG_INT, "512", NULL, 259, 65536, "ids of the tokenizer it trains"},
+    {"untied", 0, FLAG_BOOL, NULL, NULL, 0, 0, "an own classifier (not the embedding)"},
+    {"batch", 0, FLAG_INT, "32", NULL, 1, 1 << 20, "sequences per step, all ranks together"},
+    {"steps", 0, FLAG_INT, "1000", NULL, 1, 1L << 40, "the schedule's length"},
+    {"stop-at", 0, FLAG_INT, NULL, NULL, 1, 1L << 40,
+     "stop early at STEP; the schedule still ends at --steps"},
+    {"lr", 0, FLAG_DOUBLE, "3e-3", NULL, 0, FLAG_NO_MAX, "peak learning rate"},
+    {"min-lr", 0, FLAG_DOUBLE, NULL, NULL, 0, FLAG_NO_MAX, "the cosine's floor (lr / 10)"},
+    {"warmup", 0, FLAG_INT, "100", NULL, 0, 1L << 40, "steps of linear warm-up"},
+    {"wd", 0, FLAG_DOUBLE, "0.1", NULL, 0, FLAG_NO_MAX, "AdamW weight decay"},
+    {"clip", 0, FLAG_DOUBLE, "1.0", NULL, 0, FLAG_NO_MAX, "global gradient-norm clip (0: none)"},
+    {"seed", 0, FLAG_INT, "1337", NULL, 0, LONG_MAX, "seed of the initial weights"},
+    {"data-seed", 0, FLAG_INT, "1", NULL, 0, LONG_MAX, "seed of the corpus and the tokenizer"},
+    {"data-bytes", 0, FLAG_SIZE, "2M", NULL, 1024, 1L << 32, "training text"},
+    {"world-size", 'w', FLAG_INT, "1", NULL, 1, 64, "ranks (data-parallel replicas)"},
+    {"zero", 0, FLAG_INT, "0", NULL, 0, 2,
+     "ZeRO stage: 1 optimizer state sharded, 2 gradients too"},
+    {"sync", 0, FLAG_CHOICE, "ddp", "ddp|allreduce", 0, 0,
+     "gradients: DDP buckets during backward, or one all-reduce after it"},
+    {"bucket-kb", 0, FLAG_INT, "256", NULL, 1, 1 << 20, "DDP bucket size in KiB"},
+    {"out", 0, FLAG_STR, "out", NULL, 0, 0, "folder: model.bin, model.train, tokenizer.bin"},
+    {"resume", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "continue DIR/model.bin (its model shape wins over the flags)"},
+    {"force", 0, FLAG_BOOL, NULL, NULL, 0, 0, "start over in a folder that has a model"},
+    {"eval-every", 0, FLAG_INT, "100", NULL, 0, 1L << 40, "steps between evaluations (0: none)"},
+    {"eval-batches", 0, FLAG_INT, "4", NULL, 1, 1 << 20, "validation: this many batches"},
+    {"ckpt-every", 0, FLAG_INT, NULL, NULL, 0, 1L << 40,
+     "steps between checkpoints (at each evaluation)"},
+    {"log-every", 0, FLAG_INT, "10", NULL, 1, 1L << 40, "steps between lines when not a terminal"},
+    {"trace", 0, FLAG_STR, NULL, NULL, 0, 0, "write a Chrome trace (Perfetto) to FILE"},
+    {"quiet", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print nothing but errors"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
 
-/* One flag value as a long within [lo, hi]. */
-static int flag_long(const char *name, const char *v, long lo, long hi, long *out, char *err,
-                     size_t errlen)
-{
-    if (!v) {
-        snprintf(err, errlen, "mlsys-lab train: %s needs a value", name);
-        return 2;
-    }
-    if (mlsys_parse_long(v, out) != 0 || *out < lo || *out > hi) {
-        snprintf(err, errlen, "mlsys-lab train: %s '%s': expected a whole number in [%ld, %ld]",
-                 name, v, lo, hi);
-        return 2;
-    }
-    return 0;
-}
-
-static int flag_float(const char *name, const char *v, float lo, float *out, char *err,
-                      size_t errlen)
-{
-    char *end;
-    errno = 0;
-    double d = v ? strtod(v, &end) : 0.0;
-    if (!v || errno || end == v || *end || !isfinite(d) || d < lo) {
-        snprintf(err, errlen, "mlsys-lab train: %s '%s': expected a number >= %g", name,
-                 v ? v : "", (double)lo);
-        return 2;
-    }
-    *out = (float)d;
-    return 0;
-}
+const lab_command train_command = {
+    .name = "train",
+    .args = "",
+    .summary = "Train the lab's language model across ranks. The defaults are the shipped "
+               "model's;\nit was trained with -w 2 (assets/models/README.md).",
+    .flags = train_flags,
+};
 
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
+    lab_args a;
+    int rc = lab_command_parse(&train_command, argc, argv, &a, err, errlen);
+    if (rc)
+        return rc;
     train_lm_opts_default(o);
-    o->t.min_lr = -1.0f;               /* unset: lr / 10 */
-    o->t.ckpt_every = -1;              /* unset: at each evaluation */
-    long kib = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n = 0;
-        int rc = 0, used = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(TRAIN_USAGE, stdout);
-            return 1;
-        }
-#define LONGF(flag, lo, hi, dst) \
-        else if (!strcmp(a, flag)) { rc = flag_long(flag, v, lo, hi, &n, err, errlen); dst = n; }
-        if (!strcmp(a, "--untied")) {
-            o->cfg.shared_classifier = 0;
-            used = 0;
-        } else if (!strcmp(a, "--resume")) {
-            o->resume = 1;
-            used = 0;
-        } else if (!strcmp(a, "--force")) {
-            o->force = 1;
-            used = 0;
-        } else if (!strcmp(a, "--quiet")) {
-            o->t.quiet = 1;
-            used = 0;
-        }
-        LONGF("--dim", 1, LLM_MAX_DIM, o->cfg.dim)
-        LONGF("--layers", 1, LLM_MAX_LAYERS, o->cfg.n_layers)
-        LONGF("--heads", 1, LLM_MAX_DIM, o->cfg.n_heads)
-        LONGF("--kv-heads", 1, LLM_MAX_DIM, o->cfg.n_kv_heads)
-        LONGF("--hidden", 1, LLM_MAX_DIM, o->cfg.hidden_dim)
-        LONGF("--seq-len", 2, 65536, o->cfg.seq_len)
-        LONGF("--vocab", 259, 65536, o->cfg.vocab_size)
-        LONGF("--batch", 1, 1 << 20, o->t.batch)
-        LONGF("--steps", 1, 1L << 40, o->t.steps)
-        LONGF("--stop-at", 1, 1L << 40, o->t.stop_at)
-        LONGF("--warmup", 0, 1L << 40, o->t.warmup)
-        LONGF("--eval-every", 0, 1L << 40, o->t.eval_every)
-        LONGF("--eval-batches", 1, 1 << 20, o->t.eval_batches)
-        LONGF("--ckpt-every", 0, 1L << 40, o->t.ckpt_every)
-        LONGF("--log-every", 1, 1L << 40, o->t.log_every)
-        LONGF("--seed", 0, LONG_MAX, o->seed)
-        LONGF("--data-seed", 0, LONG_MAX, o->data_seed)
-        LONGF("--zero", 0, 2, o->t.zero)
-        LONGF("--bucket-kb", 1, 1 << 20, kib)
-        else if (!strcmp(a, "-w") || !strcmp(a, "--world-size"))
-            rc = flag_long(a, v, 1, 64, &n, err, errlen), o->world = (int)n;
-        else if (!strcmp(a, "--lr"))
-            rc = flag_float(a, v, 0.0f, &o->t.lr, err, errlen);
-        else if (!strcmp(a, "--min-lr"))
-            rc = flag_float(a, v, 0.0f, &o->t.min_lr, err, errlen);
-        else if (!strcmp(a, "--wd"))
-            rc = flag_float(a, v, 0.0f, &o->t.weight_decay, err, errlen);
-        else if (!strcmp(a, "--clip"))
-            rc = flag_float(a, v, 0.0f, &o->t.clip, err, errlen);
-        else if (!strcmp(a, "--out") || !strcmp(a, "--trace")) {
-            if (!v || !*v) {
-                snprintf(err, errlen, "mlsys-lab train: %s needs a value", a);
-                return 2;
-            }
-            if (!strcmp(a, "--out"))
-                o->out = v;
-            else
-                o->trace = v;
-        } else if (!strcmp(a, "--data-bytes")) {
-            uint64_t b;
-            if (!v || mlsys_parse_size(v, &b) != 0 || b < 1024 || b > (1ull << 32)) {
-                snprintf(err, errlen, "mlsys-lab train: --data-bytes '%s': expected a size "
-                         "from 1K to 4G", v ? v : "");
-                return 2;
-            }
-            o->data_bytes = (size_t)b;
-        } else if (!strcmp(a, "--sync")) {
-            if (v && !strcmp(v, "ddp"))
-                o->t.sync = TRAIN_SYNC_DDP;
-            else if (v && !strcmp(v, "allreduce"))
-                o->t.sync = TRAIN_SYNC_ALLREDUCE;
-            else {
-                snprintf(err, errlen, "mlsys-lab train: --sync '%s': expected ddp or allreduce",
-                         v ? v : "");
-                return 2;
-            }
-        } else if (used) {
-            snprintf(err, errlen, "mlsys-lab train: unknown flag '%s' (see mlsys-lab train "
-                     "--help)", a);
-            return 2;
-        }
-#undef LONGF
-        if (rc)
-            return rc;
-        i += used;
-    }
-    if (kib)
-        o->t.bucket_bytes = (size_t)kib << 10;
-    if (o->t.min_lr < 0)
-        o->t.min_lr = o->t.lr / 10.0f;
-    if (o->t.ckpt_every < 0)
-        o->t.ckpt_every = o->t.eval_every;
+    o->cfg.dim = (int)lab_arg_int(&a, "dim");
+    o->cfg.n_layers = (int)lab_arg_int(&a, "layers");
+    o->cfg.n_heads = (int)lab_arg_int(&a, "heads");
+    o->cfg.n_kv_heads = (int)lab_arg_int(&a, "kv-heads");
+    o->cfg.hidden_dim = (int)lab_arg_int(&a, "hidden");
+    o->cfg.seq_len = (int)lab_arg_int(&a, "seq-len");
+    o->cfg.vocab_size = (int)lab_arg_int(&a, "vocab");
+    o->cfg.shared_classifier = !lab_arg_bool(&a, "untied");
+    o->t.batch = (int)lab_arg_int(&a, "batch");
+    o->t.steps = lab_arg_int(&a, "steps");
+    o->t.stop_at = lab_arg_int(&a, "stop-at");
+    o->t.lr = (float)lab_arg_double(&a, "lr");
+    o->t.min_lr = lab_arg_given(&a, "min-lr") ? (float)lab_arg_double(&a, "min-lr")
+                                              : o->t.lr / 10.0f;
+    o->t.warmup = lab_arg_int(&a, "warmup");
+    o->t.weight_decay = (float)lab_arg_double(&a, "wd");
+    o->t.clip = (float)lab_arg_double(&a, "clip");
+    o->seed = (uint64_t)lab_arg_int(&a, "seed");
+    o->data_seed = (uint64_t)lab_arg_int(&a, "data-seed");
+    /* the data kit's own default when not given (the same 2 MiB) */
+    o->data_bytes = lab_arg_given(&a, "data-bytes") ? (size_t)lab_arg_size(&a, "data-bytes") : 0;
+    o->world = (int)lab_arg_int(&a, "world-size");
+    o->t.zero = (int)lab_arg_int(&a, "zero");
+    o->t.sync = !strcmp(lab_arg_str(&a, "sync"), "allreduce") ? TRAIN_SYNC_ALLREDUCE
+                                                               : TRAIN_SYNC_DDP;
+    o->t.bucket_bytes = (size_t)lab_arg_int(&a, "bucket-kb") << 10;
+    o->resume = lab_arg_bool(&a, "resume");
+    o->force = lab_arg_bool(&a, "force");
+    o->t.eval_every = lab_arg_int(&a, "eval-every");
+    o->t.eval_batches = (int)lab_arg_int(&a, "eval-batches");
+    o->t.ckpt_every = lab_arg_given(&a, "ckpt-every") ? lab_arg_int(&a, "ckpt-every")
+                                                      : o->t.eval_every;
+    o->t.log_every = lab_arg_int(&a, "log-every");
+    o->t.quiet = lab_arg_bool(&a, "quiet");
+    o->out = lab_arg_text(&a, "out");          /* in argv: they outlive the parsed values */
+    o->trace = lab_arg_text(&a, "trace");
+    lab_args_free(&a);
     return 0;
 }
 

@@ -256,7 +256,7 @@ static void check_rows(const char *out, int G, int gpn, int *nrows)
 
 START_TEST(calculator_fixed)
 {
-    static const char *const cases[] = {"", "-g 24", "-g 8 -b 4", "--params 7 --gpus 8 --memory "
+    static const char *const cases[] = {"", "-g 24", "-g 8 --batch-size 4", "--params 7 --gpus 8 --memory "
                                         "24 --batch-size 8 --seq-len 2048", "-g 128 --moe"};
     static const int gs[] = {64, 24, 8, 8, 128};
     for (int i = 0; i < 5; i++) {
@@ -286,11 +286,11 @@ END_TEST
 static const char *const bad_cases[] = {
     "run ch07/pipeline-schedule-viz -m 0",
     "run ch07/pipeline-schedule-viz --schedule nope",
-    "run ch07/pipeline-schedule-viz --layers 3 -s 4",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 2",
-    "run ch07/pipeline-schedule-viz --run -s 4 --virtual 3",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 12",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 10 --schedule 1f1b",
+    "run ch07/pipeline-schedule-viz --layers 3 -P 4",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 2",
+    "run ch07/pipeline-schedule-viz --run -P 4 --virtual 3",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 12",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 10 --schedule 1f1b",
     "run ch07/parallel-strategy-calculator --gpus 0",
     "run ch07/parallel-strategy-calculator --compat --hidden 4096",
 };
@@ -344,7 +344,7 @@ START_TEST(run_matches_serial)
 {
     static const int ranks[] = {2, 4};
     int n = ranks[_i];
-    result r = run("run ch07/pipeline-schedule-viz --run -s %d --layers 8 --hidden 24 "
+    result r = run("run ch07/pipeline-schedule-viz --run -P %d --layers 8 --hidden 24 "
                    "--batch-size 4 -m 6", n);
     ck_assert_msg(r.status == 0, "-s %d: exit %d: %s\n%s", n, r.status, r.err, r.out);
     int seen = 0;
