@@ -399,4 +399,120 @@ int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv
  * independently: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1). */
 double llm_spec_expected_tokens(double a, int k);
 
+/* ---- json_mask.c: decoding that can only write JSON ----
+ * A pushdown automaton reads the output byte by byte: a lexical mode (inside a string, a
+ * number, a literal, between tokens...) and a stack of the containers still open. Before
+ * every token the mask asks, for each token of the vocabulary, whether its bytes can follow
+ * from the current state; those that cannot get logit -inf, so the sampler never draws them.
+ * The state is carried from token to token (never the whole prefix parsed again), and what
+ * can be known per token is known at init: its bytes, and whether it is plain string text
+ * (then inside a string it is always allowed and changes nothing). Masks are cached per state.
+ * The language: one object or array at the top (of the schema, when one is given), any JSON
+ * inside it, with these restrictions that keep every output parseable and finite: strings
+ * hold printable ASCII and the escapes \" \\ \/ \b \f \n \r \t (no \u), no two whitespace
+ * bytes in a row, at most LLM_JSON_MAX_DEPTH open containers. A budget (tokens left) makes
+ * the mask refuse any token after which the text could no longer be closed in time, so an
+ * output is complete JSON whatever the model prefers. */
+#define LLM_JSON_MAX_DEPTH 16
+#define LLM_JSON_MAX_KEYS 16
+#define LLM_JSON_KEY_MAX 32
+typedef enum {
+    LLM_JT_ANY, LLM_JT_STRING, LLM_JT_INTEGER, LLM_JT_NUMBER, LLM_JT_BOOLEAN, LLM_JT_NULL,
+    LLM_JT_ARRAY, LLM_JT_OBJECT, LLM_JT_CONTAINER, LLM_JT_COUNT
+} llm_json_type;
+/* A small schema: an object with exactly these keys (any order, each once) and value types. */
+typedef struct llm_json_schema {
+    int n_keys;
+    char key[LLM_JSON_MAX_KEYS][LLM_JSON_KEY_MAX];
+    llm_json_type type[LLM_JSON_MAX_KEYS];
+} llm_json_schema;
+/* "name:string,age:integer,active:boolean" (types: string integer number boolean null array
+ * object any; keys of letters, digits, '_' and '-'). 0, or -1 with err. */
+int llm_json_schema_parse(llm_json_schema *s, const char *spec, char *err, size_t errlen);
+const char *llm_json_type_name(llm_json_type t);
+
+/* The automaton's whole state: a few bytes, copied freely (the mask copies it per token). */
+typedef struct llm_json_state {
+    uint8_t mode;             /* lexical mode (llm_json_mode_name) */
+    uint8_t depth;            /* containers open */
+    uint8_t vtype;            /* llm_json_type the pending value must have */
+    uint8_t sub;              /* literal: which word; escape: key or value string */
+    uint8_t pos;              /* literal: letters typed; schema key: bytes typed */
+    uint8_t ws;               /* the last byte was whitespace */
+    int8_t cur_key;           /* schema key whose value is pending, -1 */
+    uint8_t pad;
+    uint16_t key_cand;        /* schema keys the key being typed still matches */
+    uint16_t seen;            /* schema keys written (at their closing quote) */
+    uint8_t stack[LLM_JSON_MAX_DEPTH];   /* 'o' object, 'a' array, 'S' the schema object */
+} llm_json_state;
+
+#define LLM_JSON_CACHE 64
+typedef struct llm_json_grammar {
+    int V;
+    const unsigned char **tok;    /* [V] each token's bytes (borrowed) */
+    int *tok_len;                 /* [V] 0 for specials (never allowed) */
+    unsigned char *tok_plain;     /* [V] 1: printable ASCII without '"' and '\' */
+    int eos;                      /* allowed once the value is complete; -1 none */
+    int has_schema;
+    llm_json_schema schema;
+    int key_len[LLM_JSON_MAX_KEYS], key_cost[LLM_JSON_MAX_KEYS];
+    /* mask cache, direct-mapped by a hash of the state: per token the closing distance
+     * after it (LLM_JSON_NEVER when the token cannot follow) */
+    llm_json_state cache_key[LLM_JSON_CACHE];
+    unsigned char cache_used[LLM_JSON_CACHE];
+    uint16_t *cache_dist;         /* [LLM_JSON_CACHE, V] */
+    long hits, misses;
+} llm_json_grammar;
+#define LLM_JSON_NEVER 0xffff
+
+/* Over any vocabulary: tokens t = 0..V-1 are bytes[t][0..lens[t]) (lens 0: never allowed),
+ * eos the id that may end the text (-1: none). schema NULL: any object or array. The byte
+ * arrays are borrowed and must outlive g. */
+int llm_json_grammar_init(llm_json_grammar *g, int V, const char *const *bytes,
+                          const int *lens, int eos, const llm_json_schema *schema, char *err,
+                          size_t errlen);
+/* The same over a tokenizer's vocabulary (its decoded bytes; the specials are never allowed,
+ * EOS ends the text). */
+int llm_json_grammar_init_tok(llm_json_grammar *g, const llm_tokenizer *t,
+                              const llm_json_schema *schema, char *err, size_t errlen);
+void llm_json_grammar_fini(llm_json_grammar *g);
+void llm_json_start(const llm_json_grammar *g, llm_json_state *s);
+/* Feed bytes: 0 and s advanced, or -1 and s unchanged when they cannot continue valid JSON. */
+int llm_json_feed(const llm_json_grammar *g, llm_json_state *s, const char *b, int n);
+int llm_json_feed_token(const llm_json_grammar *g, llm_json_state *s, int tok);
+int llm_json_done(const llm_json_state *s);          /* the top value is complete */
+/* The fewest bytes that complete the text from s (0 when done): the budget's measure. */
+int llm_json_min_close(const llm_json_grammar *g, const llm_json_state *s);
+const char *llm_json_mode_name(const llm_json_state *s);
+/* The mask step (the seam): allowed[t] = 1 when token t may come next from s and, when
+ * budget > 0 (tokens left, this one included), the text can still be completed within
+ * budget. Returns the number allowed (0 only when budget is below llm_json_min_close). */
+typedef int (*llm_json_mask_fn)(llm_json_grammar *g, const llm_json_state *s, int budget,
+                                unsigned char *allowed);
+int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
+                  unsigned char *allowed);
+/* The same with no cache and no per-token shortcut: every token simulated from s (the
+ * reference the fast mask is tested against, and the cost it saves). */
+int llm_json_mask_plain(llm_json_grammar *g, const llm_json_state *s, int budget,
+                        unsigned char *allowed);
+
+/* Constrained generation of one sequence: prefill, then each step the forward, the mask
+ * (o->mask, NULL: llm_json_mask) applied to the logits, the sampler, the token fed to the
+ * automaton; it stops when the value is complete. max_new must cover llm_json_min_close at
+ * the start. out (room for max_new) gets the tokens. kv sequence 0. */
+typedef struct llm_json_gen_opts {
+    int max_new;
+    llm_json_mask_fn mask;
+    llm_token_fn on_token;
+    void *u;
+} llm_json_gen_opts;
+typedef struct llm_json_gen_stats {
+    long tokens, allowed_sum;        /* tokens generated; sum over steps of tokens allowed */
+    double forward_s, mask_s, sample_s;
+    int done;                        /* 1: the value was completed */
+} llm_json_gen_stats;
+int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
+                      const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
+                      int *n_out, llm_json_gen_stats *st, char *err, size_t errlen);
+
 #endif
