@@ -696,7 +696,10 @@ int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_gram
     *n_out = 0;
     llm_json_mask_fn mask = o->mask ? o->mask : llm_json_mask;
     llm_json_state js;
-    llm_json_start(g, &js);
+    if (o->start)
+        js = *o->start;
+    else
+        llm_json_start(g, &js);
     if (g->V != V) {
         snprintf(err, errlen, "json generate: the grammar has %d tokens, the model %d", g->V, V);
         return -1;
@@ -738,14 +741,18 @@ int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_gram
                      step_no, llm_json_mode_name(&js));
             goto done;
         }
+        double t2 = mlsys_now_s();
+        if (o->on_step)          /* outside the timed part: the hook's time is nobody's */
+            o->on_step(o->u, &js, o->max_new - step_no, allowed, n_ok, logits);
+        double t3 = mlsys_now_s();
         for (int t = 0; t < V; t++)
             if (!allowed[t])
                 logits[t] = -INFINITY;
-        double t2 = mlsys_now_s();
-        st->mask_s += t2 - t1;
+        double t4 = mlsys_now_s();
+        st->mask_s += (t2 - t1) + (t4 - t3);
         st->allowed_sum += n_ok;
         int tok = llm_sample(smp, logits);
-        st->sample_s += mlsys_now_s() - t2;
+        st->sample_s += mlsys_now_s() - t4;
         if (!allowed[tok] || llm_json_feed_token(g, &js, tok)) {
             snprintf(err, errlen, "json generate: the sampler drew token %d, which the mask "
                      "refused", tok);
@@ -763,11 +770,11 @@ int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_gram
             snprintf(err, errlen, "json generate: no room in the kv cache for position %d", pos);
             goto done;
         }
-        double t3 = mlsys_now_s();
+        double t5 = mlsys_now_s();
         int s0 = 0;
         if (llm_forward(e, kv, 1, &s0, &pos, &tok, NULL, logits, err, errlen))
             goto done;
-        st->forward_s += mlsys_now_s() - t3;
+        st->forward_s += mlsys_now_s() - t5;
     }
     st->done = llm_json_done(&js);
     rc = 0;

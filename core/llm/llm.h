@@ -348,6 +348,9 @@ typedef struct llm_spec_stats {
     long pos_tried[LLM_SPEC_MAX_K], pos_kept[LLM_SPEC_MAX_K];   /* per draft position i: the
                                  rounds that reached it, and those that kept it */
     long kept_hist[LLM_SPEC_MAX_K + 1];   /* rounds by number of drafts kept */
+    double overlap_sum;       /* over the positions evaluated, sum of Σ_x min(p(x), q(x)): the
+                                 probability the standard rule keeps a draft there, so
+                                 overlap_sum / Σ pos_tried is the acceptance to expect */
     double prefill_s, draft_s, verify_s, rule_s, total_s;      /* wall time */
 } llm_spec_stats;
 
@@ -503,6 +506,12 @@ int llm_json_mask_plain(llm_json_grammar *g, const llm_json_state *s, int budget
 typedef struct llm_json_gen_opts {
     int max_new;
     llm_json_mask_fn mask;
+    const llm_json_state *start;     /* NULL: a fresh value; else the state the prompt's own
+                                        text left (a prompt that opens the JSON itself) */
+    /* Called at every step after the mask, before the draw (NULL: nothing): the state, the
+     * budget, the mask and the logits as the model gave them (before masking). */
+    void (*on_step)(void *u, const llm_json_state *s, int budget, const unsigned char *allowed,
+                    int n_allowed, const float *logits);
     llm_token_fn on_token;
     void *u;
 } llm_json_gen_opts;

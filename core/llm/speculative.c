@@ -306,6 +306,10 @@ int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t err
         const float *p = s->p + (size_t)i * V, *q = s->q + (size_t)i * V;
         info->px[i] = p[info->x[i]];
         s->st.pos_tried[i]++;
+        double overlap = 0.0;
+        for (int t = 0; t < s->V; t++)
+            overlap += p[t] < q[t] ? p[t] : q[t];
+        s->st.overlap_sum += overlap;
         if (s->o.rule(p, q, s->V, info->x[i], &s->rng, &y)) {
             s->st.pos_kept[i]++;
             kept++;
