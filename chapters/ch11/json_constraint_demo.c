@@ -24,7 +24,7 @@ static const lab_flag json_flags[] = {
     {"schema", 0, FLAG_STR, "", NULL, 0, 0, "an object with these keys and types, e.g. "
      "name:string,age:integer,active:boolean (empty: any JSON object or array)"},
     {"max-tokens", 0, FLAG_INT, "48", NULL, 4, 120, "token budget of one output"},
-    {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, 10, "sampling temperature (0: greedy)"},
+    {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, 0, "sampling temperature (0: greedy)"},
     {"runs", 0, FLAG_INT, "200", NULL, 0, 100000, "seeds x prompts measured, with and without "
      "the mask"},
     {"model", 0, FLAG_STR, CH11_MODEL, NULL, 0, 0, "model"},
@@ -402,6 +402,11 @@ static int run_real(const lab_args *a)
     llm_json_state st0;
     llm_json_start(&x.g, &st0);
     int rc = 1;
+    if (!(x.temperature >= 0.0f && x.temperature <= 100.0f)) {
+        fprintf(stderr, "mlsys-lab: %s: --temperature must be at least 0\n", LAB_ID);
+        rc = 2;
+        goto out;
+    }
     if (x.max_new < llm_json_min_close(&x.g, &st0)) {
         fprintf(stderr, "mlsys-lab: %s: --max-tokens %d cannot hold the shortest output of "
                 "this schema (%d bytes)\n", LAB_ID, x.max_new, llm_json_min_close(&x.g, &st0));

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LAB_ID "ch11/speculative-demo"
 
@@ -21,15 +23,15 @@ static const lab_flag spec_flags[] = {
     {"draft-length", 'k', FLAG_INT, "5", NULL, 1, LLM_SPEC_MAX_K, "tokens drafted per round"},
     {"target-length", 'n', FLAG_INT, "50", NULL, 1, 1000000, "tokens to generate (per "
      "prompt; the model's context of 128 caps it)"},
-    {"acceptance-rate", 'a', FLAG_DOUBLE, "0.75", NULL, 0, 1, "--simulate: base agreement "
-     "probability"},
-    {"draft-cost", 0, FLAG_DOUBLE, "0.1", NULL, 0, 1000, "--simulate: one draft call's cost "
-     "relative to a target call"},
+    {"acceptance-rate", 'a', FLAG_DOUBLE, "0.75", NULL, 0, 0, "--simulate: base agreement "
+     "probability, 0 to 1"},
+    {"draft-cost", 0, FLAG_DOUBLE, "0.1", NULL, 0, 0, "--simulate: one draft call's cost "
+     "relative to a target call (>= 0)"},
     {"seed", 0, FLAG_INT, "42", NULL, 0, 1L << 40, "random seed"},
     {"simulate", 0, FLAG_BOOL, NULL, NULL, 0, 0, "the original's simulation (random numbers, "
      "no model)"},
     {"prompts", 0, FLAG_INT, "8", NULL, 1, 10000, "corpus prompts measured"},
-    {"temperature", 0, FLAG_DOUBLE, "0", NULL, 0, 10, "0: greedy (exactly the target's "
+    {"temperature", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "0: greedy (exactly the target's "
      "tokens); > 0: sampling (the target's distribution)"},
     {"sweep", 0, FLAG_INT, "8", NULL, 0, LLM_SPEC_MAX_K, "measure k = 1..N as well (plot "
      "view); 0: no sweep"},
@@ -485,6 +487,31 @@ fail:
     return rc;
 }
 
+/* In the runner, before the rank starts: ranges the flag table cannot say, and the model
+ * files (a usage error exits 2 here, not as a failed rank). */
+static int spec_before(const lab_args *a)
+{
+    double acc = lab_arg_double(a, "acceptance-rate"), cost = lab_arg_double(a, "draft-cost");
+    double t = lab_arg_double(a, "temperature");
+    if (!(acc >= 0.0 && acc <= 1.0) || !(cost >= 0.0 && cost <= 1e6) ||
+        !(t >= 0.0 && t <= 100.0)) {
+        fprintf(stderr, "mlsys-lab: %s: --acceptance-rate must be in [0, 1], --draft-cost and "
+                "--temperature at least 0\n", LAB_ID);
+        return 2;
+    }
+    if (lab_arg_bool(a, "simulate"))
+        return -1;
+    const char *files[3] = {lab_arg_str(a, "model"), lab_arg_str(a, "draft"),
+                            lab_arg_str(a, "tokenizer")};
+    for (int i = 0; i < 3; i++)
+        if (access(files[i], R_OK) != 0) {
+            fprintf(stderr, "mlsys-lab: %s: %s: %s (the lab's models: see "
+                    "assets/models/README.md)\n", LAB_ID, files[i], strerror(errno));
+            return 2;
+        }
+    return -1;
+}
+
 static int spec_rank(mlsys_comm *c, const lab_args *a)
 {
     if (lab_arg_bool(a, "simulate"))
@@ -500,6 +527,7 @@ const lab ch11_speculative_demo_lab = {
     .flags = spec_flags,
     .min_ranks = 1,
     .max_ranks = 1,
+    .before = spec_before,
     .rank_main = spec_rank,
     .view = "plot",
 };
