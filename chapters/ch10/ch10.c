@@ -13,6 +13,6 @@ const chapter ch10_chapter = {
     .number = 10,
     .part = "Part III: LLM inference",
     .title = "Advanced Scheduling and CUDA Graphs",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch10.md",
     .labs = ch10_labs,
 };

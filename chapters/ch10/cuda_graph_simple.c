@@ -39,8 +39,9 @@ static void print_simulation(void)
     double eager = SIM_KERNELS * SIM_LAUNCH_MS + SIM_COMPUTE_MS;
     double graph = 1 * SIM_LAUNCH_MS + SIM_COMPUTE_MS;
     printf("SIMULATION (the original's assumptions, not a measurement):\n"
-           "  kernel launch overhead %.2f ms, %d kernels per forward, compute %.1f ms per "
-           "forward, %d iterations\n", SIM_LAUNCH_MS, SIM_KERNELS, SIM_COMPUTE_MS, SIM_ITERS);
+           "  launch overhead %.2f ms per kernel, %d kernels per forward,\n"
+           "  compute %.1f ms per forward, %d iterations\n", SIM_LAUNCH_MS, SIM_KERNELS,
+           SIM_COMPUTE_MS, SIM_ITERS);
     printf("  eager: %d x %.2f + %.1f = %.2f ms per iteration, %.1f ms total\n", SIM_KERNELS,
            SIM_LAUNCH_MS, SIM_COMPUTE_MS, eager, eager * SIM_ITERS);
     printf("  graph: 1 x %.2f + %.1f = %.2f ms per iteration, %.1f ms total\n", SIM_LAUNCH_MS,
@@ -51,29 +52,28 @@ static void print_simulation(void)
 
 static void print_constraints(void)
 {
-    printf("\nWhat a graph needs: fixed shapes, buffers allocated before capture, deterministic\n"
-           "ops, control flow that does not depend on the data. What breaks it: dynamic shapes,\n"
-           "random ops such as dropout, CPU-GPU synchronisation inside, allocation during the\n"
-           "run. Decoding fits (one token per sequence, the same shapes every step); prefill\n"
-           "does not (every prompt has its own length): capture the common sizes and run the\n"
-           "rest eagerly.\n");
+    printf("\nWhat a graph needs: fixed shapes, buffers allocated before capture,\n"
+           "deterministic ops, control flow that does not depend on the data.\n"
+           "What breaks it: dynamic shapes, random ops such as dropout, CPU-GPU\n"
+           "synchronisation inside, allocation during the run. Decoding fits (one\n"
+           "token per sequence, the same shapes every step); prefill does not (every\n"
+           "prompt has its own length): capture the common sizes, run the rest eagerly.\n");
 }
 
 static void print_batch_sizes(void)
 {
     static const int pool[] = {1, 2, 4, 8, 16};
-    printf("\nSeveral batch sizes: one graph per size, captured ahead (here 1 2 4 8 16; more\n"
-           "graphs cost more memory, so powers of two up to the largest batch). A batch runs in\n"
-           "the smallest graph that holds it, padded:");
+    printf("\nSeveral batch sizes: one graph per size, captured ahead (here 1 2 4 8 16;\n"
+           "more graphs cost more memory, so powers of two up to the largest batch).\n"
+           "A batch runs in the smallest graph that holds it, padded:\n");
     static const int asked[] = {1, 3, 5, 8, 16, 17};
     for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
         int b = graph_bucket(pool, 5, asked[i]);
         if (b < 0)
-            printf(" %d -> eager (above the largest graph);", asked[i]);
+            printf("  batch %2d -> eager (above the largest graph)\n", asked[i]);
         else
-            printf(" %d -> %d%s;", asked[i], b, b > asked[i] ? " (padded)" : "");
+            printf("  batch %2d -> graph %2d%s\n", asked[i], b, b > asked[i] ? " (padded)" : "");
     }
-    printf("\n");
 }
 
 static void fill(float *x, size_t n, mlsys_rng *r)
@@ -164,15 +164,13 @@ static void print_cpu(const char *what, const cpu_result *c, int iters, int kern
 {
     double e = c->eager_ms / iters, g = c->plan_ms / iters;
     printf("%s\n", what);
-    printf("  eager (interpreter, op by op): %9.2f ms CPU total, %9.2f us per forward\n",
-           c->eager_ms, 1e3 * e);
-    printf("  captured plan, replayed:       %9.2f ms CPU total, %9.2f us per forward\n",
-           c->plan_ms, 1e3 * g);
-    printf("  speed-up %.2fx; dispatch work removed: %.3f us per forward, %.3f us per op "
-           "(%.1f%% of the eager step)\n", g > 0 ? e / g : 0.0, 1e3 * (e - g),
+    printf("  eager (interpreter, op by op): %9.2f us per forward (CPU time)\n", 1e3 * e);
+    printf("  captured plan, replayed:       %9.2f us per forward\n", 1e3 * g);
+    printf("  speed-up %.2fx; dispatch work removed: %.3f us per forward,\n"
+           "  %.3f us per op (%.1f%% of the eager step)\n", g > 0 ? e / g : 0.0, 1e3 * (e - g),
            1e3 * (e - g) / kernels, e > 0 ? 100.0 * (e - g) / e : 0.0);
-    printf("  outputs: max |diff| %.2e (%s)\n", c->diff, c->diff == 0.0 ? "equal bit for bit: "
-           "the same kernels in the same order" : "NOT EQUAL");
+    printf("  outputs: max |diff| %.2e (%s)\n", c->diff, c->diff == 0.0 ? "equal bit for bit"
+           : "NOT EQUAL");
 }
 
 static int run_cpu(const lab_args *a, const char *why)
@@ -181,34 +179,35 @@ static int run_cpu(const lab_args *a, const char *why)
     uint64_t seed = (uint64_t)lab_arg_int(a, "seed");
     char err[256];
     if (why)
-        printf("No GPU here (%s): running the CPU analogue instead, not CUDA.\n\n", why);
+        printf("No GPU here (%s):\nrunning the CPU analogue instead, not CUDA.\n\n", why);
     else
         printf("--force-cpu: running the CPU analogue instead of CUDA.\n\n");
     common_banner(stdout, 70, "CPU analogue of a CUDA graph");
     printf("What stands for what: a kernel launch is one op dispatched by a generic\n"
-           "interpreter (find the kernel by name, the tensors by name, check shapes, take an\n"
-           "output buffer, release the input's); the graph is a plan captured once (kernels\n"
-           "resolved to function pointers, every buffer bound) and replayed in one call after\n"
-           "copying the input into its static buffer. Kernels: GEMM (%s) + bias, ReLU.\n\n",
-           nn_gemm_kernel_name(nn_get_gemm_kernel()));
+           "interpreter (find the kernel by name, the tensors by name, check shapes,\n"
+           "take an output buffer, release the input's); the graph is a plan captured\n"
+           "once (kernels resolved to function pointers, every buffer bound) and\n"
+           "replayed in one call after copying the input into its static buffer.\n"
+           "Kernels: GEMM (%s) + bias, ReLU.\n\n", nn_gemm_kernel_name(nn_get_gemm_kernel()));
     cpu_result c;
     char what[160];
-    snprintf(what, sizeof what, "MLP 512 -> 1024 -> ReLU -> 1024 -> 1024 -> ReLU -> 1024 -> 512,"
-             " batch %d, 5 ops, %d forwards each:", batch, iters);
+    snprintf(what, sizeof what, "MLP 512 -> 1024 -> ReLU -> 1024 -> 1024 -> ReLU -> 1024 -> 512\n"
+             "batch %d, 5 ops, %d forwards each:", batch, iters);
     if (cpu_measure(mlp_dims, 4, batch, iters, seed, &c, err, sizeof err))
         goto fail;
     print_cpu(what, &c, iters, 5);
     static const int small[4] = {32, 64, 64, 32};
     int small_iters = iters * 20;
     snprintf(what, sizeof what, "\nThe same 5 ops at 1/16 of the width, batch 1 (tiny work per "
-             "op), %d forwards each:", small_iters);
+             "op),\n%d forwards each:", small_iters);
     if (cpu_measure(small, 4, 1, small_iters, seed, &c, err, sizeof err))
         goto fail;
     print_cpu(what, &c, small_iters, 5);
-    printf("\nHere dispatch is a few C lookups, tens of nanoseconds per op: the plan saves only\n"
-           "that, which shows where the arithmetic is tiny. A framework's Python dispatcher\n"
-           "costs microseconds per op, and on a GPU every launch adds driver and queue time\n"
-           "while the device may sit idle: that is the cost a CUDA graph removes.\n\n");
+    printf("\nHere dispatch is a few C lookups, tens of nanoseconds per op: the plan\n"
+           "saves only that, which shows where the arithmetic is tiny. A framework's\n"
+           "Python dispatcher costs microseconds per op, and on a GPU every launch adds\n"
+           "driver and queue time while the device may sit idle: that is the cost a\n"
+           "CUDA graph removes.\n\n");
     common_banner(stdout, 70, "The original's simulation");
     print_simulation();
     return 0;

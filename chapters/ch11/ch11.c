@@ -15,6 +15,6 @@ const chapter ch11_chapter = {
     .number = 11,
     .part = "Part III: LLM inference",
     .title = "Speculative and Constraint Decoding",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch11.md",
     .labs = ch11_labs,
 };

@@ -141,8 +141,8 @@ static int sim_generate(mlsys_rng *r, int max_tokens, int show, llm_json_grammar
         int pick = ids[mlsys_rng_u64(r) % (uint64_t)n];
         if (show) {
             int rn = llm_json_mask(real, &rs, 0, ok);
-            printf("step %2d  %-13s allowed %2d, masked %2d:", steps + 1, sim_state[s.state], n,
-                   17 - n);
+            printf("step %2d  %-13s allowed %2d, masked %2d:\n        ", steps + 1,
+                   sim_state[s.state], n, 17 - n);
             for (int i = 0; i < n; i++)
                 printf(" %s", sim_vocab[ids[i]]);
             printf("\n         chosen %-8s (the real automaton allows %d of these 17)\n",
@@ -170,8 +170,9 @@ static int run_simulation(const lab_args *a)
         return 1;
     }
     common_box(stdout, 68, "JSON constraint decoding (simulation)");
-    printf("\nSIMULATION: the original script's 17-token vocabulary and uniform random choices, "
-           "no model\n(run without --simulate for the lab's model under the real mask)\n\n");
+    printf("\nSIMULATION: the original script's 17-token vocabulary and uniform random\n"
+           "choices, no model (run without --simulate for the lab's model under the real\n"
+           "mask)\n\n");
     common_banner(stdout, 70, "Token masking, step by step");
     mlsys_rng r;
     mlsys_rng_seed(&r, seed);
@@ -185,22 +186,22 @@ static int run_simulation(const lab_args *a)
     for (int i = 0; i < 10; i++)
         used += (size_t)snprintf(free_text + used, sizeof free_text - used, "%s",
                                  sim_vocab[mlsys_rng_u64(&r) % 17]);
-    printf("unconstrained (10 tokens drawn from all 17): %s\n  -> %s\n", free_text,
+    printf("unconstrained (10 tokens drawn from all 17):\n  %s\n  -> %s\n", free_text,
            parses(free_text, used) ? "valid JSON" : "not JSON");
     mlsys_rng_seed(&r, 42);                 /* the original re-seeds with 42 here */
     done = sim_generate(&r, 15, 0, &real, text, sizeof text);
-    printf("constrained (at most 15 tokens):             %s\n  -> %s\n\n", text,
+    printf("constrained (at most 15 tokens):\n  %s\n  -> %s\n\n", text,
            done ? (parses(text, strlen(text)) ? "valid JSON" : "complete but not JSON")
                 : "valid so far, cut off by the 15-token limit");
-    printf("Where constraints are used: a JSON schema (name: string, age: number, active:\n"
-           "boolean), SQL (only column names after SELECT, table names after FROM), function\n"
-           "calls matching a signature, regular expressions (an e-mail address), programming\n"
-           "languages. Libraries: outlines, guidance, lmql.\n\n"
-           "Why it works: a masked token can never be drawn, so every output stays valid;\n"
-           "the model still chooses among the valid tokens, so quality barely changes; the\n"
-           "cost is one mask per token; it composes with speculative decoding, beam search\n"
-           "and any sampler. Real systems precompile the grammar into automata, as the lab's\n"
-           "real mode does per state.\n");
+    printf("Where constraints are used: a JSON schema (name: string, age: number,\n"
+           "active: boolean), SQL (only column names after SELECT, table names after\n"
+           "FROM), function calls matching a signature, regular expressions (an e-mail\n"
+           "address), programming languages. Libraries: outlines, guidance, lmql.\n\n"
+           "Why it works: a masked token can never be drawn, so every output stays\n"
+           "valid; the model still chooses among the valid tokens, so quality barely\n"
+           "changes; the cost is one mask per token; it composes with speculative\n"
+           "decoding, beam search and any sampler. Real systems precompile the grammar\n"
+           "into automata, as the lab's real mode does per state.\n");
     llm_json_grammar_fini(&real);
     return 0;
 }
@@ -279,9 +280,9 @@ static void walk_step(void *u, const llm_json_state *s, int budget, const unsign
         z += e;
         kept += allowed[t] ? e : 0;
     }
-    printf("step %2d  %-12s stack %-5s allowed %3d of %d (masked %3d, %4.1f%% of p), budget "
-           "%d\n", w->step, llm_json_mode_name(s), stack, n_allowed, V, V - n_allowed,
-           100.0 * (1.0 - kept / z), budget);
+    printf("step %2d  %-12s %-6s allowed %3d/%d, masked %4.1f%% of p, budget %d\n",
+           w->step, llm_json_mode_name(s), stack, n_allowed, V, 100.0 * (1.0 - kept / z),
+           budget);
     printf("         likeliest allowed:");
     int best[3] = {-1, -1, -1};
     for (int t = 0; t < V; t++) {
@@ -417,16 +418,16 @@ static int run_real(const lab_args *a)
     printf("\nReal model (--simulate runs the original's 17-token simulation instead)\n");
     printf("model    %s (%d-token vocabulary)\n", lab_arg_str(a, "model"), x.m.tc.vocab_size);
     if (has_schema) {
-        printf("grammar  an object with exactly these keys, in any order:");
+        printf("grammar  one object with exactly these keys, in any order:\n        ");
         for (int i = 0; i < sc.n_keys; i++)
             printf(" %s (%s)", sc.key[i], llm_json_type_name(sc.type[i]));
         printf("\n");
     } else {
         printf("grammar  one JSON object or array (any JSON inside)\n");
     }
-    printf("budget   %d tokens: a token after which the text could not be closed in time is "
-           "masked too\nsampling temperature %.2f, top-p 0.95, seed %llu\n\n", x.max_new,
-           (double)x.temperature, (unsigned long long)x.seed);
+    printf("budget   %d tokens: a token after which the text could not be closed\n"
+           "         in time is masked too\nsampling temperature %.2f, top-p 0.95, seed %llu\n"
+           "\n", x.max_new, (double)x.temperature, (unsigned long long)x.seed);
 
     /* 1. the walkthrough */
     common_banner(stdout, 70, "Token masking, step by step (the real mask)");
@@ -496,7 +497,7 @@ static int run_real(const lab_args *a)
         for (int i = 0; i < np; i++)
             printf(" \"%s\"", prompts[i]);
         printf("\nvalid JSON (cJSON parses the whole output):\n");
-        printf("  constrained    %4d of %d (%.1f%%); %d closed by the model before the budget\n",
+        printf("  constrained    %4d of %d (%.1f%%); %d closed before the budget forced it\n",
                ok_c, runs, 100.0 * ok_c / runs, closed);
         printf("  unconstrained  %4d of %d (%.1f%%)  (until EOS or %d tokens)\n", ok_u, runs,
                100.0 * ok_u / runs, x.max_new);
@@ -506,8 +507,9 @@ static int run_real(const lab_args *a)
                toks ? (double)allowed / toks : 0.0);
         printf("  forward        %7.1f us\n", 1e6 * fwd_tok);
         printf("  sampling       %7.1f us\n", toks ? 1e6 * samp_s / toks : 0.0);
-        printf("  mask           %7.1f us = %.1f%% of the decode time per token (forward + "
-               "sampling + mask); cache hits %.0f%%\n", 1e6 * mask_tok,
+        printf("  mask           %7.1f us = %.1f%% of the decode time per token\n"
+               "                 (forward + sampling + mask); cache hits %.0f%%\n",
+               1e6 * mask_tok,
                100.0 * mask_tok / (fwd_tok + mask_tok + (toks ? samp_s / toks : 0)),
                hits + misses ? 100.0 * hits / (hits + misses) : 0.0);
         printf("  plain mask     %7.1f us (every token simulated, no cache; %d runs)\n\n",

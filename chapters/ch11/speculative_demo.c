@@ -359,9 +359,9 @@ static void print_measurement(const spec_ctx *x, int k, const spec_meas *r)
         tried += st->pos_tried[i];
     printf("tokens %ld in %ld rounds: %ld target forwards (verify), %ld draft forwards\n",
            st->tokens, st->rounds, st->rounds, st->draft_forwards);
-    printf("acceptance per draft position (kept / reached):");
+    printf("acceptance by draft position (kept / reached):");
     for (int i = 0; i < k; i++)
-        printf(" %d: %.2f", i + 1,
+        printf("%s%d: %.2f", i % 8 == 0 ? "\n  " : "  ", i + 1,
                st->pos_tried[i] ? (double)st->pos_kept[i] / st->pos_tried[i] : 0.0);
     printf("\nacceptance a = %.3f (kept %ld of %ld drafts evaluated; %ld drafted)\n", a,
            st->accepted, tried, st->drafted);
@@ -371,23 +371,66 @@ static void print_measurement(const spec_ctx *x, int k, const spec_meas *r)
            llm_spec_expected_tokens(a, k));
     double speed = r->wall > 0 ? x->base_wall / r->wall : 0.0;
     double cspeed = r->cpu > 0 ? x->base_cpu / r->cpu : 0.0;
-    printf("wall time: speculative %.1f ms, target alone %.1f ms: speed-up %.2fx "
+    printf("wall time: speculative %.1f ms, target alone %.1f ms\n  speed-up %.2fx "
            "(CPU time %.2fx)\n", 1e3 * r->wall, 1e3 * x->base_wall, speed, cspeed);
     /* where the time went, in units of one decode step of the target alone */
     if (x->step_s > 0 && st->rounds && st->draft_forwards) {
         double d = st->draft_s / st->draft_forwards / x->step_s;
         double v = st->verify_s / st->rounds / x->step_s;
         double per_round = (st->draft_s + st->verify_s + st->rule_s) / st->rounds / x->step_s;
-        printf("cost per round, in target decode steps (%.0f us): %.2f drafts x %.2f + one "
-               "verify of %d rows %.2f + rule %.2f = %.2f\n", 1e6 * x->step_s,
-               (double)st->draft_forwards / st->rounds, d, k + 1, v,
+        printf("cost of a round, in decode steps of the target alone (%.0f us each):\n"
+               "  %.2f draft forwards x %.2f + one verify of %d rows %.2f + rule %.2f = %.2f\n",
+               1e6 * x->step_s, (double)st->draft_forwards / st->rounds, d, k + 1, v,
                st->rule_s / st->rounds / x->step_s, per_round);
-        printf("  so %.2f tokens cost %.2f steps: %.2fx; if a forward of %d rows cost what one "
-               "row costs\n  (decode bound by memory, as on a GPU) the same rounds would give "
-               "%.2f / (1 + %.2f) = %.2fx\n", tpf, per_round, tpf / per_round, k + 1, tpf,
+        printf("  so %.2f tokens cost %.2f steps: %.2fx. If a forward of %d rows cost what\n"
+               "  one row costs (memory-bound decode, as on a GPU): %.2f / (1 + %.2f) = "
+               "%.2fx\n", tpf, per_round, tpf / per_round, k + 1, tpf,
                (double)st->draft_forwards / st->rounds * d,
                tpf / (1.0 + (double)st->draft_forwards / st->rounds * d));
     }
+}
+
+/* How far apart the target's logits are when the last k + 1 positions of prompt 0's text are
+ * computed in one forward (a verify) or one row at a time (plain decoding): the rounding
+ * difference a batch-variant GEMM brings. Largest |difference| over those rows' logits. */
+static double logit_drift(spec_ctx *x, int k, char *err, size_t n)
+{
+    int ids[LLM_DOC_MAX + 256];
+    char text[128];
+    int np = ch11_prompt(&x->m, 0, ids, text, sizeof text);
+    memcpy(ids + np, x->base_out[0], (size_t)x->base_n[0] * sizeof(int));
+    int total = np + x->base_n[0], V = x->m.tc.vocab_size;
+    if (total > x->m.tc.seq_len)
+        total = x->m.tc.seq_len;
+    if (k + 1 > total)
+        return 0.0;
+    float *one = mlsys_xmalloc((size_t)(k + 1) * V * sizeof(float));
+    float *many = mlsys_xmalloc((size_t)(k + 1) * V * sizeof(float));
+    int seq[LLM_SPEC_MAX_K + 1] = {0}, pos[LLM_SPEC_MAX_K + 1];
+    double worst = -1.0;
+    llm_kv *kv = &x->m.tkv;
+    if (kv->ops->reserve(kv, 0, total) != 0) {
+        snprintf(err, n, "no room in the kv cache");
+        goto out;
+    }
+    for (int t = 0; t < total; t++) {          /* one row at a time */
+        int r = t - (total - k - 1);
+        if (llm_forward(&x->m.te, kv, 1, seq, &t, &ids[t], NULL,
+                        r >= 0 ? one + (size_t)r * V : many, err, n))
+            goto out;
+    }
+    for (int i = 0; i <= k; i++)                /* then the last k + 1 again, together */
+        pos[i] = total - k - 1 + i;
+    if (llm_forward(&x->m.te, kv, k + 1, seq, pos, &ids[total - k - 1], NULL, many, err, n))
+        goto out;
+    worst = 0.0;
+    for (size_t i = 0; i < (size_t)(k + 1) * V; i++)
+        worst = fmax(worst, fabs((double)one[i] - many[i]));
+out:
+    kv->ops->release(kv, 0);
+    free(one);
+    free(many);
+    return worst;
 }
 
 static int run_real(mlsys_comm *c, const lab_args *a)
@@ -413,18 +456,18 @@ static int run_real(mlsys_comm *c, const lab_args *a)
     char pt[32], pd[32];
     printf("target  %s: %s parameters (dim %d, %d layers)\n", lab_arg_str(a, "model"),
            thousands(llm_param_count(&x.m.tc), pt, sizeof pt), x.m.tc.dim, x.m.tc.n_layers);
-    printf("draft   %s: %s parameters (dim %d, %d layers), same tokenizer (%d ids)\n",
+    printf("draft   %s: %s parameters (dim %d, %d layers)\n        same tokenizer "
+           "(%d ids)\n",
            lab_arg_str(a, "draft"), thousands(llm_param_count(&x.m.dc), pd, sizeof pd),
            x.m.dc.dim, x.m.dc.n_layers, x.m.tc.vocab_size);
     printf("GEMM    %s (%s)\n", gemm, !strcmp(gemm, "ref") ? "batch-invariant: a row is "
            "computed the same alone and among k + 1 rows" : "OpenBLAS: one row and k + 1 rows "
            "may round differently");
     if (x.temperature == 0.0f)
-        printf("decoding greedy (temperature 0): the output must be the target's own greedy "
-               "decoding\n");
+        printf("decoding greedy (temperature 0): the output must be the target's own\n");
     else
-        printf("decoding sampled at temperature %.2f: the output follows the target's "
-               "distribution (the chi-square test of tests/unit/test_speculative.c)\n",
+        printf("decoding sampled at temperature %.2f: the output follows the target's\n"
+               "        distribution (tests/unit/test_speculative.c, a chi-square test)\n",
                (double)x.temperature);
     printf("k = %d, %d new tokens per prompt, %d prompts from the corpus's validation split\n\n",
            k, x.n_new, x.n_prompts);
@@ -442,13 +485,20 @@ static int run_real(mlsys_comm *c, const lab_args *a)
     snprintf(title, sizeof title, "Measured over %d prompts (k = %d)", x.n_prompts, k);
     common_banner(stdout, 70, title);
     print_measurement(&x, k, &r);
-    if (x.temperature == 0.0f)
-        printf("exactness: %ld of %ld tokens equal to the target's greedy decoding (%d of %d "
-               "prompts differ; GEMM %s)\n\n", r.equal, r.compared, r.prompts_differ,
-               x.n_prompts, gemm);
+    if (x.temperature == 0.0f) {
+        printf("exactness: %ld of %ld tokens equal to the target's greedy decoding\n"
+               "  (%d of %d prompts differ; GEMM %s)\n", r.equal, r.compared,
+               r.prompts_differ, x.n_prompts, gemm);
+        double d = logit_drift(&x, k, err, sizeof err);
+        if (d < 0)
+            goto fail;
+        printf("  logits, %d rows in one forward against one at a time: max |diff| %.2g\n"
+               "  (%s)\n\n", k + 1, d, d == 0.0 ? "bit for bit" : "rounding: a near tie can "
+               "flip a token");
+    }
     else
-        printf("(sampled: tokens are not compared with one run of the target alone; their "
-               "distribution is)\n\n");
+        printf("(sampled: the tokens are not compared with one run of the target alone;\n"
+               " their distribution is)\n\n");
 
     if (sweep > 0) {
         common_banner(stdout, 70, "k sweep (plot view: tokens per forward, expected, "
@@ -503,12 +553,14 @@ static int spec_before(const lab_args *a)
         return -1;
     const char *files[3] = {lab_arg_str(a, "model"), lab_arg_str(a, "draft"),
                             lab_arg_str(a, "tokenizer")};
-    for (int i = 0; i < 3; i++)
-        if (access(files[i], R_OK) != 0) {
+    for (int i = 0; i < 3; i++) {
+        char buf[4096];
+        if (access(ch11_path(files[i], buf, sizeof buf), R_OK) != 0) {
             fprintf(stderr, "mlsys-lab: %s: %s: %s (the lab's models: see "
                     "assets/models/README.md)\n", LAB_ID, files[i], strerror(errno));
             return 2;
         }
+    }
     return -1;
 }
 

@@ -179,7 +179,7 @@ START_TEST(lab_simulation_goldens)
     ck_assert(strstr(r.out, "1 x 0.05 + 0.5 = 0.55 ms per iteration, 550.0 ms total"));
     ck_assert(strstr(r.out, "speedup 1.36x"));
     ck_assert(strstr(r.out, "0.25 ms -> 0.05 ms"));
-    ck_assert(strstr(r.out, "5 -> 8 (padded)") && strstr(r.out, "17 -> eager"));
+    ck_assert(strstr(r.out, "batch  5 -> graph  8 (padded)") && strstr(r.out, "17 -> eager"));
     bin_result_free(&r);
 }
 END_TEST
@@ -213,6 +213,7 @@ START_TEST(lab_cpu_analogue)
     const char *no = strstr(r.out, "No GPU here (");
     ck_assert_msg(no, "%s", r.out);
     ck_assert(strstr(no, "running the CPU analogue instead, not CUDA."));
+    ck_assert(strstr(no, "):\nrunning"));      /* the reason, then the line, nothing between */
     ck_assert(strstr(no, "CPU analogue of a CUDA graph") > no);
     ck_assert(strstr(r.out, "The original's simulation"));
     bin_result_free(&r);

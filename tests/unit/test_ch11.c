@@ -90,7 +90,7 @@ START_TEST(speculative_real)
     double tpf = num_after(r.out, "tokens per target forward");
     double exp_ = num_after(r.out, "expected (1 - a^(k+1)) / (1 - a) =");
     ck_assert(tpf >= 1.0 && tpf <= 5.0 && exp_ >= 1.0 && exp_ <= 5.0);
-    ck_assert(strstr(r.out, "acceptance per draft position"));
+    ck_assert(strstr(r.out, "acceptance by draft position"));
     /* the sweep: k = 1..3, each exact */
     for (int k = 1; k <= 3; k++) {
         char line[32];
