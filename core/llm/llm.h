@@ -150,15 +150,22 @@ int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size
 void llm_datakit_free(llm_datakit *k);
 /* Ids as llama2.c's pretokenized shards: little-endian uint16 (needs vocab <= 65536). */
 int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, size_t errlen);
-/* Write path atomically: temporary file beside it, fsync, rename (used by every writer). */
+/* Write path atomically: temporary file beside it (path.tmp.PID), fsync, rename (used by
+ * every writer). What stands at path must be nothing or a regular file (a link to one: the
+ * file it names is replaced, the link stays); a directory, a device or a FIFO is refused
+ * with "PATH: not written: it is a FIFO ..." and left alone. 0 or -1 with err. */
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen);
+/* The same refusal, alone: 0 when path may be written by llm_write_atomic. */
+int llm_write_target_check(const char *path, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
  * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
  * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
- * V = vocab, S = seq_len, L = layers, NH query heads. The arithmetic is llama2.c's run.c:
- * RMSNorm (eps 1e-5), RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier. */
+ * V = vocab, S = seq_len, L = layers, NH query heads. The model is llama2.c's run.c's
+ * (RMSNorm eps 1e-5, RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier),
+ * computed by core/nn's kernels, the training forward's: with a batch-invariant GEMM
+ * (NN_GEMM_INVARIANT) a row's logits are the same bits in any batch, prefill or decode. */
 #include "../mlsys.h"
 
 /* ---- kvcache.c: where the keys and values of every (sequence, position) live ----
@@ -223,8 +230,15 @@ typedef struct llm_engine {
     float *mem;
     size_t bytes;
 } llm_engine;
+/* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
+ * (mlsys_mem_available), before allocating. */
+#define LLM_ENGINE_MAX_BYTES (16ull << 30)
 int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen);
+/* Bytes llm_engine_init allocates for max_rows rows (saturates at UINT64_MAX). */
+uint64_t llm_engine_bytes(const llm_config *c, int max_rows);
+/* The most rows, want or fewer (halving), whose scratch fits; 0 when not even one does. */
+int llm_engine_rows_that_fit(const llm_config *c, int want);
 void llm_engine_fini(llm_engine *e);
 /* One forward over n rows: row i is token tok[i] of sequence seq[i] at position pos[i]. The
  * caller reserved positions 0..pos[i] of each sequence in kv, and every position a row
@@ -236,9 +250,10 @@ void llm_engine_fini(llm_engine *e);
 int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen);
-/* The same model with no cache at all: tokens [T] at positions 0..T-1, every key and value
- * recomputed; logits [T, V] for every position (last_only: [V] for the last). T <= S. The
- * reference the cached path is tested against, and the validation loss. Allocates. 0 / -1. */
+/* The same model with no cache kept: tokens [T] at positions 0..T-1 in one fresh prefill
+ * (a cache of this call only), every key and value recomputed; logits [T, V] for every
+ * position (last_only: [V] for the last). T <= S. The reference the cached path is tested
+ * against, and the validation loss. Allocates. 0 / -1. */
 int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *tokens, int T,
                         int last_only, float *logits);
 

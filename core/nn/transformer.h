@@ -1,17 +1,81 @@
-/* transformer.h - the lab's Llama-style transformer for training: rotary embeddings,
- * causal attention with grouped key/value heads, the SwiGLU gate, and the whole model's
- * forward and backward over core/llm/model.h's weights (llama2.c's layout). The layers of
- * core/nn/nn.h are its parts; core/llm/infer.c is the inference side of the same model. */
+/* transformer.h - the lab's Llama-style transformer: its configuration and weights (llama2.c's
+ * layout), rotary embeddings, causal attention with grouped key/value heads, the SwiGLU gate,
+ * and the whole model's forward and backward. The layers of core/nn/nn.h are its parts;
+ * core/llm/infer.c runs inference on the same kernels, and core/llm/model.h reads and writes
+ * the weights as llama2.c's files (core/llm builds on core/nn, never the reverse). */
 #ifndef MLSYS_NN_TRANSFORMER_H
 #define MLSYS_NN_TRANSFORMER_H
 
 #include "nn.h"
-#include "../llm/model.h"
+
+/* ---- weights.c: the configuration and the weights, in llama2.c's layout ----
+ * The types keep llama2.c's (and the rest of the lab's) llm_ names: they are the language
+ * model's, whichever folder computes on them. */
+
+/* Limits a file may not exceed (a header asking for more is rejected before any allocation).
+ * Each dimension stays far below INT_MAX so llama2.c's int arithmetic cannot overflow. */
+#define LLM_MAX_DIM     65536
+#define LLM_MAX_LAYERS  1024
+#define LLM_MAX_VOCAB   (1 << 20)
+#define LLM_MAX_SEQ     (1 << 20)
+#define LLM_MAX_FILE_BYTES (64ull << 30)   /* 64 GiB of weights */
+
+/* The 7 int32 of llama2.c's header, in file order, plus what follows from them. */
+typedef struct llm_config {
+    int dim;          /* model width D */
+    int hidden_dim;   /* FFN width H */
+    int n_layers;     /* L */
+    int n_heads;      /* query heads */
+    int n_kv_heads;   /* key/value heads (divides n_heads; < n_heads is grouped-query) */
+    int vocab_size;   /* V, always positive here; the file stores -V when wcls is separate */
+    int seq_len;      /* S, longest context */
+    int shared_classifier;   /* 1: logits use token_embedding (file vocab > 0); 0: own wcls */
+    /* derived by llm_config_check */
+    int head_size;    /* dim / n_heads (even: RoPE rotates pairs) */
+    int kv_dim;       /* n_kv_heads * head_size */
+} llm_config;
+
+/* Every tensor, row-major, [out, in] for matrices (llama2.c's matmul reads W[d][n]).
+ * All point into mem, in exactly this order, which is the order of the .bin payload. */
+typedef struct llm_weights {
+    float *token_embedding;  /* [V, D] */
+    float *rms_att;          /* [L, D] */
+    float *wq;               /* [L, D, D]       (out n_heads*head_size = D, in D) */
+    float *wk;               /* [L, kv_dim, D] */
+    float *wv;               /* [L, kv_dim, D] */
+    float *wo;               /* [L, D, D] */
+    float *rms_ffn;          /* [L, D] */
+    float *w1;               /* [L, H, D]  gate */
+    float *w2;               /* [L, D, H]  down */
+    float *w3;               /* [L, H, D]  up */
+    float *rms_final;        /* [D] */
+    float *freq_cis_real;    /* [S, head_size/2] cos(pos·θ_i): written for old readers, run.c skips */
+    float *freq_cis_imag;    /* [S, head_size/2] sin(pos·θ_i) */
+    float *wcls;             /* [V, D]; == token_embedding when shared_classifier */
+    float *mem;              /* the one allocation */
+    size_t n_floats;         /* floats in mem == floats in the file payload */
+} llm_weights;
+
+/* Validate c (every dimension positive and below the limits, n_heads | dim, n_kv_heads |
+ * n_heads, even head_size) and fill head_size and kv_dim. 0 or -1 with a reason in err. */
+int llm_config_check(llm_config *c, char *err, size_t errlen);
+/* Trainable parameters (the RoPE tables excluded, wcls counted only when separate). */
+size_t llm_param_count(const llm_config *c);
+/* Floats of the file payload (parameters + the two RoPE tables); file = 28 + 4·this bytes. */
+size_t llm_file_floats(const llm_config *c);
+uint64_t llm_file_bytes(const llm_config *c);
+/* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
+ * 0, or -1 when c is invalid. Free with llm_weights_free. */
+int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);
+void llm_weights_free(llm_weights *w);
+/* Offset (in floats, from mem) and length of each trainable tensor, in file order: lets an
+ * optimizer walk the parameters without the RoPE tables. Returns the number of ranges (<= 12). */
+int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12]);
 
 /* ==== the lab's Llama-style transformer (rope.c, attention.c, swiglu.c, transformer.c) ====
  * Shape legend of this section: B sequences, T tokens each (N = B·T rows), C = dim,
  * NH query heads, NKV key/value heads, HS = C/NH head size, KVD = NKV·HS, H = hidden_dim,
- * V = vocabulary, L = layers. Weights are core/llm/model.h's llm_weights (llama2.c's
+ * V = vocabulary, L = layers. Weights are llm_weights (above; llama2.c's
  * layout); their gradients are a second llm_weights from llm_weights_alloc, so the flat
  * gradient lines up with the flat weights float for float. */
 
@@ -24,8 +88,20 @@ void nn_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, in
 /* dx [B,T,NX·HS] in place: the rotation backwards (a rotation's transpose). */
 void nn_rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int T, int NX,
                       int HS);
+/* x [N,NX·HS] rotated in place, row i by position pos[i] (a table of at least max pos + 1
+ * rows): the same rotation, for rows of many sequences at any positions (inference). */
+void nn_rope_rows(float *x, const float *cos_t, const float *sin_t, const int *pos, int N,
+                  int NX, int HS);
 
 /* ---- attention.c: causal attention with grouped key/value heads (NKV divides NH) ---- */
+/* One query row q [NH·HS] attends to npos key and value rows: row t of keys (values) at
+ * k + r·ld (v + r·ld), r = rows[t] (rows NULL: r = t), each [NKV·HS]. out [NH·HS] =
+ * softmax(q·kᵀ/√HS)·v per head; head h's probabilities [npos] land at att + h·att_stride.
+ * The one attention: nn_attention_forward runs it on every row, inference on each row of a
+ * step over the KV cache's slots (rows = the slots of positions 0..pos). */
+void nn_attention_row(float *out, float *att, size_t att_stride, const float *q,
+                      const float *k, const float *v, size_t ld, const int *rows, int npos,
+                      int NH, int NKV, int HS);
 /* out [B,T,NH·HS] = softmax(Q·Kᵀ/√HS, causal)·V per head; att [B,NH,T,T] keeps the
  * probabilities (zero above the diagonal). q [B,T,NH·HS], k and v [B,T,NKV·HS]. */
 void nn_attention_forward(float *out, float *att, const float *q, const float *k,
@@ -36,12 +112,14 @@ void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
                            int B, int T, int NH, int NKV, int HS);
 
 /* ---- swiglu.c: the gate of the MLP, y[n] = silu(a) ⊙ b ---- */
+/* y may alias a or b (inference writes the gate over itself). */
 void nn_swiglu_forward(float *y, const float *a, const float *b, size_t n);
 /* da[n], db[n] written (may alias dy, not each other). */
 void nn_swiglu_backward(float *da, float *db, const float *dy, const float *a, const float *b,
                         size_t n);
 
 /* ---- transformer.c: the whole model ---- */
+#define NN_TF_RMS_EPS 1e-5f   /* llama2.c's RMSNorm epsilon, in training and inference */
 /* Called by the backward as tensor i (see nn_tf_tensor) holds its final gradient. */
 typedef void (*nn_tf_grad_hook)(void *u, int i);
 
@@ -65,13 +143,16 @@ typedef struct nn_tf {
     float *xn_ffn;            /* [L, B,T,C] */
     float *h1, *h3, *hg;      /* [L, B,T,H] gate W1·x, up W3·x, silu(h1) ⊙ h3 */
     float *rstd_final;        /* [B,T] */
-    float *xn_final;          /* [B,T,C] */
+    float *xn_final;          /* [B,T,C] the final hidden state: the final RMSNorm's output,
+                                 which the classifier (and a value or reward head) reads */
     float *logits;            /* [B,T,V] logits; probabilities after a forward with targets,
                                  then the logits' gradient during the backward */
     float *d_resid, *d_xn, *d_tmp, *dq;  /* [B,T,C] backward scratch, one layer's worth */
     float *dk, *dv;           /* [B,T,KVD] */
     float *d_h1, *d_h3, *d_hg;           /* [B,T,H] */
     float *d_att;             /* [T,T] */
+    float *d_hidden;          /* [B,T,C] free for the caller: where a head writes the gradient
+                                 of the final hidden state for nn_tf_backward_from */
     float *act_mem, *grad_mem;           /* the two allocations */
     size_t act_floats, act_bytes, grad_floats, grad_bytes;
 } nn_tf;
@@ -89,6 +170,14 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
  * be NULL. Order of completion: rms_final, wcls, then layer L-1 .. 0, the embedding last. */
 void nn_tf_backward(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
                     const int *targets, float dloss, nn_tf_grad_hook hook, void *u);
+/* Backward of the last forward (with or without targets) from any loss on its outputs: RL's.
+ * dlogits [B,T,V] = ∂loss/∂logits (may be m->logits, which a forward without targets left
+ * holding the logits; NULL: the loss does not read them) and dhidden [B,T,C] =
+ * ∂loss/∂xn_final (e.g. m->d_hidden from nn_scalar_head_backward; NULL: none). g +=
+ * ∂loss/∂w; hook and order as nn_tf_backward's. */
+void nn_tf_backward_from(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
+                         const float *dlogits, const float *dhidden, nn_tf_grad_hook hook,
+                         void *u);
 /* Tensors at the backward's granularity: 0 token_embedding, 1 + k·L + l the layer-l slice of
  * kind k (rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3), 9L+1 rms_final, 9L+2 wcls (only when
  * not shared). nn_tf_tensor gives one's offset and length in w->mem (floats) and its name
