@@ -33,6 +33,7 @@ HAVE_HWLOC   := $(shell pkg-config --exists hwloc && echo 1)
 HAVE_BLAS    := $(shell pkg-config --exists openblas && echo 1)
 CUDA_HOME    ?= /usr/local/cuda
 HAVE_NCCL    := $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
+HAVE_NVCC    := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo 1)
 
 ifeq ($(HAVE_NCURSES),1)
 CFLAGS += -DHAVE_NCURSES $(shell pkg-config --cflags ncursesw)
@@ -125,6 +126,7 @@ features:
 	@printf '%s hwloc (topology)\n'           "$(if $(HAVE_HWLOC),✓,✗)"
 	@printf '%s OpenBLAS (cblas_sgemm for the models)\n' "$(if $(HAVE_BLAS),✓,✗)"
 	@printf '%s CUDA + NCCL ($(CUDA_HOME))\n' "$(if $(HAVE_NCCL),✓,✗)"
+	@printf '%s CUDA compiler (nvcc: chapter 10'"'"'s CUDA-graph plugin)\n' "$(if $(HAVE_NVCC),✓,✗)"
 
 run: deps
 	$(Q)$(MAKE) --no-print-directory features all
@@ -201,6 +203,19 @@ $(NCCL_SO): $(BUILD)/core/nccl/nccl_transport.pic.o $(BUILD)/core/nccl/nccl_kern
 	    -lnccl -lcudart -lstdc++
 
 -include $(BUILD)/core/nccl/nccl_transport.pic.d
+
+# ---- chapter 10's CUDA-graph plugin: built where nvcc exists; loaded with dlopen ----
+CUDAGRAPH_SO := $(BUILD)/libmlsys-cudagraph.so
+ifeq ($(HAVE_NVCC),1)
+all: $(CUDAGRAPH_SO)
+unit: $(CUDAGRAPH_SO)
+endif
+$(CUDAGRAPH_SO): core/graph/cuda_graph.cu core/graph/graph.h
+	@mkdir -p $(BUILD)/core/graph
+	@$(if $(Q),echo "  NVCC $<")
+	$(Q)$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC $(NVCC_ARCH) -c $< -o $(BUILD)/core/graph/cuda_graph.o
+	$(Q)$(CC) -shared -o $@ $(BUILD)/core/graph/cuda_graph.o -L$(CUDA_HOME)/lib64 \
+	    -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 
 # ---- MPI backend plugin: built where mpicc exists; loaded with dlopen under --backend mpi ----
 MPI_SRC := $(wildcard core/mpi/*.c)
