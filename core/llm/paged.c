@@ -441,8 +441,10 @@ void llm_paged_stats_get(const llm_kv *kv, llm_paged_stats *st)
         st->free += k->refs == 0 && !k->registered;
         st->registered += k->registered;
     }
-    for (int s = 0; s < kv->n_seqs; s++)
+    for (int s = 0; s < kv->n_seqs; s++) {
         st->tokens += p->t[s].n_tok;
+        st->table_blocks += p->t[s].n_blk;
+    }
     st->allocs = p->allocs;
     st->hits = p->hits;
     st->evictions = p->evictions;

@@ -370,7 +370,6 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
             llm_seq *q = sc->items[i].s;
             q->n_computed += q->n_sched;
             q->n_sched = 0;
-            llm_paged_commit(&s->kv, q->kv_seq, q->tok, q->n_computed);
             if (s->next[i] < 0)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);

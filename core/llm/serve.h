@@ -72,9 +72,12 @@ int llm_paged_match(const llm_kv *kv, const int *tokens, int n, int *from_pool);
 /* Give the empty table of seq the blocks llm_paged_match finds (reference counts up, SHARE
  * events) and map their positions. Returns the tokens covered, -1 when seq is not empty. */
 int llm_paged_attach(llm_kv *kv, int seq, const int *tokens, int n);
-/* Positions 0..n-1 of seq now hold the keys and values of tokens[0..n): register the full
- * blocks among them that are not registered yet (a block whose contents are cached already
- * under another block stays unregistered). */
+/* Positions 0..n-1 of seq hold the keys and values of tokens[0..n), or will once the forward
+ * about to run has written them: register the full blocks among them that are not registered
+ * yet (a block whose contents are cached already under another block stays unregistered).
+ * The engine registers at planning time, so a request admitted later in the same step shares
+ * blocks still being computed: its rows come after the writer's in that forward, and
+ * llm_forward stores every row's keys and values before any row attends. */
 void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n);
 /* child (empty) shares every block of parent (parallel sampling, beams): counts up. 0/-1. */
 int llm_paged_fork(llm_kv *kv, int parent, int child);
@@ -96,6 +99,7 @@ typedef struct llm_paged_stats {
     int free;                 /* in the pool, nothing cached */
     int registered;           /* prefix-cache entries, referenced or not */
     long tokens;              /* positions mapped over all tables */
+    long table_blocks;        /* entries over all tables: blocks held without sharing */
     long allocs, hits, evictions, cows;   /* since init: blocks handed out, prefix hits
                                              (blocks), cached blocks evicted, copies */
     uint64_t bytes_per_block; /* K and V of block_size tokens, all layers */
@@ -336,7 +340,8 @@ typedef struct llm_step_info {
 } llm_step_info;
 /* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
  * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
- * -1 on an internal error (message on stderr; the requests of the step are failed). info
+ * -1 on an internal error (message on stderr; the requests of the step are failed, and the
+ * prefix cache may hold what that forward never wrote: free the engine). info
  * may be NULL. */
 int llm_serve_step(llm_serve *s, llm_step_info *info);
 int llm_serve_has_work(llm_serve *s);       /* queued, running or submitted-not-taken-in */

@@ -100,7 +100,7 @@ typedef struct prompts {
 static void make_prompts(prompts *p, int shared)
 {
     char doc[LLM_DOC_MAX];
-    int sys[64], nsys = 0;
+    int sys[160], nsys = 0;
     if (shared) {
         llm_corpus_doc(1, LLM_SPLIT_VAL, 999, doc, sizeof doc, NULL);
         nsys = (int)llm_bpe_encode_prompt(&g_t, doc, strlen(doc) < 150 ? strlen(doc) : 150, 1,
@@ -193,12 +193,12 @@ static void engine_run(const prompts *p, int block_size, int no_prefix, collecte
     llm_serve_free(s);
 }
 
+static int ref[NPROMPT][NEW], nref[NPROMPT];    /* the reference of the current prompts */
+
 static void expect_equal(const prompts *p, int bs, int no_prefix, const char *what,
                          llm_serve_metrics *m)
 {
-    static int ref[NPROMPT][NEW], nref[NPROMPT];
     static collected c;
-    reference(p, ref, nref);
     engine_run(p, bs, no_prefix, &c, m);
     int mism = 0;
     for (int i = 0; i < NPROMPT; i++) {
@@ -216,6 +216,7 @@ START_TEST(greedy_paged_equals_contiguous)
     load();
     prompts p;
     make_prompts(&p, 0);
+    reference(&p, ref, nref);
     int bss[3] = {1, 16, 64};
     llm_serve_metrics m;
     for (int k = 0; k < 3; k++)
@@ -230,6 +231,7 @@ START_TEST(greedy_prefix_sharing_equals_contiguous)
     load();
     prompts p;
     make_prompts(&p, 1);
+    reference(&p, ref, nref);
     llm_serve_metrics on, off;
     expect_equal(&p, 16, 0, "prefix cache", &on);
     expect_equal(&p, 16, 1, "no prefix cache", &off);
