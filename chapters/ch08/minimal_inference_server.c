@@ -84,11 +84,59 @@ static void step_line(const llm_step_info *in, double t_ms, char *out, size_t n)
             ld += (size_t)snprintf(dec + ld, sizeof dec - ld, "%sr%d", ld ? " " : "", it->id);
     }
     for (int i = 0; i < in->n_finished && lf < sizeof fin - 8; i++)
-        lf += (size_t)snprintf(fin + lf, sizeof fin - lf, " r%d", in->finished[i]);
+        lf += (size_t)snprintf(fin + lf, sizeof fin - lf, "%s r%d", i ? "" : "   finished",
+                               in->finished[i]);
     for (int i = 0; i < in->n_preempted && lf < sizeof fin - 16; i++)
-        lf += (size_t)snprintf(fin + lf, sizeof fin - lf, " (preempted r%d)", in->preempted[i]);
-    snprintf(out, n, "  step %3ld %9.2f ms  prefill %-18s decode %s%s%s", in->step, t_ms,
-             lp ? pre : "-", ld ? dec : "-", lf ? "   finished" : "", fin);
+        lf += (size_t)snprintf(fin + lf, sizeof fin - lf, "%s r%d", i ? "" : "   preempted",
+                               in->preempted[i]);
+    snprintf(out, n, "  step %3ld %9.2f ms  prefill %-18s decode %s%s", in->step, t_ms,
+             lp ? pre : "-", ld ? dec : "-", fin);
+}
+
+/* Bad flags and files cost one line and exit 2 before the rank starts. */
+static int mis_before(const lab_args *a)
+{
+    char err[512], mpath[4096], tpath[4096];
+    double eos = lab_arg_double(a, "eos-prob"), temp = lab_arg_double(a, "temperature");
+    if (!(eos >= 0.0 && eos <= 1.0) || !(temp >= 0.0 && temp <= 100.0)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --eos-prob %g must be a "
+                "probability, --temperature %g in [0, 100]\n", eos, temp);
+        return 2;
+    }
+    if (lab_arg_bool(a, "simulate"))
+        return -1;
+    int seqs = (int)lab_arg_int(a, "max-num-seqs");
+    if (seqs == 0)
+        seqs = (int)lab_arg_int(a, "batch-size");
+    if (lab_arg_int(a, "max-num-batched-tokens") < seqs) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --max-num-batched-tokens "
+                "%ld is below the %d sequences a step may decode\n",
+                lab_arg_int(a, "max-num-batched-tokens"), seqs);
+        return 2;
+    }
+    llm_config c;
+    llm_weights w;
+    llm_tokenizer t;
+    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
+    common_asset_path(lab_arg_str(a, "tokenizer"), tpath, sizeof tpath);
+    if (llm_checkpoint_read(mpath, &c, &w, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+        return 2;
+    }
+    llm_weights_free(&w);
+    if (llm_tokfile_read(tpath, c.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+        return 2;
+    }
+    llm_tokenizer_free(&t);
+    int bs = (int)lab_arg_int(a, "block-size"), blocks = (int)lab_arg_int(a, "kv-blocks");
+    if (bs > c.seq_len || (blocks > 0 && blocks < (c.seq_len + bs - 1) / bs)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --block-size %d and "
+                "--kv-blocks %d: the pool must hold one full context of %d tokens\n", bs,
+                blocks, c.seq_len);
+        return 2;
+    }
+    return -1;
 }
 
 static int mis_real(mlsys_comm *c, const lab_args *a)
@@ -220,11 +268,6 @@ static int mis_rank(mlsys_comm *c, const lab_args *a)
     if (!lab_arg_bool(a, "simulate"))
         return mis_real(c, a);
     double eos = lab_arg_double(a, "eos-prob");
-    if (!(eos >= 0.0 && eos <= 1.0)) {
-        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --eos-prob %g: a "
-                "probability in [0, 1]\n", eos);
-        return 2;
-    }
     ch08_sim_opts o = {(int)lab_arg_int(a, "num-requests"), (int)lab_arg_int(a, "batch-size"),
                        (int)lab_arg_int(a, "max-tokens"), eos,
                        (uint64_t)lab_arg_int(a, "seed")};
@@ -257,6 +300,7 @@ const lab ch08_minimal_inference_server_lab = {
     .flags = mis_flags,
     .min_ranks = 1,
     .max_ranks = 1,
+    .before = mis_before,
     .rank_main = mis_rank,
     .view = "log",
 };
