@@ -28,7 +28,7 @@ sh "$here/ddp.sh" "$build"
 section "Pipeline schedules on real ranks: measured bubble against predicted"
 sh "$here/pipeline.sh" "$build"
 
-for s in train generate; do
+for s in train generate serve; do
     if [ -f "$here/$s.sh" ]; then
         section "The lab's language model: $s"
         sh "$here/$s.sh" "$build"
