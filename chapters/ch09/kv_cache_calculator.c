@@ -116,6 +116,8 @@ static void capacity(const kv_model *m, const char *gpu)
         g++;
     printf("\n%s\n CAPACITY ANALYSIS: %s on %s\n%s\n", common_rule(rule, sizeof rule, "=", 70),
            m->name, gpus[g].name, rule);
+    printf("(the original's units, kept: GPU memory and weights in GB, each request in GiB,\n"
+           " both printed as GB; 2 GB set aside for kernels and workspace)\n");
     static const long ctx[4] = {2048, 4096, 8192, 32768};
     double avail = gpus[g].gb - (double)m->weights_gb - 2.0;   /* 2 GB for kernels and such */
     for (int i = 0; i < 4; i++) {
