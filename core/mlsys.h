@@ -291,6 +291,11 @@ int mlsys_parse_size(const char *s, uint64_t *out);
 /* strtol with full validation: 0 on success. */
 int mlsys_parse_long(const char *s, long *out);
 void mlsys_format_size(uint64_t bytes, char *out, size_t n);   /* "64 MiB" */
+/* Bytes this process can still expect to allocate: the least of the kernel's MemAvailable,
+ * what a cgroup v2 memory limit leaves, RLIMIT_AS and RLIMIT_DATA, and MLSYS_MEM_LIMIT when
+ * set (a size such as "2G": tests, and sharing a machine). Sizes above it are refused before
+ * they are allocated (model readers, the inference engine, train and the labs' ranks). */
+uint64_t mlsys_mem_available(void);
 
 /* Counter-based generator: the same seed gives the same stream on every rank. */
 typedef struct mlsys_rng { uint64_t key, ctr; int have_spare; double spare; } mlsys_rng;

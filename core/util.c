@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 uint64_t mlsys_now_ns(void)
@@ -119,6 +121,72 @@ int mlsys_parse_size(const char *s, uint64_t *out)
         return -1;
     *out = (uint64_t)v << shift;
     return 0;
+}
+
+/* A number from a one-line file like /sys/fs/cgroup/memory.max; 0 when absent or "max". */
+static uint64_t read_u64_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    fclose(f);
+    return v;
+}
+
+uint64_t mlsys_mem_available(void)
+{
+    uint64_t best = UINT64_MAX, v;
+    const char *env = getenv("MLSYS_MEM_LIMIT");
+    if (env && *env && mlsys_parse_size(env, &v) == 0 && v > 0)
+        best = v;
+    /* the kernel's estimate of what can be allocated without swapping */
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    uint64_t avail = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long kib;
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            avail = (uint64_t)kib << 10;
+    }
+    if (f)
+        fclose(f);
+    if (!avail) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psz > 0)
+            avail = (uint64_t)pages * (uint64_t)psz;
+    }
+    if (avail && avail < best)
+        best = avail;
+    /* a cgroup v2 limit ("0::/path" in /proc/self/cgroup): what is left under it */
+    f = fopen("/proc/self/cgroup", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) != 0)
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        char p[512];
+        snprintf(p, sizeof p, "/sys/fs/cgroup%s/memory.max", line + 3);
+        uint64_t max = read_u64_file(p);
+        snprintf(p, sizeof p, "/sys/fs/cgroup%s/memory.current", line + 3);
+        uint64_t cur = read_u64_file(p);
+        if (max) {
+            uint64_t left = max > cur ? max - cur : 0;
+            if (left < best)
+                best = left;
+        }
+    }
+    if (f)
+        fclose(f);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)rl.rlim_cur < best)
+        best = (uint64_t)rl.rlim_cur;
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)rl.rlim_cur < best)
+        best = (uint64_t)rl.rlim_cur;
+    return best;
 }
 
 void mlsys_format_size(uint64_t b, char *out, size_t n)

@@ -153,9 +153,11 @@ static void base_vocab(llm_tokenizer *t)
 int llm_tokenizer_init(llm_tokenizer *t, int vocab_size, char *const *pieces, const int *lens,
                        const float *scores, char *err, size_t errlen)
 {
-    if (vocab_size < N_SPECIAL || vocab_size > LLM_MAX_VOCAB) {
-        snprintf(err, errlen, "tokenizer: vocabulary of %d ids (need %d..%d)", vocab_size,
-                 N_SPECIAL, LLM_MAX_VOCAB);
+    /* the encoder falls back to ids 3..258 for any byte it cannot look up whole: a smaller
+     * vocabulary would make it emit ids past the end */
+    if (vocab_size < BASE_VOCAB || vocab_size > LLM_MAX_VOCAB) {
+        snprintf(err, errlen, "tokenizer: vocabulary of %d ids (need %d..%d: 3 specials and "
+                 "256 bytes at least)", vocab_size, BASE_VOCAB, LLM_MAX_VOCAB);
         memset(t, 0, sizeof *t);
         return -1;
     }

@@ -11,144 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define HEADER_BYTES 28
-
-int llm_config_check(llm_config *c, char *err, size_t errlen)
-{
-    struct { const char *name; int v, max; } d[] = {
-        {"dim", c->dim, LLM_MAX_DIM},          {"hidden_dim", c->hidden_dim, 4 * LLM_MAX_DIM},
-        {"n_layers", c->n_layers, LLM_MAX_LAYERS}, {"n_heads", c->n_heads, LLM_MAX_DIM},
-        {"n_kv_heads", c->n_kv_heads, LLM_MAX_DIM}, {"vocab_size", c->vocab_size, LLM_MAX_VOCAB},
-        {"seq_len", c->seq_len, LLM_MAX_SEQ},
-    };
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (d[i].v <= 0 || d[i].v > d[i].max) {
-            snprintf(err, errlen, "%s %d out of range 1..%d", d[i].name, d[i].v, d[i].max);
-            return -1;
-        }
-    if (c->dim % c->n_heads) {
-        snprintf(err, errlen, "n_heads %d does not divide dim %d", c->n_heads, c->dim);
-        return -1;
-    }
-    if (c->n_heads % c->n_kv_heads) {
-        snprintf(err, errlen, "n_kv_heads %d does not divide n_heads %d", c->n_kv_heads,
-                 c->n_heads);
-        return -1;
-    }
-    c->head_size = c->dim / c->n_heads;
-    if (c->head_size % 2) {
-        snprintf(err, errlen, "head_size %d (dim %d / n_heads %d) is odd: RoPE rotates pairs",
-                 c->head_size, c->dim, c->n_heads);
-        return -1;
-    }
-    c->kv_dim = c->n_kv_heads * c->head_size;
-    if (llm_file_bytes(c) > LLM_MAX_FILE_BYTES) {
-        snprintf(err, errlen, "%llu bytes of weights, more than the %llu allowed",
-                 (unsigned long long)llm_file_bytes(c), (unsigned long long)LLM_MAX_FILE_BYTES);
-        return -1;
-    }
-    return 0;
-}
-
-/* Tensor sizes in file order; the RoPE tables are entries 11 and 12, wcls 13. */
-static void sizes(const llm_config *c, size_t s[14])
-{
-    size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
-    size_t V = (size_t)c->vocab_size, KV = (size_t)c->n_kv_heads * (size_t)(c->dim / c->n_heads);
-    size_t rope = (size_t)c->seq_len * (size_t)(c->dim / c->n_heads) / 2;
-    size_t t[14] = {V * D, L * D, L * D * D, L * KV * D, L * KV * D, L * D * D, L * D,
-                    L * H * D, L * D * H, L * H * D, D, rope, rope,
-                    c->shared_classifier ? 0 : V * D};
-    memcpy(s, t, sizeof t);
-}
-
-size_t llm_file_floats(const llm_config *c)
-{
-    size_t s[14], n = 0;
-    sizes(c, s);
-    for (int i = 0; i < 14; i++)
-        n += s[i];
-    return n;
-}
-
-size_t llm_param_count(const llm_config *c)
-{
-    size_t s[14];
-    sizes(c, s);
-    return llm_file_floats(c) - s[11] - s[12];
-}
-
-uint64_t llm_file_bytes(const llm_config *c)
-{
-    return HEADER_BYTES + 4ull * llm_file_floats(c);
-}
-
-int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12])
-{
-    size_t s[14], o = 0;
-    int k = 0;
-    sizes(c, s);
-    for (int i = 0; i < 14; i++) {
-        if (i != 11 && i != 12 && s[i]) {
-            off[k] = o;
-            len[k] = s[i];
-            k++;
-        }
-        o += s[i];
-    }
-    return k;
-}
-
-static void carve(llm_weights *w, const llm_config *c)
-{
-    size_t s[14];
-    sizes(c, s);
-    float **dst[14] = {&w->token_embedding, &w->rms_att, &w->wq, &w->wk, &w->wv, &w->wo,
-                       &w->rms_ffn, &w->w1, &w->w2, &w->w3, &w->rms_final, &w->freq_cis_real,
-                       &w->freq_cis_imag, &w->wcls};
-    float *p = w->mem;
-    for (int i = 0; i < 14; i++) {
-        *dst[i] = p;
-        p += s[i];
-    }
-    if (c->shared_classifier)
-        w->wcls = w->token_embedding;
-}
-
-static void fill_rope(llm_weights *w, const llm_config *c)
-{
-    int half = c->head_size / 2;
-    for (int pos = 0; pos < c->seq_len; pos++)
-        for (int i = 0; i < half; i++) {
-            double theta = pow(10000.0, -2.0 * i / c->head_size);
-            w->freq_cis_real[(size_t)pos * half + i] = (float)cos(pos * theta);
-            w->freq_cis_imag[(size_t)pos * half + i] = (float)sin(pos * theta);
-        }
-}
-
-int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen)
-{
-    llm_config cc = *c;
-    memset(w, 0, sizeof *w);
-    if (llm_config_check(&cc, err, errlen))
-        return -1;
-    w->n_floats = llm_file_floats(&cc);
-    w->mem = calloc(w->n_floats, sizeof(float));
-    if (!w->mem) {
-        snprintf(err, errlen, "cannot allocate %zu floats of weights", w->n_floats);
-        return -1;
-    }
-    carve(w, &cc);
-    fill_rope(w, &cc);
-    return 0;
-}
-
-void llm_weights_free(llm_weights *w)
-{
-    free(w->mem);
-    memset(w, 0, sizeof *w);
-}
+#define HEADER_BYTES 28   /* the 7 int32 of the config */
 
 uint64_t llm_weights_hash(const llm_weights *w)
 {
@@ -204,48 +69,61 @@ int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weight
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen)
 {
-    unsigned char *b;
-    size_t n;
+    int fd;
+    uint64_t n;
     char why[200];
     memset(w, 0, sizeof *w);
-    if (llm_read_file(path, LLM_MAX_FILE_BYTES, &b, &n, err, errlen))
+    if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
-    if (n < HEADER_BYTES) {
-        snprintf(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", path, n,
-                 HEADER_BYTES);
-        free(b);
-        return -1;
-    }
     int32_t h[7];
-    memcpy(h, b, sizeof h);
+    int rc = -1;
+    if (n < HEADER_BYTES) {
+        snprintf(err, errlen, "%s: truncated: %llu bytes, the header alone is %d", path,
+                 (unsigned long long)n, HEADER_BYTES);
+        goto out;
+    }
+    /* the header first: what it asks for is checked against the file and the machine
+     * before anything is allocated, and the payload is read straight into the weights */
+    if (llm_read_exact(fd, h, sizeof h, path, err, errlen))
+        goto out;
     if (config_of(h, c, why, sizeof why)) {
         snprintf(err, errlen, "%s: bad header: %s", path, why);
-        free(b);
-        return -1;
+        goto out;
     }
     uint64_t want = llm_file_bytes(c);
     if (n != want) {
-        snprintf(err, errlen, "%s: %s: %zu bytes, the header (dim %d, %d layers, vocab %d%s, "
-                 "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size", n, c->dim,
-                 c->n_layers, c->vocab_size, c->shared_classifier ? "" : " unshared",
-                 c->seq_len, (unsigned long long)want);
-        free(b);
-        return -1;
+        snprintf(err, errlen, "%s: %s: %llu bytes, the header (dim %d, %d layers, vocab %d%s, "
+                 "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size",
+                 (unsigned long long)n, c->dim, c->n_layers, c->vocab_size,
+                 c->shared_classifier ? "" : " unshared", c->seq_len, (unsigned long long)want);
+        goto out;
+    }
+    if (want > mlsys_mem_available()) {
+        char a[32], b[32];
+        mlsys_format_size(want, a, sizeof a);
+        mlsys_format_size(mlsys_mem_available(), b, sizeof b);
+        snprintf(err, errlen, "%s: %s of weights, more than this machine has free: %s", path,
+                 a, b);
+        goto out;
     }
     if (llm_weights_alloc(w, c, why, sizeof why)) {
         snprintf(err, errlen, "%s: %s", path, why);
-        free(b);
-        return -1;
+        goto out;
     }
-    memcpy(w->mem, b + HEADER_BYTES, w->n_floats * sizeof(float));
-    free(b);
+    if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
+        llm_weights_free(w);
+        goto out;
+    }
     for (size_t i = 0; i < w->n_floats; i++)
         if (!isfinite(w->mem[i])) {
             snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
             llm_weights_free(w);
-            return -1;
+            goto out;
         }
-    return 0;
+    rc = 0;
+out:
+    close(fd);
+    return rc;
 }
 
 /* ---- the .train companion ---- */

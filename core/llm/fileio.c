@@ -1,7 +1,8 @@
 /* fileio.c - the file plumbing every core/llm format shares: an atomic writer (temporary
  * file in the same directory, fsync, rename, fsync of the directory) so a good file is never
- * replaced by a half-written one, and a whole-file reader that refuses what is not a regular
- * file or is larger than the caller allows. */
+ * replaced by a half-written one, and never replaces what is not a regular file (a device,
+ * a FIFO, a directory); and a whole-file reader that refuses what is not a regular file
+ * (without blocking on a FIFO) or is larger than the caller allows. */
 #include "llm.h"
 #include "llm_internal.h"
 
@@ -37,38 +38,76 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* What stands at path, in words, when it is something a writer must not replace; NULL for
+ * nothing there or a regular file. A symbolic link is judged by what it points to. */
+static const char *not_replaceable(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return NULL;
+    if (S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+        return "a symbolic link to nothing";
+    if (S_ISREG(st.st_mode))
+        return NULL;
+    return S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
+}
+
+int llm_write_target_check(const char *path, char *err, size_t errlen)
+{
+    const char *what = not_replaceable(path);
+    if (what) {
+        snprintf(err, errlen, "%s: not written: it is %s (name a regular file)", path, what);
+        return -1;
+    }
+    return 0;
+}
+
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen)
 {
+    if (llm_write_target_check(path, err, errlen))
+        return -1;
+    /* a link to a regular file: replace the file it names, and keep the link */
+    char *real = NULL;
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
+        real = realpath(path, NULL);
+    const char *shown = path;
+    if (real)
+        path = real;
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 32);
     if (!tmp) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        snprintf(err, errlen, "%s: out of memory", shown);
+        free(real);
         return -1;
     }
     snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    unlink(tmp);                   /* our own leftover: this pid is us */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        snprintf(err, errlen, "%s: cannot create %s: %s", shown, tmp, strerror(errno));
         free(tmp);
+        free(real);
         return -1;
     }
     int rc = 0;
     for (int i = 0; i < nparts && rc == 0; i++)
         if (sizes[i] && write_all(fd, parts[i], sizes[i]) != 0) {
-            snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+            snprintf(err, errlen, "%s: write failed: %s", shown, strerror(errno));
             rc = -1;
         }
     if (rc == 0 && fsync(fd) != 0) {
-        snprintf(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: fsync failed: %s", shown, strerror(errno));
         rc = -1;
     }
     if (close(fd) != 0 && rc == 0) {
-        snprintf(err, errlen, "%s: close failed: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: close failed: %s", shown, strerror(errno));
         rc = -1;
     }
     if (rc == 0 && rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+        snprintf(err, errlen, "%s: rename from %s failed: %s", shown, tmp, strerror(errno));
         rc = -1;
     }
     if (rc != 0) {
@@ -85,15 +124,17 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
         }
     }
     free(tmp);
+    free(real);
     return rc;
 }
 
-int llm_read_file(const char *path, uint64_t max_bytes, unsigned char **buf, size_t *len,
-                  char *err, size_t errlen)
+int llm_open_regular(const char *path, uint64_t max_bytes, int *fdp, uint64_t *size,
+                     char *err, size_t errlen)
 {
-    *buf = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY);
+    *fdp = -1;
+    /* O_NONBLOCK: opening a FIFO with no writer returns at once (and fstat then refuses
+     * it) instead of waiting forever; on a regular file it changes nothing */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -106,7 +147,8 @@ int llm_read_file(const char *path, uint64_t max_bytes, unsigned char **buf, siz
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file (%s)", path,
-                 S_ISDIR(st.st_mode) ? "a directory" : "a device, pipe or socket");
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : "a device or socket");
         close(fd);
         return -1;
     }
@@ -116,31 +158,58 @@ int llm_read_file(const char *path, uint64_t max_bytes, unsigned char **buf, siz
         close(fd);
         return -1;
     }
-    size_t n = (size_t)st.st_size;
-    unsigned char *b = malloc(n ? n : 1);
-    if (!b) {
-        snprintf(err, errlen, "%s: cannot allocate %zu bytes", path, n);
-        close(fd);
-        return -1;
-    }
+    *fdp = fd;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int llm_read_exact(int fd, void *buf, size_t n, const char *path, char *err, size_t errlen)
+{
     size_t got = 0;
     while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
+        ssize_t r = read(fd, (char *)buf + got, n - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
             snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
-            free(b);
-            close(fd);
             return -1;
         }
         if (r == 0)
             break;
         got += (size_t)r;
     }
-    close(fd);
     if (got != n) {
         snprintf(err, errlen, "%s: shrank while being read (%zu of %zu bytes)", path, got, n);
+        return -1;
+    }
+    return 0;
+}
+
+int llm_read_file(const char *path, uint64_t max_bytes, unsigned char **buf, size_t *len,
+                  char *err, size_t errlen)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd;
+    uint64_t size;
+    if (llm_open_regular(path, max_bytes, &fd, &size, err, errlen))
+        return -1;
+    if (size > mlsys_mem_available()) {
+        snprintf(err, errlen, "%s: %llu bytes, more than this machine has free", path,
+                 (unsigned long long)size);
+        close(fd);
+        return -1;
+    }
+    size_t n = (size_t)size;
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b) {
+        snprintf(err, errlen, "%s: cannot allocate %zu bytes", path, n);
+        close(fd);
+        return -1;
+    }
+    int rc = llm_read_exact(fd, b, n, path, err, errlen);
+    close(fd);
+    if (rc) {
         free(b);
         return -1;
     }

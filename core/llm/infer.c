@@ -3,7 +3,7 @@
  * and values in an llm_kv cache, so a decode step of B sequences reads each weight once; and
  * llm_forward_nocache, which recomputes every position from scratch (the reference). */
 #include "llm.h"
-#include "../nn/nn.h"
+#include "../nn/transformer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -151,12 +151,45 @@ static void swiglu(float *hb, const float *hb2, size_t n)
 
 /* ---- the engine ---- */
 
+uint64_t llm_engine_bytes(const llm_config *c, int max_rows)
+{
+    /* in double: seq_len x heads x rows can pass 2^64 for headers inside the limits */
+    double R = max_rows, D = c->dim, KVD = c->kv_dim, H = c->hidden_dim, S = c->seq_len;
+    double NH = c->n_heads, half = c->head_size / 2;
+    double b = 4.0 * (2 * S * half + 4 * R * D + 2 * R * KVD + 2 * R * H + R * NH * S) +
+               4.0 * R * S;
+    return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
+}
+
+int llm_engine_rows_that_fit(const llm_config *c, int want)
+{
+    uint64_t have = mlsys_mem_available();
+    if (have > LLM_ENGINE_MAX_BYTES)
+        have = LLM_ENGINE_MAX_BYTES;
+    while (want > 1 && llm_engine_bytes(c, want) > have)
+        want /= 2;
+    return llm_engine_bytes(c, want) <= have ? want : 0;
+}
+
 int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
     if (max_rows < 1 || max_rows > 65536) {
         snprintf(err, errlen, "engine: max_rows %d out of range [1, 65536]", max_rows);
+        return -1;
+    }
+    /* every row holds attention scores over the whole context for every head: a header
+     * inside the limits (seq_len 2^20, many heads) can ask for more than the machine has */
+    uint64_t need = llm_engine_bytes(c, max_rows), have = mlsys_mem_available();
+    if (need > LLM_ENGINE_MAX_BYTES || need > have) {
+        char a[32], b[32];
+        mlsys_format_size(need, a, sizeof a);
+        mlsys_format_size(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have, b, sizeof b);
+        snprintf(err, errlen, "the engine's scratch for %d row%s needs %s (scores over seq_len "
+                 "%d for %d heads per row), more than %s %s", max_rows, max_rows == 1 ? "" : "s",
+                 a, c->seq_len, c->n_heads, need > LLM_ENGINE_MAX_BYTES ? "the limit of" :
+                 "this machine has free:", b);
         return -1;
     }
     e->c = *c;

@@ -67,9 +67,19 @@ int llm_kv_init_contiguous(llm_kv *kv, const llm_config *c, int n_seqs, int max_
     kv->kv_dim = c->kv_dim;
     kv->n_seqs = n_seqs;
     kv->n_slots = n_seqs * max_len;
-    /* K and V: 2 · L · slots · KVD floats, the size formula of chapter 9 */
+    /* K and V: 2 · L · slots · KVD floats, the size formula of chapter 9; checked against
+     * the machine before it is allocated (a long context times many sequences adds up) */
     size_t per = (size_t)c->n_layers * kv->n_slots * (size_t)c->kv_dim;
     kv->bytes = 2 * per * sizeof(float);
+    if (kv->bytes > mlsys_mem_available()) {
+        char a[32], b[32];
+        mlsys_format_size(kv->bytes, a, sizeof a);
+        mlsys_format_size(mlsys_mem_available(), b, sizeof b);
+        snprintf(err, errlen, "kv cache: %d sequences of %d positions need %s, more than this "
+                 "machine has free: %s", n_seqs, max_len, a, b);
+        memset(kv, 0, sizeof *kv);
+        return -1;
+    }
     kv->k = mlsys_xcalloc(2 * per, sizeof(float));
     kv->v = kv->k + per;
     kv_contig *p = mlsys_xcalloc(1, sizeof *p);

@@ -150,9 +150,14 @@ int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size
 void llm_datakit_free(llm_datakit *k);
 /* Ids as llama2.c's pretokenized shards: little-endian uint16 (needs vocab <= 65536). */
 int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, size_t errlen);
-/* Write path atomically: temporary file beside it, fsync, rename (used by every writer). */
+/* Write path atomically: temporary file beside it (path.tmp.PID), fsync, rename (used by
+ * every writer). What stands at path must be nothing or a regular file (a link to one: the
+ * file it names is replaced, the link stays); a directory, a device or a FIFO is refused
+ * with "PATH: not written: it is a FIFO ..." and left alone. 0 or -1 with err. */
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen);
+/* The same refusal, alone: 0 when path may be written by llm_write_atomic. */
+int llm_write_target_check(const char *path, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
  * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
@@ -223,8 +228,15 @@ typedef struct llm_engine {
     float *mem;
     size_t bytes;
 } llm_engine;
+/* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
+ * (mlsys_mem_available), before allocating. */
+#define LLM_ENGINE_MAX_BYTES (16ull << 30)
 int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen);
+/* Bytes llm_engine_init allocates for max_rows rows (saturates at UINT64_MAX). */
+uint64_t llm_engine_bytes(const llm_config *c, int max_rows);
+/* The most rows, want or fewer (halving), whose scratch fits; 0 when not even one does. */
+int llm_engine_rows_that_fit(const llm_config *c, int want);
 void llm_engine_fini(llm_engine *e);
 /* One forward over n rows: row i is token tok[i] of sequence seq[i] at position pos[i]. The
  * caller reserved positions 0..pos[i] of each sequence in kv, and every position a row

@@ -1,5 +1,5 @@
 /* llm_internal.h - helpers shared by the file readers and writers of core/llm (not part of
- * the public API): read a whole regular file with a size limit, little-endian integers. */
+ * the public API): open and read a regular file with a size limit, a checksum. */
 #ifndef MLSYS_LLM_INTERNAL_H
 #define MLSYS_LLM_INTERNAL_H
 
@@ -10,6 +10,13 @@
  * /dev/zero) and files over max_bytes, before allocating. 0, or -1 with "PATH: why" in err. */
 int llm_read_file(const char *path, uint64_t max_bytes, unsigned char **buf, size_t *len,
                   char *err, size_t errlen);
+/* The first half of that: open path for reading without blocking (a FIFO with no writer
+ * is refused, not waited for), check it is a regular file of at most max_bytes. *fd is
+ * then the caller's to close. 0, or -1 with "PATH: why". */
+int llm_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size,
+                     char *err, size_t errlen);
+/* Exactly n bytes from fd, or -1 with "PATH: why". */
+int llm_read_exact(int fd, void *buf, size_t n, const char *path, char *err, size_t errlen);
 uint64_t llm_fnv1a64(const void *p, size_t n, uint64_t h);
 #define LLM_FNV_INIT 0xcbf29ce484222325ull
 

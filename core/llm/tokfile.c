@@ -52,7 +52,12 @@ int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *e
     }
     if (llm_read_file(path, TOKFILE_MAX_BYTES, &b, &n, err, errlen))
         return -1;
+    /* every entry takes 8 bytes at least: the file bounds what the first allocation may be,
+     * whatever vocab_size asks for (the arrays grow if the file holds more) */
+    size_t fits = n >= 4 ? (n - 4) / 8 + 1 : 1;
     int rc = -1, count = 0, cap = vocab_size > 0 ? vocab_size : 1024;
+    if ((size_t)cap > fits)
+        cap = (int)fits;
     char **pieces = calloc((size_t)cap, sizeof(char *));
     int *lens = calloc((size_t)cap, sizeof(int));
     float *scores = calloc((size_t)cap, sizeof(float));
@@ -125,6 +130,11 @@ int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *e
     if (off != n) {
         snprintf(err, errlen, "%s: %zu bytes after the %d tokens the model asks for", path,
                  n - off, count);
+        goto out;
+    }
+    if (count < LLM_TOK_BYTE0 + 256) {
+        snprintf(err, errlen, "%s: %d tokens: a vocabulary needs at least %d (3 specials and "
+                 "256 bytes)", path, count, LLM_TOK_BYTE0 + 256);
         goto out;
     }
     if (llm_tokenizer_init(t, count, pieces, lens, scores, err, errlen))

@@ -6,11 +6,14 @@
 #include "../../core/nn/nn.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define GEN_USAGE \
     "usage: mlsys-lab generate [--model FILE] [--tokenizer FILE] [--prompt TEXT] [-n STEPS]\n" \
@@ -118,6 +121,45 @@ static int load_pair(const char *cmd, const char *mpath, const char *tpath, llm_
 
 /* ---- generate ---- */
 
+/* Ctrl-C while text streams: the line written so far is ended, then exit 130 (the status
+ * every command gives for Ctrl-C). Output is written with SIGINT blocked and flushed, so the
+ * handler (always on the main thread) never lands inside a half-written buffer and may write
+ * the newline itself. */
+static volatile sig_atomic_t g_mid_line;
+static pid_t g_main_tid;
+
+static void on_interrupt(int sig)
+{
+    /* BLAS threads do not block the signal: one that catches it hands it to the main
+     * thread, where it waits while a write is in progress */
+    if (syscall(SYS_gettid) != g_main_tid) {
+        syscall(SYS_tgkill, getpid(), g_main_tid, sig);
+        return;
+    }
+    if (g_mid_line) {
+        ssize_t w = write(STDOUT_FILENO, "\n", 1);
+        (void)w;
+    }
+    _exit(sig == SIGINT ? 130 : 128 + sig);
+}
+
+static void out_begin(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
+static void out_end(const char *last, int len, sigset_t *old)
+{
+    fflush(stdout);
+    if (len > 0)
+        g_mid_line = last[len - 1] != '\n';
+    sigprocmask(SIG_SETMASK, old, NULL);
+}
+
 typedef struct gen_stream {
     const llm_tokenizer *t;
     int B;
@@ -130,21 +172,36 @@ static void stream_token(void *u, int seq, int prev, int tok)
     int len;
     const char *p = llm_bpe_token_bytes(s->t, prev, tok, &len);
     if (s->B == 1 && seq == 0 && p && len > 0) {
+        sigset_t old;
+        out_begin(&old);
         fwrite(p, 1, (size_t)len, stdout);
-        fflush(stdout);
+        out_end(p, len, &old);
     }
 }
 
 /* A token sequence written as run.c shows it (a leading space after BOS dropped). */
 static void print_tokens(const llm_tokenizer *t, int prev, const int *ids, int n)
 {
+    sigset_t old;
+    out_begin(&old);
     for (int i = 0; i < n; i++) {
         int len;
         const char *p = llm_bpe_token_bytes(t, prev, ids[i], &len);
-        if (p && len > 0)
+        if (p && len > 0) {
             fwrite(p, 1, (size_t)len, stdout);
+            g_mid_line = p[len - 1] != '\n';
+        }
         prev = ids[i];
     }
+    out_end(NULL, 0, &old);
+}
+
+static void print_newline(void)
+{
+    sigset_t old;
+    out_begin(&old);
+    fputc('\n', stdout);
+    out_end("\n", 1, &old);
 }
 
 int generate_main(int argc, char **argv)
@@ -237,9 +294,15 @@ int generate_main(int argc, char **argv)
     if (steps > room)
         fprintf(stderr, "mlsys-lab generate: -n %ld: the context leaves room for %ld new "
                 "tokens\n", steps, room);
-    int rows = B > 64 ? B : 64;
+    /* rows for the prompt (up to 64 per forward), fewer when a long context makes each row's
+     * scratch large, and B at least (a decode step holds every sequence); the cache holds
+     * the positions this run can reach, not the whole context */
+    int rows = llm_engine_rows_that_fit(&c, np < 64 ? np : 64);
+    rows = rows > B ? rows : B;
+    long reach = np + (steps < room ? steps : room);
+    int kv_len = reach < c.seq_len ? (int)reach : c.seq_len;
     if (llm_engine_init(&e, &c, &w, rows, err, sizeof err) ||
-        (!no_cache && llm_kv_init_contiguous(&kv, &c, B, 0, err, sizeof err))) {
+        (!no_cache && llm_kv_init_contiguous(&kv, &c, B, kv_len, err, sizeof err))) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);
         goto done;
     }
@@ -257,10 +320,15 @@ int generate_main(int argc, char **argv)
     llm_gen_opts o = {(int)(steps < room ? steps : room), !ignore_eos, no_cache, stream_token,
                       &gs};
     llm_gen_stats st;
-    if (B == 1) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    g_main_tid = (pid_t)syscall(SYS_gettid);
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (B == 1)
         print_tokens(&t, LLM_TOK_UNK, pids, np);
-        fflush(stdout);
-    }
     if (llm_generate(&e, &kv, smp, B, (const int *const *)prompts, n_prompt, out, n_out, &o,
                      &st, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);
@@ -268,13 +336,17 @@ int generate_main(int argc, char **argv)
         goto done;
     }
     if (B == 1) {
-        printf("\n");
+        print_newline();
     } else {
         for (int b = 0; b < B; b++) {
+            sigset_t old;
+            out_begin(&old);
             printf("[%d] ", b);
+            g_mid_line = 1;
+            out_end(NULL, 0, &old);
             print_tokens(&t, LLM_TOK_UNK, pids, np);
             print_tokens(&t, pids[np - 1], out[b], n_out[b]);
-            printf("\n");
+            print_newline();
         }
     }
     fflush(stdout);
@@ -356,8 +428,13 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
                 float temperature, gen_quality *q, char *err, size_t errlen)
 {
     memset(q, 0, sizeof *q);
-    int T = c->seq_len, V = c->vocab_size, rc = -1;
-    /* windows of T inputs and T shifted targets, back to back, as train_eval takes them */
+    int V = c->vocab_size, rc = -1;
+    /* windows of T inputs and T shifted targets, back to back, as train_eval takes them;
+     * a window is the context, or val_tokens when that is shorter (a header may ask for a
+     * context of 2^20: one such window would cost 2^40 attention scores) */
+    int T = val_tokens < c->seq_len ? (int)val_tokens : c->seq_len;
+    /* a sample runs to the end of the context or GEN_SAMPLE_MAX tokens */
+    int SL = c->seq_len < GEN_SAMPLE_MAX ? c->seq_len : GEN_SAMPLE_MAX;
     long nwin = val_tokens / T > 0 ? val_tokens / T : 1;
     size_t nids;
     int *ids = val_ids(t, data_seed, (size_t)nwin * T + 1, &nids);
@@ -386,9 +463,9 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
     if (samples > 0) {
         llm_engine e;
         llm_kv kv;
-        if (llm_engine_init(&e, c, w, samples > 64 ? samples : 64, err, errlen))
+        if (llm_engine_init(&e, c, w, samples, err, errlen))   /* one row per sample */
             goto out;
-        if (llm_kv_init_contiguous(&kv, c, samples, 0, err, errlen)) {
+        if (llm_kv_init_contiguous(&kv, c, samples, SL, err, errlen)) {
             llm_engine_fini(&e);
             goto out;
         }
@@ -400,18 +477,18 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
         static const int bos = LLM_TOK_BOS;
         for (int b = 0; b < samples; b++) {
             llm_sampler_init(&smp[b], V, temperature, 0, 1.0f, seed + (uint64_t)b);
-            outs[b] = mlsys_xmalloc((size_t)T * sizeof(int));
+            outs[b] = mlsys_xmalloc((size_t)SL * sizeof(int));
             pr[b] = &bos;
             np[b] = 1;
         }
-        llm_gen_opts o = {T, 1, 0, NULL, NULL};
+        llm_gen_opts o = {SL, 1, 0, NULL, NULL};
         llm_gen_stats st;
         int grc = llm_generate(&e, &kv, smp, samples, pr, np, outs, n_out, &o, &st, err,
                                errlen);
-        char *text = mlsys_xmalloc((size_t)T * 64 + 1);
+        char *text = mlsys_xmalloc((size_t)SL * 64 + 1);
         for (int b = 0; grc == 0 && b < samples; b++) {
-            long n = llm_bpe_decode(t, outs[b], (size_t)n_out[b], text, (size_t)T * 64);
-            if (n < 0 || n > (long)T * 64)
+            long n = llm_bpe_decode(t, outs[b], (size_t)n_out[b], text, (size_t)SL * 64);
+            if (n < 0 || n > (long)SL * 64)
                 n = 0;
             llm_grammar_stats gs;
             llm_grammar_score(text, (size_t)n, &gs);

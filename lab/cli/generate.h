@@ -21,9 +21,11 @@ typedef struct gen_quality {
     int samples;
     long sample_tokens;
 } gen_quality;
-/* Validation loss over windows of seq_len tokens from the validation split of the corpus
- * for data_seed (as `train` evaluates), up to val_tokens predictions; then the grammar score
- * of `samples` sequences drawn from BOS at (seed, temperature). 0, or -1 with err. */
+/* Validation loss over windows of min(seq_len, val_tokens) tokens from the validation split
+ * of the corpus for data_seed (as `train` evaluates), up to val_tokens predictions; then the
+ * grammar score of `samples` sequences drawn from BOS at (seed, temperature), each at most
+ * min(seq_len, GEN_SAMPLE_MAX) tokens. 0, or -1 with err. */
+#define GEN_SAMPLE_MAX 1024
 int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
                 uint64_t data_seed, long val_tokens, int samples, uint64_t seed,
                 float temperature, gen_quality *q, char *err, size_t errlen);

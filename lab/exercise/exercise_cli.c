@@ -697,7 +697,8 @@ out:
         close(ifd);
     free(w);
     printf("watch: stopped\n");
-    return 0;
+    /* Ctrl-C (or a SIGTERM) ends watch as it ends every command: 130 */
+    return mlsys_job_stop_requested() ? 130 : 0;
 }
 
 /* ---- dev-check ---- */
