@@ -164,12 +164,18 @@ asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined OPT="-O1 -g" unit
 
 bench: deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench/nn_mlp $(if $(HAVE_MPI),$(BUILD)/bench/mpi_coll)
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench/nn_mlp $(BUILD)/bench/serve_bench \
+	    $(if $(HAVE_MPI),$(BUILD)/bench/mpi_coll)
 	$(Q)sh tests/bench/run.sh $(BUILD)
 	$(Q)sh tests/bench/models.sh $(BUILD)
 
 # The chapter-5 MLP step on one rank (tests/bench/models.sh puts PyTorch beside it).
 $(BUILD)/bench/nn_mlp: tests/bench/nn_mlp.c $(BUILD)/libmlsys.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -D_GNU_SOURCE -o $@ $< $(BUILD)/libmlsys.a $(LDLIBS)
+
+# The serving engine's figures (tests/bench/serve.sh).
+$(BUILD)/bench/serve_bench: tests/bench/serve_bench.c $(BUILD)/libmlsys.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 -D_GNU_SOURCE -o $@ $< $(BUILD)/libmlsys.a $(LDLIBS)
 
