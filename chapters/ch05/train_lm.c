@@ -27,6 +27,14 @@ static const lab_flag train_lm_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
+/* train_parse and train_check speak as the command ("mlsys-lab train: why"): the lab's own
+ * prefix replaces that one, so the line is not "mlsys-lab: ch05/train-lm: mlsys-lab train: ". */
+static const char *reason(const char *err)
+{
+    static const char cmd[] = "mlsys-lab train: ";
+    return strncmp(err, cmd, sizeof cmd - 1) ? err : err + sizeof cmd - 1;
+}
+
 /* The command line of `mlsys-lab train` that these flags stand for. */
 static int build_opts(const lab_args *a, int world, train_opts *o, char *err, size_t n)
 {
@@ -65,7 +73,7 @@ static int train_lm_before(const lab_args *a)
     train_opts o;
     char err[512];
     if (build_opts(a, (int)lab_arg_int(a, "world-size"), &o, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", err);
+        fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", reason(err));
         return 2;
     }
     printf("Training the lab's language model (dim %d, %d layers, %d heads, %d kv heads) on "
@@ -82,7 +90,7 @@ static int train_lm_rank(mlsys_comm *c, const lab_args *a)
     char err[512];
     if (build_opts(a, mlsys_size(c), &o, err, sizeof err)) {
         if (mlsys_rank(c) == 0)
-            fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", err);
+            fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", reason(err));
         return 2;
     }
     return train_rank_run(c, &o);

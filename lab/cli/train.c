@@ -706,8 +706,10 @@ static int train_rank(mlsys_comm *c, void *arg)
                rss[0] / 1024.0, t.opt_bytes / 1048576.0, t.zero ? " (ZeRO shard)" : "",
                j->bin_path);
     }
-    if (rc && rc != 1)
-        fprintf(stderr, "mlsys-lab train: rank %d: %s\n", rank, mlsys_errmsg(c));
+    /* the runtime's message names the rank already; an aborted job was another rank's
+     * failure, which the launcher reports */
+    if (rc && rc != 1 && rc != MLSYS_ERR_ABORTED)
+        fprintf(stderr, "mlsys-lab train: %s\n", mlsys_errmsg(c));
     train_ctx_fini(&t);
     return rc ? 1 : 0;
 }
