@@ -4,8 +4,8 @@
  * engine, ddp.c); then the proof that the synced gradient is the gradient of the whole
  * concatenated batch, computed in one process. The blocks view draws each rank's gradient. */
 #include "../common/common.h"
-#include "ddp.h"
-#include "../../lab/ui/views/blocks.h"
+#include "../../core/train/train.h"
+#include "../common/blocks.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

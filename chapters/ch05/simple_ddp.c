@@ -4,9 +4,8 @@
  * --zero 1|2|3 with a ZeRO stage (zero.c), whose memory and traffic are printed per rank
  * next to the formulas. Every [check] of the curriculum is printed as a PASS/FAIL line. */
 #include "../common/common.h"
-#include "ddp.h"
-#include "zero.h"
-#include "../../lab/ui/views/blocks.h"
+#include "../../core/train/train.h"
+#include "../common/blocks.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +361,24 @@ static int check_identical(mlsys_comm *c, const float *w, size_t n, const char *
     return rc;
 }
 
+/* The DDP engine's bucket hook: bucket k's mean and max |g| for the blocks view, at launch
+ * (this rank's gradients) and after the average. */
+static void emit_bucket(void *arg, const ddp *d, int k)
+{
+    mlsys_comm *c = arg;
+    if (!mlsys_tracing(c))
+        return;
+    const float *g = d->p->grad + d->b[k].off;
+    double s = 0, mx = 0;
+    for (size_t i = 0; i < d->b[k].n; i++) {
+        s += g[i];
+        if (fabs(g[i]) > mx)
+            mx = fabs(g[i]);
+    }
+    double v[2] = { s / (double)d->b[k].n, mx };
+    blk_emit(c, "blk:val", -1, k, 1, -1, v, 1);
+}
+
 static void print_buckets(mlsys_comm *c, const ddp *d, const nn_params *p)
 {
     char sz[32];
@@ -555,7 +572,8 @@ static int ddp_rank(mlsys_comm *c, const lab_args *a)
                          lab_arg_size(a, "first-bucket"))) != 0)
         goto err;
     d->overlap = !lab_arg_bool(a, "no-overlap");
-    d->emit = 1;
+    d->on_bucket = emit_bucket;
+    d->on_bucket_arg = c;
     blk_emit(c, "blk:clear", -1, -1, 0, 1, NULL, 0);
     blk_emit(c, "blk:phase:DDP bucket means", -1, -1, 0, -1, NULL, 0);
     blk_emit(c, "blk:size", -1, -1, d->nbuckets < BLK_MAX_BLOCKS ? d->nbuckets : BLK_MAX_BLOCKS,

@@ -1,7 +1,8 @@
 /* common.h - what the chapters' labs share: banners in the two styles of the originals
  * (`=` rules with a title, a double-line box with a centred upper-case title), the number
  * formats ("[1.0, 2.0]", shapes "[4, 8]"), a growing text buffer for per-rank output that is
- * printed in rank order at the end, and probes of the machine (GPUs, NCCL, mpirun). */
+ * printed in rank order at the end, probes of the machine (GPUs, NCCL, mpirun) and the
+ * machine report with its self-tests. */
 #ifndef CHAPTERS_COMMON_H
 #define CHAPTERS_COMMON_H
 
@@ -55,5 +56,10 @@ int probe_mpirun(char *path, size_t pn, char *version, size_t vn);
 int common_backend_check(const lab_args *a, int world_size);
 /* What a rank's device is called in the hello lines: "CPU" or "cuda:<local rank>". */
 const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n);
+
+/* selftest.c: the machine report of ch01/verify-setup and `mlsys-lab doctor`, with the
+ * self-tests (ranks really started; a p2p wait gives up after timeout_s). Exit status: 0
+ * ready (the shm self-test passed), 1 not. */
+int probe_report(double timeout_s);
 
 #endif

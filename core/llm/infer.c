@@ -3,7 +3,7 @@
  * and values in an llm_kv cache, so a decode step of B sequences reads each weight once; and
  * llm_forward_nocache, which recomputes every position from scratch (the reference). */
 #include "llm.h"
-#include "../nn/nn.h"
+#include "../nn/transformer.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,74 +1,16 @@
-/* model.h - the lab's Llama-style model as files: the configuration (llama2.c's 7-int header),
- * the weights carved from one allocation in llama2.c's order, the legacy "version 0" .bin
- * reader/writer and the companion "<model>.train" file that --resume needs (AdamW moments,
- * step counters, RNG state). The numerics live in core/nn; this header only knows shapes.
- * Implemented in checkpoint.c. */
+/* model.h - the lab's Llama-style model as files: the legacy "version 0" .bin reader/writer
+ * (llama2.c's 7-int header, then the weights in file order) and the companion "<model>.train"
+ * file that --resume needs (AdamW moments, step counters, RNG state). The configuration and
+ * the weights themselves (llm_config, llm_weights) are core/nn/transformer.h's: core/llm
+ * builds on core/nn, never the reverse. Implemented in checkpoint.c. */
 #ifndef MLSYS_LLM_MODEL_H
 #define MLSYS_LLM_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../nn/transformer.h"
 
-/* Limits a file may not exceed (a header asking for more is rejected before any allocation).
- * Each dimension stays far below INT_MAX so llama2.c's int arithmetic cannot overflow. */
-#define LLM_MAX_DIM     65536
-#define LLM_MAX_LAYERS  1024
-#define LLM_MAX_VOCAB   (1 << 20)
-#define LLM_MAX_SEQ     (1 << 20)
-#define LLM_MAX_FILE_BYTES (64ull << 30)   /* 64 GiB of weights */
-
-/* The 7 int32 of llama2.c's header, in file order, plus what follows from them. */
-typedef struct llm_config {
-    int dim;          /* model width D */
-    int hidden_dim;   /* FFN width H */
-    int n_layers;     /* L */
-    int n_heads;      /* query heads */
-    int n_kv_heads;   /* key/value heads (divides n_heads; < n_heads is grouped-query) */
-    int vocab_size;   /* V, always positive here; the file stores -V when wcls is separate */
-    int seq_len;      /* S, longest context */
-    int shared_classifier;   /* 1: logits use token_embedding (file vocab > 0); 0: own wcls */
-    /* derived by llm_config_check */
-    int head_size;    /* dim / n_heads (even: RoPE rotates pairs) */
-    int kv_dim;       /* n_kv_heads * head_size */
-} llm_config;
-
-/* Every tensor, row-major, [out, in] for matrices (llama2.c's matmul reads W[d][n]).
- * All point into mem, in exactly this order, which is the order of the .bin payload. */
-typedef struct llm_weights {
-    float *token_embedding;  /* [V, D] */
-    float *rms_att;          /* [L, D] */
-    float *wq;               /* [L, D, D]       (out n_heads*head_size = D, in D) */
-    float *wk;               /* [L, kv_dim, D] */
-    float *wv;               /* [L, kv_dim, D] */
-    float *wo;               /* [L, D, D] */
-    float *rms_ffn;          /* [L, D] */
-    float *w1;               /* [L, H, D]  gate */
-    float *w2;               /* [L, D, H]  down */
-    float *w3;               /* [L, H, D]  up */
-    float *rms_final;        /* [D] */
-    float *freq_cis_real;    /* [S, head_size/2] cos(pos·θ_i): written for old readers, run.c skips */
-    float *freq_cis_imag;    /* [S, head_size/2] sin(pos·θ_i) */
-    float *wcls;             /* [V, D]; == token_embedding when shared_classifier */
-    float *mem;              /* the one allocation */
-    size_t n_floats;         /* floats in mem == floats in the file payload */
-} llm_weights;
-
-/* ---- checkpoint.c: config, weights, the .bin and .train files ---- */
-/* Validate c (every dimension positive and below the limits, n_heads | dim, n_kv_heads |
- * n_heads, even head_size) and fill head_size and kv_dim. 0 or -1 with a reason in err. */
-int llm_config_check(llm_config *c, char *err, size_t errlen);
-/* Trainable parameters (the RoPE tables excluded, wcls counted only when separate). */
-size_t llm_param_count(const llm_config *c);
-/* Floats of the file payload (parameters + the two RoPE tables); file = 28 + 4·this bytes. */
-size_t llm_file_floats(const llm_config *c);
-uint64_t llm_file_bytes(const llm_config *c);
-/* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
- * 0, or -1 when c is invalid. Free with llm_weights_free. */
-int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);
-void llm_weights_free(llm_weights *w);
-/* Offset (in floats, from mem) and length of each trainable tensor, in file order: lets an
- * optimizer walk the parameters without the RoPE tables. Returns the number of ranges (<= 12). */
-int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12]);
+/* ---- checkpoint.c: the .bin and .train files ---- */
 /* Write path atomically (temporary file in the same directory, fsync, rename). */
 int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weights *w,
                          char *err, size_t errlen);

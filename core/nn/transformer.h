@@ -1,17 +1,81 @@
-/* transformer.h - the lab's Llama-style transformer for training: rotary embeddings,
- * causal attention with grouped key/value heads, the SwiGLU gate, and the whole model's
- * forward and backward over core/llm/model.h's weights (llama2.c's layout). The layers of
- * core/nn/nn.h are its parts; core/llm/infer.c is the inference side of the same model. */
+/* transformer.h - the lab's Llama-style transformer: its configuration and weights (llama2.c's
+ * layout), rotary embeddings, causal attention with grouped key/value heads, the SwiGLU gate,
+ * and the whole model's forward and backward. The layers of core/nn/nn.h are its parts;
+ * core/llm/infer.c runs inference on the same kernels, and core/llm/model.h reads and writes
+ * the weights as llama2.c's files (core/llm builds on core/nn, never the reverse). */
 #ifndef MLSYS_NN_TRANSFORMER_H
 #define MLSYS_NN_TRANSFORMER_H
 
 #include "nn.h"
-#include "../llm/model.h"
+
+/* ---- weights.c: the configuration and the weights, in llama2.c's layout ----
+ * The types keep llama2.c's (and the rest of the lab's) llm_ names: they are the language
+ * model's, whichever folder computes on them. */
+
+/* Limits a file may not exceed (a header asking for more is rejected before any allocation).
+ * Each dimension stays far below INT_MAX so llama2.c's int arithmetic cannot overflow. */
+#define LLM_MAX_DIM     65536
+#define LLM_MAX_LAYERS  1024
+#define LLM_MAX_VOCAB   (1 << 20)
+#define LLM_MAX_SEQ     (1 << 20)
+#define LLM_MAX_FILE_BYTES (64ull << 30)   /* 64 GiB of weights */
+
+/* The 7 int32 of llama2.c's header, in file order, plus what follows from them. */
+typedef struct llm_config {
+    int dim;          /* model width D */
+    int hidden_dim;   /* FFN width H */
+    int n_layers;     /* L */
+    int n_heads;      /* query heads */
+    int n_kv_heads;   /* key/value heads (divides n_heads; < n_heads is grouped-query) */
+    int vocab_size;   /* V, always positive here; the file stores -V when wcls is separate */
+    int seq_len;      /* S, longest context */
+    int shared_classifier;   /* 1: logits use token_embedding (file vocab > 0); 0: own wcls */
+    /* derived by llm_config_check */
+    int head_size;    /* dim / n_heads (even: RoPE rotates pairs) */
+    int kv_dim;       /* n_kv_heads * head_size */
+} llm_config;
+
+/* Every tensor, row-major, [out, in] for matrices (llama2.c's matmul reads W[d][n]).
+ * All point into mem, in exactly this order, which is the order of the .bin payload. */
+typedef struct llm_weights {
+    float *token_embedding;  /* [V, D] */
+    float *rms_att;          /* [L, D] */
+    float *wq;               /* [L, D, D]       (out n_heads*head_size = D, in D) */
+    float *wk;               /* [L, kv_dim, D] */
+    float *wv;               /* [L, kv_dim, D] */
+    float *wo;               /* [L, D, D] */
+    float *rms_ffn;          /* [L, D] */
+    float *w1;               /* [L, H, D]  gate */
+    float *w2;               /* [L, D, H]  down */
+    float *w3;               /* [L, H, D]  up */
+    float *rms_final;        /* [D] */
+    float *freq_cis_real;    /* [S, head_size/2] cos(pos·θ_i): written for old readers, run.c skips */
+    float *freq_cis_imag;    /* [S, head_size/2] sin(pos·θ_i) */
+    float *wcls;             /* [V, D]; == token_embedding when shared_classifier */
+    float *mem;              /* the one allocation */
+    size_t n_floats;         /* floats in mem == floats in the file payload */
+} llm_weights;
+
+/* Validate c (every dimension positive and below the limits, n_heads | dim, n_kv_heads |
+ * n_heads, even head_size) and fill head_size and kv_dim. 0 or -1 with a reason in err. */
+int llm_config_check(llm_config *c, char *err, size_t errlen);
+/* Trainable parameters (the RoPE tables excluded, wcls counted only when separate). */
+size_t llm_param_count(const llm_config *c);
+/* Floats of the file payload (parameters + the two RoPE tables); file = 28 + 4·this bytes. */
+size_t llm_file_floats(const llm_config *c);
+uint64_t llm_file_bytes(const llm_config *c);
+/* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
+ * 0, or -1 when c is invalid. Free with llm_weights_free. */
+int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);
+void llm_weights_free(llm_weights *w);
+/* Offset (in floats, from mem) and length of each trainable tensor, in file order: lets an
+ * optimizer walk the parameters without the RoPE tables. Returns the number of ranges (<= 12). */
+int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12]);
 
 /* ==== the lab's Llama-style transformer (rope.c, attention.c, swiglu.c, transformer.c) ====
  * Shape legend of this section: B sequences, T tokens each (N = B·T rows), C = dim,
  * NH query heads, NKV key/value heads, HS = C/NH head size, KVD = NKV·HS, H = hidden_dim,
- * V = vocabulary, L = layers. Weights are core/llm/model.h's llm_weights (llama2.c's
+ * V = vocabulary, L = layers. Weights are llm_weights (above; llama2.c's
  * layout); their gradients are a second llm_weights from llm_weights_alloc, so the flat
  * gradient lines up with the flat weights float for float. */
 

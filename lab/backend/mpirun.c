@@ -5,7 +5,7 @@
  * SIGTERM to mpirun, then SIGKILL to whatever is left in its session. */
 #include "mpirun.h"
 #include "collector.h"
-#include "../cli/runner.h"
+#include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

@@ -5,6 +5,7 @@
  * the busbw factor and the algorithm that ran and why. --memcpy: the one-core ceiling. */
 #include "bench.h"
 #include "../backend/mpirun.h"
+#include "../job/runner.h"
 #include "../../core/mlsys.h"
 #include <inttypes.h>
 #include <limits.h>
@@ -1378,7 +1379,8 @@ int bench_main(int argc, char **argv)
     o.backend = "shm";
     char why[256] = "";
     mlsys_job_install_signal_stop();
-    mlsys_job *j = mlsys_job_start(&o, NULL, bench_rank_main, &g, why, sizeof why);
+    runner_spec spec = {.fn = bench_rank_main, .arg = &g};
+    mlsys_job *j = runner_start(&o, &spec, why, sizeof why);
     if (!j) {
         fprintf(stderr, "mlsys-lab bench: %s\n", why);
         rc = 1;

@@ -1,11 +1,13 @@
 /* main.c - the `mlsys-lab` program: a table of commands (list, run, doctor, bench, worker,
  * help) and the dispatch to them. With no command it opens the lab's front end when the
  * terminal allows, otherwise it prints the chapter list and how to run a lab. */
-#include "runner.h"
+#include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
 #include "train.h"
 #include "generate.h"
+#include "bench.h"
+#include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,14 +117,6 @@ static int cmd_worker(int argc, char **argv)
     return l && l->rank_main ? runner_worker(l, argc - 2, argv + 2) : 2;
 }
 
-static int cmd_doctor(int argc, char **argv)
-{
-    int rc = no_args(argc, argv, "doctor");
-    if (rc != 1)
-        return rc;
-    return lab_doctor_main();
-}
-
 static int cmd_bench(int argc, char **argv)
 {
     return bench_main(argc, argv);
@@ -140,7 +134,7 @@ static int cmd_version(int argc, char **argv)
 static const command commands[] = {
     {"list", "", "chapters, labs and exercises", cmd_list, 0},
     {"run", "LAB [flags]", "run a lab headless (LAB --help shows its flags)", cmd_run, 0},
-    {"doctor", "", "what works on this machine, with a real self-test", cmd_doctor, 0},
+    {"doctor", "", "what works on this machine, with a real self-test", doctor_main, 0},
     {"bench", "[COLLECTIVE] [flags]", "nccl-tests-style benchmark (all_reduce by default)", cmd_bench, 0},
     {"train", "[flags]", "train the lab's language model across ranks (--help: flags)", train_main, 0},
     {"generate", "[flags]", "text from the lab's model, streamed (--help: flags)", generate_main, 0},

@@ -4,7 +4,7 @@
  * with the gradients averaged by chapter 5's DDP engine. Rank 0 prints, plots and writes
  * the checkpoints (atomically: a good checkpoint is never cut short). */
 #include "train.h"
-#include "runner.h"
+#include "../job/runner.h"
 #include "../../core/trace_values.h"
 #include <errno.h>
 #include <limits.h>
@@ -865,7 +865,8 @@ int train_main(int argc, char **argv)
     lo.master_port = 29500;
     lo.backend = "shm";
     lo.trace_capacity = o.trace ? 65536 : 0;
-    mlsys_job *job = mlsys_job_start(&lo, NULL, train_rank, &j, err, sizeof err);
+    runner_spec spec = {.fn = train_rank, .arg = &j};
+    mlsys_job *job = runner_start(&lo, &spec, err, sizeof err);
     if (!job) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         if (trace_tmp[0])

@@ -7,7 +7,7 @@
 
 #include "../../core/nn/transformer.h"
 #include "../../core/llm/llm.h"
-#include "../../chapters/ch05/ddp.h"
+#include "../../core/train/train.h"
 
 typedef enum { TRAIN_SYNC_DDP = 0, TRAIN_SYNC_ALLREDUCE = 1 } train_sync_kind;
 

@@ -6,6 +6,7 @@
  * dies, hangs or deadlocks is reported as such. Also: running a program with its output
  * captured, for experiments that run a lab. */
 #include "exercise.h"
+#include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -546,7 +547,8 @@ static int run_world(const ex_context *cx, const exercise *ex, const char *exe,
     mlsys_job_sink sink = {on_line, NULL, &s};
     char err[256], why[256];
     int result = -1;
-    mlsys_job *j = mlsys_job_start(&o, argv, NULL, NULL, err, sizeof err);
+    runner_spec spec = {.argv = argv};
+    mlsys_job *j = runner_start(&o, &spec, err, sizeof err);
     if (!j) {
         ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot start %d ranks: %s", n, err);
         goto out;

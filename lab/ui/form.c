@@ -3,7 +3,7 @@
  * so a wrong value is red before the learner launches. Enter starts a real job through the
  * runner (ui_run.c) and opens the live views. */
 #include "ui.h"
-#include "../cli/runner.h"
+#include "../job/runner.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>

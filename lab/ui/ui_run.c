@@ -9,7 +9,7 @@
  * status line says how many events were fast-forwarded and how many the job lost. */
 #include "ui.h"
 #include "stepmodel.h"
-#include "../cli/runner.h"
+#include "../job/runner.h"
 #include "../../core/trace_values.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -681,9 +681,8 @@ static int fn_begin(run *r, char *err, size_t n)
     views_reset(r);
     r->paused = r->gated;
     r->step_once = r->animating = 0;
-    setenv("MLSYS_PRINT_TAGS", "1", 1);     /* lines printed in rank order keep their rank */
-    r->job = mlsys_job_start(&o, NULL, r->fn, r->fn_arg, err, n);
-    unsetenv("MLSYS_PRINT_TAGS");
+    runner_spec spec = {.fn = r->fn, .arg = r->fn_arg, .tagged = 1};
+    r->job = runner_start(&o, &spec, err, n);
     if (!r->job)
         return -1;
     r->started = 1;
@@ -780,16 +779,8 @@ static int job_begin(run *r, char *err, size_t n)
     }
     o.trace_capacity = RUN_RING_EVENTS;
     o.capture_output = 1;
-    char **wargv = mlsys_xcalloc((size_t)r->argc + 4, sizeof(char *));
-    wargv[0] = "/proc/self/exe";
-    wargv[1] = "worker";
-    wargv[2] = (char *)r->l->id;
-    for (int i = 0; i < r->argc; i++)
-        wargv[3 + i] = r->argv[i];
-    setenv("MLSYS_PRINT_TAGS", "1", 1);     /* lines printed in rank order keep their rank */
-    r->job = mlsys_job_start(&o, wargv, NULL, NULL, err, n);
-    unsetenv("MLSYS_PRINT_TAGS");
-    free(wargv);
+    runner_spec spec = {.l = r->l, .argc = r->argc, .argv = r->argv, .tagged = 1};
+    r->job = runner_start(&o, &spec, err, n);
     if (!r->job)
         return -1;
     r->started = 1;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../lab/ui/views/view.h"
-#include "../../lab/ui/views/blocks.h"
+#include "../../chapters/common/blocks.h"
 
 #include "golden.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include "../../chapters/ch05/ddp.h"
+#include "../../core/train/train.h"
 
 /* ---- running the binary ---- */
 

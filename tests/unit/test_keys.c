@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include "../../lab/ui/ui.h"
 #include "../../lab/exercise/exercise.h"
-#include "../../lab/cli/runner.h"
+#include "../../lab/job/runner.h"
 
 static int has_key(const ui_key_help *k, const char *key, const char *what)
 {

@@ -4,7 +4,7 @@
  * tables), and a caption naming the phase. Fed by the "blk:" MARK events of blocks.h; a new
  * phase keeps the picture before it, and `p` shows that one (before/after an all-reduce). */
 #include "view.h"
-#include "blocks.h"
+#include "../../../chapters/common/blocks.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * through zalloc/tfree, which count the bytes as they are allocated: the memory the lab
  * prints is what was really held, not a formula. Tensor t is padded to pad[t] (a multiple of
  * N, zeros) and rank r owns the piece [r·pad/N, (r+1)·pad/N) of it (nn_shard_range). */
-#include "zero.h"
+#include "train.h"
 #include <stdlib.h>
 #include <string.h>
 

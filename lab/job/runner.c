@@ -1,7 +1,7 @@
-/* runner.c - runs one lab headless: parses its flags, prints the parent's banner, starts the
- * ranks through the launcher (fork + exec of `mlsys-lab worker`), prints their output as it
- * comes, writes the trace, and says in one line how the job ended. Also the worker side:
- * what each rank process does once exec'd. */
+/* runner.c - the one way a job starts (runner_start), and one lab run headless: parses its
+ * flags, prints the parent's banner, starts the ranks through the launcher (fork + exec of
+ * `mlsys-lab worker`), prints their output as it comes, writes the trace, and says in one
+ * line how the job ended. Also the worker side: what each rank process does once exec'd. */
 #include "runner.h"
 #include "../../core/coll/coll.h"
 #include "../backend/mpirun.h"
@@ -34,6 +34,31 @@ void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
     }
     memcpy(t->ev + t->n, ev, n * sizeof *ev);
     t->n += n;
+}
+
+mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n)
+{
+    char **wargv = NULL;
+    char *const *argv = s->argv;
+    if (s->l) {
+        /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
+        wargv = mlsys_xcalloc((size_t)s->argc + 4, sizeof(char *));
+        wargv[0] = "/proc/self/exe";
+        wargv[1] = "worker";
+        wargv[2] = (char *)s->l->id;
+        for (int i = 0; i < s->argc; i++)
+            wargv[3 + i] = s->argv[i];
+        argv = wargv;
+    } else if (s->fn) {
+        argv = NULL;
+    }
+    if (s->tagged)
+        setenv("MLSYS_PRINT_TAGS", "1", 1);
+    mlsys_job *j = mlsys_job_start(o, argv, s->fn, s->arg, err, n);
+    if (s->tagged)
+        unsetenv("MLSYS_PRINT_TAGS");
+    free(wargv);
+    return j;
 }
 
 /* The entry of algorithm `name` in a collective's table, or NULL. */
@@ -314,15 +339,8 @@ int runner_run(const lab *l, int argc, char **argv)
         return rc;
     }
 
-    /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
-    char **wargv = mlsys_xcalloc((size_t)argc + 4, sizeof(char *));
-    wargv[0] = "/proc/self/exe";
-    wargv[1] = "worker";
-    wargv[2] = (char *)l->id;
-    for (int i = 0; i < argc; i++)
-        wargv[3 + i] = argv[i];
-    mlsys_job *j = mlsys_job_start(&o, wargv, NULL, NULL, err, sizeof err);
-    free(wargv);
+    runner_spec spec = {.l = l, .argc = argc, .argv = argv};
+    mlsys_job *j = runner_start(&o, &spec, err, sizeof err);
     if (!j) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         if (trace_tmp[0])

@@ -1,5 +1,9 @@
-/* runner.h - the program's commands: running a lab headless (runner.c) and the worker entry
- * point every rank process starts in. main.c dispatches to these. */
+/* runner.h - the job runner, the one way a job starts: a lab's ranks (`mlsys-lab worker`),
+ * a function on N forked ranks, or a program on N ranks, for the commands (run, train,
+ * bench), the front end and the exercise judge; the checks and helpers every job shares
+ * (launch options from a lab's flags, --trace written atomically, --algo that did not fit);
+ * running a lab headless; and the worker entry point every rank process starts in. The mpi
+ * backend (lab/backend/mpirun.c) runs its jobs with the same helpers. */
 #ifndef MLSYS_RUNNER_H
 #define MLSYS_RUNNER_H
 
@@ -11,7 +15,21 @@ typedef struct trace_buf {
     size_t n, cap;
 } trace_buf;
 
+/* What a job runs: exactly one of a lab (its ranks exec `mlsys-lab worker ID ARGS`, the
+ * lab's flags as given), a function (forked ranks call fn(comm, arg)) or a program (argv,
+ * NULL-terminated: argv[0] the path, exec'd on every rank). */
+typedef struct runner_spec {
+    const lab *l;
+    int argc;
+    char *const *argv;
+    int (*fn)(mlsys_comm *c, void *arg);
+    void *arg;
+    int tagged;         /* 1: lines rank 0 prints for other ranks keep their rank (the log view) */
+} runner_spec;
+
 /* runner.c */
+/* Start a job on the shm backend (fork, exec where the spec says). NULL with err. */
+mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n);
 void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sink's events */
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
@@ -30,9 +48,5 @@ int runner_algo_note(const char *algo, int nranks, const mlsys_event *e, char *o
 int runner_algo_warn(const char *algo, int nranks, char *out, size_t n);
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n);
-
-/* defined by chapters/ch01 (verify-setup grown up) and lab/bench.c */
-int lab_doctor_main(void);
-int bench_main(int argc, char **argv);
 
 #endif

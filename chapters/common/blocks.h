@@ -6,7 +6,7 @@
 #ifndef MLSYS_BLOCKS_H
 #define MLSYS_BLOCKS_H
 
-#include "../../../core/mlsys.h"
+#include "../../core/mlsys.h"
 #include <stdio.h>
 #include <string.h>
 
