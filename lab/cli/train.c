@@ -560,6 +560,25 @@ static int gather_moments(train_ctx *t, llm_train_state *st, int which)
     return rc;
 }
 
+/* What the checkpoint records of the run, from its flags (llm_run_compare reads it back). */
+static void run_record_of(const train_opts *o, llm_run_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->data_seed = o->data_seed;
+    r->data_bytes = o->data_bytes ? o->data_bytes : LLM_DATAKIT_TRAIN_BYTES;
+    r->init_seed = o->seed;
+    r->steps = (uint64_t)o->steps;
+    r->warmup = (uint64_t)o->warmup;
+    r->batch = (uint32_t)o->batch;
+    r->world = (uint32_t)o->world;
+    r->zero = (uint32_t)o->zero;
+    r->sync = (uint32_t)o->sync;
+    r->lr = o->lr;
+    r->min_lr = o->min_lr;
+    r->weight_decay = o->weight_decay;
+    r->clip = o->clip;
+}
+
 /* Collective (ZeRO gathers the moments); rank 0 writes. 0, -1 with err (rank 0), or an
  * MLSYS_* code of the gather. */
 static int save_checkpoint(train_ctx *t, const train_job *j, char *err, size_t errlen)
@@ -588,10 +607,10 @@ static int save_checkpoint(train_ctx *t, const train_job *j, char *err, size_t e
     st.beta2 = t->o->beta2;
     st.eps = t->o->eps;
     st.weight_decay = t->o->weight_decay;
-    st.weights_hash = llm_weights_hash(&t->w);
-    int rc = llm_checkpoint_write(j->bin_path, &t->cfg, &t->w, err, errlen);
-    if (!rc)
-        rc = llm_train_state_write(j->train_path, &t->cfg, &st, err, errlen);
+    run_record_of(t->o, &st.run);
+    (void)j;
+    /* model.train (weights, moments, run) in one rename, then model.bin: see ckpt.c */
+    int rc = llm_ckpt_write(t->o->out, &t->cfg, &t->w, &st, err, errlen);
     llm_train_state_free(&st);
     return rc;
 }
@@ -774,21 +793,20 @@ int train_main(int argc, char **argv)
         fprintf(stderr, "mlsys-lab train: --out %s: the name is too long\n", o.out);
         goto done;
     }
+    int bin_stale = 0;
+    char notes[512] = "";
     if (o.resume) {
-        /* everything that --resume needs is read and cross-checked before a rank starts */
-        if (llm_checkpoint_read(j.bin_path, &j.cfg, &w0, err, sizeof err) != 0) {
+        /* everything that --resume needs is read and cross-checked before a rank starts:
+         * the checkpoint (one file, ckpt.c), and that this run continues the one it holds */
+        llm_run_record given;
+        run_record_of(&o, &given);
+        if (llm_ckpt_read(o.out, &j.cfg, &w0, &st, &bin_stale, err, sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
             goto done;
         }
-        have_w = 1;
-        if (llm_train_state_read(j.train_path, &j.cfg, &st, err, sizeof err) != 0) {
+        have_w = have_st = 1;
+        if (llm_run_compare(&st, &given, notes, sizeof notes, err, sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
-            goto done;
-        }
-        have_st = 1;
-        if (st.weights_hash != llm_weights_hash(&w0)) {
-            fprintf(stderr, "mlsys-lab train: cannot resume: %s does not belong to %s (the "
-                    "weights hash differs)\n", j.train_path, j.bin_path);
             goto done;
         }
         o.cfg.vocab_size = j.cfg.vocab_size;   /* the data kit must rebuild this tokenizer */
@@ -806,6 +824,12 @@ int train_main(int argc, char **argv)
     }
     if (train_check(&o, &j.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
+        goto done;
+    }
+    /* sizes in range that cannot fit: refused here, not in a rank halfway through */
+    if (llm_train_mem_check(&j.cfg, o.batch, o.world, o.zero, o.data_bytes, o.resume, err,
+                            sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: %s\n", err);
         goto done;
     }
     llm_datakit_opts ko = {.seed = o.data_seed, .train_bytes = o.data_bytes,
@@ -832,6 +856,20 @@ int train_main(int argc, char **argv)
                 strerror(errno));
         goto done;
     }
+    /* what interrupted checkpoints left behind; a resumed model.bin one checkpoint behind
+     * (an interruption between model.train and model.bin) is brought level first */
+    int swept = llm_ckpt_sweep(o.out);
+    if (bin_stale && llm_checkpoint_write(j.bin_path, &j.cfg, &w0, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: %s\n", err);
+        goto done;
+    }
+    if (!o.quiet && o.resume && (bin_stale || notes[0]))
+        printf("train: resuming %s at step %llu%s%s%s%s\n", o.out, (unsigned long long)st.step,
+               notes[0] ? " with " : "", notes, notes[0] ? " (recorded from here on)" : "",
+               bin_stale ? "; model.bin rewritten from model.train" : "");
+    if (!o.quiet && swept)
+        printf("train: removed %d temporar%s of an interrupted write in %s\n", swept,
+               swept == 1 ? "y" : "ies", o.out);
     char tok_path[PATH_MAX + 16];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.bin", o.out);
     if (llm_tokfile_write(tok_path, &kit.tok, err, sizeof err) != 0) {

@@ -400,6 +400,92 @@ START_TEST(schedule_all_runs_what_can_run)
 }
 END_TEST
 
+/* ---- item 7: sizes in range that cannot fit ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MEM_CAP "MLSYS_MEM_LIMIT=4G"       /* ASan cannot run under an address-space limit */
+#else
+#define MEM_CAP "ulimit -v 4000000;"       /* 4 GB: a wrong answer fails, never fills the machine */
+#endif
+
+static bin_result run_capped(const char *args)
+{
+    char cmd[1024], errp[400];
+    snprintf(errp, sizeof errp, "%s/err.txt", g_dir);
+    snprintf(cmd, sizeof cmd, MEM_CAP " exec timeout -k 5 60 '%s' %s 2>'%s'", bin(), args, errp);
+    bin_result r = {-1, NULL, NULL};
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    r.out = slurp_fd(fileno(p));
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.err = read_text(errp);
+    return r;
+}
+
+START_TEST(sizes_that_cannot_fit_are_refused_before_ranks)
+{
+    mk_dir();
+    char args[600];
+    /* a batch of 2^20 sequences: 7 TiB of activations (before: a rank died, status 70) */
+    snprintf(args, sizeof args, "train --batch 1048576 --out %s", at("big"));
+    bin_result r = run_capped(args);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "needs at least") &&
+                  strstr(r.err, "1048576 sequences"), "exit %d: %s", r.status, r.err);
+    ck_assert_msg(access(at("big"), F_OK) != 0, "the output directory was made");
+    bin_result_free(&r);
+    /* 4.3 G parameters on 4 ranks (before: memory grew until the machine ran out) */
+    r = run_capped("run ch05/simple-ddp --hidden 65536,65536");
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "need at least") &&
+                  strstr(r.err, "4347133962 parameters"), "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "Method 1") == NULL, "ranks started: %s", r.out);
+    bin_result_free(&r);
+    /* the estimate is what decides: a tiny run passes, and fails under a 1 MiB budget */
+    const char *tiny = "--dim 32 --layers 2 --heads 4 --kv-heads 2 --hidden 64 --seq-len 32 "
+                       "--vocab 300 --batch 8 --data-bytes 64K --steps 2 --quiet";
+    snprintf(args, sizeof args, "train %s --out %s", tiny, at("tiny"));
+    r = run_capped(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    bin_result_free(&r);
+    setenv("MLSYS_MEM_LIMIT", "1M", 1);
+    snprintf(args, sizeof args, "train %s --out %s", tiny, at("tiny2"));
+    r = run_capped(args);
+    unsetenv("MLSYS_MEM_LIMIT");
+    ck_assert_msg(r.status == 2 && strstr(r.err, "needs at least"), "exit %d: %s", r.status,
+                  r.err);
+    bin_result_free(&r);
+    rm_dir();
+}
+END_TEST
+
+/* the activation part of the estimate is exactly what nn_tf_init allocates (one table) */
+START_TEST(train_estimate_matches_the_allocation)
+{
+    llm_config cs[] = {{32, 64, 2, 4, 2, 300, 32, 1, 0, 0}, {128, 352, 5, 4, 2, 512, 128, 1, 0, 0},
+                       {64, 176, 3, 8, 8, 259, 64, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char err[128];
+        ck_assert_int_eq(llm_config_check(&cs[i], err, sizeof err), 0);
+        for (int B = 1; B <= 8; B *= 2) {
+            nn_tf m;
+            ck_assert_int_eq(nn_tf_init(&m, &cs[i], B, cs[i].seq_len), 0);
+            double alloc = 4.0 * (double)(m.act_floats + m.grad_floats);
+            nn_tf_fini(&m);
+            llm_train_mem e;
+            llm_train_mem_estimate(&cs[i], B * 2, 2, 0, 65536, 0, &e);
+            ck_assert_msg(e.activations == alloc, "config %zu, B %d: %.0f vs %.0f allocated", i,
+                          B, e.activations, alloc);
+            ck_assert(e.weights == 4.0 * (double)llm_file_floats(&cs[i]));
+            ck_assert(e.optimizer == 8.0 * (double)llm_param_count(&cs[i]));
+            llm_train_mem_estimate(&cs[i], B * 2, 2, 1, 65536, 0, &e);
+            ck_assert(e.optimizer == 4.0 * (double)llm_param_count(&cs[i]));   /* a shard */
+            ck_assert(e.total > 2 * e.per_rank && e.per_rank > e.activations);
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli_promises");
@@ -415,6 +501,8 @@ int main(void)
     tcase_add_test(t9, deadlock_report_names_a_stopped_rank);
     tcase_add_test(t9, large_valid_progress_is_not_corrupt);
     tcase_add_test(t9, schedule_all_runs_what_can_run);
+    tcase_add_test(t9, sizes_that_cannot_fit_are_refused_before_ranks);
+    tcase_add_test(t9, train_estimate_matches_the_allocation);
     suite_add_tcase(s, t9);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
