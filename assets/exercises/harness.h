@@ -161,10 +161,15 @@ H_FN const char *h_num(char *buf, size_t n, double x)
     return buf;
 }
 
+/* 1 when got is within max(abs_tol, rel_tol·|expect|) of expect. A NaN or an infinity never
+ * passes, whatever the tolerance and however the comparison is written: a result that
+ * overflowed (exp of a large input) must fail the check. */
 H_FN int h_close(double expect, double got, double abs_tol, double rel_tol)
 {
+    if (!isfinite(got) || !isfinite(expect))
+        return 0;
     double tol = fmax(abs_tol, rel_tol * fabs(expect));
-    return fabs(got - expect) <= tol;     /* false for NaN */
+    return fabs(got - expect) <= tol;
 }
 
 /* Compare n floats; the first difference becomes this rank's failure. what names the

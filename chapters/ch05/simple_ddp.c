@@ -63,6 +63,21 @@ static size_t shape_params(const mlp_shape *s)
     return n;
 }
 
+/* What the job needs at least, from its flags: on every rank the two models that are alive
+ * together (method 1's and the DDP engine's: weights and gradients, 4 bytes each), AdamW's
+ * two moments, the activations and their gradients for a batch, and the dataset. Sizes in
+ * range can ask for more than any machine has (--hidden 65536,65536 is 4.3 G parameters):
+ * refused before the ranks start instead of growing until the machine runs out. */
+static double ddp_memory(const mlp_shape *s, long batch, int world, int adamw)
+{
+    double params = (double)shape_params(s), widths = 0;
+    for (int l = 0; l <= s->nl; l++)
+        widths += s->dims[l];
+    double per_rank = 4.0 * (4 * params + (adamw ? 2 * params : 0) + 2.0 * batch * widths +
+                             (double)SAMPLES * 784);
+    return per_rank * world;
+}
+
 static int ddp_before(const lab_args *a)
 {
     mlp_shape s;
@@ -87,6 +102,16 @@ static int ddp_before(const lab_args *a)
     if (common_backend_check(a, n) != 0)
         return 2;
     long b = lab_arg_int(a, "batch-size");
+    double need = ddp_memory(&s, b, n, !strcmp(lab_arg_str(a, "optim"), "adamw"));
+    if (need > (double)mlsys_mem_available()) {
+        char x[32], y[32];
+        mlsys_format_approx(need, x, sizeof x);
+        mlsys_format_approx((double)mlsys_mem_available(), y, sizeof y);
+        fprintf(stderr, "ch05/simple-ddp: %zu parameters on %d ranks need at least %s of memory, "
+                "more than this machine has free: %s; use smaller --hidden widths or fewer "
+                "ranks\n", shape_params(&s), n, x, y);
+        return 2;
+    }
     common_box(stdout, COMMON_BOX_WIDTH, "Simple DDP");
     printf("World size: %d\n", n);
     printf("Batch size per rank: %ld\n", b);

@@ -39,6 +39,8 @@ typedef struct shape {
     int P, M, v, L, H, B, run;
     int all;                    /* --schedule all */
     sched_kind one;             /* the schedule when not all */
+    int skip_inter;             /* all with --run: the layers do not split for interleaved */
+    char skip_why[160];         /* ...and why, said once before the ranks start */
 } shape;
 
 static int shape_of(const lab_args *a, shape *sh, char *err, size_t n)
@@ -66,10 +68,19 @@ static int shape_of(const lab_args *a, shape *sh, char *err, size_t n)
             return -1;
         }
         if (inter && sh->L % (sh->P * sh->v) != 0) {
-            snprintf(err, n, "--layers %d does not split into %d stages x %d chunks (interleaved "
-                     "needs a multiple of %d; change --layers or --virtual)", sh->L, sh->P,
-                     sh->v, sh->P * sh->v);
-            return -1;
+            /* with every schedule asked for, the others can still run (and the charts do not
+             * use the layers at all): skip interleaved and say so; asked for alone, refuse */
+            if (sh->all) {
+                sh->skip_inter = sh->run;
+                snprintf(sh->skip_why, sizeof sh->skip_why, "interleaved 1F1B skipped: --layers "
+                         "%d does not split into %d stages x %d chunks (it needs a multiple of "
+                         "%d)", sh->L, sh->P, sh->v, sh->P * sh->v);
+            } else {
+                snprintf(err, n, "--layers %d does not split into %d stages x %d chunks "
+                         "(interleaved needs a multiple of %d; change --layers or --virtual)",
+                         sh->L, sh->P, sh->v, sh->P * sh->v);
+                return -1;
+            }
         }
         if (sh->L % sh->P != 0) {
             snprintf(err, n, "--layers %d does not split into %d equal stages", sh->L, sh->P);
@@ -85,9 +96,11 @@ static int kinds_of(const shape *sh, sched_kind *k)
         k[0] = sh->one;
         return 1;
     }
+    int nk = 0;
     for (int i = 0; i < SCHED_COUNT; i++)
-        k[i] = (sched_kind)i;
-    return SCHED_COUNT;
+        if (!(sh->skip_inter && i == SCHED_INTERLEAVED))
+            k[nk++] = (sched_kind)i;
+    return nk;
 }
 
 /* ---- the chart (no ranks) ---- */
@@ -282,6 +295,8 @@ static int viz_before(const lab_args *a)
            "\nMSE loss. Each rank is one stage; activations go forward and gradients backward\n"
            "point-to-point, one message per micro-batch.\n\n", sh.L, sh.H, sh.H, sh.L / sh.P,
            sh.M, sh.B);
+    if (sh.skip_inter)
+        printf("Note: %s; the other schedules run.\n\n", sh.skip_why);
     fflush(stdout);
     return -1;
 }

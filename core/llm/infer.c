@@ -49,8 +49,9 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     uint64_t need = llm_engine_bytes(c, max_rows), have = mlsys_mem_available();
     if (need > LLM_ENGINE_MAX_BYTES || need > have) {
         char a[32], b[32];
-        mlsys_format_size(need, a, sizeof a);
-        mlsys_format_size(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have, b, sizeof b);
+        mlsys_format_approx((double)need, a, sizeof a);
+        mlsys_format_approx((double)(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have),
+                            b, sizeof b);
         snprintf(err, errlen, "the engine's scratch for %d row%s needs %s (scores over seq_len "
                  "%d for %d heads per row), more than %s %s", max_rows, max_rows == 1 ? "" : "s",
                  a, c->seq_len, c->n_heads, need > LLM_ENGINE_MAX_BYTES ? "the limit of" :

@@ -132,6 +132,7 @@ int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *e
                      size_t errlen);
 
 /* ---- datakit.c: seed -> corpus -> tokenizer -> token ids ---- */
+#define LLM_DATAKIT_TRAIN_BYTES ((size_t)2 << 20)   /* training text when 0 is asked */
 typedef struct llm_datakit_opts {
     uint64_t seed;
     size_t train_bytes;       /* text of the training split (0: 2 MiB) */
@@ -148,6 +149,20 @@ typedef struct llm_datakit {
 } llm_datakit;
 int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size_t errlen);
 void llm_datakit_free(llm_datakit *k);
+/* ---- trainmem.c: what a training run needs in memory, before it starts ----
+ * Bytes per rank of each part, and the whole job (world ranks and the parent). A floor: the
+ * libraries' own buffers come on top. */
+typedef struct llm_train_mem {
+    double weights, grads, optimizer, zero_buf, activations, windows, data;   /* per rank */
+    double per_rank, parent, total;
+} llm_train_mem;
+/* batch: sequences per step, all ranks; zero: the ZeRO stage (0: none); data_bytes: the
+ * training text (0: the data kit's default); resume: the parent holds a checkpoint. */
+void llm_train_mem_estimate(const llm_config *c, int batch, int world, int zero,
+                            size_t data_bytes, int resume, llm_train_mem *m);
+/* 0 when the estimate fits in mlsys_mem_available(); -1 with one line in err otherwise. */
+int llm_train_mem_check(const llm_config *c, int batch, int world, int zero,
+                        size_t data_bytes, int resume, char *err, size_t errlen);
 /* Ids as llama2.c's pretokenized shards: little-endian uint16 (needs vocab <= 65536). */
 int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, size_t errlen);
 /* Write path atomically: temporary file beside it (path.tmp.PID), fsync, rename (used by

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model.h"
 
 /* Read path into a new buffer (free it). Rejects what is not a regular file (directories,
  * /dev/zero) and files over max_bytes, before allocating. 0, or -1 with "PATH: why" in err. */
@@ -17,6 +18,15 @@ int llm_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *si
                      char *err, size_t errlen);
 /* Exactly n bytes from fd, or -1 with "PATH: why". */
 int llm_read_exact(int fd, void *buf, size_t n, const char *path, char *err, size_t errlen);
+/* checkpoint.c's pieces that ckpt.c shares: the .bin header <-> config, and the first 136
+ * bytes of a .train file (magic, version, header, counters, hyperparameters, hash, n). */
+struct llm_train_state;
+void llm_header_of(const llm_config *c, int32_t h[7]);
+int llm_config_of_header(const int32_t h[7], llm_config *c, char *err, size_t errlen);
+extern const char llm_train_magic[8];
+void llm_train_head_put(unsigned char *p, const llm_config *c, const struct llm_train_state *s,
+                        uint32_t version);
+void llm_train_head_get(const unsigned char *p, struct llm_train_state *s);
 uint64_t llm_fnv1a64(const void *p, size_t n, uint64_t h);
 #define LLM_FNV_INIT 0xcbf29ce484222325ull
 

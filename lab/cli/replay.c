@@ -19,13 +19,13 @@
 #include <cjson/cJSON.h>
 
 /* Up to max bytes of s as one quoted line: control and non-ASCII bytes escaped. */
-static void quote_cut(const char *s, size_t max, char *out, size_t n)
+static void quote_cut(const char *s, size_t avail, size_t max, char *out, size_t n)
 {
     size_t o = 0, i;
     if (n < 8)
         return;
     out[o++] = '\'';
-    for (i = 0; s[i] && i < max && o + 6 < n; i++) {
+    for (i = 0; i < avail && s[i] && i < max && o + 6 < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '\n')
             o += (size_t)snprintf(out + o, n - o, "\\n");
@@ -38,7 +38,7 @@ static void quote_cut(const char *s, size_t max, char *out, size_t n)
     }
     out[o++] = '\'';
     out[o] = 0;
-    if (s[i] && o + 4 < n)
+    if (i < avail && s[i] && o + 4 < n)
         snprintf(out + o, n - o, "...");
 }
 
@@ -83,7 +83,7 @@ int replay_parse(const char *text, size_t len, mlsys_event **out, size_t *n, int
         const char *at = cJSON_GetErrorPtr();
         char near[128] = "";
         if (at && at >= text && at < text + len)
-            quote_cut(at, 24, near, sizeof near);
+            quote_cut(at, (size_t)(text + len - at), 24, near, sizeof near);
         snprintf(err, errlen, "not valid JSON%s%s", near[0] ? " near " : "", near);
         return -1;
     }
@@ -274,6 +274,8 @@ int replay_load(const char *path, mlsys_event **ev, size_t *n, int *nranks, char
         len += (size_t)k;
     }
     close(fd);
+    buf = grid_xrealloc(buf, len + 1);     /* text ends here for whoever quotes it */
+    buf[len] = 0;
     int rc = replay_parse(buf, len, ev, n, nranks, err, errlen);
     free(buf);
     if (rc == 0 && *n == 0) {

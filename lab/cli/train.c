@@ -157,21 +157,20 @@ int train_main(int argc, char **argv)
         fprintf(stderr, "mlsys-lab train: --out %s: the name is too long\n", o.out);
         goto done;
     }
+    int bin_stale = 0;
+    char notes[512] = "";
     if (o.resume) {
-        /* everything that --resume needs is read and cross-checked before a rank starts */
-        if (llm_checkpoint_read(bin_path, &j.cfg, &w0, err, sizeof err) != 0) {
+        /* everything that --resume needs is read and cross-checked before a rank starts:
+         * the checkpoint (one file: core/llm/ckpt.c), and that this run continues its run */
+        llm_run_record given;
+        train_lm_run_record(&o, &given);
+        if (llm_ckpt_read(o.out, &j.cfg, &w0, &st, &bin_stale, err, sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
             goto done;
         }
-        have_w = 1;
-        if (llm_train_state_read(train_path, &j.cfg, &st, err, sizeof err) != 0) {
+        have_w = have_st = 1;
+        if (llm_run_compare(&st, &given, notes, sizeof notes, err, sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
-            goto done;
-        }
-        have_st = 1;
-        if (st.weights_hash != llm_weights_hash(&w0)) {
-            fprintf(stderr, "mlsys-lab train: cannot resume: %s does not belong to %s (the "
-                    "weights hash differs)\n", train_path, bin_path);
             goto done;
         }
         o.cfg.vocab_size = j.cfg.vocab_size;   /* the data kit must rebuild this tokenizer */
@@ -188,6 +187,12 @@ int train_main(int argc, char **argv)
         j.cfg = o.cfg;
     }
     if (train_lm_check(&o, &j.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: %s\n", err);
+        goto done;
+    }
+    /* sizes in range that cannot fit: refused here, not in a rank halfway through */
+    if (llm_train_mem_check(&j.cfg, o.t.batch, o.world, o.t.zero, o.data_bytes, o.resume, err,
+                            sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         goto done;
     }
@@ -215,6 +220,20 @@ int train_main(int argc, char **argv)
                 strerror(errno));
         goto done;
     }
+    /* what interrupted checkpoints left behind; a resumed model.bin one checkpoint behind
+     * (an interruption between model.train and model.bin) is brought level first */
+    int swept = llm_ckpt_sweep(o.out);
+    if (bin_stale && llm_checkpoint_write(bin_path, &j.cfg, &w0, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: %s\n", err);
+        goto done;
+    }
+    if (!o.t.quiet && o.resume && (bin_stale || notes[0]))
+        printf("train: resuming %s at step %llu%s%s%s%s\n", o.out, (unsigned long long)st.step,
+               notes[0] ? " with " : "", notes, notes[0] ? " (recorded from here on)" : "",
+               bin_stale ? "; model.bin rewritten from model.train" : "");
+    if (!o.t.quiet && swept)
+        printf("train: removed %d temporar%s of an interrupted write in %s\n", swept,
+               swept == 1 ? "y" : "ies", o.out);
     char tok_path[PATH_MAX + 16];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.bin", o.out);
     if (llm_tokfile_write(tok_path, &kit.tok, err, sizeof err) != 0) {

@@ -182,7 +182,10 @@ typedef struct ex_progress {
     int idx_cap;
 } ex_progress;
 
-#define EX_PROGRESS_MAX_BYTES (1u << 20)    /* a progress file larger than this is corrupt */
+/* A progress file larger than this is corrupt: far beyond what the lab writes (one short
+ * line per exercise), and large enough that a valid file of 100,000 entries (4.8 MB, a
+ * generated or merged one) is read whole. Reading costs what the file holds, not the limit. */
+#define EX_PROGRESS_MAX_BYTES (64u << 20)
 
 /* Missing file: empty progress, 0. A corrupt file (a line that does not parse, a repeated
  * id, over EX_PROGRESS_MAX_BYTES, not a regular file) is renamed to <path>.corrupt-<time>

@@ -7,6 +7,7 @@
  * check exit codes, hint one at a time, solution gating, reset, and watch mode by inotify
  * and by polling. Each test runs in its own temp workspace and state directory. */
 #include "run_bin.h"
+#include "ck_cut.h"
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
@@ -125,8 +126,8 @@ START_TEST(test_dev_check_passes)
     FILE *f = fopen(path, "w+");
     int rc = ex_dev_check(&cx, f);
     fclose(f);
-    char *text = slurp(path);
-    ck_assert_msg(rc == 0, "dev-check found problems:\n%s", text);
+    char *text = slurp(path), cut[CK_CUT_ROOM];
+    ck_assert_msg(rc == 0, "dev-check found problems:\n%s", ck_cut(text, "FAIL", cut, sizeof cut));
     /* every exercise has an ok line, and the starter of an implement failed for a reason */
     for (int i = 0; i < ex_count(); i++) {
         char needle[128];
@@ -369,6 +370,49 @@ START_TEST(test_predict_draws_vary)
 }
 END_TEST
 
+/* A failing dev-check's reason reaches the report: the long output is cut to fit Check's
+ * message limit with the FAIL lines kept (before, Check printed "Message string too long"). */
+static char g_long_report[20000];
+
+START_TEST(test_nested_long_failure)
+{
+    char cut[CK_CUT_ROOM];
+    ck_assert_msg(0, "dev-check found problems:\n%s", ck_cut(g_long_report, "FAIL", cut,
+                                                              sizeof cut));
+}
+END_TEST
+
+START_TEST(test_dev_check_reason_survives_check)
+{
+    /* 150 ok lines, then the one that matters, with a reason longer than the room */
+    size_t n = 0;
+    for (int i = 0; i < 150; i++)
+        n += (size_t)snprintf(g_long_report + n, sizeof g_long_report - n,
+                              "ok    ch%02d-exercise-%03d   implement   starter fails, solution "
+                              "passes on 1, 2, 4 ranks\n", i % 14 + 1, i);
+    n += (size_t)snprintf(g_long_report + n, sizeof g_long_report - n,
+                          "FAIL  ch03-softmax                  the solution fails: REASON-HERE ");
+    while (n < sizeof g_long_report - 100)
+        g_long_report[n++] = 'x';
+    snprintf(g_long_report + n, sizeof g_long_report - n, "\nok    ch14-last\n");
+    Suite *s = suite_create("nested");
+    TCase *tc = tcase_create("nested");
+    tcase_add_test(tc, test_nested_long_failure);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_SILENT);
+    ck_assert_int_eq(srunner_ntests_failed(sr), 1);
+    TestResult **r = srunner_failures(sr);
+    const char *msg = tr_msg(r[0]);
+    ck_assert_msg(strstr(msg, "FAIL  ch03-softmax") && strstr(msg, "REASON-HERE"),
+                  "the reason was lost: %.200s", msg);
+    ck_assert_msg(strstr(msg, "more lines left out") != NULL, "%.200s", msg);
+    free(r);
+    srunner_free(sr);
+}
+END_TEST
+
 /* ---- how the checker reports broken learner code ---- */
 
 static void check_code(const char *id, const char *code, ex_verdict *v)
@@ -429,6 +473,63 @@ START_TEST(test_report_wrong_element)
     ex_verdict_free(&v);
     free(code);
     free(sol);
+    remove_tmp();
+}
+END_TEST
+
+/* A check never passes a NaN or an infinity (harness.h's h_close): the solution with one
+ * element made NaN, or infinite, fails as a wrong element, on every world size tried. */
+START_TEST(test_harness_never_passes_nan_or_inf)
+{
+    fresh_env();
+    const char *bad[] = {"NAN", "INFINITY", "-INFINITY"};
+    const char *shown[] = {"got nan", "got inf", "got -inf"};
+    for (int k = 0; k < 3; k++) {
+        ex_verdict v;
+        char *sol = asset("ch03-ring-allreduce", "solution.c");
+        char *code = malloc(strlen(sol) + 1024);
+        char *p = strstr(sol, "int my_ring_allreduce(");
+        ck_assert_ptr_nonnull(p);
+        snprintf(code, strlen(sol) + 1024, "#include <math.h>\n%.*sstatic int real_allreduce_(%s",
+                 (int)(p - sol), sol, p + strlen("int my_ring_allreduce("));
+        char tail[512];
+        snprintf(tail, sizeof tail, "int my_ring_allreduce(mlsys_comm *c, float *buf, size_t count)\n"
+                 "{\n    int rc = real_allreduce_(c, buf, count);\n"
+                 "    if (mlsys_rank(c) == mlsys_size(c) - 1 && count > 5)\n"
+                 "        buf[5] = %s;\n    return rc;\n}\n", bad[k]);
+        strcat(code, tail);
+        check_code("ch03-ring-allreduce", code, &v);
+        ck_assert_msg(v.result == EX_FAIL && v.failure == EXF_WRONG, "%s passed: %s", bad[k],
+                      v.summary);
+        ck_assert_msg(strstr(v.summary, shown[k]) != NULL, "%s", v.summary);
+        ex_verdict_free(&v);
+        free(code);
+        free(sol);
+    }
+    remove_tmp();
+}
+END_TEST
+
+/* A learner's softmax that forgets to subtract the maximum overflows on inputs near 1000
+ * (exp gives inf, inf/inf gives NaN): it must fail there, with the hint, not pass. */
+START_TEST(test_softmax_without_the_maximum_fails)
+{
+    fresh_env();
+    ex_verdict v;
+    check_code("ch03-softmax",
+               "#include \"mlsys.h\"\n#include \"api.h\"\n#include <math.h>\n"
+               "int distributed_softmax(mlsys_comm *c, const float *x, float *y, size_t n)\n{\n"
+               "    double s = 0.0;\n"
+               "    for (size_t i = 0; i < n; i++) {\n        y[i] = expf(x[i]);\n"
+               "        s += y[i];\n    }\n"
+               "    int rc = mlsys_allreduce(c, &s, &s, 1, MLSYS_F64, MLSYS_SUM);\n"
+               "    if (rc)\n        return rc;\n"
+               "    for (size_t i = 0; i < n; i++)\n        y[i] = (float)(y[i] / s);\n"
+               "    return 0;\n}\n", &v);
+    ck_assert_msg(v.result == EX_FAIL && v.failure == EXF_WRONG, "passed: %s", v.summary);
+    ck_assert_msg(strstr(v.summary, "values around 1000") && strstr(v.summary, "nan") &&
+                  strstr(v.summary, "subtract the global maximum"), "%s", v.summary);
+    ex_verdict_free(&v);
     remove_tmp();
 }
 END_TEST
@@ -1307,6 +1408,9 @@ static Suite *exercises_suite(void)
     tcase_add_test(t, test_report_crash);
     tcase_add_test(t, test_report_hang);
     tcase_add_test(t, test_report_builtin_collective);
+    tcase_add_test(t, test_harness_never_passes_nan_or_inf);
+    tcase_add_test(t, test_softmax_without_the_maximum_fails);
+    tcase_add_test(t, test_dev_check_reason_survives_check);
     tcase_add_test(t, test_experiment_answers);
     tcase_add_test(t, test_cli_check_hint_solution_reset);
     tcase_add_test(t, test_cli_predict);

@@ -444,16 +444,24 @@ START_TEST(test_layer_gradcheck)
     expect_grad("w", kernel, &c, c.w, c.dw, c.nw);
     expect_grad("b", kernel, &c, c.b, c.db, c.nb);
 
-    /* parameter gradients accumulate: a second backward doubles them */
+    /* parameter gradients accumulate: a second backward doubles them, the weight's and the
+     * bias's alike (a bias gradient overwritten instead of added would lose micro-batches) */
     if (c.nw) {
-        float *once = vec(c.nw);
+        float *once = vec(c.nw), *bonce = c.nb ? vec(c.nb) : NULL;
         memcpy(once, c.dw, c.nw * sizeof(float));
+        if (c.nb)
+            memcpy(bonce, c.db, c.nb * sizeof(float));
         op_forward(&c);
         op_backward(&c);
         for (size_t i = 0; i < c.nw; i++)
             ck_assert_msg(fabsf(c.dw[i] - 2 * once[i]) <= 1e-5f * (1 + fabsf(once[i])),
                           "%s: dw does not accumulate", op_names[op]);
+        for (size_t i = 0; i < c.nb; i++)
+            ck_assert_msg(fabsf(c.db[i] - 2 * bonce[i]) <= 1e-5f * (1 + fabsf(bonce[i])),
+                          "%s: db[%zu] does not accumulate (%g after two backwards, %g after one)",
+                          op_names[op], i, c.db[i], bonce[i]);
         free(once);
+        free(bonce);
     }
     op_free(&c);
 }

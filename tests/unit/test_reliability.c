@@ -253,7 +253,8 @@ START_TEST(test_huge_progress_file)
     run_result r = run_limited(args, 15, 0, 0);
     ck_assert_msg(!r.timed_out, "list on a 150k-line progress file takes more than 15 s");
     ck_assert_msg(r.status == 0, "exit %d: %.400s", r.status, r.out);
-    ck_assert_msg(strstr(r.out, "larger than") && strstr(r.out, "kept as"), "%.400s", r.out);
+    /* 6.6 MB of valid lines is a large file, not a corrupt one (issue 22): read whole */
+    ck_assert_msg(!strstr(r.out, "corrupt") && !strstr(r.out, "larger than"), "%.400s", r.out);
     /* the good entry survives */
     const char *line = strstr(r.out, "ch01-even-odd");
     ck_assert_msg(line && strstr(line, "done") && strstr(line, "done") < strchr(line, '\n'),
