@@ -378,7 +378,7 @@ END_TEST
  * skipped with a note (before: the whole run was refused); asked for alone it is refused */
 START_TEST(schedule_all_runs_what_can_run)
 {
-    bin_result r = run_bin("run ch07/pipeline-schedule-viz --run -s 3 --layers 9 -m 4 "
+    bin_result r = run_bin("run ch07/pipeline-schedule-viz --run -P 3 --layers 9 -m 4 "
                            "--hidden 32 -b 8");
     char cut[CK_CUT_ROOM];
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
@@ -392,7 +392,7 @@ START_TEST(schedule_all_runs_what_can_run)
     ck_assert_msg(strstr(r.out, "NOT OK") == NULL, "%s", ck_cut(r.out, "NOT OK", cut,
                                                                  sizeof cut));
     bin_result_free(&r);
-    r = run_bin("run ch07/pipeline-schedule-viz --run -s 3 --layers 9 -m 4 --schedule "
+    r = run_bin("run ch07/pipeline-schedule-viz --run -P 3 --layers 9 -m 4 --schedule "
                 "interleaved");
     ck_assert_msg(r.status == 2 && strstr(r.err, "multiple of 6"), "exit %d: %s", r.status,
                   r.err);
