@@ -1002,7 +1002,8 @@ START_TEST(test_curriculum_coverage_part2)
 {
     /* the exercises of curriculum sections 5.3, 6.3 and 7.3, and a predict per chapter */
     static const char *const ids[] = {
-        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch06-column-check",
+        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch05-step-times",
+        "ch06-column-check",
         "ch06-predict-layer-allreduces", "ch06-tp-overhead", "ch07-predict-bubble",
         "ch07-moe-traffic", "ch07-layout", NULL};
     for (int i = 0; ids[i]; i++) {
@@ -1256,6 +1257,22 @@ START_TEST(test_experiment_answers_part2)
                    0, "ep_per_layer");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 32\nep_per_layer = 2\n",
                    0, "tp_per_layer");
+    /* ch05-step-times: the curriculum's rules on the learner's own times */
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = communication\n",
+                   1, NULL);
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 0.625\nbottleneck = "
+                   "communication\n", 0, "t_comm / (t_fwd + t_bwd_compute)");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.2\nratio = 2\nbottleneck = communication\n",
+                   0, "cannot exceed t_step");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 3.33\nbottleneck = communication\n",
+                   0, "positive");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = compute\n",
+                   0, "bottleneck");
     /* ch06-tp-overhead: comm% must follow from the learner's own times */
     expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
                    "comm_percent = 20\nallreduces_per_forward = 1\nbottleneck = compute\n", 1, NULL);
