@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include "../../chapters/ch07/schedule.h"
 
@@ -490,6 +491,53 @@ START_TEST(run_matches_serial)
     char pred[64];              /* 1F1B's prediction: (P-1)/(M+P-1) with M = 6 */
     snprintf(pred, sizeof pred, "predicted %.1f%%", 100.0 * (n - 1) / (6 + n - 1));
     ck_assert_msg(strstr(r.out, pred) != NULL, "no '%s' in:\n%s", pred, r.out);
+    /* the messages each schedule sent: 2·M·(vP-1) of one activation, B x H floats, so
+     * interleaving (v = 2) sends more messages of the same size */
+    static const int vs[SCHED_COUNT] = {1, 1, 2, 1};   /* gpipe, 1f1b, interleaved, zb-h1 */
+    const char *m = r.out;
+    for (int k = 0; k < SCHED_COUNT; k++) {
+        m = strstr(m, "messages: ");
+        ck_assert_ptr_nonnull(m);
+        long sends, bytes, want;
+        char num[32];
+        ck_assert_int_eq(sscanf(m, "messages: %ld point-to-point sends of %31s B each (2·M·(vP-1) "
+                                "= %ld)", &sends, num, &want), 3);
+        ck_assert_int_eq(sends, 2L * 6 * (vs[k] * n - 1));
+        ck_assert_int_eq(want, sends);
+        bytes = 0;
+        for (const char *q = num; *q; q++)
+            if (*q >= '0' && *q <= '9')
+                bytes = bytes * 10 + (*q - '0');
+        ck_assert_int_eq(bytes, 4 * 24 * 4);
+        m++;
+    }
+    /* the reasons for the gap, and the oversubscription caveat exactly when it applies */
+    ck_assert_ptr_null(strstr(r.out, "A backward costs about twice a forward here"));
+    ck_assert_ptr_nonnull(strstr(r.out, "A backward costing\ntwice a forward is not a cause"));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_int_eq(strstr(r.out, "mean nothing here") != NULL, cores < n);
+    result_free(&r);
+}
+END_TEST
+
+/* Interleaving's closed form needs M a multiple of P: where the lab drops it, it says so. */
+START_TEST(chart_interleaved_needs_multiple)
+{
+    result r = run("run ch07/pipeline-schedule-viz -s 4 -m 6 --schedule interleaved");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_null(strstr(r.out, "closed form (P-1)/(v*M+P-1) ="));
+    ck_assert_ptr_nonnull(strstr(r.out, "holds when M is a multiple of P"));
+    ck_assert_ptr_nonnull(strstr(r.out, "with M = 6 and P = 4"));
+    result_free(&r);
+    r = run("run ch07/pipeline-schedule-viz -s 4 -m 8 --schedule interleaved");
+    ck_assert_ptr_nonnull(strstr(r.out, "closed form (P-1)/(v*M+P-1) = 15.8%"));
+    ck_assert_ptr_null(strstr(r.out, "holds when M is a multiple of P"));
+    result_free(&r);
+    /* one spelling: micro-batches */
+    r = run("run ch07/pipeline-schedule-viz");
+    ck_assert_ptr_null(strstr(r.out, "microbatch"));
+    ck_assert_ptr_null(strstr(r.out, "MICROBATCH"));
+    ck_assert_ptr_null(strstr(r.out, "Microbatch"));
     result_free(&r);
 }
 END_TEST
@@ -509,6 +557,7 @@ static Suite *ch07_suite(void)
     tcase_add_loop_test(t, bad_input, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(t, chart_defaults);
     tcase_add_loop_test(t, run_matches_serial, 0, 2);
+    tcase_add_test(t, chart_interleaved_needs_multiple);
     suite_add_tcase(s, t);
     return s;
 }
