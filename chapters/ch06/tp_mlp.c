@@ -98,17 +98,17 @@ static int verify(mlsys_comm *c, int H, int *bad)
     if ((rc = tp_check(c, "y vs GELU(x·W1)·W2, no ×T", s1, tp_max_diff(y, yref, (size_t)rows * H),
                        bad)))
         goto out;
-    /* the original's reference: the same, times T */
+    /* the usual slip: the rebuilt W2 multiplied by T "to undo the 1/T" */
     double orig = 0;
     for (size_t i = 0; i < (size_t)rows * H; i++) {
         double d = fabs((double)y[i] - (double)T * yref[i]);
         orig = d > orig ? d : orig;
     }
-    mlsys_print_root(c, "  (the original's reference, W2 × T:       max |diff| %.1e: %s)\n", orig,
+    mlsys_print_root(c, "  (a reference with W2 × T:                max |diff| %.1e: %s)\n", orig,
                      T == 1 ? "harmless at T = 1" : "T× too large");
-    mlsys_print_root(c, "The original multiplied the rebuilt W2 by T to undo the 1/T, but the "
-                     "shards it ran were\nalready scaled, so its reference was T× too large; the "
-                     "right one uses W2 as run.\n");
+    mlsys_print_root(c, "Multiplying the rebuilt W2 by T \"to undo the 1/T\" is a slip: the "
+                     "shards that ran\nwere already scaled, so that reference is T× too large; "
+                     "the right one uses W2 as run.\n");
 
     tp_fill_normal(dy, (size_t)rows * H, 300);
     mark = tp_allreduce_count(c);
@@ -229,8 +229,9 @@ static int benchmark(mlsys_comm *c, tp_mlp *m, const float *x, float *y, int B, 
     mlsys_print_root(c, "All-reduces in the %d timed forwards: %llu (%s)\n", ITERS,
                      (unsigned long long)ars, T == 1 ? "T = 1: nothing to sum" : "1 per forward");
     mlsys_print_root(c, "%s\n\n", T == 1 ? "One rank: no communication at all." :
-                     "These ranks share this machine's cores: GPUs on NVLink would shift the "
-                     "split toward compute.");
+                     "These ranks share this machine's cores and the all-reduce is a memory "
+                     "copy. On GPUs\nthe split depends on the layer's width: all-reduce / GEMM "
+                     "≈ (T−1)·F / (4·H·B_link)\n(chapter 6).");
     return MLSYS_OK;
 }
 

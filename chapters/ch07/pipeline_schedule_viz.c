@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LAB_ID "ch07/pipeline-schedule-viz"
 #define SLOT_NS 1000000ull          /* synthetic events: one slot is drawn as 1 ms */
@@ -145,13 +146,20 @@ static void print_section(const schedule *s)
         printf("; closed form %s = %.1f%%", s->kind == SCHED_INTERLEAVED ? "(P-1)/(v*M+P-1)" :
                s->kind == SCHED_ZBH1 ? "(P-1)/(3M+P-1)" : "(P-1)/(M+P-1)", 100.0 * f);
     printf("\n");
+    if (f < 0 && s->kind == SCHED_INTERLEAVED && s->v > 1)
+        printf("(The closed form (P-1)/(v*M+P-1) holds when M is a multiple of P, micro-batches\n"
+               "going round in groups of P; with M = %d and P = %d the last group is short and\n"
+               "the grid's count is the only figure.)\n", s->M, s->P);
+    else if (f < 0 && s->kind == SCHED_ZBH1)
+        printf("(The closed form (P-1)/(3M+P-1) needs M >= P, a full steady phase; with M = %d "
+               "and\nP = %d the grid's count is the only figure.)\n", s->M, s->P);
     peaks_text(s, peaks, sizeof peaks);
     if (s->kind == SCHED_INTERLEAVED)
         printf("Peak activation memory: %.1f micro-batches worth on stage 0 (chunks held per "
                "stage: %s; a chunk is 1/%d of a stage)\n", sched_peak_inflight(s, 0) /
                (double)s->v, peaks, s->v);
     else
-        printf("Peak activation memory: %d microbatches worth on stage 0 (per stage: %s)\n",
+        printf("Peak activation memory: %d micro-batches worth on stage 0 (per stage: %s)\n",
                sched_peak_inflight(s, 0), peaks);
     printf("\n\n");
 }
@@ -203,11 +211,11 @@ static void print_bubble_table(int P)
 {
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
-    printf("%s\n BUBBLE RATIO vs MICROBATCHES\n%s\n\n", rule, rule);
+    printf("%s\n BUBBLE RATIO vs MICRO-BATCHES\n%s\n\n", rule, rule);
     printf("Bubble ratio = (P-1) / (M + P - 1)   (GPipe and 1F1B)\n\n"
-           "Where P = pipeline stages, M = microbatches\n\n");
+           "Where P = pipeline stages, M = micro-batches\n\n");
     printf("For P = %d stages:\n\n", P);
-    printf("%-15s %-15s %-15s\n", "Microbatches", "Bubble Ratio", "Efficiency");
+    printf("%-15s %-15s %-15s\n", "Micro-batches", "Bubble Ratio", "Efficiency");
     common_rule(rule, sizeof rule, "-", 45);
     printf("%s\n", rule);
     static const int ms[] = {1, 2, 4, 8, 16, 32, 64};
@@ -218,7 +226,7 @@ static void print_bubble_table(int P)
         snprintf(y, sizeof y, "%.1f%%", 100.0 * (1.0 - b));
         printf("%-15d %-15s %-15s\n", ms[i], x, y);
     }
-    printf("\nTakeaway: use at least 4x as many microbatches as stages (M >= 4P)\n"
+    printf("\nTakeaway: use at least 4x as many micro-batches as stages (M >= 4P)\n"
            "          for > 80%% efficiency.\n\n");
 }
 
@@ -227,19 +235,19 @@ static void print_tradeoff(void)
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n MEMORY vs THROUGHPUT TRADEOFF\n%s\n\n", rule, rule);
-    printf("MORE MICROBATCHES:\n"
+    printf("MORE MICRO-BATCHES:\n"
            "  + lower bubble ratio (better throughput)\n"
            "  - more activation memory with GPipe (1F1B: unchanged)\n"
-           "  - smaller per-microbatch batches (less efficient GEMMs)\n\n"
-           "FEWER MICROBATCHES:\n"
+           "  - smaller micro-batches (less efficient GEMMs)\n\n"
+           "FEWER MICRO-BATCHES:\n"
            "  - higher bubble ratio\n"
            "  + less activation memory\n"
-           "  + larger per-microbatch batches\n\n"
+           "  + larger micro-batches\n\n"
            "1F1B ADVANTAGE:\n"
-           "  Memory is bounded by the pipeline depth, not by the number of microbatches,\n"
-           "  so many microbatches (a small bubble) no longer cost memory.\n\n"
+           "  Memory is bounded by the pipeline depth, not by the number of micro-batches,\n"
+           "  so many micro-batches (a small bubble) no longer cost memory.\n\n"
            "Example: 24 layers, hidden 4096, batch 512 on 4 stages (6 layers each),\n"
-           "16 microbatches of 32 samples. Counting one hidden vector per sample per layer:\n"
+           "16 micro-batches of 32 samples. Counting one hidden vector per sample per layer:\n"
            "  GPipe: 16 x 32 x 4096 x 6 = 12,582,912 values per stage\n"
            "  1F1B:   4 x 32 x 4096 x 6 =  3,145,728 values per stage\n"
            "A 4x cut. In bytes multiply by the bytes per value (2 in bf16: 25.2 MB and\n"
@@ -263,7 +271,7 @@ static int viz_chart(const shape *sh)
     common_box(stdout, 68, "Pipeline parallelism schedule visualizer");
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n PIPELINE SCHEDULE COMPARISON\n%s\n\n", rule, rule);
-    printf("Configuration: %d stages, %d microbatches\n", sh->P, sh->M);
+    printf("Configuration: %d stages, %d micro-batches\n", sh->P, sh->M);
     printf("One slot = one forward (F) or backward (B, W) of one micro-batch on one stage;\n"
            "'.' = idle. The schedules are generated and checked (every dependency holds).\n\n");
     for (int i = 0; i < nk; i++)
@@ -478,7 +486,8 @@ static int tag_of(int kind_b, int vs, int mb, int M)
 
 typedef struct run_out {
     double busy_ns, span_ns, loss;
-    int reqs;
+    int reqs;               /* point-to-point sends this rank made, each of msg_bytes */
+    size_t msg_bytes;
 } run_out;
 
 /* This rank's ops of schedule s, in order: receive the input if another rank makes it,
@@ -581,11 +590,27 @@ static int run_schedule(mlsys_comm *c, const schedule *s, stage_model *m, run_ou
     if (rc == MLSYS_OK)
         rc = mlsys_waitall(reqs, nreq);
     out->span_ns = (double)(mlsys_now_ns() - t_start);
+    out->reqs = nreq;
+    out->msg_bytes = n * sizeof(float);
 done:
     free(reqs);
     free(target);
     free(tmp);
     return rc;
+}
+
+/* "65,536" */
+static char *thousands(char *buf, size_t n, long long v)
+{
+    char raw[32];
+    int len = snprintf(raw, sizeof raw, "%lld", v), o = 0;
+    for (int i = 0; i < len && o + 2 < (int)n; i++) {
+        if (i && raw[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
 }
 
 static int viz_rank(mlsys_comm *c, const lab_args *a)
@@ -601,6 +626,8 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
     }
     sched_kind ks[SCHED_COUNT];
     int nk = kinds_of(&sh, ks);
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    int cores = ncores > 0 ? (int)ncores : 1;
     float *ref_w = mlsys_xmalloc((size_t)sh.L * sh.H * sh.H * sizeof *ref_w);
     float *ref_b = mlsys_xmalloc((size_t)sh.L * sh.H * sizeof *ref_b);
     serial_grads(sh.L, sh.H, sh.B, sh.M, ref_w, ref_b);
@@ -617,6 +644,7 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
         stage_model m;
         model_init(&m, &sh, s.v, st);
         run_out o;
+        memset(&o, 0, sizeof o);
         if (run_schedule(c, &s, &m, &o) != MLSYS_OK) {
             fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, st, mlsys_errmsg(c));
             rc = 1;
@@ -638,7 +666,9 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
                 }
             }
         double span = o.span_ns, loss = o.loss;
-        if (rc == 0 && (mlsys_allreduce(c, &diff, &diff, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
+        int64_t sent = o.reqs;              /* the schedule's own messages, summed below */
+        if (rc == 0 && (mlsys_allreduce(c, &sent, &sent, 1, MLSYS_I64, MLSYS_SUM) != MLSYS_OK ||
+                        mlsys_allreduce(c, &diff, &diff, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
                         mlsys_allreduce(c, &span, &span, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
                         mlsys_allreduce(c, &loss, &loss, 1, MLSYS_F64, MLSYS_SUM) != MLSYS_OK ||
                         mlsys_allgather(c, &o.busy_ns, busy, 1, MLSYS_F64) != MLSYS_OK)) {
@@ -666,7 +696,19 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
             for (int r = 0; r < P; r++)
                 mlsys_print_root(c, " %d: %.1f%% / %.1f%%", r, 100.0 * (1.0 - busy[r] / span),
                                  100.0 * sched_stage_bubble(&s, r));
-            mlsys_print_root(c, "\n\n");
+            mlsys_print_root(c, "\n");
+            /* a micro-batch crosses v·P - 1 boundaries each way: interleaving multiplies the
+             * messages, each one the same activation of B x H floats */
+            long hops = (long)s.v * P - 1, want = 2L * sh.M * hops;
+            char nb[32];
+            mlsys_print_root(c, "messages: %lld point-to-point sends of %s B each (2·M·(vP-1) = "
+                             "%ld)\n", (long long)sent, thousands(nb, sizeof nb,
+                             (long long)o.msg_bytes), want);
+            if (cores < P)
+                mlsys_print_root(c, "(%d ranks on %d cores: a rank that is ready also waits for "
+                                 "a core, so these\nmeasured bubbles, and the order of the "
+                                 "schedules by them, mean nothing here)\n", P, cores);
+            mlsys_print_root(c, "\n");
             if (diff > TOL)
                 rc = 1;
         }
@@ -674,10 +716,13 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
         sched_free(&s);
     }
     if (rc == 0)
-        mlsys_print_root(c, "A backward costs about twice a forward here (input and weight "
-                         "gradients),\nso the measured bubble differs from the unit-cost "
-                         "prediction; so do the\nmessages and, with more ranks than cores, "
-                         "the sharing of the CPUs.\n");
+        mlsys_print_root(c, "Why measured and predicted differ: the prediction counts slots of "
+                         "compute only.\nA real run also pays for every message (a send waits "
+                         "for its receiver) and for\nstarting every op, and interleaving has "
+                         "v times the messages. A backward costing\ntwice a forward is not a "
+                         "cause: it stretches busy and idle slots alike. With\nmore ranks than "
+                         "cores, ranks also wait for a core%s.\n", cores < P ?
+                         " (here: the measured ranking\nmeans nothing)" : "");
     free(busy);
     free(ref_w);
     free(ref_b);

@@ -1103,7 +1103,8 @@ START_TEST(test_curriculum_coverage_part2)
 {
     /* the exercises of curriculum sections 5.3, 6.3 and 7.3, and a predict per chapter */
     static const char *const ids[] = {
-        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch06-column-check",
+        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch05-step-times",
+        "ch06-column-check",
         "ch06-predict-layer-allreduces", "ch06-tp-overhead", "ch07-predict-bubble",
         "ch07-moe-traffic", "ch07-layout", NULL};
     for (int i = 0; ids[i]; i++) {
@@ -1345,7 +1346,21 @@ START_TEST(test_experiment_answers_part2)
                    "78.2 GB per GPU");
     expect_answers(&cx, "ch07-layout", "tp = 2\npp = 16\ndp = 2\nmem_per_gpu_gb = 51.4\n", 0,
                    "mem_per_gpu_gb = 51.4");
-    /* ch07-moe-traffic: 64 or 56 MiB for TP, 2 MiB for EP, in any declared unit */
+    /* a figure read from the default mode: the message names the table the check reads */
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 8\ndp = 4\nmem_per_gpu_gb = 60.6\n", 0,
+                   "yours is the default mode's row");
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 8\ndp = 4\nmem_per_gpu_gb = 60.6\n", 0,
+                   "`mlsys-lab run ch07/parallel-strategy-calculator --compat` prints 51.4 GB");
+    /* ch07-moe-traffic: per GPU, 112 MiB for TP (two ring all-reduces) and 14 MiB for EP
+     * (a GPU's own tokens, (EP-1)/EP of their copies); the simple formulas' 64 or 56 and 2 */
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 112\nep_per_layer = 14\n",
+                   1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 117440512\n"
+                   "ep_per_layer = 14680064\n", 1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 64\nep_per_layer = 14\n",
+                   1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 112\nep_per_layer = 7\n",
+                   0, "ep_per_layer");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 56\nep_per_layer = 2\n", 1, NULL);
     expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 67108864\n"
                    "ep_per_layer = 2,097,152\n", 1, NULL);
@@ -1354,9 +1369,25 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 64\nep_per_layer = 2\n",
                    0, "tp_per_layer");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 64\nep_per_layer = 112\n",
-                   0, "ep_per_layer");
+                   0, "all 8 GPUs send together");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 32\nep_per_layer = 2\n",
                    0, "tp_per_layer");
+    /* ch05-step-times: the curriculum's rules on the learner's own times */
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = communication\n",
+                   1, NULL);
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 0.625\nbottleneck = "
+                   "communication\n", 0, "t_comm / (t_fwd + t_bwd_compute)");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.2\nratio = 2\nbottleneck = communication\n",
+                   0, "cannot exceed t_step");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 3.33\nbottleneck = communication\n",
+                   0, "positive");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = compute\n",
+                   0, "bottleneck");
     /* ch06-tp-overhead: comm% must follow from the learner's own times */
     expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
                    "comm_percent = 20\nallreduces_per_forward = 1\nbottleneck = compute\n", 1, NULL);
@@ -1369,6 +1400,11 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
                    "comm_percent = 20\nallreduces_per_forward = 100\nbottleneck = compute\n", 0,
                    "allreduces_per_forward");
+    /* out of range: said so, with what the times give (not "= 0.00") */
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
+                   "comm_percent = 150\nallreduces_per_forward = 1\nbottleneck = compute\n", 0,
+                   "between 0 and 100; your times give t_allreduce / (t_matmul + t_allreduce) "
+                   "x 100 = 20.00");
     /* ch06-column-check */
     const char *ok = "local_cols_t8 = 1\nlocal_cols_t2 = 4\nmax_diff_t4 = 0\ncorrect_all = yes\n"
                      "forward_allreduces = 0\nbackward_allreduces = 1\n";
@@ -1379,6 +1415,13 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
                    "max_diff_t4 = 0.5\ncorrect_all = yes\nforward_allreduces = 0\n"
                    "backward_allreduces = 1\n", 0, "max_diff_t4");
+    /* a tiny number that is not the lab's is no answer (the lab prints 0.0e+00 at T = 4) */
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 1.2e-7\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 0, "but the lab prints 0.0e+00");
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 0.0e+00\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 1, NULL);
     expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
                    "max_diff_t4 = 0\ncorrect_all = yes\nforward_allreduces = 1\n"
                    "backward_allreduces = 0\n", 0, "forward_allreduces");
