@@ -524,13 +524,13 @@ END_TEST
 /* Interleaving's closed form needs M a multiple of P: where the lab drops it, it says so. */
 START_TEST(chart_interleaved_needs_multiple)
 {
-    result r = run("run ch07/pipeline-schedule-viz -s 4 -m 6 --schedule interleaved");
+    result r = run("run ch07/pipeline-schedule-viz -P 4 -m 6 --schedule interleaved");
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(r.out, "closed form (P-1)/(v*M+P-1) ="));
     ck_assert_ptr_nonnull(strstr(r.out, "holds when M is a multiple of P"));
     ck_assert_ptr_nonnull(strstr(r.out, "with M = 6 and P = 4"));
     result_free(&r);
-    r = run("run ch07/pipeline-schedule-viz -s 4 -m 8 --schedule interleaved");
+    r = run("run ch07/pipeline-schedule-viz -P 4 -m 8 --schedule interleaved");
     ck_assert_ptr_nonnull(strstr(r.out, "closed form (P-1)/(v*M+P-1) = 15.8%"));
     ck_assert_ptr_null(strstr(r.out, "holds when M is a multiple of P"));
     result_free(&r);
