@@ -58,6 +58,8 @@ const lab_short_flag lab_short_flags[] = {
     {'e', "maxbytes", NULL},
     {'f', "stepfactor", NULL},
     {'J', "output_file", NULL},
+    {'k', "draft-length", NULL},
+    {'a', "acceptance-rate", NULL},
     {0, NULL, NULL}
 };
 

@@ -11,8 +11,8 @@
 #include <string.h>
 
 static const lab_flag mis_flags[] = {
-    {"num-requests", 'n', FLAG_INT, "5", NULL, 1, 64, "number of requests submitted"},
-    {"batch-size", 'b', FLAG_INT, "4", NULL, 1, 64, "most requests running at once (the "
+    {"num-requests", 0, FLAG_INT, "5", NULL, 1, 64, "number of requests submitted"},
+    {"batch-size", 0, FLAG_INT, "4", NULL, 1, 64, "most requests running at once (the "
      "original's B; the engine's --max-num-seqs unless that is given)"},
     {"max-num-seqs", 0, FLAG_INT, "0", NULL, 0, 64, "sequences in one step's batch (0: "
      "--batch-size)"},

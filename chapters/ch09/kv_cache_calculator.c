@@ -13,9 +13,9 @@
 #include <string.h>
 
 static const lab_flag calc_flags[] = {
-    {"model", 'm', FLAG_CHOICE, "llama-70b", "llama-7b|llama-13b|llama-70b|mistral-7b|"
+    {"model", 0, FLAG_CHOICE, "llama-70b", "llama-7b|llama-13b|llama-70b|mistral-7b|"
      "qwen-72b|deepseek-67b", 0, 0, "model of the capacity and fragmentation analyses"},
-    {"gpu", 'g', FLAG_CHOICE, "h100", "h100|a100|a100-40|4090", 0, 0, "GPU of the capacity "
+    {"gpu", 0, FLAG_CHOICE, "h100", "h100|a100|a100-40|4090", 0, 0, "GPU of the capacity "
      "analysis"},
     {"custom", 0, FLAG_BOOL, NULL, NULL, 0, 0, "analyse a model made of the three flags "
      "below (named Custom, weights taken as 14 GB)"},

@@ -15,7 +15,7 @@
 #include <string.h>
 
 static const lab_flag psd_flags[] = {
-    {"num-requests", 'n', FLAG_INT, "100", NULL, 1, 100000, "requests sharing the prefix"},
+    {"num-requests", 0, FLAG_INT, "100", NULL, 1, 100000, "requests sharing the prefix"},
     {"system-prompt-len", 0, FLAG_INT, "500", NULL, 0, 1000000, "system prompt tokens (the "
      "formulas)"},
     {"user-prompt-len", 0, FLAG_INT, "100", NULL, 0, 1000000, "user prompt tokens (the "

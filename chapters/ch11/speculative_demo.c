@@ -21,7 +21,7 @@
 
 static const lab_flag spec_flags[] = {
     {"draft-length", 'k', FLAG_INT, "5", NULL, 1, LLM_SPEC_MAX_K, "tokens drafted per round"},
-    {"target-length", 'n', FLAG_INT, "50", NULL, 1, 1000000, "tokens to generate (per "
+    {"target-length", 0, FLAG_INT, "50", NULL, 1, 1000000, "tokens to generate (per "
      "prompt; the model's context of 128 caps it)"},
     {"acceptance-rate", 'a', FLAG_DOUBLE, "0.75", NULL, 0, 0, "--simulate: base agreement "
      "probability, 0 to 1"},

@@ -17,7 +17,7 @@
 #define SOLVED 475.0            /* CartPole-v1 counts as solved at a 100-episode mean of 475 */
 
 static const lab_flag ppo_flags[] = {
-    {"episodes", 'e', FLAG_INT, "100", NULL, 1, 10000000,
+    {"episodes", 0, FLAG_INT, "100", NULL, 1, 10000000,
      "--no-update: episodes to run (PPO runs --total-steps)"},
     {"gamma", 0, FLAG_DOUBLE, "0.99", NULL, 0, 0, "discount factor γ, from 0 to 1"},
     {"lam", 0, FLAG_DOUBLE, "0.95", NULL, 0, 0, "GAE's λ, from 0 to 1"},

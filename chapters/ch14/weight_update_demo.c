@@ -13,7 +13,7 @@
 #define LAB_ID "ch14/weight-update-demo"
 
 static const lab_flag wu_flags[] = {
-    {"model-size", 'm', FLAG_DOUBLE, "140", NULL, 0, 1000000,
+    {"model-size", 0, FLAG_DOUBLE, "140", NULL, 0, 1000000,
      "weights to move, GB (140: a 70B model in bf16)"},
     {"measure-bytes", 0, FLAG_SIZE, "256M", NULL, 8, 1L << 40, "size of the buffer broadcast for real"},
     {"iters", 0, FLAG_INT, "5", NULL, 1, 1000, "timed broadcasts per size (the median counts)"},

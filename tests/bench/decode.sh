@@ -36,7 +36,7 @@ spec() {
     : >"$tmp/tpf"; : >"$tmp/sp"; : >"$tmp/cpu"; : >"$tmp/acc"
     i=0
     while [ $i -lt "$repeat" ]; do
-        "$bin" run ch11/speculative-demo -k 4 --prompts 40 -n 100 --sweep 0 --gemm "$gemm" \
+        "$bin" run ch11/speculative-demo -k 4 --prompts 40 --target-length 100 --sweep 0 --gemm "$gemm" \
             >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
         sed -n 's/^tokens per target forward \([0-9.]*\),.*/\1/p' "$tmp/out" >>"$tmp/tpf"
         sed -n 's/.*speed-up \([0-9.]*\)x (CPU time \([0-9.]*\)x).*/\1/p' "$tmp/out" >>"$tmp/sp"
@@ -55,7 +55,7 @@ spec blas
 spec ref
 
 # how often OpenBLAS's rounding changes a greedy token: 100 prompts, every k from 1 to 8
-"$bin" run ch11/speculative-demo -k 4 --prompts 100 -n 100 --sweep 8 --gemm blas \
+"$bin" run ch11/speculative-demo -k 4 --prompts 100 --target-length 100 --sweep 8 --gemm blas \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 echo "  k sweep under blas, 100 prompts x 100 tokens (equal: tokens equal to the target's own greedy decoding):"
 sed -n '/^  k   accept/,/^$/p' "$tmp/out" | sed 's/^/    /'

@@ -339,8 +339,9 @@ static int calc_rows(const char *out, calc_row *rows, int max)
 START_TEST(calculator_chapter_formulas)
 {
     static const struct { const char *args; long B, S; double mem; } cases[] = {
-        {"", 512, 4096, 80}, {"-b 4", 4, 4096, 80}, {"-b 64 -g 32", 64, 4096, 80},
-        {"--params 13 -g 16 -m 40 -s 2048", 512, 2048, 40},
+        {"", 512, 4096, 80}, {"--batch-size 4", 4, 4096, 80},
+        {"--batch-size 64 -g 32", 64, 4096, 80},
+        {"--params 13 -g 16 --memory 40 -s 2048", 512, 2048, 40},
     };
     const calc_row *best_row = NULL;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

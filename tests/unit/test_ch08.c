@@ -41,7 +41,7 @@ START_TEST(simulation_properties)
 {
     for (int seed = 1; seed <= 12; seed++) {
         int n = 3 + seed % 9, b = 1 + seed % 5;
-        bin_result r = run_bin(LAB " --simulate -n %d -b %d --seed %d --max-tokens %d", n, b,
+        bin_result r = run_bin(LAB " --simulate --num-requests %d --batch-size %d --seed %d --max-tokens %d", n, b,
                                seed, 5 + seed);
         ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
         int next_prefill = 0, running = 0, waiting = n, done = 0;
@@ -103,7 +103,7 @@ static void parse_step(const char *line, int *rows, int *seqs)
 
 START_TEST(engine_run)
 {
-    bin_result r = run_bin(LAB " -n 8 -b 3 --max-num-batched-tokens 24 --kv-blocks 8 "
+    bin_result r = run_bin(LAB " --num-requests 8 --batch-size 3 --max-num-batched-tokens 24 --kv-blocks 8 "
                            "--max-tokens 30 --temperature 0");
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(r.out, "SIMULATION"));

@@ -67,40 +67,40 @@ static void cap(const char *out, int ctx, const char *avail, const char *kv, int
 
 START_TEST(calculator_capacity_goldens)
 {
-    bin_result r = run_bin(CALC " -m mistral-7b -g h100");
+    bin_result r = run_bin(CALC " --model mistral-7b --gpu h100");
     ck_assert_int_eq(r.status, 0);
     cap(r.out, 2048, "64.0", "0.25", 256, 128, 243, "90%");
     cap(r.out, 4096, "64.0", "0.50", 128, 64, 121, "89%");
     cap(r.out, 8192, "64.0", "1.00", 64, 32, 60, "88%");
     cap(r.out, 32768, "64.0", "4.00", 16, 8, 15, "88%");
     bin_result_free(&r);
-    r = run_bin(CALC " -m llama-7b -g h100");
+    r = run_bin(CALC " --model llama-7b --gpu h100");
     cap(r.out, 2048, "64.0", "1.00", 64, 32, 60, "88%");
     cap(r.out, 4096, "64.0", "2.00", 32, 16, 30, "88%");
     cap(r.out, 8192, "64.0", "4.00", 16, 8, 15, "88%");
     cap(r.out, 32768, "64.0", "16.00", 4, 2, 3, "50%");
     bin_result_free(&r);
-    r = run_bin(CALC " -m llama-7b -g 4090");
+    r = run_bin(CALC " --model llama-7b --gpu 4090");
     ck_assert_int_eq(r.status, 0);       /* the original crashed at 32K */
     cap(r.out, 2048, "8.0", "1.00", 8, 4, 7, "75%");
     cap(r.out, 4096, "8.0", "2.00", 4, 2, 3, "50%");
     cap(r.out, 8192, "8.0", "4.00", 2, 1, 1, "0%");
     cap(r.out, 32768, "8.0", "16.00", 0, 0, 0, "n/a");
     bin_result_free(&r);
-    r = run_bin(CALC " -m llama-13b -g h100");
+    r = run_bin(CALC " --model llama-13b --gpu h100");
     cap(r.out, 2048, "52.0", "1.56", 33, 16, 31, "94%");
     cap(r.out, 4096, "52.0", "3.12", 16, 8, 15, "88%");
     cap(r.out, 8192, "52.0", "6.25", 8, 4, 7, "75%");
     cap(r.out, 32768, "52.0", "25.00", 2, 1, 1, "0%");
     bin_result_free(&r);
-    r = run_bin(CALC " -m llama-13b -g a100-40");
+    r = run_bin(CALC " --model llama-13b --gpu a100-40");
     ck_assert_int_eq(r.status, 0);
     cap(r.out, 2048, "12.0", "1.56", 7, 3, 6, "100%");
     cap(r.out, 4096, "12.0", "3.12", 3, 1, 2, "100%");
     cap(r.out, 8192, "12.0", "6.25", 1, 0, 0, "n/a");
     bin_result_free(&r);
     /* 13B on the 4090 and the big three everywhere do not fit */
-    const char *nofit[] = {"-m llama-13b -g 4090", "-m qwen-72b -g a100", "-m deepseek-67b"};
+    const char *nofit[] = {"--model llama-13b --gpu 4090", "--model qwen-72b --gpu a100", "--model deepseek-67b"};
     for (int i = 0; i < 3; i++) {
         r = run_bin(CALC " %s", nofit[i]);
         ck_assert_int_eq(r.status, 0);
@@ -113,7 +113,7 @@ END_TEST
 START_TEST(calculator_custom_and_bad_input)
 {
     /* the Custom row: 2 x 10 x 4 x 64 x 2 = 10240 bytes per token; weights taken as 14 GB */
-    bin_result r = run_bin(CALC " --custom --layers 10 --heads 4 --dim 64 -g a100-40");
+    bin_result r = run_bin(CALC " --custom --layers 10 --heads 4 --dim 64 --gpu a100-40");
     ck_assert_int_eq(r.status, 0);
     has(r.out, "Custom          10       4          10.00 KB     80.00 MB     320.00 MB\n");
     has(r.out, "CAPACITY ANALYSIS: Custom on A100 40GB");
@@ -125,7 +125,7 @@ START_TEST(calculator_custom_and_bad_input)
     has(r.out, "(75.0% reduction)");
     has(r.out, "(87.5% reduction)");
     bin_result_free(&r);
-    const char *bad[] = {"-m llama-8b", "-g v100", "--custom --layers 0",
+    const char *bad[] = {"--model llama-8b", "--gpu v100", "--custom --layers 0",
                          "--lab-model /nonexistent/model.bin"};
     for (int i = 0; i < 3; i++) {
         r = run_bin(CALC " %s", bad[i]);
@@ -142,7 +142,7 @@ END_TEST
 
 START_TEST(prefix_demo_trie_and_formulas)
 {
-    bin_result r = run_bin(DEMO " -n 100 --engine-system-len 32 --engine-user-len 8");
+    bin_result r = run_bin(DEMO " --num-requests 100 --engine-system-len 32 --engine-user-len 8");
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     has(r.out, "Total tokens across all requests: 57");
     has(r.out, "Unique KV cache entries: 26\n  Shared prefix accesses: 31");
@@ -166,7 +166,7 @@ START_TEST(prefix_demo_trie_and_formulas)
     long shapes[4][3] = {{1, 500, 100}, {7, 300, 50}, {40, 1000, 10}, {3, 0, 100}};
     for (int i = 0; i < 4; i++) {
         long N = shapes[i][0], S = shapes[i][1], U = shapes[i][2];
-        r = run_bin(DEMO " -n %ld --system-prompt-len %ld --user-prompt-len %ld "
+        r = run_bin(DEMO " --num-requests %ld --system-prompt-len %ld --user-prompt-len %ld "
                     "--engine-system-len 16 --engine-user-len 8", N, S, U);
         ck_assert_int_eq(r.status, 0);
         char want[128];
@@ -194,7 +194,7 @@ START_TEST(prefix_demo_engine)
 {
     struct { long N, S, U, bs; } c[3] = {{20, 64, 16, 16}, {9, 72, 10, 16}, {5, 40, 8, 8}};
     for (int i = 0; i < 3; i++) {
-        bin_result r = run_bin(DEMO " -n %ld --engine-system-len %ld --engine-user-len %ld "
+        bin_result r = run_bin(DEMO " --num-requests %ld --engine-system-len %ld --engine-user-len %ld "
                                "--block-size %ld --max-num-seqs 4", c[i].N, c[i].S, c[i].U,
                                c[i].bs);
         ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);

@@ -42,8 +42,8 @@ static sim_out run_sim(const char *args)
 START_TEST(speculative_simulation)
 {
     /* invariants at the defaults (k 5, n 50, a 0.75, cost 0.1) and a few others */
-    static const char *const cases[] = {"", "-k 3 -n 77 -a 0.5 --draft-cost 0.2 --seed 9",
-                                        "-k 8 -n 13 -a 0.9", "-k 1 -n 40"};
+    static const char *const cases[] = {"", "-k 3 --target-length 77 -a 0.5 --draft-cost 0.2 --seed 9",
+                                        "-k 8 --target-length 13 -a 0.9", "-k 1 --target-length 40"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sim_out s = run_sim(cases[i]);
         double n = i == 0 ? 50 : i == 1 ? 77 : i == 2 ? 13 : 40;
@@ -59,7 +59,7 @@ START_TEST(speculative_simulation)
     static const double as[] = {0.5, 0.75, 0.9};
     for (int i = 0; i < 3; i++) {
         char args[64];
-        snprintf(args, sizeof args, "-n 100000 -a %.2f", as[i]);
+        snprintf(args, sizeof args, "--target-length 100000 -a %.2f", as[i]);
         sim_out s = run_sim(args);
         double p = 0.991667 * as[i] + 0.45 * (1 - as[i]);
         double tpc = (1 - pow(p, 5)) / (1 - p);
@@ -69,7 +69,7 @@ START_TEST(speculative_simulation)
         ck_assert(fabs(s.tpc - tpc) < 0.05);
     }
     /* edge cases: a = 1 still refuses sometimes (p/q in [0.9, 1) is a coin), a = 0 often */
-    sim_out one = run_sim("-n 100000 -a 1.0"), zero = run_sim("-n 100000 -a 0.0");
+    sim_out one = run_sim("--target-length 100000 -a 1.0"), zero = run_sim("--target-length 100000 -a 0.0");
     ck_assert(fabs(one.eff / 100 - 0.991667) < 0.01);
     ck_assert(fabs(zero.eff / 100 - 0.45) < 0.01);
 }
@@ -81,7 +81,7 @@ START_TEST(speculative_real)
     int fd = mkstemp(trace);
     ck_assert(fd >= 0);
     close(fd);
-    bin_result r = run_bin("run ch11/speculative-demo --gemm ref --prompts 3 -n 24 -k 4 "
+    bin_result r = run_bin("run ch11/speculative-demo --gemm ref --prompts 3 --target-length 24 -k 4 "
                            "--sweep 3 --trace %s", trace);
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert(strstr(r.out, "GEMM    ref"));

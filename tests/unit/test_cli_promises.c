@@ -379,7 +379,7 @@ END_TEST
 START_TEST(schedule_all_runs_what_can_run)
 {
     bin_result r = run_bin("run ch07/pipeline-schedule-viz --run -P 3 --layers 9 -m 4 "
-                           "--hidden 32 -b 8");
+                           "--hidden 32 --batch-size 8");
     char cut[CK_CUT_ROOM];
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.out, "interleaved 1F1B skipped") &&
