@@ -1,5 +1,5 @@
-/* llm_internal.h - helpers shared by the file readers and writers of core/llm (not part of
- * the public API): open and read a regular file with a size limit, a checksum. */
+/* llm_internal.h - helpers shared inside core/llm (not part of the public API): open and
+ * read a regular file with a size limit, a checksum; the tokenizer table's side of training. */
 #ifndef MLSYS_LLM_INTERNAL_H
 #define MLSYS_LLM_INTERNAL_H
 
@@ -19,5 +19,12 @@ int llm_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *si
 int llm_read_exact(int fd, void *buf, size_t n, const char *path, char *err, size_t errlen);
 uint64_t llm_fnv1a64(const void *p, size_t n, uint64_t h);
 #define LLM_FNV_INIT 0xcbf29ce484222325ull
+
+/* bpe.c, for bpe_train.c: a table of room for cap ids holding the 3 specials and the 256
+ * bytes; and a merge's piece added as the next id (score -rank), or the id it already has;
+ * -1 when the piece may not be a token (it would read as a byte, or as a special). */
+struct llm_tokenizer;
+void llm_tok_start(struct llm_tokenizer *t, int cap);
+int llm_tok_add_merge(struct llm_tokenizer *t, const char *p, int len);
 
 #endif
