@@ -233,14 +233,6 @@ int train_main(int argc, char **argv)
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         goto done;
     }
-    /* One tiny multiply before the fork: nn_gemm's first call pins OpenBLAS to one thread.
-     * Made first in a forked rank it is skipped: the launcher has exported
-     * OPENBLAS_NUM_THREADS=1 by then (for exec'd ranks, whose OpenBLAS reads it at load),
-     * gemm.c leaves an exported count alone, and this OpenBLAS had read the variable, unset,
-     * at our start: each rank ran two BLAS threads on our two cores, and the results
-     * depended on it. */
-    float one = 1.0f, prod = 0.0f;
-    nn_gemm(0, 0, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &prod, 1);
     mlsys_launch_opts lo;
     memset(&lo, 0, sizeof lo);
     lo.world_size = o.world;
