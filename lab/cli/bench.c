@@ -21,8 +21,7 @@ static const lab_flag bench_flags[] = {
      "smallest size (nccl-tests' -b)"},
     {"maxbytes", 'e', FLAG_SIZE, "64M", NULL, 1, FLAG_NO_MAX, "largest size"},
     {"stepfactor", 'f', FLAG_INT, "2", NULL, 2, 1024, "multiply the size by N each step"},
-    {"stepbytes", 0, FLAG_SIZE, NULL, NULL, 1, FLAG_NO_MAX,
-     "add SIZE each step instead (nccl-tests' -i)"},
+    {"stepbytes", 'i', FLAG_SIZE, NULL, NULL, 1, FLAG_NO_MAX, "add SIZE each step instead"},
     {"sizes", 0, FLAG_STR, NULL, NULL, 0, 0, "exact sizes instead of a sweep: 1024,1M,100M"},
     {"iters", 'n', FLAG_INT, "20", NULL, 1, 100000000, "timed calls per size"},
     {"warmup_iters", 0, FLAG_INT, "5", NULL, 0, 100000000,
@@ -31,9 +30,8 @@ static const lab_flag bench_flags[] = {
      "check every result against the known inputs"},
     {"op", 'o', FLAG_CHOICE, "sum", "sum|prod|min|max|avg|product", 0, 0,
      "the reduction's operator"},
-    {"datatype", 0, FLAG_CHOICE, "float",
-     "float|double|int32|int64|f32|float32|f64|float64|i32|int|i64", 0, 0,
-     "element type (nccl-tests' -d)"},
+    {"datatype", 'd', FLAG_CHOICE, "float",
+     "float|double|int32|int64|f32|float32|f64|float64|i32|int|i64", 0, 0, "element type"},
     {"root", 'r', FLAG_INT, "0", NULL, 0, BENCH_MAX_RANKS - 1,
      "root rank of broadcast, reduce, gather, scatter"},
     {"output_file", 'J', FLAG_STR, NULL, NULL, 0, 0, "also write the results as JSON"},
@@ -66,9 +64,8 @@ const lab_command bench_command = {
     .notes = "algbw = size / time; busbw = algbw x factor: 2(n-1)/n all_reduce; (n-1)/n\n"
              "all_gather, reduce_scatter, all_to_all, gather, scatter; 1 broadcast, reduce.\n"
              "For the per-rank collectives the size is the whole buffer of n blocks.\n"
-             "The letters nccl-tests gives -b, -w, -d and -i mean --backend, --world-size,\n"
-             "--data-size and --iterations in every command of the lab: use --minbytes,\n"
-             "--warmup_iters, --datatype and --stepbytes.\n",
+             "nccl-tests' -b and -w are --backend and --world-size here, as in every command\n"
+             "and lab (mlsys-lab help flags): use --minbytes and --warmup_iters.\n",
 };
 
 /* One line on stderr and the usage status. */
@@ -226,7 +223,7 @@ static int validate(bench_cfg *g)
         snprintf(a, sizeof a, "%.1f GiB", need / (1u << 30));
         snprintf(b, sizeof b, "%.1f GiB", (double)pages * (double)psize / (1u << 30));
         return usage_error("the buffers need %s (2 x the largest size x ranks) and the machine "
-                           "has %s: use a smaller -e", a, b);
+                           "has %s: use a smaller --maxbytes", a, b);
     }
     if (g->json_path && !g->mpi_rank) {
         FILE *f = fopen(g->json_path, "w");
