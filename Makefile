@@ -83,11 +83,19 @@ $(BUILD)/%.o: %.c $(FEATURES_STAMP)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/libmlsys.a: $(CORE_OBJ)
-	$(Q)ar rcs $@ $^
+# Archives are made afresh, and again whenever the list of sources changes (a file moved or
+# went away): `ar r` into an old archive keeps the objects of sources that are gone, and
+# their stale symbols would win at link time.
+SOURCES_STAMP := $(BUILD)/sources.list
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD) && printf '%s\n' $(CORE_SRC) $(LAB_SRC) | cmp -s - $(SOURCES_STAMP) || \
+    printf '%s\n' $(CORE_SRC) $(LAB_SRC) > $(SOURCES_STAMP))
+endif
+$(BUILD)/libmlsys.a: $(CORE_OBJ) $(SOURCES_STAMP)
+	$(Q)rm -f $@ && ar rcs $@ $(CORE_OBJ)
 
-$(BUILD)/liblab.a: $(LAB_OBJ)
-	$(Q)ar rcs $@ $^
+$(BUILD)/liblab.a: $(LAB_OBJ) $(SOURCES_STAMP)
+	$(Q)rm -f $@ && ar rcs $@ $(LAB_OBJ)
 
 # What this build goes without, and the Debian packages that bring it (one line after linking)
 MISSING := $(if $(HAVE_NCURSES),,ncursesw:libncurses-dev) $(if $(HAVE_MD4C),,md4c:libmd4c-dev) \

@@ -29,37 +29,27 @@ const lab_flag lab_common_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
-/* One letter, one meaning, in every lab and command: a table's short_name must be one of
- * these letters and its flag one of the letter's names (tests/unit/test_flags.c holds every
- * table to it). Where two tables disagreed, the letter went to the meaning most labs give
- * it; `was` says what it meant before, for the help and for the error of a letter typed out
- * of habit. */
+/* The reserved short flags: a letter here means one thing in every lab and every command
+ * that has it (tests/unit/test_flags.c holds every table to it). These are the letters of
+ * the lab's common vocabulary, which a learner carries from one lab to the next; a letter
+ * not here is a lab's or a command's own (bench's -e, ch12's -e) and means what its --help
+ * says. Where two tables disagreed on a reserved letter, the other use kept its long name;
+ * `was` says what the letter meant there, for the help and for the error of a letter typed
+ * out of habit. */
 const lab_short_flag lab_short_flags[] = {
     {'h', "help", NULL},
     {'v', "verbose", NULL},
     {'w', "world-size", "in bench, -w was --warmup_iters (nccl-tests' letter)"},
     {'b', "backend", "-b was --batch-size in ch02/pipeline-simulation, ch06/tp-mlp, "
-     "ch06/tp-attention, ch07/pipeline-schedule-viz and ch07/parallel-strategy-calculator, and "
-     "--minbytes in bench"},
+     "ch06/tp-attention, ch07/pipeline-schedule-viz, ch07/parallel-strategy-calculator and "
+     "ch14/memory-timeline, and --minbytes in bench"},
     {'t', "tp-size", NULL},
     {'H', "hidden-size", NULL},
     {'s', "seq-len", "-s was --stages in ch07/pipeline-schedule-viz, now -P"},
-    {'P', "stages", NULL},
     {'m', "microbatches|num-microbatches",
-     "-m was --memory in ch07/parallel-strategy-calculator"},
-    {'d', "data-size", "-d was --datatype in bench"},
-    {'i', "iterations", "-i was --stepbytes in bench"},
-    {'n', "steps|iters", "-n was --size in ch03/distributed-softmax"},
+     "-m was --memory in ch07/parallel-strategy-calculator and --model-size in "
+     "ch14/memory-timeline and ch14/weight-update-demo"},
     {'o', "operation|op", NULL},
-    {'p', "params", NULL},
-    {'g', "gpus", NULL},
-    {'r', "root", NULL},
-    {'c', "check", NULL},
-    {'e', "maxbytes", NULL},
-    {'f', "stepfactor", NULL},
-    {'J', "output_file", NULL},
-    {'k', "draft-length", NULL},
-    {'a', "acceptance-rate", NULL},
     {0, NULL, NULL}
 };
 
@@ -621,7 +611,7 @@ void lab_print_help(const lab *l, FILE *out)
     fprintf(out, "common flags:\n");
     print_table(lab_common_flags, out, ws, wt, wd);
     fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n"
-            "A short flag means the same in every lab and command (mlsys-lab help flags).\n");
+            "Reserved short flags mean the same in every lab and command: mlsys-lab help flags\n");
 }
 
 void lab_command_help(const lab_command *c, FILE *out)
@@ -639,7 +629,7 @@ void lab_command_help(const lab_command *c, FILE *out)
     if (c->notes)
         fprintf(out, "\n%s", c->notes);
     fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n"
-            "A short flag means the same in every lab and command (mlsys-lab help flags).\n");
+            "Reserved short flags mean the same in every lab and command: mlsys-lab help flags\n");
 }
 
 static int arg_index(const lab_args *a, const char *name)

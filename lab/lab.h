@@ -11,7 +11,7 @@ typedef enum { FLAG_INT, FLAG_SIZE, FLAG_DOUBLE, FLAG_STR, FLAG_CHOICE, FLAG_BOO
 
 typedef struct lab_flag {
     const char *name;       /* long name without dashes: "world-size" */
-    char short_name;        /* 'w', or 0 for none: a letter of lab_short_flags, that meaning */
+    char short_name;        /* 'w', or 0: a letter of lab_short_flags only with its meaning */
     lab_flag_type type;
     const char *def;        /* default as text ("4", "64K", "gloo"); NULL for switches */
     const char *choices;    /* FLAG_CHOICE: "gloo|nccl|shm|mpi" */
@@ -48,8 +48,8 @@ typedef struct lab_args {
     const char **pos;           /* [npos] positional arguments, pointing into argv */
 } lab_args;
 
-/* A short flag means one thing in every lab and every command (flags.c's table): its
- * letter and the long names that mean it ("steps|iters"). */
+/* A reserved short flag means one thing in every lab and every command that has it
+ * (flags.c's table): its letter and the long names that mean it ("operation|op"). */
 typedef struct lab_short_flag {
     char letter;
     const char *names;          /* '|'-separated long names of the one meaning */

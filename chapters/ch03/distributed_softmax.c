@@ -11,8 +11,7 @@
 #include <string.h>
 
 static const lab_flag sm_flags[] = {
-    {"size", 0, FLAG_INT, "16", NULL, 1, 1L << 24,
-     "length of the whole vector (-n was this; it is --steps in every command)"},
+    {"size", 'n', FLAG_INT, "16", NULL, 1, 1L << 24, "length of the whole vector"},
     {"scale", 0, FLAG_DOUBLE, "1", NULL, 0, 0, "multiply the values (1000: the naive exp overflows)"},
     {"offset", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "add to the values (1000: large but not one-hot)"},
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},

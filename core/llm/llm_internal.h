@@ -1,5 +1,5 @@
-/* llm_internal.h - helpers shared by the file readers and writers of core/llm (not part of
- * the public API): open and read a regular file with a size limit, a checksum. */
+/* llm_internal.h - helpers shared inside core/llm (not part of the public API): open and
+ * read a regular file with a size limit, a checksum; the tokenizer table's side of training. */
 #ifndef MLSYS_LLM_INTERNAL_H
 #define MLSYS_LLM_INTERNAL_H
 
@@ -29,5 +29,12 @@ void llm_train_head_put(unsigned char *p, const llm_config *c, const struct llm_
 void llm_train_head_get(const unsigned char *p, struct llm_train_state *s);
 uint64_t llm_fnv1a64(const void *p, size_t n, uint64_t h);
 #define LLM_FNV_INIT 0xcbf29ce484222325ull
+
+/* bpe.c, for bpe_train.c: a table of room for cap ids holding the 3 specials and the 256
+ * bytes; and a merge's piece added as the next id (score -rank), or the id it already has;
+ * -1 when the piece may not be a token (it would read as a byte, or as a special). */
+struct llm_tokenizer;
+void llm_tok_start(struct llm_tokenizer *t, int cap);
+int llm_tok_add_merge(struct llm_tokenizer *t, const char *p, int len);
 
 #endif

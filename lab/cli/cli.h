@@ -16,7 +16,7 @@ int bench_main(int argc, char **argv);
 extern const lab_command doctor_command;
 int doctor_main(int argc, char **argv);
 
-/* generate.c (and what `model info` measures: generate.h) */
+/* generate.c, model.c (and what `model info` measures: generate.h) */
 extern const lab_command generate_command, model_info_command, model_init_command;
 int generate_main(int argc, char **argv);
 int model_main(int argc, char **argv);              /* "model info FILE", "model init FILE" */

@@ -167,11 +167,11 @@ static void list_name(int *col, int *n, const char *name)
     (*n)++;
 }
 
-/* `mlsys-lab help flags`: the short flags, one meaning each in every lab and command, and
- * the commands and labs that have each one. */
+/* `mlsys-lab help flags`: the reserved short flags, one meaning each in every lab and command,
+ * and the commands and labs that have each one. */
 static void help_flags(void)
 {
-    printf("Short flags mean one thing in every lab and command:\n");
+    printf("Reserved short flags: each means one thing in every lab and command that has it.\n");
     for (const lab_short_flag *r = lab_short_flags; r->letter; r++) {
         char names[128], *p = names;
         snprintf(names, sizeof names, "%s", r->names);
@@ -192,11 +192,21 @@ static void help_flags(void)
             if (f->short_name == r->letter)
                 printf("every lab%s", r->letter == 'h' ? " and every command" : "");
         printf("\n");
-        if (r->was)
-            printf("        changed: %s\n", r->was);
+        if (r->was) {                   /* word-wrapped at 96 columns under the list */
+            int col = printf("        changed:");
+            for (const char *w = r->was; *w;) {
+                int len = (int)strcspn(w, " ");
+                if (col + 1 + len > 96)
+                    col = printf("\n                ") - 1;
+                col += printf(" %.*s", len, w);
+                w += len + (w[len] == ' ');
+            }
+            printf("\n");
+        }
     }
-    printf("\nA letter typed where its flag does not exist says what it means elsewhere; "
-           "the old\nlong names all stay.\n");
+    printf("\nOther letters are a lab's or a command's own (see its --help). A reserved letter "
+           "typed\nwhere its flag does not exist says what it means; the old long names all "
+           "stay.\n");
 }
 
 static int cmd_help(int argc, char **argv)
@@ -212,7 +222,7 @@ static int cmd_help(int argc, char **argv)
             printf("  %-8s %-22s %s\n", c->name, c->args, c->help);
     printf("\nExit status: 0 done (a check passed), 1 a job or a check failed, 2 a usage "
            "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n"
-           "Short flags mean the same everywhere: mlsys-lab help flags\n");
+           "Reserved short flags mean the same everywhere: mlsys-lab help flags\n");
     return 0;
 }
 

@@ -111,174 +111,178 @@ int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errle
     return 0;
 }
 
-/* ---- the job ---- */
+/* ---- the job, step by step ---- */
 
-/* What every rank of the job shares (inherited through fork). */
+/* What every rank of the job shares (inherited through fork), and what the parent holds. */
 typedef struct train_job {
-    const train_lm_opts *o;
-    const llm_datakit *kit;
-    llm_config cfg;
-    const llm_weights *init_w;          /* resume: the checkpoint's weights */
-    const llm_train_state *st;          /* resume: its optimizer state */
+    train_lm_opts o;
+    llm_config cfg;                     /* the model's shape (the checkpoint's with --resume) */
+    char bin_path[PATH_MAX], train_path[PATH_MAX];
+    llm_weights w0;                     /* resume: the checkpoint's weights */
+    llm_train_state st;                 /* resume: its optimizer state */
+    llm_datakit kit;
+    int have_w, have_st, have_kit;
+    int bin_stale;                      /* resume: model.bin is one checkpoint behind */
+    char notes[512];                    /* resume: what changed and is recorded from here */
 } train_job;
 
 static int train_job_rank(mlsys_comm *c, void *arg)
 {
     const train_job *j = arg;
-    return train_lm_rank(c, j->o, j->kit, &j->cfg, j->init_w, j->st);
+    return train_lm_rank(c, &j->o, &j->kit, &j->cfg, j->have_w ? &j->w0 : NULL,
+                         j->have_st ? &j->st : NULL);
 }
 
-int train_main(int argc, char **argv)
+/* --resume: the checkpoint and its optimizer state, read and cross-checked before a rank
+ * starts (a run that would silently change is refused); otherwise the folder must not hold
+ * a model (unless --force). 0, or 2. */
+static int train_resume_or_start(train_job *j)
 {
-    train_lm_opts o;
+    train_lm_opts *o = &j->o;
     char err[1024];
-    int rc = train_parse(&o, argc, argv, err, sizeof err);
-    if (rc == 1)
-        return 0;
-    if (rc) {
-        fprintf(stderr, "%s\n", err);
+    if (snprintf(j->bin_path, sizeof j->bin_path, "%s/model.bin", o->out) >=
+            (int)sizeof j->bin_path ||
+        snprintf(j->train_path, sizeof j->train_path, "%s/model.train", o->out) >=
+            (int)sizeof j->train_path) {
+        fprintf(stderr, "mlsys-lab train: --out %s: the name is too long\n", o->out);
         return 2;
     }
-    train_job j;
-    memset(&j, 0, sizeof j);
-    j.o = &o;
-    llm_weights w0;
-    llm_train_state st;
-    llm_datakit kit;
-    memset(&w0, 0, sizeof w0);
-    memset(&st, 0, sizeof st);
-    memset(&kit, 0, sizeof kit);
-    int have_w = 0, have_st = 0, have_kit = 0;
-    rc = 2;
-    char bin_path[PATH_MAX], train_path[PATH_MAX];
-    if (snprintf(bin_path, sizeof bin_path, "%s/model.bin", o.out) >= (int)sizeof bin_path ||
-        snprintf(train_path, sizeof train_path, "%s/model.train", o.out) >=
-            (int)sizeof train_path) {
-        fprintf(stderr, "mlsys-lab train: --out %s: the name is too long\n", o.out);
-        goto done;
-    }
-    int bin_stale = 0;
-    char notes[512] = "";
-    if (o.resume) {
-        /* everything that --resume needs is read and cross-checked before a rank starts:
-         * the checkpoint (one file: core/llm/ckpt.c), and that this run continues its run */
-        llm_run_record given;
-        train_lm_run_record(&o, &given);
-        if (llm_ckpt_read(o.out, &j.cfg, &w0, &st, &bin_stale, err, sizeof err) != 0) {
-            fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
-            goto done;
-        }
-        have_w = have_st = 1;
-        if (llm_run_compare(&st, &given, notes, sizeof notes, err, sizeof err) != 0) {
-            fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
-            goto done;
-        }
-        o.cfg.vocab_size = j.cfg.vocab_size;   /* the data kit must rebuild this tokenizer */
-        j.init_w = &w0;
-        j.st = &st;
-    } else {
+    if (!o->resume) {
         struct stat sb;
-        if (stat(bin_path, &sb) == 0 && !o.force) {
+        if (stat(j->bin_path, &sb) == 0 && !o->force) {
             fprintf(stderr, "mlsys-lab train: %s exists: --resume continues it, --force starts "
                     "over (the old model stays until the first checkpoint replaces it)\n",
-                    bin_path);
-            goto done;
+                    j->bin_path);
+            return 2;
         }
-        j.cfg = o.cfg;
+        j->cfg = o->cfg;
+        return 0;
     }
-    if (train_lm_check(&o, &j.cfg, err, sizeof err) != 0) {
+    /* everything that --resume needs is read and cross-checked before a rank starts: the
+     * checkpoint (one file: core/llm/ckpt.c), and that this run continues its run */
+    llm_run_record given;
+    train_lm_run_record(o, &given);
+    if (llm_ckpt_read(o->out, &j->cfg, &j->w0, &j->st, &j->bin_stale, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
+        return 2;
+    }
+    j->have_w = j->have_st = 1;
+    if (llm_run_compare(&j->st, &given, j->notes, sizeof j->notes, err, sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab train: cannot resume: %s\n", err);
+        return 2;
+    }
+    o->cfg.vocab_size = j->cfg.vocab_size;      /* the data kit must rebuild this tokenizer */
+    return 0;
+}
+
+/* The shape against the batch and the world, the data kit (corpus and tokenizer from the
+ * seed), its tokenizer written beside the model. 0, or 2. */
+static int train_data(train_job *j)
+{
+    train_lm_opts *o = &j->o;
+    char err[1024];
+    if (train_lm_check(o, &j->cfg, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
-        goto done;
+        return 2;
     }
     /* sizes in range that cannot fit: refused here, not in a rank halfway through */
-    if (llm_train_mem_check(&j.cfg, o.t.batch, o.world, o.t.zero, o.data_bytes, o.resume, err,
-                            sizeof err) != 0) {
+    if (llm_train_mem_check(&j->cfg, o->t.batch, o->world, o->t.zero, o->data_bytes, o->resume,
+                            err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
-        goto done;
+        return 2;
     }
-    llm_datakit_opts ko = {.seed = o.data_seed, .train_bytes = o.data_bytes,
-                           .vocab_size = o.cfg.vocab_size};
-    if (llm_datakit_build(&kit, &ko, err, sizeof err) != 0) {
+    llm_datakit_opts ko = {.seed = o->data_seed, .train_bytes = o->data_bytes,
+                           .vocab_size = o->cfg.vocab_size};
+    if (llm_datakit_build(&j->kit, &ko, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: the data kit: %s\n", err);
-        goto done;
+        return 2;
     }
-    have_kit = 1;
-    j.kit = &kit;
-    if (kit.tok.vocab_size != j.cfg.vocab_size) {
+    j->have_kit = 1;
+    const llm_datakit *kit = &j->kit;
+    if (kit->tok.vocab_size != j->cfg.vocab_size) {
         fprintf(stderr, "mlsys-lab train: the tokenizer has %d ids, the model %d\n",
-                kit.tok.vocab_size, j.cfg.vocab_size);
-        goto done;
+                kit->tok.vocab_size, j->cfg.vocab_size);
+        return 2;
     }
-    if (kit.n_train_ids < (size_t)j.cfg.seq_len + 2 || kit.n_val_ids < (size_t)j.cfg.seq_len + 2) {
+    if (kit->n_train_ids < (size_t)j->cfg.seq_len + 2 ||
+        kit->n_val_ids < (size_t)j->cfg.seq_len + 2) {
         fprintf(stderr, "mlsys-lab train: %zu training / %zu validation tokens are too few "
-                "for windows of %d: raise --data-bytes\n", kit.n_train_ids, kit.n_val_ids,
-                j.cfg.seq_len);
-        goto done;
+                "for windows of %d: raise --data-bytes\n", kit->n_train_ids, kit->n_val_ids,
+                j->cfg.seq_len);
+        return 2;
     }
-    if (mkdir(o.out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "mlsys-lab train: --out %s: cannot create it: %s\n", o.out,
+    if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "mlsys-lab train: --out %s: cannot create it: %s\n", o->out,
                 strerror(errno));
-        goto done;
+        return 2;
     }
     /* what interrupted checkpoints left behind; a resumed model.bin one checkpoint behind
      * (an interruption between model.train and model.bin) is brought level first */
-    int swept = llm_ckpt_sweep(o.out);
-    if (bin_stale && llm_checkpoint_write(bin_path, &j.cfg, &w0, err, sizeof err) != 0) {
+    int swept = llm_ckpt_sweep(o->out);
+    if (j->bin_stale && llm_checkpoint_write(j->bin_path, &j->cfg, &j->w0, err,
+                                             sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
-        goto done;
+        return 2;
     }
-    if (!o.t.quiet && o.resume && (bin_stale || notes[0]))
-        printf("train: resuming %s at step %llu%s%s%s%s\n", o.out, (unsigned long long)st.step,
-               notes[0] ? " with " : "", notes, notes[0] ? " (recorded from here on)" : "",
-               bin_stale ? "; model.bin rewritten from model.train" : "");
-    if (!o.t.quiet && swept)
+    if (!o->t.quiet && o->resume && (j->bin_stale || j->notes[0]))
+        printf("train: resuming %s at step %llu%s%s%s%s\n", o->out,
+               (unsigned long long)j->st.step, j->notes[0] ? " with " : "", j->notes,
+               j->notes[0] ? " (recorded from here on)" : "",
+               j->bin_stale ? "; model.bin rewritten from model.train" : "");
+    if (!o->t.quiet && swept)
         printf("train: removed %d temporar%s of an interrupted write in %s\n", swept,
-               swept == 1 ? "y" : "ies", o.out);
+               swept == 1 ? "y" : "ies", o->out);
     char tok_path[PATH_MAX + 16];
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.bin", o.out);
-    if (llm_tokfile_write(tok_path, &kit.tok, err, sizeof err) != 0) {
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.bin", o->out);
+    if (llm_tokfile_write(tok_path, &kit->tok, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
-        goto done;
+        return 2;
     }
-    if (!o.t.quiet)
+    if (!o->t.quiet)
         printf("train: data kit seed %llu: %zu train / %zu val tokens, vocab %d (%.2f s)\n",
-               (unsigned long long)o.data_seed, kit.n_train_ids, kit.n_val_ids,
-               kit.tok.vocab_size, kit.corpus_s + kit.bpe_s + kit.encode_s);
+               (unsigned long long)o->data_seed, kit->n_train_ids, kit->n_val_ids,
+               kit->tok.vocab_size, kit->corpus_s + kit->bpe_s + kit->encode_s);
     fflush(stdout);
+    return 0;
+}
 
-    char trace_tmp[PATH_MAX + 32] = "";
-    if (o.trace && runner_trace_prepare(o.trace, trace_tmp, sizeof trace_tmp, err,
-                                        sizeof err) != 0) {
+/* The ranks, through the runner; the trace written once they are done. 0, 1, 2 or 130. */
+static int train_job_run(train_job *j)
+{
+    const train_lm_opts *o = &j->o;
+    char err[1024], trace_tmp[PATH_MAX + 32] = "";
+    if (o->trace && runner_trace_prepare(o->trace, trace_tmp, sizeof trace_tmp, err,
+                                         sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
-        goto done;
+        return 2;
     }
     mlsys_launch_opts lo;
     memset(&lo, 0, sizeof lo);
-    lo.world_size = o.world;
+    lo.world_size = o->world;
     lo.timeout_ms = 300000;
     lo.master_port = 29500;
     lo.backend = "shm";
-    lo.trace_capacity = o.trace ? 65536 : 0;
-    runner_spec spec = {.fn = train_job_rank, .arg = &j};
+    lo.trace_capacity = o->trace ? 65536 : 0;
+    runner_spec spec = {.fn = train_job_rank, .arg = j};
     mlsys_job *job = runner_start(&lo, &spec, err, sizeof err);
     if (!job) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         if (trace_tmp[0])
             unlink(trace_tmp);
-        goto done;
+        return 2;
     }
     mlsys_job_install_signal_stop();
     trace_buf tb = {0};
     mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
     char why[256];
-    rc = mlsys_job_wait(job, o.trace ? &sink : NULL, -1, why, sizeof why);
+    int rc = mlsys_job_wait(job, o->trace ? &sink : NULL, -1, why, sizeof why);
     int stopped = mlsys_job_stop_requested();
-    if (o.trace) {
-        if (stopped || runner_trace_commit(o.trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
+    if (o->trace) {
+        if (stopped || runner_trace_commit(o->trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
             unlink(trace_tmp);
-        else if (!o.t.quiet)
+        else if (!o->t.quiet)
             printf("trace: %zu events in %s (mlsys-lab replay %s shows the loss curves)\n",
-                   tb.n, o.trace, o.trace);
+                   tb.n, o->trace, o->trace);
     }
     free(tb.ev);
     mlsys_job_free(job);
@@ -286,12 +290,26 @@ int train_main(int argc, char **argv)
         fprintf(stderr, "mlsys-lab train: %s\n", why);
         rc = stopped ? 130 : 1;
     }
-done:
-    if (have_kit)
-        llm_datakit_free(&kit);
-    if (have_w)
-        llm_weights_free(&w0);
-    if (have_st)
-        llm_train_state_free(&st);
+    return rc;
+}
+
+int train_main(int argc, char **argv)
+{
+    train_job *j = mlsys_xcalloc(1, sizeof *j);
+    char err[1024];
+    int rc = train_parse(&j->o, argc, argv, err, sizeof err);
+    if (rc == 1)
+        rc = 0;                         /* --help: printed */
+    else if (rc == 2)
+        fprintf(stderr, "%s\n", err);
+    else if (!(rc = train_resume_or_start(j)) && !(rc = train_data(j)))
+        rc = train_job_run(j);
+    if (j->have_kit)
+        llm_datakit_free(&j->kit);
+    if (j->have_w)
+        llm_weights_free(&j->w0);
+    if (j->have_st)
+        llm_train_state_free(&j->st);
+    free(j);
     return rc;
 }

@@ -477,46 +477,14 @@ static int call_after(void *u)
 
 static void child_start(run *r, char *err, size_t n)
 {
-    int po[2], pe[2];
-    if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
-        snprintf(err, n, "cannot create pipes: %s", strerror(errno));
+    pid_t pid;
+    int fd[2];
+    if (runner_start_single(r->l, r->argc, r->argv, &pid, fd, err, n) != 0)
         return;
-    }
-    char **argv = mlsys_xcalloc((size_t)r->argc + 4, sizeof(char *));
-    argv[0] = "/proc/self/exe";
-    argv[1] = "run";
-    argv[2] = (char *)r->l->id;
-    for (int i = 0; i < r->argc; i++)
-        argv[3 + i] = r->argv[i];
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        mlsys_child_tie(parent, SIGKILL);
-        dup2(po[1], STDOUT_FILENO);
-        dup2(pe[1], STDERR_FILENO);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDIN_FILENO);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    free(argv);
-    close(po[1]);
-    close(pe[1]);
-    if (pid < 0) {
-        snprintf(err, n, "cannot start the lab: %s", strerror(errno));
-        close(po[0]);
-        close(pe[0]);
-        return;
-    }
-    setpgid(pid, pid);
     memset(&r->ch, 0, sizeof r->ch);
     r->ch.pid = pid;
-    r->ch.fd[0] = po[0];
-    r->ch.fd[1] = pe[0];
-    fcntl(po[0], F_SETFL, O_NONBLOCK);
-    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    r->ch.fd[0] = fd[0];
+    r->ch.fd[1] = fd[1];
     r->have_child = 1;
 }
 

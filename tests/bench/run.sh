@@ -141,7 +141,7 @@ for c in $colls; do
                     tail -n 3 "$tmp/ours.err" "$tmp/ours.out" >&2
                 fi
                 if [ "$c" = all_reduce ] && [ "$n" = 2 ] && [ "$s" = 67108864 ]; then
-                    "$bin" bench --memcpy -e 64M -n 20 --warmup_iters 3 2>&1 |     # the ceiling, same moment
+                    "$bin" bench --memcpy --maxbytes 64M -n 20 --warmup_iters 3 2>&1 |     # the ceiling, same moment
                         sed -n 's/^memcpy .* gbs=\([0-9.]*\).*/\1/p' >>"$tmp/memcpy.t"
                 fi
             done

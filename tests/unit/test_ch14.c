@@ -102,7 +102,8 @@ START_TEST(memory_corrected)
         {"405b", "405.85B", 516096},
     };
     for (int i = 0; i < 4; i++) {
-        bin_result b = run_bin("run ch14/memory-timeline --model-size %s --batch-size 8 -s 1024", r[i].m);
+        bin_result b = run_bin("run ch14/memory-timeline --model-size %s --batch-size 8 -s 1024",
+                               r[i].m);
         ck_assert_int_eq(b.status, 0);
         char key[64];
         snprintf(key, sizeof key, "(%s parameters", r[i].params);

@@ -411,7 +411,7 @@ START_TEST(test_ctrl_c_is_130)
     run_result r = run_limited(run, 20, SIGINT, 1.0);
     ck_assert_msg(r.status == 130, "run: exit %d: %s", r.status, r.out);
     free(r.out);
-    const char *bench[] = {"bench", "all_reduce", "--minbytes", "64M", "-e", "64M", "-n",
+    const char *bench[] = {"bench", "all_reduce", "--minbytes", "64M", "--maxbytes", "64M", "-n",
                            "100000", "--world-size", "2", NULL};
     r = run_limited(bench, 20, SIGINT, 1.5);
     ck_assert_msg(r.status == 130, "bench: exit %d: %s", r.status, r.out);
