@@ -82,11 +82,13 @@ $(BUILD)/%.o: %.c $(FEATURES_STAMP)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
+# Archives are made anew each time: `ar r` only adds and replaces members, so an object whose
+# source moved away (chapters/ch05/ddp.c to core/train/) would stay inside and win the link.
 $(BUILD)/libmlsys.a: $(CORE_OBJ)
-	$(Q)ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/liblab.a: $(LAB_OBJ)
-	$(Q)ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	@$(if $(Q),echo "  LD $@")
