@@ -108,6 +108,10 @@ void nn_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
 /* silu: y = x · σ(x). Backward reads the input x. */
 void nn_silu_forward(float *y, const float *x, size_t n);
 void nn_silu_backward(float *dx, const float *dy, const float *x, size_t n);
+/* tanh: y = tanh(x), within 2e-7 of libm's and vectorisable. The backward reads the OUTPUT
+ * y (dx = dy · (1 - y²)), so it may run in place on the forward's buffer. */
+void nn_tanh_forward(float *y, const float *x, size_t n);
+void nn_tanh_backward(float *dx, const float *dy, const float *y, size_t n);
 
 /* ---- softmax.c: row-wise softmax (attention uses it; the loss has its own fused one) ---- */
 /* y[B,C] = softmax over each row of x[B,C]; y may alias x. */
@@ -281,6 +285,16 @@ void nn_init_linear(float *w, size_t n, int fan_in, mlsys_rng *r);
 void nn_init_xavier_uniform(float *w, size_t n, int fan_in, int fan_out, mlsys_rng *r);
 void nn_init_normal(float *w, size_t n, float mean, float std, mlsys_rng *r);
 void nn_init_const(float *w, size_t n, float value);
+/* Orthogonal (torch.nn.init.orthogonal_): w[rows,cols] with orthonormal rows (rows <= cols)
+ * or orthonormal columns (rows >= cols), times gain: Q of the QR of a Gaussian matrix, its
+ * columns' signs fixed by R's diagonal so that Q is uniform over orthogonal matrices. */
+void nn_init_orthogonal(float *w, int rows, int cols, float gain, mlsys_rng *r);
+
+/* ---- sample.c: a draw from a discrete distribution ---- */
+/* An index in [0,n) drawn with probability p[i] / Σp, from one uniform of r (inverse CDF).
+ * p need not sum to 1; an index of weight 0 is never returned. Returns -1 when an entry is
+ * negative or NaN, or no entry is positive (r is left untouched then). */
+int nn_sample_categorical(const float *p, int n, mlsys_rng *r);
 
 /* ---- gradcheck.c: compare an analytic gradient with central finite differences ---- */
 /* The scalar loss at the current contents of the buffers ctx describes. Compute it as

@@ -4,9 +4,7 @@
 #include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
-#include "train.h"
 #include "generate.h"
-#include "bench.h"
 #include "cli.h"
 #include "../../core/nn/nn.h"
 #include <stdio.h>
