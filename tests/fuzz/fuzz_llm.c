@@ -27,6 +27,18 @@ static void check(int cond, const char *what)
     }
 }
 
+/* the scratch directory goes with the fuzzer (a crash keeps it, beside its artifact) */
+static void cleanup(void)
+{
+    const char *names[] = {"model.bin", "tokenizer.bin", "model.train"};
+    char p[400];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
+        unlink(p);
+    }
+    rmdir(g_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -35,6 +47,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     snprintf(g_dir, sizeof g_dir, "%s/fuzz-llm-XXXXXX", base);
     check(mkdtemp(g_dir) != NULL, "a scratch directory");
+    atexit(cleanup);
     return 0;
 }
 
