@@ -54,7 +54,7 @@ static const char *not_replaceable(const char *path)
            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
 }
 
-int llm_write_target_check(const char *path, char *err, size_t errlen)
+static int write_target_check(const char *path, char *err, size_t errlen)
 {
     const char *what = not_replaceable(path);
     if (what) {
@@ -79,7 +79,7 @@ static void crash_point(const char *var, const char *path)
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen)
 {
-    if (llm_write_target_check(path, err, errlen))
+    if (write_target_check(path, err, errlen))
         return -1;
     /* a link to a regular file: replace the file it names, and keep the link */
     char *real = NULL;

@@ -171,8 +171,6 @@ int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, siz
  * with "PATH: not written: it is a FIFO ..." and left alone. 0 or -1 with err. */
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen);
-/* The same refusal, alone: 0 when path may be written by llm_write_atomic. */
-int llm_write_target_check(const char *path, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
  * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
