@@ -407,8 +407,13 @@ static int check_identical(mlsys_comm *c, const float *w, size_t n, const char *
     for (int q = 1; q < N; q++)
         same &= all[q] == all[0];
     if (!rc) {
-        mlsys_print_root(c, "[check] %s: parameters bitwise identical on all %d ranks "
-                         "(checksum %016llx): %s\n", what, N, (unsigned long long)all[0],
+        char who[32];
+        if (N == 1)
+            snprintf(who, sizeof who, "the 1 rank");
+        else
+            snprintf(who, sizeof who, "all %d ranks", N);
+        mlsys_print_root(c, "[check] %s: parameters bitwise identical on %s "
+                         "(checksum %016llx): %s\n", what, who, (unsigned long long)all[0],
                          same ? "PASS" : "FAIL");
         if (!same)
             (*bad)++;
@@ -512,7 +517,7 @@ static int run_zero(trainer *T, int stage, const float *ddp_final, size_t numel,
     }
     char rule[128];
     common_rule(rule, sizeof rule, "=", 60);
-    mlsys_print_root(c, "\n%s\nZeRO-%d on %d ranks (%s)\n%s\n", rule, stage, N,
+    mlsys_print_root(c, "\n%s\nZeRO-%d on %d rank%s (%s)\n%s\n", rule, stage, N, N == 1 ? "" : "s",
                      T->adamw ? "AdamW: K = 8 B of optimizer state per parameter"
                               : "SGD: K = 0, plain SGD keeps no state", rule);
     mlsys_print_root(c, "%s", common_text_str(log));
@@ -869,11 +874,12 @@ static int ddp_rank(mlsys_comm *c, const lab_args *a)
                      dl < 1e-4 ? "PASS" : "FAIL");
     bad += !(dl < 1e-4);
     if (T.r == 0) {
+        const char *es = T.N == 1 ? "" : "es";
         mlsys_print_root(c, "[check] step-1 gradient, manual = one process on the union of the "
-                         "%d batches: max rel diff %.2e < 1e-5: %s\n", T.N, ref1,
+                         "%d batch%s: max rel diff %.2e < 1e-5: %s\n", T.N, es, ref1,
                          ref1 < 1e-5 ? "PASS" : "FAIL");
         mlsys_print_root(c, "[check] step-1 gradient, bucketed = one process on the union of the "
-                         "%d batches: max rel diff %.2e < 1e-5: %s\n", T.N, ref2,
+                         "%d batch%s: max rel diff %.2e < 1e-5: %s\n", T.N, es, ref2,
                          ref2 < 1e-5 ? "PASS" : "FAIL");
         bad += !(ref1 < 1e-5) + !(ref2 < 1e-5);
     }
