@@ -35,8 +35,9 @@
     "       mlsys-lab model init FILE [--tokenizer OUT] [--dim N] [--layers N] [--heads N]\n" \
     "                            [--kv-heads N] [--hidden N] [--vocab N] [--seq-len N]\n" \
     "                            [--untied] [--seed S] [--data-seed N]\n" \
-    "  info: configuration, parameters, validation loss (the corpus' validation split for\n" \
-    "        --data-seed, 1), and the share of generated units the grammar accepts\n" \
+    "  info: configuration, parameters, validation loss (the first --val-tokens, 16384, of\n" \
+    "        the corpus' validation split for --data-seed, 1, in windows of the context, as\n" \
+    "        the trainer measures it), and the share of generated units the grammar accepts\n" \
     "  init: a seeded random model (and with --tokenizer, a BPE tokenizer trained on the\n" \
     "        lab's corpus, whose vocabulary the model then takes)\n"
 
@@ -527,7 +528,8 @@ out:
 static int model_info(int argc, char **argv)
 {
     const char *cmd = "model info", *mpath = NULL, *tpath = GEN_DEFAULT_TOKENIZER;
-    long data_seed = 1, val_tokens = 8192, samples = 64, seed = 1234;
+    /* 16384: the trainer's validation, 128 windows of 128 (assets/models/README.md) */
+    long data_seed = 1, val_tokens = 16384, samples = 64, seed = 1234;
     float temperature = 0.8f;
     int rc;
     for (int i = 1; i < argc; i++) {
@@ -603,8 +605,10 @@ static int model_info(int argc, char **argv)
         fprintf(stderr, "mlsys-lab model info: %s\n", err);
         rc = 1;
     } else {
-        printf("val loss    %.4f (perplexity %.2f; %ld tokens of the validation split, data "
-               "seed %ld)\n", q.val_loss, exp(q.val_loss), q.val_tokens, data_seed);
+        long win = c.seq_len < val_tokens ? c.seq_len : val_tokens;
+        printf("val loss    %.4f (perplexity %.2f; the first %ld tokens of the validation "
+               "split, %ld windows of %ld, data seed %ld)\n", q.val_loss, exp(q.val_loss),
+               q.val_tokens, win > 0 ? q.val_tokens / win : 0, win, data_seed);
         double share = q.gs.units ? (double)q.gs.accepted / q.gs.units : 0.0;
         printf("grammar     %.1f%% accepted (%zu of %zu units; %d samples, %ld tokens, seed "
                "%ld, temperature %.2f; %zu unfinished)\n", 100.0 * share, q.gs.accepted,

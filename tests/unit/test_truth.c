@@ -744,6 +744,62 @@ START_TEST(part2_text_claims)
 }
 END_TEST
 
+/* `list`: every id in one column, the longest (ch07/parallel-strategy-calculator) included,
+ * so the text after the ids starts at the same column on every lab and exercise line. */
+START_TEST(list_aligned)
+{
+    char *out = run_ok("list");
+    int col = -1, lines = 0, longest = 0;
+    for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(l, "      lab  ", 11) && strncmp(l, "      ex   ", 11))
+            continue;
+        char *id = l + 11, *end = strchr(id, ' ');
+        ck_assert_ptr_nonnull(end);
+        char *text = end;
+        while (*text == ' ')
+            text++;
+        int c = (int)(text - l);
+        if (col < 0)
+            col = c;
+        ck_assert_msg(c == col, "column %d, not %d: %s", c, col, l);
+        longest += !strncmp(id, "ch07/parallel-strategy-calculator ", 34);
+        lines++;
+    }
+    ck_assert_int_gt(lines, 20);
+    ck_assert_int_eq(longest, 1);
+    free(out);
+}
+END_TEST
+
+/* The shipped model's validation loss: `model info` measures by default the tokens the
+ * README's table was measured on (the trainer's 128 windows of 128), so the two agree, and
+ * each says which tokens it used. */
+START_TEST(model_val_loss_agrees)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/assets/models/README.md", src_dir());
+    char *readme = ex_read_file(path, NULL);
+    ck_assert_ptr_nonnull(readme);
+    const char *row = strstr(readme, "| model.bin | ");
+    ck_assert_ptr_nonnull(row);
+    double train, val;
+    ck_assert_int_eq(sscanf(row, "| model.bin | %lf | %lf |", &train, &val), 2);
+    char *sq = strdup(readme);
+    squeeze(sq);
+    HAS(sq, "validation is the first 128 windows of 128 tokens, 16,384 tokens");
+    free(sq);
+    snprintf(path, sizeof path, "model info %s/assets/models/model.bin --samples 0", src_dir());
+    char *out = run_ok(path);
+    const char *v = strstr(out, "val loss    ");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_msg(fabs(atof(v + 12) - val) < 5e-5, "model info %.4f, README %.4f", atof(v + 12),
+                  val);
+    HAS(out, "the first 16384 tokens of the validation split, 128 windows of 128");
+    free(out);
+    free(readme);
+}
+END_TEST
+
 static Suite *truth_suite(void)
 {
     Suite *s = suite_create("truth");
@@ -767,6 +823,8 @@ static Suite *truth_suite(void)
     tcase_add_test(t, plural_agreement_part2);
     tcase_add_test(t, part2_words);
     tcase_add_test(t, part2_text_claims);
+    tcase_add_test(t, list_aligned);
+    tcase_add_test(t, model_val_loss_agrees);
     suite_add_tcase(s, t);
     return s;
 }
