@@ -606,9 +606,10 @@ static int model_info(int argc, char **argv)
         rc = 1;
     } else {
         long win = c.seq_len < val_tokens ? c.seq_len : val_tokens;
-        printf("val loss    %.4f (perplexity %.2f; the first %ld tokens of the validation "
-               "split, %ld windows of %ld, data seed %ld)\n", q.val_loss, exp(q.val_loss),
-               q.val_tokens, win > 0 ? q.val_tokens / win : 0, win, data_seed);
+        long nw = win > 0 ? q.val_tokens / win : 0;
+        printf("val loss    %.4f (perplexity %.2f; %ld tokens of the validation split, its "
+               "first %ld window%s of %ld, data seed %ld)\n", q.val_loss, exp(q.val_loss),
+               q.val_tokens, nw, nw == 1 ? "" : "s", win, data_seed);
         double share = q.gs.units ? (double)q.gs.accepted / q.gs.units : 0.0;
         printf("grammar     %.1f%% accepted (%zu of %zu units; %d samples, %ld tokens, seed "
                "%ld, temperature %.2f; %zu unfinished)\n", 100.0 * share, q.gs.accepted,

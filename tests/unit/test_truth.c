@@ -794,7 +794,7 @@ START_TEST(model_val_loss_agrees)
     ck_assert_ptr_nonnull(v);
     ck_assert_msg(fabs(atof(v + 12) - val) < 5e-5, "model info %.4f, README %.4f", atof(v + 12),
                   val);
-    HAS(out, "the first 16384 tokens of the validation split, 128 windows of 128");
+    HAS(out, "16384 tokens of the validation split, its first 128 windows of 128");
     free(out);
     free(readme);
 }
