@@ -683,13 +683,13 @@ static void print_times(mlsys_comm *c, int N, const method_times *man, const met
     else
         mlsys_print_root(c, "\nTimes per step in ms (rank 0), the median step of %d: the first "
                          "(a warm-up)\nand a short last batch are left out.\n", man->n);
-    mlsys_print_root(c, "  %-7s %8s %8s %9s %9s %8s %10s %7s\n", "method", "step", "forward",
+    mlsys_print_root(c, "  %-6s %7s %8s %9s %9s %8s %10s %7s\n", "method", "step", "forward",
                      "backward", "optimizer", "in sync", "comm alone", "hidden");
     for (int i = 0; i < 2; i++) {
         double hidden = m[i]->alone - m[i]->med.sync;
         if (i == 0 || hidden < 0)
             hidden = 0;                 /* the manual loop has nothing to hide behind */
-        mlsys_print_root(c, "  %-7s %8.3f %8.3f %9.3f %9.3f %8.3f %10.3f %7.3f\n", name[i],
+        mlsys_print_root(c, "  %-6s %7.3f %8.3f %9.3f %9.3f %8.3f %10.3f %7.3f\n", name[i],
                          ms3(m[i]->med.step), ms3(m[i]->med.fwd), ms3(m[i]->med.bwd),
                          ms3(m[i]->med.opt), ms3(m[i]->med.sync), ms3(m[i]->alone),
                          ms3(hidden));

@@ -211,7 +211,7 @@ END_TEST
 static void times_row(const char *out, const char *name, double v[7])
 {
     char key[32];
-    snprintf(key, sizeof key, "\n  %-7s ", name);
+    snprintf(key, sizeof key, "\n  %-6s ", name);
     const char *p = after(out, key);
     ck_assert_msg(p != NULL, "no '%s' row in:\n%s", name, tail_of(out));
     ck_assert_int_eq(sscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
