@@ -154,7 +154,7 @@ static int analysis(mlsys_comm *c, tp_mlp *m, const float *x, float *y, float *d
                      tp_thousands(num, sizeof num, elems));
     mlsys_print_root(c, "Bytes per all-reduce: %.1f KB (FP32, 1 KB = 1024 B)\n", bytes / 1024);
     mlsys_print_root(c, "Ring volume per GPU: 2·bytes·(T−1)/T = %.1f KB\n", ring / 1024);
-    mlsys_print_root(c, "Total over %d GPUs: %.1f KB\n", T, ring * T / 1024);
+    mlsys_print_root(c, "Total over %d GPU%s: %.1f KB\n", T, T == 1 ? "" : "s", ring * T / 1024);
     mlsys_print_root(c, "Non-TP MLP: 0 bytes, but every GPU must hold all of W1 and W2\n");
 
     /* one forward and one backward, with the bytes each rank sent counted by the runtime */

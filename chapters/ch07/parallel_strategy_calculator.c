@@ -217,7 +217,7 @@ static int calc_main(const lab_args *a)
                lab_arg_int(a, "vocab"), .E = moe ? E : 1};
     if (compat && (lab_arg_given(a, "hidden") || lab_arg_given(a, "layers") ||
                    lab_arg_given(a, "vocab") || lab_arg_given(a, "gpus-per-node"))) {
-        fprintf(stderr, "mlsys-lab: %s: --compat uses the original's fixed shape: drop --hidden, "
+        fprintf(stderr, "mlsys-lab: %s: --compat keeps the first version's fixed shape: drop --hidden, "
                 "--layers, --vocab and --gpus-per-node\n", LAB_ID);
         return 2;
     }
@@ -261,7 +261,8 @@ static int calc_main(const lab_args *a)
                m.expert_count / 1e9, (m.count - m.expert_count + m.expert_count / E) / 1e9);
     }
     printf("\n%s\n HARDWARE CONFIGURATION\n%s\n", thin, thin);
-    printf("GPUs: %d (%d nodes)\n", G, compat ? G / 8 : (G + gpn - 1) / gpn);
+    int nodes = compat ? G / 8 : (G + gpn - 1) / gpn;
+    printf("GPUs: %d (%d node%s)\n", G, nodes, nodes == 1 ? "" : "s");
     pyfloat(mem_gb, num, sizeof num);
     printf("Memory per GPU: %s GB\n", num);
     if (!compat)
@@ -326,7 +327,8 @@ static int calc_main(const lab_args *a)
     for (int i = 0; i < nrows; i++) {
         row *r = &rows[i];
         if (r->skipped == 2) {
-            printf("%4d  %3d %4d  (skipped: batch %ld < pp, the original divides by zero)\n",
+            printf("%4d  %3d %4d  (skipped: batch %ld < pp; before the fixes this divided by "
+                   "zero)\n",
                    r->tp, r->pp, r->dp, B);
             continue;
         }

@@ -155,12 +155,13 @@ static void print_section(const schedule *s)
                "and\nP = %d the grid's count is the only figure.)\n", s->M, s->P);
     peaks_text(s, peaks, sizeof peaks);
     if (s->kind == SCHED_INTERLEAVED)
-        printf("Peak activation memory: %.1f micro-batches worth on stage 0 (chunks held per "
+        printf("Peak activation memory: %.1f micro-batches' worth on stage 0 (chunks held per "
                "stage: %s; a chunk is 1/%d of a stage)\n", sched_peak_inflight(s, 0) /
                (double)s->v, peaks, s->v);
     else
-        printf("Peak activation memory: %d micro-batches worth on stage 0 (per stage: %s)\n",
-               sched_peak_inflight(s, 0), peaks);
+        printf("Peak activation memory: %d %s worth on stage 0 (per stage: %s)\n",
+               sched_peak_inflight(s, 0), sched_peak_inflight(s, 0) == 1 ? "micro-batch's" :
+               "micro-batches'", peaks);
     printf("\n\n");
 }
 
@@ -214,7 +215,7 @@ static void print_bubble_table(int P)
     printf("%s\n BUBBLE RATIO vs MICRO-BATCHES\n%s\n\n", rule, rule);
     printf("Bubble ratio = (P-1) / (M + P - 1)   (GPipe and 1F1B)\n\n"
            "Where P = pipeline stages, M = micro-batches\n\n");
-    printf("For P = %d stages:\n\n", P);
+    printf("For P = %d stage%s:\n\n", P, P == 1 ? "" : "s");
     printf("%-15s %-15s %-15s\n", "Micro-batches", "Bubble Ratio", "Efficiency");
     common_rule(rule, sizeof rule, "-", 45);
     printf("%s\n", rule);
@@ -271,7 +272,8 @@ static int viz_chart(const shape *sh)
     common_box(stdout, 68, "Pipeline parallelism schedule visualizer");
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n PIPELINE SCHEDULE COMPARISON\n%s\n\n", rule, rule);
-    printf("Configuration: %d stages, %d micro-batches\n", sh->P, sh->M);
+    printf("Configuration: %d stage%s, %d micro-batch%s\n", sh->P, sh->P == 1 ? "" : "s", sh->M,
+           sh->M == 1 ? "" : "es");
     printf("One slot = one forward (F) or backward (B, W) of one micro-batch on one stage;\n"
            "'.' = idle. The schedules are generated and checked (every dependency holds).\n\n");
     for (int i = 0; i < nk; i++)
@@ -299,10 +301,10 @@ static int viz_before(const lab_args *a)
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n Pipeline schedules, executed: %d ranks\n%s\n", rule, sh.P, rule);
-    printf("MLP: %d layers of %dx%d (Linear + ReLU), %d per stage; %d micro-batches of %d rows;"
+    printf("MLP: %d layers of %dx%d (Linear + ReLU), %d per stage; %d micro-batch%s of %d rows;"
            "\nMSE loss. Each rank is one stage; activations go forward and gradients backward\n"
            "point-to-point, one message per micro-batch.\n\n", sh.L, sh.H, sh.H, sh.L / sh.P,
-           sh.M, sh.B);
+           sh.M, sh.M == 1 ? "" : "es", sh.B);
     if (sh.skip_inter)
         printf("Note: %s; the other schedules run.\n\n", sh.skip_why);
     fflush(stdout);
@@ -683,8 +685,9 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
             char vtext[48] = "";
             if (s.kind == SCHED_INTERLEAVED)
                 snprintf(vtext, sizeof vtext, ", v=%d chunks per stage", s.v);
-            mlsys_print_root(c, "%s\n %s on %d ranks: %d micro-batches%s\n%s\n", rule,
-                             sched_title(s.kind), P, sh.M, vtext, rule);
+            mlsys_print_root(c, "%s\n %s on %d rank%s: %d micro-batch%s%s\n%s\n", rule,
+                             sched_title(s.kind), P, P == 1 ? "" : "s", sh.M,
+                             sh.M == 1 ? "" : "es", vtext, rule);
             mlsys_print_root(c, "loss (mean over micro-batches): %.6f\n", loss);
             mlsys_print_root(c, "weight gradients vs the unpipelined model: max |pipelined - "
                              "serial| = %.3g (%s, tolerance %.0e)\n", diff,

@@ -54,7 +54,15 @@ static void print_list(FILE *out)
         if (rc >= 0)
             p = &prog;
     }
-    int done = 0, total = 0;
+    int done = 0, total = 0, w = 0;
+    /* one column for every id, as wide as the longest (ch07/parallel-strategy-calculator) */
+    for (int i = 0; lab_chapters[i]; i++) {
+        const chapter *ch = lab_chapters[i];
+        for (int k = 0; ch->labs && ch->labs[k]; k++)
+            w = (int)strlen(ch->labs[k]->id) > w ? (int)strlen(ch->labs[k]->id) : w;
+        for (int k = 0; ch->exercises && ch->exercises[k]; k++)
+            w = (int)strlen(ch->exercises[k]->id) > w ? (int)strlen(ch->exercises[k]->id) : w;
+    }
     for (int i = 0; lab_chapters[i]; i++) {
         const chapter *ch = lab_chapters[i];
         if (i == 0 || strcmp(ch->part, lab_chapters[i - 1]->part) != 0)
@@ -62,11 +70,11 @@ static void print_list(FILE *out)
         fprintf(out, "  Chapter %2d  %s%s\n", ch->number, ch->title,
                 ch->text_asset ? "" : "  (text not written yet)");
         for (int k = 0; ch->labs && ch->labs[k]; k++)
-            fprintf(out, "      lab  %-30s %s\n", ch->labs[k]->id, ch->labs[k]->summary);
+            fprintf(out, "      lab  %-*s %s\n", w, ch->labs[k]->id, ch->labs[k]->summary);
         for (int k = 0; ch->exercises && ch->exercises[k]; k++) {
             const exercise *ex = ch->exercises[k];
             const char *st = ex_status(p, ex);
-            fprintf(out, "      ex   %-30s %-10s %-9s  %s\n", ex->id, ex_kind_name(ex->kind), st,
+            fprintf(out, "      ex   %-*s %-10s %-9s  %s\n", w, ex->id, ex_kind_name(ex->kind), st,
                     ex->title);
             total++;
             done += !strcmp(st, "done");

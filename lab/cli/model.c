@@ -14,7 +14,10 @@ static const lab_flag model_info_flags[] = {
     {"tokenizer", 0, FLAG_STR, GEN_DEFAULT_TOKENIZER, NULL, 0, 0, "llama2.c tokenizer.bin"},
     {"data-seed", 0, FLAG_INT, "1", NULL, 0, LONG_MAX,
      "the corpus whose validation split is measured"},
-    {"val-tokens", 0, FLAG_INT, "8192", NULL, 1, 1L << 24, "predictions the loss averages"},
+    /* 16384: the trainer's validation, 128 windows of 128 (assets/models/README.md) */
+    {"val-tokens", 0, FLAG_INT, "16384", NULL, 1, 1L << 24,
+     "predictions the loss averages: the validation split's first tokens, in windows of the "
+     "context, as the trainer measures it"},
     {"samples", 0, FLAG_INT, "64", NULL, 0, 4096, "sequences drawn for the grammar's score"},
     {"seed", 0, FLAG_INT, "1234", NULL, 0, LONG_MAX, "seed of the samples"},
     {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, FLAG_NO_MAX, "of the samples"},
@@ -234,8 +237,11 @@ static int model_info(int argc, char **argv)
         fprintf(stderr, "mlsys-lab model info: %s\n", err);
         rc = 1;
     } else {
-        printf("val loss    %.4f (perplexity %.2f; %ld tokens of the validation split, data "
-               "seed %ld)\n", q.val_loss, exp(q.val_loss), q.val_tokens, data_seed);
+        long win = c.seq_len < val_tokens ? c.seq_len : val_tokens;
+        long nw = win > 0 ? q.val_tokens / win : 0;
+        printf("val loss    %.4f (perplexity %.2f; %ld tokens of the validation split, its "
+               "first %ld window%s of %ld, data seed %ld)\n", q.val_loss, exp(q.val_loss),
+               q.val_tokens, nw, nw == 1 ? "" : "s", win, data_seed);
         double share = q.gs.units ? (double)q.gs.accepted / q.gs.units : 0.0;
         printf("grammar     %.1f%% accepted (%zu of %zu units; %d samples, %ld tokens, seed "
                "%ld, temperature %.2f; %zu unfinished)\n", 100.0 * share, q.gs.accepted,

@@ -211,7 +211,7 @@ END_TEST
 static void times_row(const char *out, const char *name, double v[7])
 {
     char key[32];
-    snprintf(key, sizeof key, "\n  %-7s ", name);
+    snprintf(key, sizeof key, "\n  %-6s ", name);
     const char *p = after(out, key);
     ck_assert_msg(p != NULL, "no '%s' row in:\n%s", name, tail_of(out));
     ck_assert_int_eq(sscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
@@ -300,6 +300,45 @@ START_TEST(simple_ddp_sweep)
 }
 END_TEST
 
+/* Columns of a UTF-8 line (every character here is one column wide). */
+static int columns(const char *s, const char *e)
+{
+    int n = 0;
+    for (; s < e; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* The labs' lines fit a terminal of 80 columns (box rules aside), and every [check] line
+ * keeps its PASS within 75, so the front end's log ("[r0] " before each line) shows it. */
+START_TEST(lines_fit_80_columns)
+{
+    static const char *const runs[] = {
+        "run ch05/simple-ddp -w 2 --max-steps 3 --zero 1",
+        "run ch05/simple-ddp -w 3 --max-steps 2 --zero 3 --optim adamw",
+        "run ch05/gradient-sync-visualizer -w 4 -v",
+    };
+    for (int i = 0; i < 3; i++) {
+        run_result r = run("%s", runs[i]);
+        ASSERT_OK(r, runs[i]);
+        for (const char *l = r.out; *l;) {
+            const char *e = strchr(l, '\n');
+            if (!e)
+                e = l + strlen(l);
+            int cols = columns(l, e);
+            int box = strncmp(l, "\xe2\x95", 2) == 0;        /* ╔═╗ ║ ╚═╝ */
+            ck_assert_msg(box || cols <= 79, "`%s`: %d columns: %.*s", runs[i], cols,
+                          (int)(e - l), l);
+            if (!strncmp(l, "[check]", 7))
+                ck_assert_msg(cols <= 75, "`%s`: a [check] line of %d columns: %.*s", runs[i],
+                              cols, (int)(e - l), l);
+            l = *e ? e + 1 : e;
+        }
+        run_free(&r);
+    }
+}
+END_TEST
+
 static const struct { int n, stage, adamw; } zero_cases[] = {
     {2, 1, 0}, {3, 1, 0}, {2, 2, 0}, {3, 2, 0}, {4, 2, 0}, {2, 3, 0}, {3, 3, 0}, {4, 3, 1},
     {1, 3, 0}, {3, 1, 1},
@@ -330,7 +369,7 @@ START_TEST(simple_ddp_zero)
         ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
         snprintf(want, sizeof want, "optimizer %zu B (", optim);
         ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
-        snprintf(want, sizeof want, "Rank %d: sent per step %llu B (", q, sent);
+        snprintf(want, sizeof want, "Rank %d: sent per step %llu B\n", q, sent);
         ck_assert_msg(strstr(r.out, want), "missing '%s'\n%s", want, tail_of(r.out));
     }
     run_free(&r);
@@ -400,7 +439,7 @@ START_TEST(visualizer)
     run_result r = run("run ch05/gradient-sync-visualizer -w %d -v", N);
     ASSERT_OK(r, "gradient-sync-visualizer");
     ck_assert_int_eq(count_of(r.out, "identical on all ranks: True"), 2);
-    ck_assert_ptr_nonnull(strstr(r.out, "in one process: max |diff|"));
+    ck_assert_ptr_nonnull(strstr(r.out, "[check] synced gradient = one process's: max |diff|"));
     ck_assert_int_eq(count_of(r.out, ": PASS"), 1);
     double w1[12], w2[6], g1[12] = {0}, g2[6] = {0};
     ref_weights(w1, w2);
@@ -589,6 +628,7 @@ static Suite *ch05_suite(void)
     tcase_add_loop_test(tc, simple_ddp_loss_all_ranks, 1, 4);
     tcase_add_loop_test(tc, simple_ddp_times, 2, 5);
     tcase_add_test(tc, simple_ddp_sweep);
+    tcase_add_test(tc, lines_fit_80_columns);
     tcase_add_loop_test(tc, simple_ddp_zero, 0, (int)(sizeof zero_cases / sizeof zero_cases[0]));
     tcase_add_loop_test(tc, visualizer, 1, 5);
     tcase_add_loop_test(tc, bad_input, 0, 5);

@@ -572,7 +572,8 @@ START_TEST(lab_tp_mlp)
     ck_assert_ptr_nonnull(strstr(o.text, want));
     snprintf(want, sizeof want, "Ring volume per GPU: 2·bytes·(T−1)/T = %.1f KB", ring / 1024);
     ck_assert_ptr_nonnull(strstr(o.text, want));
-    snprintf(want, sizeof want, "Total over %d GPUs: %.1f KB", T, ring * T / 1024);
+    snprintf(want, sizeof want, "Total over %d GPU%s: %.1f KB", T, T == 1 ? "" : "s",
+             ring * T / 1024);
     ck_assert_ptr_nonnull(strstr(o.text, want));
     ck_assert_msg(strstr(o.text, "matches the formula") != NULL, "%s", o.text);
     /* the benchmark */
@@ -614,8 +615,8 @@ START_TEST(lab_tp_attention)
              T > 1, T > 1);
     ck_assert_msg(strstr(o.text, want) != NULL, "%s", o.text);
     double bytes = 4.0 * 2 * 16 * H;
-    snprintf(want, sizeof want, "= %.1f KB, total over %d GPUs %.1f KB",
-             2 * bytes * (T - 1) / T / 1024, T, 2 * bytes * (T - 1) / 1024);
+    snprintf(want, sizeof want, "= %.1f KB, total over %d GPU%s %.1f KB",
+             2 * bytes * (T - 1) / T / 1024, T, T == 1 ? "" : "s", 2 * bytes * (T - 1) / 1024);
     ck_assert_msg(strstr(o.text, want) != NULL, "want %s\n%s", want, o.text);
     out_free(&o);
 }

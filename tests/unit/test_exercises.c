@@ -1025,6 +1025,24 @@ START_TEST(test_cli_predict)
     free(out);
     const char *given[] = {"check", "ch02-predict-chain", "--seed", "11", "--answer", right, NULL};
     ck_assert_int_eq(run_cli(given, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "[predict, question 11]") != NULL, "%s", out);
+    free(out);
+    /* --answer with no --seed: the question is new, so it is shown, not judged blind; its
+     * number answers it */
+    const char *blind[] = {"check", "ch02-predict-chain", "--answer", "42", NULL};
+    ck_assert_int_eq(run_cli(blind, NULL, &out), 2);
+    ck_assert_msg(strstr(out, "PASS") == NULL && strstr(out, "FAIL") == NULL, "%s", out);
+    const char *num = strstr(out, "[predict, question ");
+    ck_assert_msg(num != NULL, "the question is not shown: %s", out);
+    unsigned long long n = strtoull(num + strlen("[predict, question "), NULL, 10);
+    char how[128];
+    snprintf(how, sizeof how, "mlsys-lab check ch02-predict-chain --seed %llu --answer VALUE", n);
+    ck_assert_msg(strstr(out, how) != NULL, "no '%s' in %s", how, out);
+    exercise_predict_draw(ex, n, &q);
+    char *text = strdup(q.text);
+    text[40] = 0;                   /* the start of the question, before any line break */
+    ck_assert_msg(strstr(out, text) != NULL, "question %llu is not the one shown: %s", n, out);
+    free(text);
     free(out);
     remove_tmp();
 }
@@ -1205,6 +1223,20 @@ START_TEST(test_bucketing_counts_calls)
     check_variant("ch05-bucketing", "bucket[k] /= (float)world;", "(void)world;", &v);
     ck_assert_int_eq(v.result, EX_FAIL);
     ck_assert_msg(strstr(v.summary, "expected") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* the times it shows are medians of barrier-started calls after a warm-up, one line per
+     * world size and bucket (one cold call on rank 0 measured a 1 MB bucket slower than
+     * 796 of 1 KB); the times themselves are never asserted */
+    char *sol = asset("ch05-bucketing", "solution.c");
+    check_code("ch05-bucketing", sol, &v);
+    free(sol);
+    ck_assert_int_eq(v.result, EX_PASS);
+    ck_assert_ptr_nonnull(v.detail);
+    int lines = 0;
+    for (const char *p = v.detail; (p = strstr(p, "median of 5 barrier-started calls after a "
+                                                  "warm-up")) != NULL; p++)
+        lines++;
+    ck_assert_msg(lines == 6, "%d timed lines in:\n%s", lines, v.detail);
     ex_verdict_free(&v);
     remove_tmp();
 }
