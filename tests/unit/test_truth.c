@@ -595,9 +595,9 @@ START_TEST(plural_agreement_part2)
         "run ch06/tp-linear -t 1",
         "run ch06/tp-mlp -t 1",
         "run ch06/tp-attention -t 1",
-        "run ch07/pipeline-schedule-viz -s 1 -m 1",
-        "run ch07/pipeline-schedule-viz -s 2 -m 1 --run --layers 4 --hidden 8",
-        "run ch07/parallel-strategy-calculator -g 1 -b 1",
+        "run ch07/pipeline-schedule-viz -P 1 -m 1",
+        "run ch07/pipeline-schedule-viz -P 2 -m 1 --run --layers 4 --hidden 8",
+        "run ch07/parallel-strategy-calculator -g 1 --batch-size 1",
         NULL
     };
     regex_t re;
@@ -732,13 +732,13 @@ START_TEST(part2_text_claims)
     LACKS(md, "| 2·k·b·s·h / E |");
     HAS(md, "needs M to be a multiple of P");
     free(md);
-    out = run_ok("run ch07/pipeline-schedule-viz --run -s 4 -m 8 --schedule 1f1b");
+    out = run_ok("run ch07/pipeline-schedule-viz --run -P 4 -m 8 --schedule 1f1b");
     HAS(out, "messages: 48 point-to-point sends of 65,536 B each");
     free(out);
-    out = run_ok("run ch07/pipeline-schedule-viz --run -s 4 -m 8 --schedule interleaved");
+    out = run_ok("run ch07/pipeline-schedule-viz --run -P 4 -m 8 --schedule interleaved");
     HAS(out, "messages: 112 point-to-point sends of 65,536 B each");
     free(out);
-    out = run_ok("run ch07/pipeline-schedule-viz -s 4 -m 8 --schedule interleaved");
+    out = run_ok("run ch07/pipeline-schedule-viz -P 4 -m 8 --schedule interleaved");
     HAS(out, "Peak activation memory: 5.5 micro-batches' worth on stage 0");
     free(out);
 }
