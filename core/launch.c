@@ -334,7 +334,12 @@ mlsys_job *mlsys_job_start(const mlsys_launch_opts *o, char *const argv[],
 
 static void emit_line(mlsys_job *j, const mlsys_job_sink *sink, int r, int is_err, const char *s)
 {
-    (void)j;
+    /* Once the job is being stopped (a rank failed, Ctrl-C), what the other ranks write on
+     * stderr is the echo of it ("job aborted while waiting", "not run: an earlier ... failed"):
+     * the job's one failure line says what happened, so their stderr is left out. Their
+     * stdout, and everything the failed rank writes, still comes through. */
+    if (is_err && j->stopping && r != j->failed)
+        return;
     if (sink && sink->out_line) {
         sink->out_line(sink->u, r, is_err, s);
     } else if (is_err) {

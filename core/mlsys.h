@@ -341,6 +341,7 @@ int mlsys_parse_size(const char *s, uint64_t *out);
 /* strtol with full validation: 0 on success. */
 int mlsys_parse_long(const char *s, long *out);
 void mlsys_format_size(uint64_t bytes, char *out, size_t n);   /* "64 MiB" */
+void mlsys_format_approx(double bytes, char *out, size_t n);   /* "7.2 TiB", one decimal */
 /* Bytes this process can still expect to allocate: the least of the kernel's MemAvailable,
  * what a cgroup v2 memory limit leaves, RLIMIT_AS and RLIMIT_DATA, and MLSYS_MEM_LIMIT when
  * set (a size such as "2G": tests, and sharing a machine). Sizes above it are refused before

@@ -7,6 +7,7 @@
  * wait drives all pending requests, so an irecv completes while its rank blocks in a send. */
 #include "internal.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,25 @@ static const char *wait_kind_name(int k)
     }
 }
 
+/* 1 when the process is stopped by a signal (SIGSTOP, Ctrl-Z) or by a tracer: it then waits
+ * for nothing yet will not move, whatever it published before it stopped. */
+static int pid_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    buf[got] = 0;
+    const char *rp = strrchr(buf, ')');
+    char st = 0;
+    return rp && sscanf(rp + 1, " %c", &st) == 1 && (st == 'T' || st == 't');
+}
+
 /* One line naming who waits for whom, following the chain from this rank: the wait-for
  * graph of the job as the ranks published it. */
 static const char *wait_graph(mlsys_comm *c, char *buf, size_t n)
@@ -383,6 +403,13 @@ static const char *wait_graph(mlsys_comm *c, char *buf, size_t n)
         seen[cur] = 1;
         shm_rank_state *s = shm_rank(w->h, cur);
         int k = atomic_load(&s->wait_kind), peer = atomic_load(&s->wait_peer);
+        pid_t pid = (pid_t)atomic_load(&s->pid);
+        if (cur != w->rank && pid > 0 && pid_stopped(pid)) {
+            snprintf(buf + len, n - len, "%srank %d is stopped (SIGSTOP or Ctrl-Z): it waits "
+                     "for nothing and will not move until it gets SIGCONT", hops ? "; " : "",
+                     cur);
+            break;
+        }
         if (k != WAIT_SEND && k != WAIT_RECV) {
             snprintf(buf + len, n - len, "%srank %d waits for %s", hops ? "; " : "", cur,
                      wait_kind_name(k));

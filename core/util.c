@@ -200,6 +200,17 @@ void mlsys_format_size(uint64_t b, char *out, size_t n)
     snprintf(out, n, "%llu %s", (unsigned long long)b, units[u]);
 }
 
+void mlsys_format_approx(double b, char *out, size_t n)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (u < 6 && b >= 1024.0) {
+        b /= 1024.0;
+        u++;
+    }
+    snprintf(out, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
 /* splitmix64 over a counter: the stream of a seed is the same on every rank and every
  * machine, which is all the labs need ("same seed => same data"). */
 static uint64_t mix64(uint64_t z)

@@ -29,6 +29,38 @@ const lab_flag lab_common_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
+/* The reserved short flags: a letter here means one thing in every lab and every command
+ * that has it (tests/unit/test_flags.c holds every table to it). These are the letters of
+ * the lab's common vocabulary, which a learner carries from one lab to the next; a letter
+ * not here is a lab's or a command's own (bench's -e, ch12's -e) and means what its --help
+ * says. Where two tables disagreed on a reserved letter, the other use kept its long name;
+ * `was` says what the letter meant there, for the help and for the error of a letter typed
+ * out of habit. */
+const lab_short_flag lab_short_flags[] = {
+    {'h', "help", NULL},
+    {'v', "verbose", NULL},
+    {'w', "world-size", "in bench, -w was --warmup_iters (nccl-tests' letter)"},
+    {'b', "backend", "-b was --batch-size in ch02/pipeline-simulation, ch06/tp-mlp, "
+     "ch06/tp-attention, ch07/pipeline-schedule-viz, ch07/parallel-strategy-calculator and "
+     "ch14/memory-timeline, and --minbytes in bench"},
+    {'t', "tp-size", NULL},
+    {'H', "hidden-size", NULL},
+    {'s', "seq-len", "-s was --stages in ch07/pipeline-schedule-viz, now -P"},
+    {'m', "microbatches|num-microbatches",
+     "-m was --memory in ch07/parallel-strategy-calculator and --model-size in "
+     "ch14/memory-timeline and ch14/weight-update-demo"},
+    {'o', "operation|op", NULL},
+    {0, NULL, NULL}
+};
+
+const lab_short_flag *lab_short_flag_of(char letter)
+{
+    for (int i = 0; letter && lab_short_flags[i].letter; i++)
+        if (lab_short_flags[i].letter == letter)
+            return &lab_short_flags[i];
+    return NULL;
+}
+
 static const char *const type_names[] = {
     [FLAG_INT] = "int", [FLAG_SIZE] = "size", [FLAG_DOUBLE] = "number",
     [FLAG_STR] = "text", [FLAG_CHOICE] = "choice", [FLAG_BOOL] = "switch",
@@ -120,6 +152,7 @@ static void algo_list(char *out, size_t n)
 int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errlen)
 {
     int bounded = f->min != 0 || f->max != 0;
+    int no_max = f->max == FLAG_NO_MAX;          /* "min or more" */
     if (!value) {
         if (f->type == FLAG_BOOL)
             return 0;
@@ -130,11 +163,14 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
     case FLAG_INT: {
         long v;
         int bad = mlsys_parse_long(value, &v) != 0;
-        if (!bad && bounded && (v < f->min || v > f->max))
+        if (!bad && bounded && (v < f->min || (!no_max && v > f->max)))
             bad = 1;
         if (!bad)
             return 0;
-        if (bounded)
+        if (no_max)
+            snprintf(err, errlen, "--%s must be an integer of %ld or more, got '%s'", f->name,
+                     f->min, value);
+        else if (bounded)
             snprintf(err, errlen, "--%s must be an integer from %ld to %ld, got '%s'", f->name,
                      f->min, f->max, value);
         else
@@ -144,11 +180,16 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
     case FLAG_SIZE: {
         uint64_t v;
         int bad = mlsys_parse_size(value, &v) != 0;
-        if (!bad && bounded && (v < (uint64_t)f->min || v > (uint64_t)f->max))
+        if (!bad && bounded && (v < (uint64_t)f->min || (!no_max && v > (uint64_t)f->max)))
             bad = 1;
         if (!bad)
             return 0;
-        if (bounded) {
+        if (no_max) {
+            char lo[32];
+            size_text(f->min, lo, sizeof lo);
+            snprintf(err, errlen, "--%s must be a size (8, 64K, 1M, 2G) of %s or more, got '%s'",
+                     f->name, lo, value);
+        } else if (bounded) {
             char lo[32], hi[32];
             size_text(f->min, lo, sizeof lo);
             size_text(f->max, hi, sizeof hi);
@@ -167,7 +208,7 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
         int positive = f->min == 0 && f->max > 0;
         if (!bad && bounded) {
             if (positive ? (v <= 0 || v > (double)f->max)
-                         : (v < (double)f->min || v > (double)f->max))
+                         : (v < (double)f->min || (!no_max && v > (double)f->max)))
                 bad = 1;
         }
         if (!bad && !strcmp(f->name, "timeout") && v < 0.001) {
@@ -180,6 +221,9 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
         if (end != value && !*end && !isfinite(v))
             snprintf(err, errlen, "--%s must be a number, got '%s' (a finite one)", f->name,
                      value);
+        else if (no_max)
+            snprintf(err, errlen, "--%s must be a number of %ld or more, got '%s'", f->name,
+                     f->min, value);
         else if (positive)
             snprintf(err, errlen, "--%s must be a number above 0 and at most %ld, got '%s'",
                      f->name, f->max, value);
@@ -200,7 +244,7 @@ int lab_flag_check(const lab_flag *f, const char *value, char *err, size_t errle
             snprintf(err, errlen, "--%s needs a value", f->name);
             return -1;
         }
-        if (!strcmp(f->name, "algo") && !algo_ok(value)) {
+        if (f == &lab_common_flags[1] && !algo_ok(value)) {      /* --algo of the labs */
             char list[512];
             algo_list(list, sizeof list);
             snprintf(err, errlen, "--algo must be one of %s, got '%s'", list, value);
@@ -296,27 +340,32 @@ static int give(lab_args *a, int i, const char *v, char *msg, size_t n)
     }
     set_value(a, i, stored);
     a->given[i] = 1;
+    a->src[i] = v ? v : "1";
     return 0;
 }
 
-int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, size_t errlen)
+/* The flags of two tables (the lab's and the common ones, or the command's and --help) into
+ * a, with up to max_pos positional arguments. 0, 1 when --help was given (nothing printed),
+ * 2 with the reason in msg; a is filled in every case (the caller frees it). */
+static int parse(lab_args *a, const lab_flag *t1, const lab_flag *t2, int max_pos, int argc,
+                 char **argv, char *msg, size_t msglen)
 {
-    char msg[512];
-    int nl = count_flags(l->flags), nc = count_flags(lab_common_flags);
-    int rc = 2;
-    memset(a, 0, sizeof *a);
-    a->lab = l;
-    a->nflags = nl + nc;
+    int n1 = count_flags(t1), n2 = count_flags(t2);
+    a->nflags = n1 + n2;
     a->flags = mlsys_xcalloc((size_t)a->nflags, sizeof *a->flags);
     a->values = mlsys_xcalloc((size_t)a->nflags, sizeof *a->values);
     a->given = mlsys_xcalloc((size_t)a->nflags, sizeof *a->given);
-    for (int i = 0; i < nl; i++)
-        a->flags[i] = &l->flags[i];
-    for (int i = 0; i < nc; i++)
-        a->flags[nl + i] = &lab_common_flags[i];
+    a->src = mlsys_xcalloc((size_t)a->nflags, sizeof *a->src);
+    a->pos = mlsys_xcalloc((size_t)max_pos + 1, sizeof *a->pos);
+    for (int i = 0; i < n1; i++)
+        a->flags[i] = &t1[i];
+    for (int i = 0; i < n2; i++)
+        a->flags[n1 + i] = &t2[i];
     for (int i = 0; i < a->nflags; i++)
-        if (a->flags[i]->type != FLAG_BOOL && a->flags[i]->def)
+        if (a->flags[i]->type != FLAG_BOOL && a->flags[i]->def) {
             set_value(a, i, a->flags[i]->def);
+            a->src[i] = a->flags[i]->def;
+        }
 
     int want_help = 0;
     for (int k = 0; k < argc; k++) {
@@ -326,8 +375,8 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             int i = find_long(a, name, len);
             if (i < 0) {
-                snprintf(msg, sizeof msg, "unknown flag '--%.*s' (see --help)", (int)len, name);
-                goto fail;
+                snprintf(msg, msglen, "unknown flag '--%.*s' (see --help)", (int)len, name);
+                return 2;
             }
             const lab_flag *f = a->flags[i];
             const char *v = NULL;
@@ -335,13 +384,13 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
                 v = eq + 1;
             } else if (f->type != FLAG_BOOL) {
                 if (k + 1 >= argc || looks_like_flag(argv[k + 1])) {
-                    snprintf(msg, sizeof msg, "--%s needs a value", f->name);
-                    goto fail;
+                    snprintf(msg, msglen, "--%s needs a value", f->name);
+                    return 2;
                 }
                 v = argv[++k];
             }
-            if (give(a, i, v, msg, sizeof msg) != 0)
-                goto fail;
+            if (give(a, i, v, msg, msglen) != 0)
+                return 2;
             if (!strcmp(f->name, "help"))
                 want_help = 1;
         } else if (s[0] == '-' && s[1] && s[1] != '-') {
@@ -349,18 +398,24 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
             for (const char *p = s + 1; *p; p++) {
                 int i = find_short(a, *p);
                 if (i < 0) {
-                    snprintf(msg, sizeof msg, "unknown flag '-%c' (see --help)", *p);
-                    goto fail;
+                    const lab_short_flag *r = lab_short_flag_of(*p);
+                    if (r && r->was)
+                        snprintf(msg, msglen, "unknown flag '-%c' here: -%c means --%.*s "
+                                 "wherever it exists (%s; see --help)", *p, *p,
+                                 (int)strcspn(r->names, "|"), r->names, r->was);
+                    else
+                        snprintf(msg, msglen, "unknown flag '-%c' (see --help)", *p);
+                    return 2;
                 }
                 const lab_flag *f = a->flags[i];
                 if (f->type == FLAG_BOOL) {
                     if (p[1] == '=') {
-                        if (give(a, i, p + 2, msg, sizeof msg) != 0)
-                            goto fail;
+                        if (give(a, i, p + 2, msg, msglen) != 0)
+                            return 2;
                         break;
                     }
-                    if (give(a, i, NULL, msg, sizeof msg) != 0)
-                        goto fail;
+                    if (give(a, i, NULL, msg, msglen) != 0)
+                        return 2;
                     if (!strcmp(f->name, "help"))
                         want_help = 1;
                     continue;
@@ -371,30 +426,80 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
                 else if (k + 1 < argc && !looks_like_flag(argv[k + 1]))
                     v = argv[++k];
                 else {
-                    snprintf(msg, sizeof msg, "--%s needs a value", f->name);
-                    goto fail;
+                    snprintf(msg, msglen, "--%s needs a value", f->name);
+                    return 2;
                 }
-                if (give(a, i, v, msg, sizeof msg) != 0)
-                    goto fail;
+                if (give(a, i, v, msg, msglen) != 0)
+                    return 2;
                 break;
             }
+        } else if (a->npos < max_pos) {
+            a->pos[a->npos++] = s;
+        } else if (max_pos > 0) {
+            snprintf(msg, msglen, "unexpected argument '%s' (one %s is enough)", s,
+                     max_pos == 1 ? "argument" : "set of arguments");
+            return 2;
         } else {
-            snprintf(msg, sizeof msg, "unexpected argument '%s' (flags start with --)", s);
-            goto fail;
+            snprintf(msg, msglen, "unexpected argument '%s' (flags start with --)", s);
+            return 2;
         }
     }
-    if (want_help) {
+    return want_help ? 1 : 0;
+}
+
+int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, size_t errlen)
+{
+    char msg[512];
+    memset(a, 0, sizeof *a);
+    a->lab = l;
+    int rc = parse(a, l->flags, lab_common_flags, 0, argc, argv, msg, sizeof msg);
+    if (rc == 1) {
         /* nothing to run: the values are freed here, like on an error */
         lab_print_help(l, stdout);
         fflush(stdout);
-        lab_args_free(a);
-        return 1;
+    } else if (rc == 2) {
+        snprintf(err, errlen, "mlsys-lab: %s: %s", l->id, msg);
     }
-    return 0;
-fail:
-    snprintf(err, errlen, "mlsys-lab: %s: %s", l->id, msg);
-    lab_args_free(a);
+    if (rc)
+        lab_args_free(a);
     return rc;
+}
+
+/* What every command accepts besides its own flags. */
+static const lab_flag command_common[] = {
+    {"help", 'h', FLAG_BOOL, NULL, NULL, 0, 0, "show this help"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+
+int lab_command_parse(const lab_command *c, int argc, char **argv, lab_args *a, char *err,
+                      size_t errlen)
+{
+    char msg[512];
+    memset(a, 0, sizeof *a);
+    a->cmd = c;
+    int rc = parse(a, c->flags, command_common, c->max_pos, argc - 1, argv + 1, msg,
+                   sizeof msg);
+    if (rc == 1) {
+        lab_command_help(c, stdout);
+        fflush(stdout);
+    } else if (rc == 0 && a->npos < c->min_pos) {
+        snprintf(msg, sizeof msg, "%s", c->missing ? c->missing : "an argument is missing");
+        rc = 2;
+    }
+    if (rc == 2)
+        snprintf(err, errlen, "mlsys-lab %s: %s", c->name, msg);
+    if (rc)
+        lab_args_free(a);
+    return rc;
+}
+
+int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a)
+{
+    char err[600];
+    int rc = lab_command_parse(c, argc, argv, a, err, sizeof err);
+    if (rc == 2)
+        fprintf(stderr, "%s\n", err);
+    return rc == 0 ? -1 : rc == 1 ? 0 : 2;
 }
 
 void lab_args_free(lab_args *a)
@@ -405,10 +510,15 @@ void lab_args_free(lab_args *a)
     free(a->flags);
     free(a->values);
     free(a->given);
+    free(a->pos);
+    free(a->src);
+    a->src = NULL;
     a->flags = NULL;
     a->values = NULL;
     a->given = NULL;
+    a->pos = NULL;
     a->nflags = 0;
+    a->npos = 0;
 }
 
 /* Left column of the help table: "-w, --world-size N". */
@@ -437,6 +547,10 @@ static void flag_help(const lab_flag *f, char *out, size_t n)
     int bounded = f->min != 0 || f->max != 0;
     if (f->type == FLAG_CHOICE) {
         snprintf(out, n, "%s (%s)", f->help ? f->help : "", f->choices);
+    } else if ((f->type == FLAG_INT || f->type == FLAG_SIZE) && f->max == FLAG_NO_MAX) {
+        size_text(f->min, lo, sizeof lo);
+        snprintf(out, n, "%s (%s or more)", f->help ? f->help : "",
+                 f->type == FLAG_SIZE ? lo : (snprintf(hi, sizeof hi, "%ld", f->min), hi));
     } else if (f->type == FLAG_INT && bounded) {
         snprintf(out, n, "%s (%ld to %ld)", f->help ? f->help : "", f->min, f->max);
     } else if (f->type == FLAG_SIZE && bounded) {
@@ -452,6 +566,8 @@ static void print_table(const lab_flag *t, FILE *out, int w_spell, int w_type, i
 {
     for (int i = 0; t && t[i].name; i++) {
         char spell[96], def[64], help[512];
+        if (!t[i].help)
+            continue;                   /* hidden: internal */
         flag_spelling(&t[i], spell, sizeof spell);
         flag_default(&t[i], def, sizeof def);
         flag_help(&t[i], help, sizeof help);
@@ -464,6 +580,8 @@ static void widths(const lab_flag *t, int *w_spell, int *w_type, int *w_def)
 {
     for (int i = 0; t && t[i].name; i++) {
         char spell[96], def[64];
+        if (!t[i].help)
+            continue;
         flag_spelling(&t[i], spell, sizeof spell);
         flag_default(&t[i], def, sizeof def);
         int a = (int)strlen(spell), b = (int)strlen(type_names[t[i].type]), c = (int)strlen(def);
@@ -492,7 +610,26 @@ void lab_print_help(const lab *l, FILE *out)
     }
     fprintf(out, "common flags:\n");
     print_table(lab_common_flags, out, ws, wt, wd);
-    fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n");
+    fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n"
+            "Reserved short flags mean the same in every lab and command: mlsys-lab help flags\n");
+}
+
+void lab_command_help(const lab_command *c, FILE *out)
+{
+    int ws = 0, wt = 4, wd = 7;
+    widths(c->flags, &ws, &wt, &wd);
+    widths(command_common, &ws, &wt, &wd);
+    fprintf(out, "usage: mlsys-lab %s%s%s [flags]\n\n", c->name, c->args && *c->args ? " " : "",
+            c->args ? c->args : "");
+    if (c->summary)
+        fprintf(out, "%s\n", c->summary);
+    fprintf(out, "\n  %-*s  %-*s  %-*s  %s\n", ws, "flag", wt, "type", wd, "default", "meaning");
+    print_table(c->flags, out, ws, wt, wd);
+    print_table(command_common, out, ws, wt, wd);
+    if (c->notes)
+        fprintf(out, "\n%s", c->notes);
+    fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n"
+            "Reserved short flags mean the same in every lab and command: mlsys-lab help flags\n");
 }
 
 static int arg_index(const lab_args *a, const char *name)
@@ -509,6 +646,12 @@ const char *lab_arg_str(const lab_args *a, const char *name)
 {
     int i = arg_index(a, name);
     return i < 0 ? NULL : a->values[i];
+}
+
+const char *lab_arg_text(const lab_args *a, const char *name)
+{
+    int i = arg_index(a, name);
+    return i < 0 || !a->values[i] ? NULL : a->src[i];
 }
 
 long lab_arg_int(const lab_args *a, const char *name)

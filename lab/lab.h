@@ -11,27 +11,55 @@ typedef enum { FLAG_INT, FLAG_SIZE, FLAG_DOUBLE, FLAG_STR, FLAG_CHOICE, FLAG_BOO
 
 typedef struct lab_flag {
     const char *name;       /* long name without dashes: "world-size" */
-    char short_name;        /* 'w', or 0 for none */
+    char short_name;        /* 'w', or 0: a letter of lab_short_flags only with its meaning */
     lab_flag_type type;
     const char *def;        /* default as text ("4", "64K", "gloo"); NULL for switches */
     const char *choices;    /* FLAG_CHOICE: "gloo|nccl|shm|mpi" */
-    long min, max;          /* FLAG_INT and FLAG_SIZE bounds (inclusive); 0,0 = none */
-    const char *help;
+    /* [min, max] inclusive; 0,0 = none; max FLAG_NO_MAX: min or more. FLAG_DOUBLE: the
+     * same, except that min 0 with max > 0 means "above 0" (a timeout of 0 makes no sense). */
+    long min, max;
+    const char *help;       /* NULL: a hidden flag (internal; not in the help or the forms) */
 } lab_flag;
+#define FLAG_NO_MAX (-1L)
 
-/* Parsed values: one text per flag of lab->flags followed by the common flags. */
+/* A command of the program (train, generate, bench, ...), declared like a lab: its flags
+ * in a table from which its help, its parser and its errors come (flags.c). */
+typedef struct lab_command {
+    const char *name;           /* "bench", "model info" */
+    const char *args;           /* positional arguments for the usage line ("[COLLECTIVE]") */
+    int min_pos, max_pos;       /* how many positional arguments it takes */
+    const char *missing;        /* the one line when fewer are given ("which model file?") */
+    const char *summary;        /* what it does, one line */
+    const lab_flag *flags;      /* terminated by an entry with name == NULL; --help is added */
+    const char *notes;          /* printed after the flag table, or NULL */
+} lab_command;
+
+/* Parsed values: one text per flag of lab->flags followed by the common flags (or of the
+ * command's flags followed by --help), and a command's positional arguments. */
 typedef struct lab_args {
-    const struct lab *lab;
+    const struct lab *lab;      /* the lab parsed for, or NULL for a command */
+    const lab_command *cmd;     /* the command parsed for, or NULL for a lab */
     int nflags;
     const lab_flag **flags;     /* [nflags] lab flags, then common flags */
     const char **values;        /* [nflags] text value (default or given); NULL = unset switch */
     int *given;                 /* [nflags] 1 when given on the command line */
+    const char **src;           /* [nflags] the value's text in argv, or the table's default */
+    int npos;
+    const char **pos;           /* [npos] positional arguments, pointing into argv */
     /* A single-process lab's communicator of one rank when someone collects its events (the
      * front end, --trace), else NULL: its engines emit memory and flow records through it
      * (mlsys_emit_mem and mlsys_emit_flow take NULL and then do nothing). Rank labs get
      * theirs as rank_main's argument. */
     mlsys_comm *comm;
 } lab_args;
+
+/* A reserved short flag means one thing in every lab and every command that has it
+ * (flags.c's table): its letter and the long names that mean it ("operation|op"). */
+typedef struct lab_short_flag {
+    char letter;
+    const char *names;          /* '|'-separated long names of the one meaning */
+    const char *was;            /* what the letter meant somewhere before, or NULL */
+} lab_short_flag;
 
 typedef struct lab {
     const char *id;             /* "ch03/collective-cheatsheet" */
@@ -70,19 +98,40 @@ typedef struct chapter {
     const struct exercise *const *exercises;   /* NULL-terminated, or NULL for none yet */
 } chapter;
 
+/* assets.c */
+/* A shipped file by its path in the source tree ("assets/models/model.bin"): under
+ * $MLSYS_LAB_SRC, else rel itself (from the current folder, or absolute), else next to the
+ * program (one folder up for build/mlsys-lab, or beside it): the first that exists, into out,
+ * which it returns; rel when none does, so that "cannot open" names the path asked for. */
+const char *lab_asset_path(const char *rel, char *out, size_t n);
+
 /* chapters.c */
 extern const chapter *const lab_chapters[];    /* NULL-terminated, in reading order */
 const lab *lab_find(const char *id);           /* by id; NULL when unknown */
 
 /* flags.c */
 extern const lab_flag lab_common_flags[];      /* --timeout, --algo, --trace, ... */
+extern const lab_short_flag lab_short_flags[]; /* letter 0 ends it */
+/* The entry of a letter, NULL when the letter is free. */
+const lab_short_flag *lab_short_flag_of(char letter);
 /* Parse argv (after the lab id) into a. On error writes one line to err and returns 2 (the
  * exit status for usage errors); returns 1 when --help was asked (help already printed).
  * On 1 and 2, a is already freed. */
 int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, size_t errlen);
 void lab_args_free(lab_args *a);
 void lab_print_help(const lab *l, FILE *out);
+/* The same for a command: argv[0] is the command's name; positional arguments go to a->pos.
+ * Errors read "mlsys-lab NAME: ..." (one line in err, 2); --help prints the help (1). */
+int lab_command_parse(const lab_command *c, int argc, char **argv, lab_args *a, char *err,
+                      size_t errlen);
+void lab_command_help(const lab_command *c, FILE *out);
+/* Parse for a command and answer what the caller would: -1 to go on with a parsed, else the
+ * exit status (0 after --help, 2 after the one line on stderr). */
+int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a);
 const char *lab_arg_str(const lab_args *a, const char *name);   /* NULL when unknown/unset */
+/* The same text where it lives as long as argv (or the flag table, for a default): for a
+ * value kept after lab_args_free. NULL when unknown or unset. */
+const char *lab_arg_text(const lab_args *a, const char *name);
 long lab_arg_int(const lab_args *a, const char *name);
 uint64_t lab_arg_size(const lab_args *a, const char *name);
 double lab_arg_double(const lab_args *a, const char *name);

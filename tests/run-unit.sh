@@ -3,6 +3,9 @@
 # Usage: run-unit.sh BUILD_DIR BIN...
 build=$1; shift
 export MLSYS_LAB_BIN="$build/mlsys-lab" LANG=C.UTF-8 CK_FORK=yes
+# one BLAS thread per process from the start, as every program of the lab has (nn_gemm_start):
+# suites that never call it must not run OpenBLAS's default of one thread per core
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 fail=0
 for t in "$@"; do
     echo "== $(basename "$t")"

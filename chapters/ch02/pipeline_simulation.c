@@ -15,11 +15,12 @@
 
 static const lab_flag pipe_flags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "pipeline stages P, one per rank"},
-    {"batch-size", 'b', FLAG_INT, "32", NULL, 1, 1024, "rows per micro-batch B"},
+    {"batch-size", 0, FLAG_INT, "32", NULL, 1, 1024,
+     "rows per micro-batch B (the original's -b; -b is --backend in every lab)"},
     {"hidden-size", 0, FLAG_INT, "64", NULL, 1, 1024, "layer width H"},
     {"num-microbatches", 'm', FLAG_INT, "4", NULL, 1, 256, "micro-batches M"},
-    {"backend", 0, FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; no short alias here, -b is the batch size"},
+    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
+     0, 0, "transport (-b: as in every lab; it was the batch size here)"},
     {"visualize", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "draw how micro-batches fill a pipeline, without starting ranks"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}

@@ -72,7 +72,7 @@ static int run_bench(const ex_context *cx, const char *algo, double model[2], ex
     argv[k++] = (char *)algo;
     argv[k++] = "-n";
     argv[k++] = "2";
-    argv[k++] = "-w";
+    argv[k++] = "--warmup_iters";
     argv[k++] = "1";
     argv[k] = NULL;
     char *out;

@@ -1,10 +1,14 @@
 /* exercises.c - Chapter 5's exercises: data parallelism by hand (the initial broadcast and
  * the gradient all-reduce, checked against one process on the whole batch), gradient
- * bucketing (checked by value and by the runtime's all-reduce counter), and a predict
+ * bucketing (checked by value and by the runtime's all-reduce counter), the times of one
+ * step and its communication-to-compute ratio (an experiment on simple-ddp), and a predict
  * question on how many buckets a model's gradients fill. Implement files are in
  * assets/exercises/<id>/. */
 #include "../../lab/exercise/exercise.h"
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const int sizes_1_2_4[] = {1, 2, 4, 0};
 static const int sizes_2_4[] = {2, 4, 0};
@@ -77,6 +81,139 @@ static const exercise ch05_bucketing = {
     .impl = &bucketing_impl,
 };
 
+/* ---- ch05-step-times (experiment) ---- */
+
+#define STEP_TIMES_CMD "mlsys-lab run ch05/simple-ddp"
+#define BREAKDOWN "Manual step breakdown"
+
+/* The four times and the ratio of the lab's manual step breakdown. 0, or -1. */
+static int parse_breakdown(const char *out, double *f, double *b, double *k, double *st,
+                           double *ratio)
+{
+    const char *p = strstr(out, BREAKDOWN);
+    p = p ? strstr(p, "t_fwd ") : NULL;
+    const char *q = p ? strstr(p, "= ") : NULL;
+    if (!p || !q)
+        return -1;
+    if (sscanf(p, "t_fwd %lf ms, t_bwd_compute %lf ms, t_comm %lf ms, t_step %lf ms", f, b, k,
+               st) != 4 || sscanf(q, "= %lf", ratio) != 1)
+        return -1;
+    return 0;
+}
+
+/* The ratio from the four times: t_comm / (t_fwd + t_bwd_compute), within 1 %. */
+static int ratio_matches(double f, double b, double k, double ratio, double *want)
+{
+    *want = f + b > 0 ? k / (f + b) : 0.0;
+    return fabs(ratio - *want) <= 0.01 * *want;
+}
+
+/* The curriculum's rules for one set of times: positive, the parts within 1.05 step
+ * (nothing overlaps in the manual loop), the ratio following from them. NULL, or why not. */
+static const char *times_problem(double f, double b, double k, double st, double ratio,
+                                 double *want)
+{
+    if (!(f > 0) || !(b > 0) || !(k > 0) || !(st > 0) || !isfinite(f + b + k + st))
+        return "every time is a positive number of ms";
+    if (!(f + b + k <= 1.05 * st))
+        return "forward, backward and communication run one after the other inside one step, "
+               "so together they cannot exceed t_step (5 % allowed for rounding)";
+    if (!ratio_matches(f, b, k, ratio, want))
+        return "the ratio is t_comm / (t_fwd + t_bwd_compute) of these times (1 % allowed)";
+    return NULL;
+}
+
+static int check_step_times(const ex_context *cx, const exercise *ex, const char *file,
+                            ex_verdict *v)
+{
+    (void)ex;
+    static const char *const sides[] = {"compute", "communication", NULL};
+    ex_answers a;
+    char err[512];
+    if (ex_answers_read(file, &a, err, sizeof err) != 0) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "%s", err);
+        return v->result;
+    }
+    double f, b, k, st, ratio, want = 0;
+    int side;
+    if (ex_answer_number(&a, "t_fwd_ms", &f, v) ||
+        ex_answer_number(&a, "t_bwd_compute_ms", &b, v) ||
+        ex_answer_number(&a, "t_comm_ms", &k, v) ||
+        ex_answer_number(&a, "t_step_ms", &st, v) ||
+        ex_answer_number(&a, "ratio", &ratio, v) ||
+        ex_answer_choice(&a, "bottleneck", sides, &side, v))
+        return v->result;
+    const char *why = times_problem(f, b, k, st, ratio, &want);
+    if (why) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "t_fwd %g, t_bwd_compute %g, t_comm %g, t_step "
+                       "%g ms, ratio %g: %s", f, b, k, st, ratio, why);
+        if (strstr(why, "ratio is"))
+            ex_verdict_add(v, "your times give %.4g", want);
+        return v->result;
+    }
+    if (ratio != 1.0 && side != (ratio > 1.0)) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "bottleneck = %s, but by your numbers the "
+                       "communication takes %.2f times the compute", sides[side], ratio);
+        return v->result;
+    }
+    /* the lab's own figures must obey the same rules (the curriculum's check of the lab) */
+    if (!cx->bin[0]) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot find the mlsys-lab program to run "
+                       "ch05/simple-ddp (set MLSYS_LAB_BIN)");
+        return v->result;
+    }
+    char *argv[] = {(char *)cx->bin, "run", "ch05/simple-ddp", NULL};
+    char *out = NULL;
+    int status = 0;
+    if (ex_run_capture(argv, 120000, &out, &status) != 0 || status != 0) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "`" STEP_TIMES_CMD "` failed (status %d)", status);
+        free(out);
+        return v->result;
+    }
+    double lf, lb, lk, lst, lr, lwant;
+    int bad = parse_breakdown(out, &lf, &lb, &lk, &lst, &lr) != 0 ||
+              times_problem(lf, lb, lk, lst, lr, &lwant) != NULL;
+    free(out);
+    if (bad) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "the lab's printed step breakdown breaks its own "
+                       "rules (a bug of the lab, not yours)");
+        return v->result;
+    }
+    ex_verdict_set(v, EX_PASS, EXF_NONE, "your ratio follows from your times");
+    ex_verdict_add(v, "this run: t_fwd %.3f ms, t_bwd_compute %.3f ms, t_comm %.3f ms, t_step "
+                   "%.3f ms, ratio %.3g", lf, lb, lk, lst, lr);
+    ex_verdict_add(v, "Above 1, the step waits longer for its gradients than it computes: "
+                   "buckets cut the per-call cost, overlap hides what remains behind backward "
+                   "(when a core or a network card is free to move it), and a larger batch per "
+                   "rank raises the compute against the same gradient bytes.");
+    return v->result;
+}
+
+static const char *const step_times_hints[] = {
+    "Which block of the lab's output breaks one manual step into forward, backward and "
+    "communication?",
+    "Is the ratio communication over the whole step, or over the compute (forward plus "
+    "backward)?",
+    "Why can the three parts of a manual step not add up to more than the step itself?",
+    NULL
+};
+
+static const exercise ch05_step_times = {
+    .id = "ch05-step-times",
+    .chapter = 5,
+    .kind = EX_EXPERIMENT,
+    .title = "One step's times: forward, backward, communication",
+    .task = "Run `" STEP_TIMES_CMD "` and report from its manual step breakdown t_fwd, "
+            "t_bwd_compute, t_comm, t_step and the ratio t_comm / (t_fwd + t_bwd_compute), "
+            "and whether compute or communication dominates.",
+    .hints = step_times_hints,
+    .lab = "ch05/simple-ddp",
+    .starter = "starter.txt",
+    .solution = "solution.txt",
+    .workfile = "answers.txt",
+    .check = check_step_times,
+};
+
 /* ---- predict ---- */
 
 static void draw_buckets(uint64_t seed, ex_question *q)
@@ -130,5 +267,6 @@ const exercise *const ch05_exercises[] = {
     &ch05_manual_ddp,
     &ch05_predict_buckets,
     &ch05_bucketing,
+    &ch05_step_times,
     NULL
 };

@@ -140,7 +140,7 @@ static int gsv_rank(mlsys_comm *c, const lab_args *a)
         fflush(stdout);
     }
     mlsys_print_root(c, "World size: %d\nModel: Linear(4, 3, no bias) -> ReLU -> Linear(3, 2, "
-                     "no bias): weights [3x4] and [2x3], %d parameters\n\n", N, NPARAM);
+                     "no bias):\nweights [3x4] and [2x3], %d parameters\n\n", N, NPARAM);
 
     /* ---- step 1: each rank's own data ---- */
     mlsys_print_root(c, "%s\nStep 1: every rank draws its own data (seed 100 x rank)\n%s\n", rule,
@@ -246,18 +246,20 @@ static int gsv_rank(mlsys_comm *c, const lab_args *a)
         double md = 0;
         for (int i = 0; i < NPARAM; i++)
             md = fmax(md, fabs((double)ref[i] - (double)p.grad[i]));
-        mlsys_print_root(c, "[check] synced gradient = gradient of the MSE over all %d samples "
-                         "in one process: max |diff| %.2e < 1e-6: %s\n", N * ROWS, md,
-                         md < 1e-6 ? "PASS" : "FAIL");
+        mlsys_print_root(c, "(one process: the MSE's gradient over all %d samples, computed "
+                         "alone)\n", N * ROWS);
+        mlsys_print_root(c, "[check] synced gradient = one process's: max |diff| %.2e < 1e-6: "
+                         "%s\n", md, md < 1e-6 ? "PASS" : "FAIL");
         bad = md >= 1e-6;
         nn_params_fini(&q0);
         free(X);
         free(Tt);
     }
     mlsys_print_root(c, "\nMath insight: the loss of the whole batch of %d samples is the mean "
-                     "of the %d shard losses (equal shards of %d), and the gradient is linear, "
-                     "so its gradient is the mean of the %d local gradients: exactly what "
-                     "all_reduce(SUM) / %d computes.\n", N * ROWS, N, ROWS, N, N);
+                     "of the\n%d shard loss%s (equal shards of %d), and the gradient is linear, "
+                     "so its gradient\nis the mean of the %d local gradient%s: exactly what "
+                     "all_reduce(SUM) / %d\ncomputes.\n", N * ROWS, N, N == 1 ? "" : "es", ROWS,
+                     N, N == 1 ? "" : "s", N);
     if (verbose) {
         mlsys_print_root(c, "\n%s\nBonus: how much the sync changed each rank's gradient\n%s\n",
                          rule, rule);

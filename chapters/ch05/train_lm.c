@@ -65,6 +65,13 @@ static int train_lm_before(const lab_args *a)
         fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", err);
         return 2;
     }
+    llm_config cfg = o.cfg;
+    cfg.vocab_size = 512;           /* the data kit's tokenizer */
+    if (llm_train_mem_check(&cfg, o.t.batch, o.world, o.t.zero, o.data_bytes, 0, err,
+                            sizeof err) != 0) {
+        fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", err);
+        return 2;
+    }
     printf("Training the lab's language model (dim %d, %d layers, %d heads, %d kv heads) on "
            "%d ranks:\n%ld steps of %d sequences x %d tokens, DDP %s; checkpoints in %s\n\n",
            o.cfg.dim, o.cfg.n_layers, o.cfg.n_heads, o.cfg.n_kv_heads, o.world, o.t.steps,

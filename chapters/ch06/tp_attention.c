@@ -11,7 +11,8 @@ static const lab_flag attn_flags[] = {
     {"tp-size", 't', FLAG_INT, "4", NULL, 1, 64, "TP degree T (ranks); must divide --heads"},
     {"hidden-size", 'H', FLAG_INT, "64", NULL, 1, 4096, "hidden size H"},
     {"heads", 0, FLAG_INT, "8", NULL, 1, 256, "attention heads NH; H must divide by NH"},
-    {"batch-size", 'b', FLAG_INT, "2", NULL, 1, 256, "batch B"},
+    {"batch-size", 0, FLAG_INT, "2", NULL, 1, 256,
+     "batch B (-b was this; it is --backend in every lab)"},
     {"seq-len", 's', FLAG_INT, "16", NULL, 1, 1024, "sequence length S"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
@@ -133,8 +134,8 @@ static int attn_rank(mlsys_comm *c, const lab_args *a)
     char num[32];
     mlsys_print_root(c, "Elements per all-reduce: B·S·H = %s, %.1f KB (FP32, 1 KB = 1024 B)\n",
                      tp_thousands(num, sizeof num, act), bytes / 1024);
-    mlsys_print_root(c, "Ring volume per GPU: 2·bytes·(T−1)/T = %.1f KB, total over %ld GPUs "
-                     "%.1f KB\n", ring / 1024, T, ring * (double)T / 1024);
+    mlsys_print_root(c, "Ring volume per GPU: 2·bytes·(T−1)/T = %.1f KB, total over %ld GPU%s "
+                     "%.1f KB\n", ring / 1024, T, T == 1 ? "" : "s", ring * (double)T / 1024);
     mlsys_print_root(c, "Nothing moves inside the block: each head's softmax needs only its own "
                      "Q, K and V,\nso splitting by heads keeps attention local until Wo.\n");
     mlsys_print_root(c, "A transformer layer = this block + the MLP: 2 all-reduces forward and 2 "

@@ -3,8 +3,11 @@
  * against the serial layer within 1e-5. Fixed from the original: the shards are carved from
  * one full seeded matrix, so each rank holds a different block (the original seeded every
  * rank alike); the Megatron demo uses the exact GELU its text names (the original ran ReLU).
- * Weights are stored [in, out] and used as y = x·W. */
+ * Weights are stored [in, out] and used as y = x·W. The matrices are 8 wide, so the lab
+ * multiplies with the reference GEMM kernel: its additions run in one fixed order on every
+ * machine, and the differences it prints are the same everywhere (an exercise checks them). */
 #include "tp_lab.h"
+#include "../../core/nn/nn.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,8 +217,8 @@ static int part_megatron(mlsys_comm *c, int *bad)
     common_root_banner(c, 60, "C. Megatron pattern (B=4, H=8, I=32)");
     mlsys_print_root(c, "  1. x [b, H] on every rank → column-parallel W1_r → [b, 4H/T] (f: "
                      "identity)\n"
-                     "  2. GELU on the local slice: no communication (exact GELU, as the text "
-                     "says;\n     the original ran ReLU here)\n"
+                     "  2. GELU on the local slice: no communication (exact GELU, element by "
+                     "element,\n     so a rank's slice needs nothing from the others)\n"
                      "  3. row-parallel W2_r → partial [b, H] → one all-reduce (g) → y [b, H]\n");
     tp_fill_xavier(w1, H, I, 42);
     tp_fill_xavier(w2, I, H, 142);
@@ -279,7 +282,11 @@ static int linear_rank(mlsys_comm *c, const lab_args *a)
     if (!tp_rank_size_ok(c, T, "ch06/tp-linear"))
         return 2;
     const char *algo = tp_use_ring(c, a);
-    mlsys_print_root(c, "All-reduce algorithm: %s\n\n", algo);
+    /* set once, before any multiply: a fixed order of additions, the same on every machine */
+    nn_set_gemm_kernel(NN_GEMM_REF);
+    mlsys_print_root(c, "All-reduce algorithm: %s\n", algo);
+    mlsys_print_root(c, "Matrix multiplies: the reference kernel, whose additions run in the "
+                     "same order\non every machine, so every difference printed below is too.\n\n");
     if ((rc = part_column(c, &bad)) || (rc = part_row(c, &bad)) ||
         (rc = part_megatron(c, &bad)) || (rc = mlsys_barrier(c))) {
         fprintf(stderr, "rank %d: %s\n", mlsys_rank(c), mlsys_errmsg(c));

@@ -17,7 +17,8 @@
 static const lab_flag mlp_flags[] = {
     {"tp-size", 't', FLAG_INT, "4", NULL, 1, 64, "TP degree T (ranks); must divide I = 4H"},
     {"hidden-size", 'H', FLAG_INT, "64", NULL, 1, 8192, "hidden size H (I = 4H)"},
-    {"batch-size", 'b', FLAG_INT, "4", NULL, 1, 1024, "batch B of the benchmark input"},
+    {"batch-size", 0, FLAG_INT, "4", NULL, 1, 1024,
+     "batch B of the benchmark input (-b was this; it is --backend in every lab)"},
     {"seq-len", 's', FLAG_INT, "16", NULL, 1, 8192, "sequence length S of the benchmark input"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
@@ -97,17 +98,17 @@ static int verify(mlsys_comm *c, int H, int *bad)
     if ((rc = tp_check(c, "y vs GELU(x·W1)·W2, no ×T", s1, tp_max_diff(y, yref, (size_t)rows * H),
                        bad)))
         goto out;
-    /* the original's reference: the same, times T */
+    /* the usual slip: the rebuilt W2 multiplied by T "to undo the 1/T" */
     double orig = 0;
     for (size_t i = 0; i < (size_t)rows * H; i++) {
         double d = fabs((double)y[i] - (double)T * yref[i]);
         orig = d > orig ? d : orig;
     }
-    mlsys_print_root(c, "  (the original's reference, W2 × T:       max |diff| %.1e: %s)\n", orig,
+    mlsys_print_root(c, "  (a reference with W2 × T:                max |diff| %.1e: %s)\n", orig,
                      T == 1 ? "harmless at T = 1" : "T× too large");
-    mlsys_print_root(c, "The original multiplied the rebuilt W2 by T to undo the 1/T, but the "
-                     "shards it ran were\nalready scaled, so its reference was T× too large; the "
-                     "right one uses W2 as run.\n");
+    mlsys_print_root(c, "Multiplying the rebuilt W2 by T \"to undo the 1/T\" is a slip: the "
+                     "shards that ran\nwere already scaled, so that reference is T× too large; "
+                     "the right one uses W2 as run.\n");
 
     tp_fill_normal(dy, (size_t)rows * H, 300);
     mark = tp_allreduce_count(c);
@@ -153,7 +154,7 @@ static int analysis(mlsys_comm *c, tp_mlp *m, const float *x, float *y, float *d
                      tp_thousands(num, sizeof num, elems));
     mlsys_print_root(c, "Bytes per all-reduce: %.1f KB (FP32, 1 KB = 1024 B)\n", bytes / 1024);
     mlsys_print_root(c, "Ring volume per GPU: 2·bytes·(T−1)/T = %.1f KB\n", ring / 1024);
-    mlsys_print_root(c, "Total over %d GPUs: %.1f KB\n", T, ring * T / 1024);
+    mlsys_print_root(c, "Total over %d GPU%s: %.1f KB\n", T, T == 1 ? "" : "s", ring * T / 1024);
     mlsys_print_root(c, "Non-TP MLP: 0 bytes, but every GPU must hold all of W1 and W2\n");
 
     /* one forward and one backward, with the bytes each rank sent counted by the runtime */
@@ -228,8 +229,9 @@ static int benchmark(mlsys_comm *c, tp_mlp *m, const float *x, float *y, int B, 
     mlsys_print_root(c, "All-reduces in the %d timed forwards: %llu (%s)\n", ITERS,
                      (unsigned long long)ars, T == 1 ? "T = 1: nothing to sum" : "1 per forward");
     mlsys_print_root(c, "%s\n\n", T == 1 ? "One rank: no communication at all." :
-                     "These ranks share this machine's cores: GPUs on NVLink would shift the "
-                     "split toward compute.");
+                     "These ranks share this machine's cores and the all-reduce is a memory "
+                     "copy. On GPUs\nthe split depends on the layer's width: all-reduce / GEMM "
+                     "≈ (T−1)·F / (4·H·B_link)\n(chapter 6).");
     return MLSYS_OK;
 }
 

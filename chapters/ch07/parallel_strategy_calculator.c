@@ -1,9 +1,12 @@
 /* parallel_strategy_calculator.c - ch07/parallel-strategy-calculator: for a model and a
- * cluster, memory per GPU and communication per step of every (TP, PP, DP) layout, which
- * fit, and the one with the least communication. The default is the fixed version: the
- * model's shape follows --params (or --hidden/--layers/--vocab), PP costs nothing at pp=1,
- * a batch smaller than the pipeline is handled, TP wider than a node is tried and marked
- * "*", and --moe adds expert parallelism (EP). --compat prints the original's table. */
+ * cluster, memory per GPU, communication per step and pipeline bubble of every (TP, PP, DP)
+ * layout, which fit, and the one to choose. The default follows the chapters: the model's
+ * shape follows --params (or --hidden/--layers/--vocab; with --moe the experts are part of
+ * --params), Adam in mixed precision keeps 12 B per parameter (chapter 5), TP sends four
+ * ring all-reduces per layer (chapter 6), the 1F1B bubble weighs in the choice (chapter 7),
+ * PP costs nothing at pp=1, a batch smaller than the pipeline is handled, TP wider than a
+ * node is tried and marked "*", and --moe adds expert parallelism (EP). --compat prints the
+ * table of the calculator as it was first written, formulas and quirks included. */
 #include "../common/common.h"
 #include <math.h>
 #include <stdlib.h>
@@ -11,12 +14,18 @@
 
 #define LAB_ID "ch07/parallel-strategy-calculator"
 #define DTYPE 2.0                    /* bf16 training: bytes per parameter and activation */
+#define OPT_BYTES 12.0               /* Adam in mixed precision: fp32 master copy, m and v */
+#define COMPAT_OPT_BYTES 8.0         /* the first version's: m and v only */
+#define FIT_SHARE 0.9                /* a layout fits below 90 % of a GPU's memory */
+#define BUBBLE_OK 0.2                /* M >= 4P keeps the 1F1B bubble under 20 % */
 
 static const lab_flag calc_flags[] = {
     {"params", 'p', FLAG_DOUBLE, "70", NULL, 0, 1000000, "model parameters in billions"},
     {"gpus", 'g', FLAG_INT, "64", NULL, 1, 1048576, "total number of GPUs"},
-    {"memory", 'm', FLAG_DOUBLE, "80", NULL, 0, 100000, "GPU memory in GB"},
-    {"batch-size", 'b', FLAG_INT, "512", NULL, 1, 100000000, "global batch size"},
+    {"memory", 0, FLAG_DOUBLE, "80", NULL, 0, 100000,
+     "GPU memory in GB (-m was this; it is --microbatches in every lab)"},
+    {"batch-size", 0, FLAG_INT, "512", NULL, 1, 100000000,
+     "global batch size (-b was this; it is --backend in every lab)"},
     {"seq-len", 's', FLAG_INT, "4096", NULL, 1, 100000000, "sequence length"},
     {"moe", 0, FLAG_BOOL, NULL, NULL, 0, 0, "the model is a mixture of experts"},
     {"num-experts", 0, FLAG_INT, "64", NULL, 1, 65536, "experts per MoE layer"},
@@ -25,7 +34,8 @@ static const lab_flag calc_flags[] = {
     {"vocab", 0, FLAG_INT, "128000", NULL, 1, 100000000, "vocabulary size"},
     {"gpus-per-node", 0, FLAG_INT, "8", NULL, 1, 1024, "GPUs per node (NVLink domain)"},
     {"compat", 0, FLAG_BOOL, NULL, NULL, 0, 0,
-     "reproduce the original script exactly (fixed 65.5B shape, its formulas and quirks)"},
+     "the calculator before its fixes (fixed 65.5B shape, 8 B of optimizer state, its "
+     "formulas and quirks; see the chapter's Pitfalls)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -39,6 +49,7 @@ typedef struct model {
 typedef struct row {
     int tp, pp, dp, ep;
     double mem, tpc, ppc, dpc, epc, total;
+    double bubble;              /* 1F1B, one-sample micro-batches: (pp-1)/(M+pp-1) */
     int fits, intra, skipped;
 } row;
 
@@ -58,11 +69,13 @@ static void count_params(model *m)
     m->expert_count = m->E > 1 ? (double)m->L * ffn : 0.0;
 }
 
-/* A dense shape for --params billions: hidden and layers in the ratio of the original's
- * 8192 x 80 (H = 102.4 L), hidden a multiple of 128, and 12 L H^2 + V H close to Ψ. */
+/* A shape for --params billions in all: hidden and layers in the ratio of the first
+ * version's 8192 x 80 (H = 102.4 L), hidden a multiple of 128, and c L H^2 + V H close to
+ * Ψ, where a layer holds c H^2 = (4 + 8E) H^2 (attention, and E feed-forward blocks of
+ * 8 H^2: one for a dense model). */
 static void derive_shape(model *m, long hidden, long layers)
 {
-    double psi = m->params_b * 1e9, V = (double)m->V;
+    double psi = m->params_b * 1e9, V = (double)m->V, c = 4.0 + 8.0 * (double)m->E;
     if (hidden > 0 && layers > 0) {
         m->H = hidden;
         m->L = layers;
@@ -70,14 +83,14 @@ static void derive_shape(model *m, long hidden, long layers)
     }
     if (hidden > 0) {
         m->H = hidden;
-        double l = (psi - V * hidden) / (12.0 * hidden * (double)hidden);
+        double l = (psi - V * hidden) / (c * hidden * (double)hidden);
         m->L = l < 1 ? 1 : lround(l);
         return;
     }
     double lo = 1, hi = 1e7;
     for (int i = 0; i < 200; i++) {
         double mid = (lo + hi) / 2;
-        double p = (layers > 0 ? 12.0 * layers * mid * mid : 12.0 * mid * mid * mid / 102.4) +
+        double p = (layers > 0 ? c * layers * mid * mid : c * mid * mid * mid / 102.4) +
                    V * mid;
         if (p < psi)
             lo = mid;
@@ -90,7 +103,7 @@ static void derive_shape(model *m, long hidden, long layers)
     if (layers > 0) {
         m->L = layers;
     } else {
-        double l = (psi - V * (double)m->H) / (12.0 * (double)m->H * (double)m->H);
+        double l = (psi - V * (double)m->H) / (c * (double)m->H * (double)m->H);
         m->L = l < 1 ? 1 : lround(l);
     }
 }
@@ -100,7 +113,7 @@ static void derive_shape(model *m, long hidden, long layers)
 static int compat_row(const model *m, int G, double mem_gb, long B, long S, row *r)
 {
     double psi = m->count, H = (double)m->H;
-    double params = psi * DTYPE / 1e9, opt = psi * 8.0 / 1e9;
+    double params = psi * DTYPE / 1e9, opt = psi * COMPAT_OPT_BYTES / 1e9;
     int tp = r->tp, pp = r->pp, dp = r->dp;
     if (B / pp == 0)
         return -1;                  /* the original divides by zero here */
@@ -114,7 +127,7 @@ static int compat_row(const model *m, int G, double mem_gb, long B, long S, row 
     r->epc = 0;
     r->total = r->tpc + r->ppc + r->dpc;
     (void)G;
-    r->fits = r->mem < mem_gb * 0.9;
+    r->fits = r->mem < mem_gb * FIT_SHARE;
     return 0;
 }
 
@@ -126,9 +139,9 @@ static void fixed_row(const model *m, double mem_gb, long B, long S, row *r)
     int tp = r->tp, pp = r->pp, dp = r->dp, ep = r->ep;
     double dense = m->count - m->expert_count, expert = m->expert_count;
     /* parameters and gradients (2 + 2 bytes) sharded over TP x PP, experts also over EP;
-     * Adam's two fp32 states (8 bytes) also over DP (ZeRO-1) */
+     * Adam's fp32 master copy and two moments (12 bytes, chapter 5) also over DP (ZeRO-1) */
     double shard = dense / (tp * pp) + expert / ((double)tp * pp * ep);
-    double params = shard * DTYPE * 2 / 1e9, opt = shard * 8.0 / dp / 1e9;
+    double params = shard * DTYPE * 2 / 1e9, opt = shard * OPT_BYTES / dp / 1e9;
     /* activations: 10 B S H bytes-per-value per layer and sample, for the samples a stage
      * holds under 1F1B: min(pp, samples per replica), one-sample micro-batches */
     long per_replica = B / dp;
@@ -140,17 +153,38 @@ static void fixed_row(const model *m, double mem_gb, long B, long S, row *r)
     double act = 10.0 * inflight * S * H / tp * ceil(L / pp) * DTYPE / 1e9;
     r->mem = params + opt + act;
     double tokens = (double)B / dp * S;          /* per replica and step */
-    r->tpc = tp > 1 ? 4.0 * tokens * H * DTYPE * (tp - 1) / tp * ceil(L / pp) / 1e9 : 0.0;
+    /* chapter 6: four all-reduces of B S H values per layer and step (two forward, two
+     * backward), each sending 2 (tp-1)/tp of it per GPU on a ring */
+    r->tpc = tp > 1 ? 8.0 * tokens * H * DTYPE * (tp - 1) / tp * ceil(L / pp) / 1e9 : 0.0;
     r->ppc = pp > 1 ? 2.0 * tokens * H * DTYPE / 1e9 : 0.0;
     r->dpc = dp > 1 ? 2.0 * (dense / (tp * pp) + expert / ((double)tp * pp * ep)) * DTYPE *
                       (dp - 1) / dp / 1e9 : 0.0;
     /* EP: dispatch and combine all-to-all per MoE layer, forward and backward, top-1 */
     r->epc = ep > 1 ? 4.0 * tokens * H * DTYPE * (ep - 1) / ep * ceil(L / pp) / 1e9 : 0.0;
     r->total = r->tpc + r->ppc + r->dpc + r->epc;
-    r->fits = r->mem < mem_gb * 0.9;
+    r->fits = r->mem < mem_gb * FIT_SHARE;
+    /* 1F1B over the replica's samples as micro-batches of one (chapter 7) */
+    r->bubble = (double)(pp - 1) / (double)(per_replica + pp - 1);
 }
 
-static void put_row(const row *r, int with_ep)
+/* Is a better than b? Of the layouts that fit: TP inside a node first; then a 1F1B bubble
+ * under BUBBLE_OK; then, among those, the least communication, and among the others the
+ * smallest bubble. compat: the first version's order (node, then communication). */
+static int better(const row *a, const row *b, int compat)
+{
+    if (a->intra != b->intra)
+        return a->intra;
+    if (!compat) {
+        int ok_a = a->bubble <= BUBBLE_OK, ok_b = b->bubble <= BUBBLE_OK;
+        if (ok_a != ok_b)
+            return ok_a;
+        if (!ok_a && a->bubble != b->bubble)
+            return a->bubble < b->bubble;
+    }
+    return a->total < b->total;
+}
+
+static void put_row(const row *r, int with_ep, int compat)
 {
     if (r->skipped) {
         printf("%4d%s %3d %4d  (skipped: the batch is smaller than DP)\n", r->tp,
@@ -159,12 +193,17 @@ static void put_row(const row *r, int with_ep)
     }
     printf("%4d%s %3d %4d", r->tp, r->intra ? " " : "*", r->pp, r->dp);
     if (with_ep)
-        printf(" %4d", r->ep);
-    printf(" %9.1fGB %7s%s %9.2fGB %9.2fGB %9.2fGB", r->mem, "", r->fits ? "✓" : "✗", r->tpc,
+        printf(compat ? " %4d" : " %3d", r->ep);
+    if (compat) {
+        printf(" %9.1fGB %7s%s %9.2fGB %9.2fGB %9.2fGB\n", r->mem, "", r->fits ? "✓" : "✗",
+               r->tpc, r->ppc, r->dpc);
+        return;
+    }
+    printf(" %6.1fGB  %s   %8.2fGB %7.2fGB %7.2fGB", r->mem, r->fits ? "✓" : "✗", r->tpc,
            r->ppc, r->dpc);
     if (with_ep)
-        printf(" %9.2fGB", r->epc);
-    printf("\n");
+        printf(" %7.2fGB", r->epc);
+    printf(" %5.1f%%\n", 100.0 * r->bubble);
 }
 
 static int calc_main(const lab_args *a)
@@ -178,7 +217,7 @@ static int calc_main(const lab_args *a)
                lab_arg_int(a, "vocab"), .E = moe ? E : 1};
     if (compat && (lab_arg_given(a, "hidden") || lab_arg_given(a, "layers") ||
                    lab_arg_given(a, "vocab") || lab_arg_given(a, "gpus-per-node"))) {
-        fprintf(stderr, "mlsys-lab: %s: --compat uses the original's fixed shape: drop --hidden, "
+        fprintf(stderr, "mlsys-lab: %s: --compat keeps the first version's fixed shape: drop --hidden, "
                 "--layers, --vocab and --gpus-per-node\n", LAB_ID);
         return 2;
     }
@@ -195,22 +234,40 @@ static int calc_main(const lab_args *a)
     common_rule(thin, sizeof thin, "─", 40);
     printf("\n%s\n MODEL CONFIGURATION\n%s\n", thin, thin);
     pyfloat(m.params_b, num, sizeof num);
-    printf("Parameters: %sB (%.1fB actual)\n", num, m.count / 1e9);
+    if (compat)
+        printf("Parameters: %sB (%.1fB actual)\n", num, m.count / 1e9);
+    else
+        printf("Parameters: %sB (the shape below holds %.1fB)\n", num, m.count / 1e9);
     if (!compat)
         printf("Shape: hidden %ld, %ld layers, vocabulary %ld%s\n", m.H, m.L, m.V,
                lab_arg_given(a, "hidden") || lab_arg_given(a, "layers") ? "" :
                " (derived from --params)");
-    double params = m.count * DTYPE / 1e9, opt = m.count * 8.0 / 1e9;
+    double params = m.count * DTYPE / 1e9;
+    double opt = m.count * (compat ? COMPAT_OPT_BYTES : OPT_BYTES) / 1e9;
     printf("Parameters memory: %.1f GB\n", params);
     printf("Gradients memory: %.1f GB\n", params);
-    printf("Optimizer memory: %.1f GB\n", opt);
+    if (compat)
+        printf("Optimizer memory: %.1f GB\n", opt);
+    else
+        printf("Optimizer memory: %.1f GB (Adam in mixed precision: an fp32 copy, momentum\n"
+               "  and variance, 12 B per parameter, as in chapter 5)\n", opt);
     printf("Total model memory: %.1f GB\n", 2 * params + opt);
-    if (moe)
+    if (moe && compat) {
         printf("MoE: %d experts\n", E);
+    } else if (moe) {
+        double per_expert = 8.0 * (double)m.H * (double)m.H;
+        printf("MoE: %d experts of %.1fM parameters per layer, %.1fB in experts;\n  top-1 "
+               "routing runs %.1fB parameters per token\n", E, per_expert / 1e6,
+               m.expert_count / 1e9, (m.count - m.expert_count + m.expert_count / E) / 1e9);
+    }
     printf("\n%s\n HARDWARE CONFIGURATION\n%s\n", thin, thin);
-    printf("GPUs: %d (%d nodes)\n", G, compat ? G / 8 : (G + gpn - 1) / gpn);
+    int nodes = compat ? G / 8 : (G + gpn - 1) / gpn;
+    printf("GPUs: %d (%d node%s)\n", G, nodes, nodes == 1 ? "" : "s");
     pyfloat(mem_gb, num, sizeof num);
     printf("Memory per GPU: %s GB\n", num);
+    if (!compat)
+        printf("A layout fits below 90 %% of it, %.1f GB: the rest is for the framework, "
+               "buffers\n  and fragmentation\n", mem_gb * FIT_SHARE);
     printf("\n%s\n TRAINING CONFIGURATION\n%s\n", thin, thin);
     printf("Batch size: %ld\nSequence length: %ld\n", B, S);
 
@@ -255,32 +312,41 @@ static int calc_main(const lab_args *a)
     printf("\n%s\n STRATEGY COMPARISON\n%s\n\n", rule, rule);
     printf("%4s %4s %4s", "TP", "PP", "DP");
     if (with_ep)
-        printf(" %4s", "EP");
-    printf(" %10s %8s %10s %10s %10s", "Mem/GPU", "Fits?", "TP Comm", "PP Comm", "DP Comm");
+        printf(compat ? " %4s" : " %3s", "EP");
+    if (compat)
+        printf(" %10s %8s %10s %10s %10s", "Mem/GPU", "Fits?", "TP Comm", "PP Comm", "DP Comm");
+    else
+        printf(" %8s %4s %10s %9s %9s", "Mem/GPU", "Fits", "TP Comm", "PP Comm", "DP Comm");
     if (with_ep)
-        printf(" %10s", "EP Comm");
-    common_rule(thin, sizeof thin, "-", with_ep ? 96 : 80);
+        printf(" %9s", "EP Comm");
+    if (!compat)
+        printf(" %6s", "Bubble");
+    common_rule(thin, sizeof thin, "-", compat ? 80 : with_ep ? 80 : 66);
     printf("\n%s\n", thin);
     int best = -1;
     for (int i = 0; i < nrows; i++) {
         row *r = &rows[i];
         if (r->skipped == 2) {
-            printf("%4d  %3d %4d  (skipped: batch %ld < pp, the original divides by zero)\n",
+            printf("%4d  %3d %4d  (skipped: batch %ld < pp; before the fixes this divided by "
+                   "zero)\n",
                    r->tp, r->pp, r->dp, B);
             continue;
         }
-        put_row(r, with_ep);
+        put_row(r, with_ep, compat);
         if (r->skipped || !r->fits)
             continue;
-        /* the original's order: TP inside a node first, then the least communication */
-        if (best < 0 || (r->intra && !rows[best].intra) ||
-            (r->intra == rows[best].intra && r->total < rows[best].total))
+        if (best < 0 || better(r, &rows[best], compat))
             best = i;
     }
     printf("\n* TP crosses node boundary (slower inter-node communication)\n");
-    if (!compat)
+    if (!compat) {
         printf("  (layouts with TP wider than %d GPUs per node are tried and carry the "
                "marker)\n", gpn);
+        printf("Fits: memory per GPU under %.1f GB (90 %% of %s GB).\nComm: GB each GPU "
+               "sends per step; TP's is four ring all-reduces per layer\n  (chapter 6).\n"
+               "Bubble: 1F1B with the replica's samples as micro-batches of one,\n"
+               "  (PP-1)/(M+PP-1).\n", mem_gb * FIT_SHARE, num);
+    }
     printf("\n%s\n RECOMMENDATION\n%s\n", rule, rule);
     if (best < 0) {
         printf("\n⚠ No configuration fits in memory!\n");
@@ -294,14 +360,29 @@ static int calc_main(const lab_args *a)
         printf("  Data Parallelism (DP): %d\n", r->dp);
         if (with_ep)
             printf("  Expert Parallelism (EP): %d\n", r->ep);
-        printf("\nMemory per GPU: %.1f GB (limit: %s GB)\n", r->mem, num);
+        if (compat)
+            printf("\nMemory per GPU: %.1f GB (limit: %s GB)\n", r->mem, num);
+        else
+            printf("\nMemory per GPU: %.1f GB (fits under %.1f GB, 90 %% of %s GB)\n", r->mem,
+                   mem_gb * FIT_SHARE, num);
         printf("Total communication: %.2f GB per step\n", r->total);
         printf("\nReasoning:\n");
         printf("  - TP=%d %s\n", r->tp, r->intra ? "stays within a node (NVLink speed)" :
                "crosses nodes (slower)");
-        printf("  - PP=%d splits model into %d stages\n", r->pp, r->pp);
+        if (compat) {
+            printf("  - PP=%d splits model into %d stages\n", r->pp, r->pp);
+        } else {
+            long mb = B / r->dp;
+            printf("  - PP=%d splits the model into %d stage%s; %ld micro-batch%s per "
+                   "replica:\n    bubble %.1f %%%s\n", r->pp, r->pp, r->pp == 1 ? "" : "s", mb,
+                   mb == 1 ? "" : "es", 100.0 * r->bubble, r->bubble <= BUBBLE_OK ? "" :
+                   " (no layout inside a node that fits keeps it under 20 %)");
+        }
         printf("  - DP=%d %s\n\n", r->dp, r->dp > 1 ? "provides excellent scaling" :
                "single replica");
+        if (!compat)
+            printf("Chosen among the layouts that fit: TP inside a node first, then a bubble\n"
+                   "under 20 %% (M >= 4P), then the least communication.\n\n");
     }
     if (moe) {
         printf("\n%s\n MOE-SPECIFIC CONSIDERATIONS\n%s\n", rule, rule);
@@ -316,7 +397,7 @@ static int calc_main(const lab_args *a)
         printf("Recommendation: Use EP instead of/in addition to TP for the FFN experts.\n");
         if (!compat)
             printf("(The table above already shards the experts over EP ranks taken from the "
-                   "DP group.)\n");
+                   "DP\ngroup.)\n");
         printf("\n");
     }
     free(rows);

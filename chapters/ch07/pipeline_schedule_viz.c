@@ -11,13 +11,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LAB_ID "ch07/pipeline-schedule-viz"
 #define SLOT_NS 1000000ull          /* synthetic events: one slot is drawn as 1 ms */
 #define TOL 1e-5
 
 static const lab_flag viz_flags[] = {
-    {"stages", 's', FLAG_INT, "4", NULL, 1, 64, "pipeline stages P"},
+    {"stages", 'P', FLAG_INT, "4", NULL, 1, 64,
+     "pipeline stages P (-s was this; it is --seq-len in every lab)"},
     {"microbatches", 'm', FLAG_INT, "8", NULL, 1, 1024, "micro-batches M per step"},
     {"schedule", 0, FLAG_CHOICE, "all", "all|gpipe|1f1b|interleaved|zb-h1", 0, 0,
      "which schedule to draw or run (all: every one, in turn)"},
@@ -28,7 +30,8 @@ static const lab_flag viz_flags[] = {
     {"layers", 0, FLAG_INT, "16", NULL, 1, 4096,
      "--run: layers of the MLP, split evenly over P stages (x v chunks)"},
     {"hidden", 0, FLAG_INT, "256", NULL, 1, 4096, "--run: width H of every layer"},
-    {"batch-size", 'b', FLAG_INT, "64", NULL, 1, 65536, "--run: rows per micro-batch"},
+    {"batch-size", 0, FLAG_INT, "64", NULL, 1, 65536,
+     "--run: rows per micro-batch (-b was this; it is --backend in every lab)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -38,6 +41,8 @@ typedef struct shape {
     int P, M, v, L, H, B, run;
     int all;                    /* --schedule all */
     sched_kind one;             /* the schedule when not all */
+    int skip_inter;             /* all with --run: the layers do not split for interleaved */
+    char skip_why[160];         /* ...and why, said once before the ranks start */
 } shape;
 
 static int shape_of(const lab_args *a, shape *sh, char *err, size_t n)
@@ -65,10 +70,19 @@ static int shape_of(const lab_args *a, shape *sh, char *err, size_t n)
             return -1;
         }
         if (inter && sh->L % (sh->P * sh->v) != 0) {
-            snprintf(err, n, "--layers %d does not split into %d stages x %d chunks (interleaved "
-                     "needs a multiple of %d; change --layers or --virtual)", sh->L, sh->P,
-                     sh->v, sh->P * sh->v);
-            return -1;
+            /* with every schedule asked for, the others can still run (and the charts do not
+             * use the layers at all): skip interleaved and say so; asked for alone, refuse */
+            if (sh->all) {
+                sh->skip_inter = sh->run;
+                snprintf(sh->skip_why, sizeof sh->skip_why, "interleaved 1F1B skipped: --layers "
+                         "%d does not split into %d stages x %d chunks (it needs a multiple of "
+                         "%d)", sh->L, sh->P, sh->v, sh->P * sh->v);
+            } else {
+                snprintf(err, n, "--layers %d does not split into %d stages x %d chunks "
+                         "(interleaved needs a multiple of %d; change --layers or --virtual)",
+                         sh->L, sh->P, sh->v, sh->P * sh->v);
+                return -1;
+            }
         }
         if (sh->L % sh->P != 0) {
             snprintf(err, n, "--layers %d does not split into %d equal stages", sh->L, sh->P);
@@ -84,9 +98,11 @@ static int kinds_of(const shape *sh, sched_kind *k)
         k[0] = sh->one;
         return 1;
     }
+    int nk = 0;
     for (int i = 0; i < SCHED_COUNT; i++)
-        k[i] = (sched_kind)i;
-    return SCHED_COUNT;
+        if (!(sh->skip_inter && i == SCHED_INTERLEAVED))
+            k[nk++] = (sched_kind)i;
+    return nk;
 }
 
 /* ---- the chart (no ranks) ---- */
@@ -131,14 +147,22 @@ static void print_section(const schedule *s)
         printf("; closed form %s = %.1f%%", s->kind == SCHED_INTERLEAVED ? "(P-1)/(v*M+P-1)" :
                s->kind == SCHED_ZBH1 ? "(P-1)/(3M+P-1)" : "(P-1)/(M+P-1)", 100.0 * f);
     printf("\n");
+    if (f < 0 && s->kind == SCHED_INTERLEAVED && s->v > 1)
+        printf("(The closed form (P-1)/(v*M+P-1) holds when M is a multiple of P, micro-batches\n"
+               "going round in groups of P; with M = %d and P = %d the last group is short and\n"
+               "the grid's count is the only figure.)\n", s->M, s->P);
+    else if (f < 0 && s->kind == SCHED_ZBH1)
+        printf("(The closed form (P-1)/(3M+P-1) needs M >= P, a full steady phase; with M = %d "
+               "and\nP = %d the grid's count is the only figure.)\n", s->M, s->P);
     peaks_text(s, peaks, sizeof peaks);
     if (s->kind == SCHED_INTERLEAVED)
-        printf("Peak activation memory: %.1f micro-batches worth on stage 0 (chunks held per "
+        printf("Peak activation memory: %.1f micro-batches' worth on stage 0 (chunks held per "
                "stage: %s; a chunk is 1/%d of a stage)\n", sched_peak_inflight(s, 0) /
                (double)s->v, peaks, s->v);
     else
-        printf("Peak activation memory: %d microbatches worth on stage 0 (per stage: %s)\n",
-               sched_peak_inflight(s, 0), peaks);
+        printf("Peak activation memory: %d %s worth on stage 0 (per stage: %s)\n",
+               sched_peak_inflight(s, 0), sched_peak_inflight(s, 0) == 1 ? "micro-batch's" :
+               "micro-batches'", peaks);
     printf("\n\n");
 }
 
@@ -189,11 +213,11 @@ static void print_bubble_table(int P)
 {
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
-    printf("%s\n BUBBLE RATIO vs MICROBATCHES\n%s\n\n", rule, rule);
+    printf("%s\n BUBBLE RATIO vs MICRO-BATCHES\n%s\n\n", rule, rule);
     printf("Bubble ratio = (P-1) / (M + P - 1)   (GPipe and 1F1B)\n\n"
-           "Where P = pipeline stages, M = microbatches\n\n");
-    printf("For P = %d stages:\n\n", P);
-    printf("%-15s %-15s %-15s\n", "Microbatches", "Bubble Ratio", "Efficiency");
+           "Where P = pipeline stages, M = micro-batches\n\n");
+    printf("For P = %d stage%s:\n\n", P, P == 1 ? "" : "s");
+    printf("%-15s %-15s %-15s\n", "Micro-batches", "Bubble Ratio", "Efficiency");
     common_rule(rule, sizeof rule, "-", 45);
     printf("%s\n", rule);
     static const int ms[] = {1, 2, 4, 8, 16, 32, 64};
@@ -204,7 +228,7 @@ static void print_bubble_table(int P)
         snprintf(y, sizeof y, "%.1f%%", 100.0 * (1.0 - b));
         printf("%-15d %-15s %-15s\n", ms[i], x, y);
     }
-    printf("\nTakeaway: use at least 4x as many microbatches as stages (M >= 4P)\n"
+    printf("\nTakeaway: use at least 4x as many micro-batches as stages (M >= 4P)\n"
            "          for > 80%% efficiency.\n\n");
 }
 
@@ -213,19 +237,19 @@ static void print_tradeoff(void)
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n MEMORY vs THROUGHPUT TRADEOFF\n%s\n\n", rule, rule);
-    printf("MORE MICROBATCHES:\n"
+    printf("MORE MICRO-BATCHES:\n"
            "  + lower bubble ratio (better throughput)\n"
            "  - more activation memory with GPipe (1F1B: unchanged)\n"
-           "  - smaller per-microbatch batches (less efficient GEMMs)\n\n"
-           "FEWER MICROBATCHES:\n"
+           "  - smaller micro-batches (less efficient GEMMs)\n\n"
+           "FEWER MICRO-BATCHES:\n"
            "  - higher bubble ratio\n"
            "  + less activation memory\n"
-           "  + larger per-microbatch batches\n\n"
+           "  + larger micro-batches\n\n"
            "1F1B ADVANTAGE:\n"
-           "  Memory is bounded by the pipeline depth, not by the number of microbatches,\n"
-           "  so many microbatches (a small bubble) no longer cost memory.\n\n"
+           "  Memory is bounded by the pipeline depth, not by the number of micro-batches,\n"
+           "  so many micro-batches (a small bubble) no longer cost memory.\n\n"
            "Example: 24 layers, hidden 4096, batch 512 on 4 stages (6 layers each),\n"
-           "16 microbatches of 32 samples. Counting one hidden vector per sample per layer:\n"
+           "16 micro-batches of 32 samples. Counting one hidden vector per sample per layer:\n"
            "  GPipe: 16 x 32 x 4096 x 6 = 12,582,912 values per stage\n"
            "  1F1B:   4 x 32 x 4096 x 6 =  3,145,728 values per stage\n"
            "A 4x cut. In bytes multiply by the bytes per value (2 in bf16: 25.2 MB and\n"
@@ -249,7 +273,8 @@ static int viz_chart(const shape *sh)
     common_box(stdout, 68, "Pipeline parallelism schedule visualizer");
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n PIPELINE SCHEDULE COMPARISON\n%s\n\n", rule, rule);
-    printf("Configuration: %d stages, %d microbatches\n", sh->P, sh->M);
+    printf("Configuration: %d stage%s, %d micro-batch%s\n", sh->P, sh->P == 1 ? "" : "s", sh->M,
+           sh->M == 1 ? "" : "es");
     printf("One slot = one forward (F) or backward (B, W) of one micro-batch on one stage;\n"
            "'.' = idle. The schedules are generated and checked (every dependency holds).\n\n");
     for (int i = 0; i < nk; i++)
@@ -277,10 +302,12 @@ static int viz_before(const lab_args *a)
     char rule[256];
     common_rule(rule, sizeof rule, "=", 70);
     printf("%s\n Pipeline schedules, executed: %d ranks\n%s\n", rule, sh.P, rule);
-    printf("MLP: %d layers of %dx%d (Linear + ReLU), %d per stage; %d micro-batches of %d rows;"
+    printf("MLP: %d layers of %dx%d (Linear + ReLU), %d per stage; %d micro-batch%s of %d rows;"
            "\nMSE loss. Each rank is one stage; activations go forward and gradients backward\n"
            "point-to-point, one message per micro-batch.\n\n", sh.L, sh.H, sh.H, sh.L / sh.P,
-           sh.M, sh.B);
+           sh.M, sh.M == 1 ? "" : "es", sh.B);
+    if (sh.skip_inter)
+        printf("Note: %s; the other schedules run.\n\n", sh.skip_why);
     fflush(stdout);
     return -1;
 }
@@ -477,7 +504,8 @@ static int tag_of(int kind_b, int vs, int mb, int M)
 
 typedef struct run_out {
     double busy_ns, span_ns, loss;
-    int reqs;
+    int reqs;               /* point-to-point sends this rank made, each of msg_bytes */
+    size_t msg_bytes;
 } run_out;
 
 /* This rank's ops of schedule s, in order: receive the input if another rank makes it,
@@ -580,11 +608,27 @@ static int run_schedule(mlsys_comm *c, const schedule *s, stage_model *m, run_ou
     if (rc == MLSYS_OK)
         rc = mlsys_waitall(reqs, nreq);
     out->span_ns = (double)(mlsys_now_ns() - t_start);
+    out->reqs = nreq;
+    out->msg_bytes = n * sizeof(float);
 done:
     free(reqs);
     free(target);
     free(tmp);
     return rc;
+}
+
+/* "65,536" */
+static char *thousands(char *buf, size_t n, long long v)
+{
+    char raw[32];
+    int len = snprintf(raw, sizeof raw, "%lld", v), o = 0;
+    for (int i = 0; i < len && o + 2 < (int)n; i++) {
+        if (i && raw[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
 }
 
 static int viz_rank(mlsys_comm *c, const lab_args *a)
@@ -600,6 +644,8 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
     }
     sched_kind ks[SCHED_COUNT];
     int nk = kinds_of(&sh, ks);
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    int cores = ncores > 0 ? (int)ncores : 1;
     float *ref_w = mlsys_xmalloc((size_t)sh.L * sh.H * sh.H * sizeof *ref_w);
     float *ref_b = mlsys_xmalloc((size_t)sh.L * sh.H * sizeof *ref_b);
     serial_grads(sh.L, sh.H, sh.B, sh.M, ref_w, ref_b);
@@ -616,6 +662,7 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
         stage_model m;
         model_init(&m, &sh, s.v, st);
         run_out o;
+        memset(&o, 0, sizeof o);
         /* each schedule a section of the timeline, named after it */
         if (mlsys_step(c, i, sched_short(ks[i])) != MLSYS_OK) {
             model_free(&m);
@@ -644,7 +691,9 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
                 }
             }
         double span = o.span_ns, loss = o.loss;
-        if (rc == 0 && (mlsys_allreduce(c, &diff, &diff, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
+        int64_t sent = o.reqs;              /* the schedule's own messages, summed below */
+        if (rc == 0 && (mlsys_allreduce(c, &sent, &sent, 1, MLSYS_I64, MLSYS_SUM) != MLSYS_OK ||
+                        mlsys_allreduce(c, &diff, &diff, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
                         mlsys_allreduce(c, &span, &span, 1, MLSYS_F64, MLSYS_MAX) != MLSYS_OK ||
                         mlsys_allreduce(c, &loss, &loss, 1, MLSYS_F64, MLSYS_SUM) != MLSYS_OK ||
                         mlsys_allgather(c, &o.busy_ns, busy, 1, MLSYS_F64) != MLSYS_OK)) {
@@ -661,8 +710,9 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
             char vtext[48] = "";
             if (s.kind == SCHED_INTERLEAVED)
                 snprintf(vtext, sizeof vtext, ", v=%d chunks per stage", s.v);
-            mlsys_print_root(c, "%s\n %s on %d ranks: %d micro-batches%s\n%s\n", rule,
-                             sched_title(s.kind), P, sh.M, vtext, rule);
+            mlsys_print_root(c, "%s\n %s on %d rank%s: %d micro-batch%s%s\n%s\n", rule,
+                             sched_title(s.kind), P, P == 1 ? "" : "s", sh.M,
+                             sh.M == 1 ? "" : "es", vtext, rule);
             mlsys_print_root(c, "loss (mean over micro-batches): %.6f\n", loss);
             mlsys_print_root(c, "weight gradients vs the unpipelined model: max |pipelined - "
                              "serial| = %.3g (%s, tolerance %.0e)\n", diff,
@@ -674,7 +724,19 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
             for (int r = 0; r < P; r++)
                 mlsys_print_root(c, " %d: %.1f%% / %.1f%%", r, 100.0 * (1.0 - busy[r] / span),
                                  100.0 * sched_stage_bubble(&s, r));
-            mlsys_print_root(c, "\n\n");
+            mlsys_print_root(c, "\n");
+            /* a micro-batch crosses v·P - 1 boundaries each way: interleaving multiplies the
+             * messages, each one the same activation of B x H floats */
+            long hops = (long)s.v * P - 1, want = 2L * sh.M * hops;
+            char nb[32];
+            mlsys_print_root(c, "messages: %lld point-to-point sends of %s B each (2·M·(vP-1) = "
+                             "%ld)\n", (long long)sent, thousands(nb, sizeof nb,
+                             (long long)o.msg_bytes), want);
+            if (cores < P)
+                mlsys_print_root(c, "(%d ranks on %d cores: a rank that is ready also waits for "
+                                 "a core, so these\nmeasured bubbles, and the order of the "
+                                 "schedules by them, mean nothing here)\n", P, cores);
+            mlsys_print_root(c, "\n");
             if (diff > TOL)
                 rc = 1;
         }
@@ -682,10 +744,13 @@ static int viz_rank(mlsys_comm *c, const lab_args *a)
         sched_free(&s);
     }
     if (rc == 0)
-        mlsys_print_root(c, "A backward costs about twice a forward here (input and weight "
-                         "gradients),\nso the measured bubble differs from the unit-cost "
-                         "prediction; so do the\nmessages and, with more ranks than cores, "
-                         "the sharing of the CPUs.\n");
+        mlsys_print_root(c, "Why measured and predicted differ: the prediction counts slots of "
+                         "compute only.\nA real run also pays for every message (a send waits "
+                         "for its receiver) and for\nstarting every op, and interleaving has "
+                         "v times the messages. A backward costing\ntwice a forward is not a "
+                         "cause: it stretches busy and idle slots alike. With\nmore ranks than "
+                         "cores, ranks also wait for a core%s.\n", cores < P ?
+                         " (here: the measured ranking\nmeans nothing)" : "");
     free(busy);
     free(ref_w);
     free(ref_b);

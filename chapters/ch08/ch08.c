@@ -1,8 +1,11 @@
-/* ch08.c - Chapter 8, "Anatomy of an LLM Inference Server": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch08.c - Chapter 8, "Anatomy of an LLM Inference Server": the chapter entry, one line per
+ * lab of this folder. */
 #include "../../lab/lab.h"
 
+extern const lab ch08_minimal_inference_server_lab;
+
 static const lab *const ch08_labs[] = {
+    &ch08_minimal_inference_server_lab,
     NULL
 };
 
@@ -10,6 +13,6 @@ const chapter ch08_chapter = {
     .number = 8,
     .part = "Part III: LLM inference",
     .title = "Anatomy of an LLM Inference Server",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch08.md",
     .labs = ch08_labs,
 };

@@ -1,8 +1,13 @@
-/* ch09.c - Chapter 9, "KV Cache Management": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch09.c - Chapter 9, "KV Cache Management": the chapter entry, one line per lab of this
+ * folder. */
 #include "../../lab/lab.h"
 
+extern const lab ch09_kv_cache_calculator_lab;
+extern const lab ch09_prefix_sharing_demo_lab;
+
 static const lab *const ch09_labs[] = {
+    &ch09_kv_cache_calculator_lab,
+    &ch09_prefix_sharing_demo_lab,
     NULL
 };
 
@@ -10,6 +15,6 @@ const chapter ch09_chapter = {
     .number = 9,
     .part = "Part III: LLM inference",
     .title = "KV Cache Management",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch09.md",
     .labs = ch09_labs,
 };

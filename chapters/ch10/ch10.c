@@ -1,8 +1,11 @@
-/* ch10.c - Chapter 10, "Advanced Scheduling and CUDA Graphs": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch10.c - Chapter 10, "Advanced Scheduling and CUDA Graphs": the chapter entry, one line per
+ * lab. The scheduling-overhead benchmark joins when the serving engine is in. */
 #include "../../lab/lab.h"
 
+extern const lab ch10_cuda_graph_simple_lab;
+
 static const lab *const ch10_labs[] = {
+    &ch10_cuda_graph_simple_lab,
     NULL
 };
 
@@ -10,6 +13,6 @@ const chapter ch10_chapter = {
     .number = 10,
     .part = "Part III: LLM inference",
     .title = "Advanced Scheduling and CUDA Graphs",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch10.md",
     .labs = ch10_labs,
 };

@@ -15,6 +15,6 @@ const chapter ch12_chapter = {
     .number = 12,
     .part = "Part IV: RLHF",
     .title = "RL Fundamentals for LLMs",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch12.md",
     .labs = ch12_labs,
 };

@@ -17,8 +17,8 @@
 #define SOLVED 475.0            /* CartPole-v1 counts as solved at a 100-episode mean of 475 */
 
 static const lab_flag ppo_flags[] = {
-    {"episodes", 'e', FLAG_INT, "100", NULL, 1, 10000000,
-     "--no-update: episodes to run; PPO: stop once this many have ended (when given)"},
+    {"episodes", 0, FLAG_INT, "100", NULL, 1, 10000000,
+     "--no-update: episodes to run (PPO runs --total-steps)"},
     {"gamma", 0, FLAG_DOUBLE, "0.99", NULL, 0, 0, "discount factor γ, from 0 to 1"},
     {"lam", 0, FLAG_DOUBLE, "0.95", NULL, 0, 0, "GAE's λ, from 0 to 1"},
     {"clip-epsilon", 0, FLAG_DOUBLE, "0.2", NULL, 0, 1, "PPO's clip ε"},
@@ -136,7 +136,6 @@ static int ppo_run(mlsys_comm *c, const lab_args *a)
         return 2;
     }
     long batch = (long)k.num_envs * k.num_steps, iters = k.total_steps / batch;
-    long stop_episodes = lab_arg_given(a, "episodes") ? lab_arg_int(a, "episodes") : 0;
     int every = (int)lab_arg_int(a, "print-every");
     int v1 = k.env == RL_CARTPOLE_V1;
     if (root) {
@@ -187,8 +186,7 @@ static int ppo_run(mlsys_comm *c, const lab_args *a)
                 mlsys_emit_point(c, "mean return, this rollout", (double)st.global_step,
                                  mean_of(st.returns, st.episodes));
         }
-        int stop = stop_episodes && st.episodes_total >= stop_episodes;
-        if (root && (st.iteration % every == 0 || st.iteration == iters || stop)) {
+        if (root && (st.iteration % every == 0 || st.iteration == iters)) {
             char roll[16] = "       -";         /* no episode ended in this rollout */
             if (st.episodes)
                 snprintf(roll, sizeof roll, "%8.1f", mean_of(st.returns, st.episodes));
@@ -196,8 +194,6 @@ static int ppo_run(mlsys_comm *c, const lab_args *a)
                    st.episodes_total, st.mean100, roll, st.policy_loss, st.value_loss,
                    st.entropy, st.approx_kl, st.clipfrac, st.global_step / now);
         }
-        if (stop)
-            break;
     }
     double total_s = mlsys_now_s() - t0;
     long steps = st.global_step ? st.global_step : iters * batch;

@@ -13,6 +13,6 @@ const chapter ch13_chapter = {
     .number = 13,
     .part = "Part IV: RLHF",
     .title = "RLHF Computation Flow",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch13.md",
     .labs = ch13_labs,
 };

@@ -14,8 +14,8 @@
 #define LAB_ID "ch13/reward-calculator"
 
 static const lab_flag rc_flags[] = {
-    {"kl-coef", 'k', FLAG_DOUBLE, "0.02", NULL, 0, 0, "β, the weight of the KL penalty (>= 0)"},
-    {"rm-score", 'r', FLAG_DOUBLE, "0.5", NULL, 0, 0, "the reward model's score of the response"},
+    {"kl-coef", 0, FLAG_DOUBLE, "0.02", NULL, 0, 0, "β, the weight of the KL penalty (>= 0)"},
+    {"rm-score", 0, FLAG_DOUBLE, "0.5", NULL, 0, 0, "the reward model's score of the response"},
     {"spread", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "share the score over all tokens instead of putting it on the last one"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}

@@ -15,6 +15,6 @@ const chapter ch14_chapter = {
     .number = 14,
     .part = "Part IV: RLHF",
     .title = "RLHF System Architecture",
-    .text_asset = NULL,
+    .text_asset = "assets/chapters/ch14.md",
     .labs = ch14_labs,
 };

@@ -13,8 +13,9 @@
 #define LAB_ID "ch14/weight-update-demo"
 
 static const lab_flag wu_flags[] = {
-    {"model-size", 'm', FLAG_DOUBLE, "140", NULL, 0, 1000000,
-     "weights to move, GB (140: a 70B model in bf16)"},
+    {"model-size", 0, FLAG_DOUBLE, "140", NULL, 0, 1000000,
+     "weights to move, GB (140: a 70B model in bf16; the original's -m: -m is "
+     "--microbatches in every lab)"},
     {"measure-bytes", 0, FLAG_SIZE, "256M", NULL, 8, 1L << 40, "size of the buffer broadcast for real"},
     {"iters", 0, FLAG_INT, "5", NULL, 1, 1000, "timed broadcasts per size (the median counts)"},
     {"no-measure", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print the estimates only"},

@@ -20,7 +20,7 @@ uint64_t llm_weights_hash(const llm_weights *w)
     return llm_fnv1a64(w->mem, w->n_floats * sizeof(float), LLM_FNV_INIT);
 }
 
-static void header_of(const llm_config *c, int32_t h[7])
+void llm_header_of(const llm_config *c, int32_t h[7])
 {
     h[0] = c->dim;
     h[1] = c->hidden_dim;
@@ -31,7 +31,7 @@ static void header_of(const llm_config *c, int32_t h[7])
     h[6] = c->seq_len;
 }
 
-static int config_of(const int32_t h[7], llm_config *c, char *err, size_t errlen)
+int llm_config_of_header(const int32_t h[7], llm_config *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->dim = h[0];
@@ -60,7 +60,7 @@ int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weight
         return -1;
     }
     int32_t h[7];
-    header_of(&cc, h);
+    llm_header_of(&cc, h);
     const void *parts[2] = {h, w->mem};
     size_t sz[2] = {HEADER_BYTES, w->n_floats * sizeof(float)};
     return llm_write_atomic(path, parts, sz, 2, err, errlen);
@@ -86,7 +86,7 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
      * before anything is allocated, and the payload is read straight into the weights */
     if (llm_read_exact(fd, h, sizeof h, path, err, errlen))
         goto out;
-    if (config_of(h, c, why, sizeof why)) {
+    if (llm_config_of_header(h, c, why, sizeof why)) {
         snprintf(err, errlen, "%s: bad header: %s", path, why);
         goto out;
     }
@@ -100,8 +100,8 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
     }
     if (want > mlsys_mem_available()) {
         char a[32], b[32];
-        mlsys_format_size(want, a, sizeof a);
-        mlsys_format_size(mlsys_mem_available(), b, sizeof b);
+        mlsys_format_approx((double)want, a, sizeof a);
+        mlsys_format_approx((double)mlsys_mem_available(), b, sizeof b);
         snprintf(err, errlen, "%s: %s of weights, more than this machine has free: %s", path,
                  a, b);
         goto out;
@@ -127,7 +127,8 @@ out:
 }
 
 /* ---- the .train companion ---- */
-static const char train_magic[8] = {'M', 'L', 'S', 'Y', 'S', 'T', 'R', 'N'};
+const char llm_train_magic[8] = {'M', 'L', 'S', 'Y', 'S', 'T', 'R', 'N'};
+#define train_magic llm_train_magic
 #define TRAIN_VERSION 1u
 #define TRAIN_HEAD 136   /* bytes before m[] */
 
@@ -148,14 +149,15 @@ void llm_train_state_free(llm_train_state *s)
     memset(s, 0, sizeof *s);
 }
 
-static void layout_head(unsigned char *p, const llm_config *c, const llm_train_state *s)
+void llm_train_head_put(unsigned char *p, const llm_config *c, const llm_train_state *s,
+                        uint32_t ver)
 {
-    uint32_t ver = TRAIN_VERSION, zero = 0;
+    uint32_t zero = 0;
     int32_t h[7];
     uint64_t n = s->n;
     float hp[5] = {s->lr, s->beta1, s->beta2, s->eps, s->weight_decay};
     uint64_t u[5] = {s->step, s->tokens_seen, s->data_pos, s->rng_key, s->rng_ctr};
-    header_of(c, h);
+    llm_header_of(c, h);
     memcpy(p, train_magic, 8);
     memcpy(p + 8, &ver, 4);
     memcpy(p + 12, &zero, 4);
@@ -166,6 +168,26 @@ static void layout_head(unsigned char *p, const llm_config *c, const llm_train_s
     memcpy(p + 108, &s->weights_hash, 8);
     memcpy(p + 116, &n, 8);
     memset(p + 124, 0, TRAIN_HEAD - 124);   /* reserved */
+}
+
+void llm_train_head_get(const unsigned char *p, llm_train_state *s)
+{
+    uint64_t u[5], wh;
+    float hp[5];
+    memcpy(u, p + 44, 40);
+    memcpy(hp, p + 84, 20);
+    memcpy(&wh, p + 108, 8);
+    s->step = u[0];
+    s->tokens_seen = u[1];
+    s->data_pos = u[2];
+    s->rng_key = u[3];
+    s->rng_ctr = u[4];
+    s->lr = hp[0];
+    s->beta1 = hp[1];
+    s->beta2 = hp[2];
+    s->eps = hp[3];
+    s->weight_decay = hp[4];
+    s->weights_hash = wh;
 }
 
 int llm_train_state_write(const char *path, const llm_config *c, const llm_train_state *s,
@@ -179,7 +201,7 @@ int llm_train_state_write(const char *path, const llm_config *c, const llm_train
         return -1;
     }
     unsigned char head[TRAIN_HEAD];
-    layout_head(head, &cc, s);
+    llm_train_head_put(head, &cc, s, TRAIN_VERSION);
     uint64_t sum = llm_fnv1a64(head, sizeof head, LLM_FNV_INIT);
     sum = llm_fnv1a64(s->m, s->n * sizeof(float), sum);
     sum = llm_fnv1a64(s->v, s->n * sizeof(float), sum);
@@ -205,10 +227,9 @@ int llm_train_state_read(const char *path, const llm_config *c, llm_train_state 
     if (llm_read_file(path, want + 4096, &b, &n, err, errlen))
         return -1;
     int rc = -1;
-    uint64_t sum, u[5], nn, wh;
+    uint64_t sum, nn;
     uint32_t ver;
     int32_t h[7], mine[7];
-    float hp[5];
     if (n < 16 || memcmp(b, train_magic, 8) != 0) {
         snprintf(err, errlen, "%s: not an MLSys Lab training state (bad magic)", path);
         goto out;
@@ -229,7 +250,7 @@ int llm_train_state_read(const char *path, const llm_config *c, llm_train_state 
         goto out;
     }
     memcpy(h, b + 16, 28);
-    header_of(&cc, mine);
+    llm_header_of(&cc, mine);
     if (memcmp(h, mine, 28) != 0) {
         snprintf(err, errlen, "%s: saved for another model shape (dim %d, %d layers)", path,
                  (int)h[0], (int)h[2]);
@@ -245,20 +266,8 @@ int llm_train_state_read(const char *path, const llm_config *c, llm_train_state 
         snprintf(err, errlen, "%s: cannot allocate %zu moments", path, 2 * np);
         goto out;
     }
-    memcpy(u, b + 44, 40);
-    memcpy(hp, b + 84, 20);
-    memcpy(&wh, b + 108, 8);
-    s->step = u[0];
-    s->tokens_seen = u[1];
-    s->data_pos = u[2];
-    s->rng_key = u[3];
-    s->rng_ctr = u[4];
-    s->lr = hp[0];
-    s->beta1 = hp[1];
-    s->beta2 = hp[2];
-    s->eps = hp[3];
-    s->weight_decay = hp[4];
-    s->weights_hash = wh;
+    s->version = TRAIN_VERSION;
+    llm_train_head_get(b, s);
     memcpy(s->m, b + TRAIN_HEAD, np * sizeof(float));
     memcpy(s->v, b + TRAIN_HEAD + 4 * np, np * sizeof(float));
     rc = 0;

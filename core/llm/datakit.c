@@ -38,7 +38,7 @@ static int *encode_split(const llm_tokenizer *t, const llm_corpus *c, size_t *ni
 int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
-    size_t tb = o->train_bytes ? o->train_bytes : (size_t)2 << 20;
+    size_t tb = o->train_bytes ? o->train_bytes : LLM_DATAKIT_TRAIN_BYTES;
     size_t vb = o->val_bytes ? o->val_bytes : tb / 10;
     int vocab = o->vocab_size ? o->vocab_size : 512;
     double t0 = now_s();

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ static const char *not_replaceable(const char *path)
            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
 }
 
-int llm_write_target_check(const char *path, char *err, size_t errlen)
+static int write_target_check(const char *path, char *err, size_t errlen)
 {
     const char *what = not_replaceable(path);
     if (what) {
@@ -63,10 +64,22 @@ int llm_write_target_check(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* Fault injection for the tests of interrupted writes: with MLSYS_CRASH_BEFORE_RENAME (or
+ * MLSYS_CRASH_AFTER_RENAME) set to a file's base name, a process writing that file kills
+ * itself with SIGKILL once the temporary file is complete, just before (after) the rename
+ * that commits it: the two moments an interruption is the hardest on a writer. */
+static void crash_point(const char *var, const char *path)
+{
+    const char *name = getenv(var), *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (name && *name && !strcmp(name, base))
+        raise(SIGKILL);
+}
+
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen)
 {
-    if (llm_write_target_check(path, err, errlen))
+    if (write_target_check(path, err, errlen))
         return -1;
     /* a link to a regular file: replace the file it names, and keep the link */
     char *real = NULL;
@@ -106,6 +119,8 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
         snprintf(err, errlen, "%s: close failed: %s", shown, strerror(errno));
         rc = -1;
     }
+    if (rc == 0)
+        crash_point("MLSYS_CRASH_BEFORE_RENAME", path);
     if (rc == 0 && rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: rename from %s failed: %s", shown, tmp, strerror(errno));
         rc = -1;
@@ -113,6 +128,7 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
     if (rc != 0) {
         unlink(tmp);
     } else {                       /* make the rename itself durable */
+        crash_point("MLSYS_CRASH_AFTER_RENAME", path);
         char *d = strdup(path);
         if (d) {
             int dfd = open(dirname(d), O_RDONLY | O_DIRECTORY);

@@ -49,8 +49,9 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     uint64_t need = llm_engine_bytes(c, max_rows), have = mlsys_mem_available();
     if (need > LLM_ENGINE_MAX_BYTES || need > have) {
         char a[32], b[32];
-        mlsys_format_size(need, a, sizeof a);
-        mlsys_format_size(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have, b, sizeof b);
+        mlsys_format_approx((double)need, a, sizeof a);
+        mlsys_format_approx((double)(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have),
+                            b, sizeof b);
         snprintf(err, errlen, "the engine's scratch for %d row%s needs %s (scores over seq_len "
                  "%d for %d heads per row), more than %s %s", max_rows, max_rows == 1 ? "" : "s",
                  a, c->seq_len, c->n_heads, need > LLM_ENGINE_MAX_BYTES ? "the limit of" :
@@ -184,7 +185,9 @@ int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos
 /* ---- the reference without a cache ---- */
 
 /* A fresh engine and cache for this call only, all T positions in one prefill: nothing
- * survives between calls, every key and value is recomputed. */
+ * survives between calls, every key and value is recomputed. Both are sized for a context of
+ * T, not the model's (a header may ask for 2^20 positions), and the engine takes the rows in
+ * chunks whose attention scratch (rows x heads x T) stays near 16 MiB. */
 int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *tokens, int T,
                         int last_only, float *logits)
 {
@@ -193,16 +196,16 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return -1;
-    /* only positions 0..T-1 exist here: size the engine's per-position scratch (RoPE
-     * angles, attention scores) for T, not for a context that may be 2^20 long */
-    llm_config ct = *c;
-    ct.seq_len = T;
+    llm_config cT = *c;
+    cT.seq_len = T;
+    long budget = (1L << 22) / ((long)c->n_heads * T);
+    int chunk = budget < 1 ? 1 : budget < T ? (int)budget : T;
     llm_engine e;
     llm_kv kv;
     char err[200];
-    if (llm_engine_init(&e, &ct, w, T, err, sizeof err) != 0)
+    if (llm_engine_init(&e, &cT, w, chunk, err, sizeof err) != 0)
         return -1;
-    if (llm_kv_init_contiguous(&kv, &ct, 1, T, err, sizeof err) != 0) {
+    if (llm_kv_init_contiguous(&kv, &cT, 1, T, err, sizeof err) != 0) {
         llm_engine_fini(&e);
         return -1;
     }

@@ -73,8 +73,8 @@ int llm_kv_init_contiguous(llm_kv *kv, const llm_config *c, int n_seqs, int max_
     kv->bytes = 2 * per * sizeof(float);
     if (kv->bytes > mlsys_mem_available()) {
         char a[32], b[32];
-        mlsys_format_size(kv->bytes, a, sizeof a);
-        mlsys_format_size(mlsys_mem_available(), b, sizeof b);
+        mlsys_format_approx((double)kv->bytes, a, sizeof a);
+        mlsys_format_approx((double)mlsys_mem_available(), b, sizeof b);
         snprintf(err, errlen, "kv cache: %d sequences of %d positions need %s, more than this "
                  "machine has free: %s", n_seqs, max_len, a, b);
         memset(kv, 0, sizeof *kv);

@@ -132,6 +132,7 @@ int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *e
                      size_t errlen);
 
 /* ---- datakit.c: seed -> corpus -> tokenizer -> token ids ---- */
+#define LLM_DATAKIT_TRAIN_BYTES ((size_t)2 << 20)   /* training text when 0 is asked */
 typedef struct llm_datakit_opts {
     uint64_t seed;
     size_t train_bytes;       /* text of the training split (0: 2 MiB) */
@@ -148,6 +149,20 @@ typedef struct llm_datakit {
 } llm_datakit;
 int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size_t errlen);
 void llm_datakit_free(llm_datakit *k);
+/* ---- trainmem.c: what a training run needs in memory, before it starts ----
+ * Bytes per rank of each part, and the whole job (world ranks and the parent). A floor: the
+ * libraries' own buffers come on top. */
+typedef struct llm_train_mem {
+    double weights, grads, optimizer, zero_buf, activations, windows, data;   /* per rank */
+    double per_rank, parent, total;
+} llm_train_mem;
+/* batch: sequences per step, all ranks; zero: the ZeRO stage (0: none); data_bytes: the
+ * training text (0: the data kit's default); resume: the parent holds a checkpoint. */
+void llm_train_mem_estimate(const llm_config *c, int batch, int world, int zero,
+                            size_t data_bytes, int resume, llm_train_mem *m);
+/* 0 when the estimate fits in mlsys_mem_available(); -1 with one line in err otherwise. */
+int llm_train_mem_check(const llm_config *c, int batch, int world, int zero,
+                        size_t data_bytes, int resume, char *err, size_t errlen);
 /* Ids as llama2.c's pretokenized shards: little-endian uint16 (needs vocab <= 65536). */
 int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, size_t errlen);
 /* Write path atomically: temporary file beside it (path.tmp.PID), fsync, rename (used by
@@ -156,8 +171,6 @@ int llm_ids_write_u16(const char *path, const int *ids, size_t n, char *err, siz
  * with "PATH: not written: it is a FIFO ..." and left alone. 0 or -1 with err. */
 int llm_write_atomic(const char *path, const void *const *parts, const size_t *sizes,
                      int nparts, char *err, size_t errlen);
-/* The same refusal, alone: 0 when path may be written by llm_write_atomic. */
-int llm_write_target_check(const char *path, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
  * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
@@ -305,5 +318,238 @@ typedef struct llm_gen_stats {
 int llm_generate(llm_engine *e, llm_kv *kv, llm_sampler *samplers, int B,
                  const int *const *prompts, const int *n_prompt, int **out, int *n_out,
                  const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen);
+
+/* ---- speculative.c: a small draft model proposes, the target verifies ----
+ * Each round the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
+ * distribution q_i); the target then runs ONE forward over k + 1 rows (the last committed
+ * token and the k drafts) and gets p_0..p_k. Position by position a rule keeps x_i or, at the
+ * first refusal, puts a token of its own in its place and drops the rest; when all k are
+ * kept, a bonus token is drawn from p_k. So a round yields 1..k+1 tokens for one target
+ * forward. Rejected positions are "rolled back" by moving each cache's fill mark back: the
+ * next round overwrites them (writing position p again overwrites it, see kvcache.c).
+ * With the standard rule (accept with min(1, p/q), else draw from norm(max(0, p - q))) the
+ * tokens follow the target's own distribution exactly; at temperature 0 p and q are one-hot
+ * and the output is the target's greedy decoding, token for token, as long as the target
+ * computes a row the same way alone and among k + 1 rows (a batch-invariant GEMM: see the
+ * chapter 11 text; OpenBLAS is not). */
+#define LLM_SPEC_MAX_K 16
+/* The rule at one drafted position (the seam a learner's exercise replaces): p [V] the
+ * target's distribution, q [V] the draft's, x the drafted token (drawn from q). Return 1 to
+ * keep x; 0 to refuse it, with *y the token that takes its place. rng is the round's own
+ * stream (draws from it are reproducible by seed). */
+typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, mlsys_rng *rng,
+                                int *y);
+/* The standard rule: u < p(x)/q(x) keeps x (so p >= q always keeps it); else
+ * y ~ norm(max(0, p - q)) (p itself when that is all zero, which only rounding can cause). */
+int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_rng *rng,
+                           int *y);
+/* Inverse CDF: the first i whose cumulative sum of w exceeds u · sum(w) (u in [0,1)); w >= 0,
+ * not necessarily normalised. -1 when the sum is 0. */
+int llm_draw(const float *w, int V, double u);
+
+typedef struct llm_spec_opts {
+    int k;                    /* tokens drafted per round, 1..LLM_SPEC_MAX_K */
+    int max_new;              /* tokens to generate (fewer when the context ends) */
+    int stop_at_eos;          /* 1: BOS or EOS ends the sequence (not stored) */
+    float temperature;        /* the target's sampling (0: greedy), top_k, top_p as llm_sampler */
+    int top_k;
+    float top_p;
+    float draft_temperature;  /* < 0: the same as the target's */
+    uint64_t seed;            /* the rounds' random stream */
+    llm_spec_rule_fn rule;    /* NULL: llm_spec_rule_standard */
+    llm_token_fn on_token;    /* every committed token, as it is committed (may be NULL) */
+    void *u;
+    /* Events for the timeline (NULL: none): per round a compute span "draft" (step = round,
+     * val[0] = k), "verify" (val[0] = rows of the target forward), then "accept" when every
+     * draft was kept or "reject" at the first refusal (chunk = drafts kept, val[0] = kept,
+     * val[1] = drafted, val[2] = tokens the round committed). */
+    mlsys_comm *trace;
+} llm_spec_opts;
+
+typedef struct llm_spec_stats {
+    long rounds;              /* verify forwards of the target (one per round) */
+    long target_forwards;     /* rounds + the prefill */
+    long draft_forwards;      /* draft calls (a round's first may carry 2 catch-up rows) */
+    long drafted, accepted;   /* draft tokens proposed and kept */
+    long bonus;               /* rounds where all were kept (a bonus token from p_k) */
+    long tokens;              /* tokens committed (generated) */
+    long pos_tried[LLM_SPEC_MAX_K], pos_kept[LLM_SPEC_MAX_K];   /* per draft position i: the
+                                 rounds that reached it, and those that kept it */
+    long kept_hist[LLM_SPEC_MAX_K + 1];   /* rounds by number of drafts kept */
+    double overlap_sum;       /* over the positions evaluated, sum of Σ_x min(p(x), q(x)): the
+                                 probability the standard rule keeps a draft there, so
+                                 overlap_sum / Σ pos_tried is the acceptance to expect */
+    double prefill_s, draft_s, verify_s, rule_s, total_s;      /* wall time */
+} llm_spec_stats;
+
+/* What one round did (for the demo's round-by-round view and for tests). */
+typedef struct llm_spec_round_info {
+    int k;                    /* drafted this round (k, or fewer near the end) */
+    int x[LLM_SPEC_MAX_K];    /* the drafts */
+    float qx[LLM_SPEC_MAX_K], px[LLM_SPEC_MAX_K];   /* q_i(x_i), p_i(x_i) */
+    int kept;                 /* drafts kept (a prefix of x) */
+    int y;                    /* the replacement (kept < k) or the bonus token (kept == k) */
+    int committed;            /* tokens this round added (kept + 1, fewer at EOS or the cap) */
+} llm_spec_round_info;
+
+/* One sequence decoded speculatively: target and draft each with an engine (the target's
+ * holds k + 1 rows, so a verify is one forward) and a cache sequence id of their own. */
+typedef struct llm_spec {
+    llm_engine *te, *de;
+    llm_kv *tkv, *dkv;
+    int tseq, dseq;
+    llm_spec_opts o;
+    llm_sampler ts, ds;       /* their distributions (llm_sampler_probs) */
+    mlsys_rng rng;
+    int V, S;
+    int *ctx;                 /* [S + 1] committed tokens: prompt, then generated */
+    int n, n_prompt, cap;     /* committed; prompt; most tokens to generate */
+    int t_fed, d_fed;         /* ctx[0..fed) have their keys and values in each cache */
+    int done;
+    float *q, *p, *logits;    /* [K, V], [K+1, V], [K+1, V] */
+    int *rseq, *rpos, *rtok;  /* [S + K + 1] rows of one forward */
+    unsigned char *want;
+    long round_no;
+    llm_spec_stats st;
+} llm_spec;
+
+/* Prefill both caches with prompt[0..n-2] (the last prompt token is fed by the first round).
+ * 1 <= n <= S; both models need the same vocabulary and context length. 0 or -1 with err. */
+int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_engine *draft,
+                   llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
+                   char *err, size_t errlen);
+/* One round; info may be NULL. Returns 1 while the sequence goes on, 0 when it is finished
+ * (cap, context or EOS), -1 on an error (err). Committed tokens are s->ctx[n_prompt..n). */
+int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t errlen);
+void llm_spec_end(llm_spec *s);       /* releases both cache sequences, frees the scratch */
+/* start, rounds until done, end: out (room for max_new) gets the tokens, *n_out their count. */
+int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv *dkv,
+                      const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
+                      int *n_out, llm_spec_stats *st, char *err, size_t errlen);
+/* The expected tokens per target forward when each draft is kept with probability a,
+ * independently: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1). */
+double llm_spec_expected_tokens(double a, int k);
+
+/* ---- json_mask.c: decoding that can only write JSON ----
+ * A pushdown automaton reads the output byte by byte: a lexical mode (inside a string, a
+ * number, a literal, between tokens...) and a stack of the containers still open. Before
+ * every token the mask asks, for each token of the vocabulary, whether its bytes can follow
+ * from the current state; those that cannot get logit -inf, so the sampler never draws them.
+ * The state is carried from token to token (never the whole prefix parsed again), and what
+ * can be known per token is known at init: its bytes, and whether it is plain string text
+ * (then inside a string it is always allowed and changes nothing). Masks are cached per state.
+ * The language: one object or array at the top (of the schema, when one is given), any JSON
+ * inside it, with these restrictions that keep every output parseable and finite: strings
+ * hold printable ASCII and the escapes \" \\ \/ \b \f \n \r \t (no \u), no two whitespace
+ * bytes in a row, at most LLM_JSON_MAX_DEPTH open containers. A budget (tokens left) makes
+ * the mask refuse any token after which the text could no longer be closed in time, so an
+ * output is complete JSON whatever the model prefers. */
+#define LLM_JSON_MAX_DEPTH 16
+#define LLM_JSON_MAX_KEYS 16
+#define LLM_JSON_KEY_MAX 32
+typedef enum {
+    LLM_JT_ANY, LLM_JT_STRING, LLM_JT_INTEGER, LLM_JT_NUMBER, LLM_JT_BOOLEAN, LLM_JT_NULL,
+    LLM_JT_ARRAY, LLM_JT_OBJECT, LLM_JT_CONTAINER, LLM_JT_COUNT
+} llm_json_type;
+/* A small schema: an object with exactly these keys (any order, each once) and value types. */
+typedef struct llm_json_schema {
+    int n_keys;
+    char key[LLM_JSON_MAX_KEYS][LLM_JSON_KEY_MAX];
+    llm_json_type type[LLM_JSON_MAX_KEYS];
+} llm_json_schema;
+/* "name:string,age:integer,active:boolean" (types: string integer number boolean null array
+ * object any; keys of letters, digits, '_' and '-'). 0, or -1 with err. */
+int llm_json_schema_parse(llm_json_schema *s, const char *spec, char *err, size_t errlen);
+const char *llm_json_type_name(llm_json_type t);
+
+/* The automaton's whole state: a few bytes, copied freely (the mask copies it per token). */
+typedef struct llm_json_state {
+    uint8_t mode;             /* lexical mode (llm_json_mode_name) */
+    uint8_t depth;            /* containers open */
+    uint8_t vtype;            /* llm_json_type the pending value must have */
+    uint8_t sub;              /* literal: which word; escape: key or value string */
+    uint8_t pos;              /* literal: letters typed; schema key: bytes typed */
+    uint8_t ws;               /* the last byte was whitespace */
+    int8_t cur_key;           /* schema key whose value is pending, -1 */
+    uint8_t pad;
+    uint16_t key_cand;        /* schema keys the key being typed still matches */
+    uint16_t seen;            /* schema keys written (at their closing quote) */
+    uint8_t stack[LLM_JSON_MAX_DEPTH];   /* 'o' object, 'a' array, 'S' the schema object */
+} llm_json_state;
+
+#define LLM_JSON_CACHE 64
+typedef struct llm_json_grammar {
+    int V;
+    const unsigned char **tok;    /* [V] each token's bytes (borrowed) */
+    int *tok_len;                 /* [V] 0 for specials (never allowed) */
+    unsigned char *tok_plain;     /* [V] 1: printable ASCII without '"' and '\' */
+    int eos;                      /* allowed once the value is complete; -1 none */
+    int has_schema;
+    llm_json_schema schema;
+    int key_len[LLM_JSON_MAX_KEYS], key_cost[LLM_JSON_MAX_KEYS];
+    /* mask cache, direct-mapped by a hash of the state: per token the closing distance
+     * after it (LLM_JSON_NEVER when the token cannot follow) */
+    llm_json_state cache_key[LLM_JSON_CACHE];
+    unsigned char cache_used[LLM_JSON_CACHE];
+    uint16_t *cache_dist;         /* [LLM_JSON_CACHE, V] */
+    long hits, misses;
+} llm_json_grammar;
+#define LLM_JSON_NEVER 0xffff
+
+/* Over any vocabulary: tokens t = 0..V-1 are bytes[t][0..lens[t]) (lens 0: never allowed),
+ * eos the id that may end the text (-1: none). schema NULL: any object or array. The byte
+ * arrays are borrowed and must outlive g. */
+int llm_json_grammar_init(llm_json_grammar *g, int V, const char *const *bytes,
+                          const int *lens, int eos, const llm_json_schema *schema, char *err,
+                          size_t errlen);
+/* The same over a tokenizer's vocabulary (its decoded bytes; the specials are never allowed,
+ * EOS ends the text). */
+int llm_json_grammar_init_tok(llm_json_grammar *g, const llm_tokenizer *t,
+                              const llm_json_schema *schema, char *err, size_t errlen);
+void llm_json_grammar_fini(llm_json_grammar *g);
+void llm_json_start(const llm_json_grammar *g, llm_json_state *s);
+/* Feed bytes: 0 and s advanced, or -1 and s unchanged when they cannot continue valid JSON. */
+int llm_json_feed(const llm_json_grammar *g, llm_json_state *s, const char *b, int n);
+int llm_json_feed_token(const llm_json_grammar *g, llm_json_state *s, int tok);
+int llm_json_done(const llm_json_state *s);          /* the top value is complete */
+/* The fewest bytes that complete the text from s (0 when done): the budget's measure. */
+int llm_json_min_close(const llm_json_grammar *g, const llm_json_state *s);
+const char *llm_json_mode_name(const llm_json_state *s);
+/* The mask step (the seam): allowed[t] = 1 when token t may come next from s and, when
+ * budget > 0 (tokens left, this one included), the text can still be completed within
+ * budget. Returns the number allowed (0 only when budget is below llm_json_min_close). */
+typedef int (*llm_json_mask_fn)(llm_json_grammar *g, const llm_json_state *s, int budget,
+                                unsigned char *allowed);
+int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
+                  unsigned char *allowed);
+/* The same with no cache and no per-token shortcut: every token simulated from s (the
+ * reference the fast mask is tested against, and the cost it saves). */
+int llm_json_mask_plain(llm_json_grammar *g, const llm_json_state *s, int budget,
+                        unsigned char *allowed);
+
+/* Constrained generation of one sequence: prefill, then each step the forward, the mask
+ * (o->mask, NULL: llm_json_mask) applied to the logits, the sampler, the token fed to the
+ * automaton; it stops when the value is complete. max_new must cover llm_json_min_close at
+ * the start. out (room for max_new) gets the tokens. kv sequence 0. */
+typedef struct llm_json_gen_opts {
+    int max_new;
+    llm_json_mask_fn mask;
+    const llm_json_state *start;     /* NULL: a fresh value; else the state the prompt's own
+                                        text left (a prompt that opens the JSON itself) */
+    /* Called at every step after the mask, before the draw (NULL: nothing): the state, the
+     * budget, the mask and the logits as the model gave them (before masking). */
+    void (*on_step)(void *u, const llm_json_state *s, int budget, const unsigned char *allowed,
+                    int n_allowed, const float *logits);
+    llm_token_fn on_token;
+    void *u;
+} llm_json_gen_opts;
+typedef struct llm_json_gen_stats {
+    long tokens, allowed_sum;        /* tokens generated; sum over steps of tokens allowed */
+    double forward_s, mask_s, sample_s;
+    int done;                        /* 1: the value was completed */
+} llm_json_gen_stats;
+int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
+                      const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
+                      int *n_out, llm_json_gen_stats *st, char *err, size_t errlen);
 
 #endif

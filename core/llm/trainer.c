@@ -411,7 +411,9 @@ int train_run(train_ctx *t)
                rss[0] / 1024.0, t->opt_bytes / 1048576.0, t->zero ? " (ZeRO shard)" : "",
                t->m->path ? t->m->path : "");
     }
-    if (rc && rc != 1)
-        fprintf(stderr, "%s: rank %d: %s\n", who(t), rank, mlsys_errmsg(c));
+    /* the runtime's message names the rank already; an aborted job is another rank's
+     * failure, which the launcher reports in its one line */
+    if (rc && rc != 1 && rc != MLSYS_ERR_ABORTED)
+        fprintf(stderr, "%s: %s\n", who(t), mlsys_errmsg(c));
     return rc ? 1 : 0;
 }

@@ -144,6 +144,8 @@ typedef struct train_lm {
     uint64_t data_seed;
     int ntf;                  /* nn_tf's tensors */
     char bin_path[PATH_MAX], train_path[PATH_MAX];
+    char out[PATH_MAX];       /* the checkpoint's directory ("": no files) */
+    llm_run_record run;       /* what the checkpoint records of the run (train_lm_run_record) */
 } train_lm;
 
 /* The model for Bl sequences per step of a global batch: init_w to start from (NULL: seeded
@@ -154,6 +156,8 @@ int train_lm_init(train_lm *m, const llm_config *cfg, const llm_datakit *kit, in
 void train_lm_fini(train_lm *m);
 /* The windows of step s for rank: global windows rank·Bl .. rank·Bl+Bl-1 of that step. */
 void train_lm_batch(const train_lm *m, long s, int rank, int *ids, int *tgt);
+/* What a checkpoint records of the run o describes (llm_run_compare reads it back). */
+void train_lm_run_record(const train_lm_opts *o, llm_run_record *r);
 /* The model/batch/world combination (cfg->vocab_size must be set). 0, or 2 with err. */
 int train_lm_check(const train_lm_opts *o, const llm_config *cfg, char *err, size_t errlen);
 /* One rank of a run over a data kit already built: model, trainer, loop. cfg: the model's

@@ -97,15 +97,20 @@ static int lm_eval(train_model *b, int rank, int world, int Bl, size_t want, dou
     return 0;
 }
 
+/* model.train (weights, moments and the run, one rename), then model.bin: see ckpt.c */
 static int lm_save(train_model *b, llm_train_state *st, char *err, size_t errlen)
 {
     train_lm *m = (train_lm *)b;
+    if (!m->out[0]) {
+        snprintf(err, errlen, "no output directory to save into");
+        return -1;
+    }
     st->rng_key = m->data_seed;
     st->weights_hash = llm_weights_hash(&m->w);
-    int rc = llm_checkpoint_write(m->bin_path, &m->cfg, &m->w, err, errlen);
-    if (!rc)
-        rc = llm_train_state_write(m->train_path, &m->cfg, st, err, errlen);
-    return rc;
+    st->run = m->run;
+    st->run.lr = st->lr;                 /* the loop's, as it saves them */
+    st->run.weight_decay = st->weight_decay;
+    return llm_ckpt_write(m->out, &m->cfg, &m->w, st, err, errlen);
 }
 
 static void lm_describe(const train_model *b, char *out, size_t n)
@@ -189,6 +194,7 @@ int train_lm_init(train_lm *m, const llm_config *cfg, const llm_datakit *kit, in
             snprintf(err, errlen, "--out %s: the name is too long", out);
             return -1;
         }
+        snprintf(m->out, sizeof m->out, "%s", out);
         b->path = m->bin_path;
     }
     return 0;
@@ -236,6 +242,24 @@ void train_lm_opts_default(train_lm_opts *o)
     o->out = "out";
 }
 
+void train_lm_run_record(const train_lm_opts *o, llm_run_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->data_seed = o->data_seed;
+    r->data_bytes = o->data_bytes ? o->data_bytes : LLM_DATAKIT_TRAIN_BYTES;
+    r->init_seed = o->seed;
+    r->steps = (uint64_t)o->t.steps;
+    r->warmup = (uint64_t)o->t.warmup;
+    r->batch = (uint32_t)o->t.batch;
+    r->world = (uint32_t)o->world;
+    r->zero = (uint32_t)o->t.zero;
+    r->sync = (uint32_t)o->t.sync;
+    r->lr = o->t.lr;
+    r->min_lr = o->t.min_lr;
+    r->weight_decay = o->t.weight_decay;
+    r->clip = o->t.clip;
+}
+
 int train_lm_check(const train_lm_opts *o, const llm_config *cfg, char *err, size_t errlen)
 {
     llm_config c = *cfg;
@@ -278,6 +302,7 @@ int train_lm_rank(mlsys_comm *c, const train_lm_opts *o, const llm_datakit *kit,
         fprintf(stderr, "%s: rank %d: %s\n", who, rank, err);
         goto out;
     }
+    train_lm_run_record(o, &m.run);
     rc = train_run(&t);
 out:
     train_ctx_fini(&t);
@@ -304,7 +329,17 @@ int train_rank_run(mlsys_comm *c, const train_lm_opts *o)
     if (rc)
         fprintf(stderr, "%s: %s\n", who, err);
     if (!rc && (mkdir(o->out, 0755) == 0 || errno == EEXIST)) {
-        rc = train_lm_rank(c, o, &kit, &cfg, NULL, NULL);
+        /* the tokenizer beside the model, as `train` writes it: generate needs the pair */
+        char tok[PATH_MAX + 16];
+        int bad = 0;
+        if (rank == 0) {
+            snprintf(tok, sizeof tok, "%s/tokenizer.bin", o->out);
+            if ((bad = llm_tokfile_write(tok, &kit.tok, err, sizeof err) != 0))
+                fprintf(stderr, "%s: %s\n", who, err);
+        }
+        if (c && mlsys_size(c) > 1 && mlsys_broadcast(c, &bad, 1, MLSYS_I32, 0) != 0)
+            bad = 1;
+        rc = bad ? 2 : train_lm_rank(c, o, &kit, &cfg, NULL, NULL);
     } else if (!rc) {
         fprintf(stderr, "%s: --out %s: %s\n", who, o->out, strerror(errno));
         rc = 2;

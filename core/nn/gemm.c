@@ -36,8 +36,14 @@ void nn_gemm_start(char **argv)
     const char *nt = getenv("OPENBLAS_NUM_THREADS");
     if (!nt || !*nt) {
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        if (argv && argv[0])
-            execv("/proc/self/exe", argv);
+        /* the program's own file by its real path, not /proc/self/exe: the process keeps
+         * its name (ps, top, pgrep show "mlsys-lab", not "exe") */
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (argv && argv[0] && n > 0) {
+            self[n] = '\0';
+            execv(self, argv);
+        }
         /* no /proc, or exec refused: keep going with the library as it started */
         nt = "1";
     }

@@ -15,6 +15,35 @@
  * per layer (sized for the largest batch, so one forward may use a smaller B or T). */
 #define AT(base, l, per) ((base) + (size_t)(l) * (per))
 
+/* The floats of every activation (size, 19 entries) and activation gradient (dsize, 11),
+ * in the order nn_tf_init carves them: one table for the allocation and for nn_tf_bytes.
+ * In double: a batch asked for on a command line may overflow size_t arithmetic, and the
+ * estimate must say so before anything is allocated. */
+static void tf_sizes(const llm_config *cfg, int B, int T, double size[19], double dsize[11])
+{
+    double L = cfg->n_layers, N = (double)B * T, C = cfg->dim, KV = cfg->kv_dim;
+    double H = cfg->hidden_dim, V = cfg->vocab_size, NH = cfg->n_heads;
+    double half = cfg->head_size / 2, Td = T;
+    double a[19] = {Td * half, Td * half, (L + 1) * N * C, L * N, L * N * C, L * N * C,
+                    L * N * KV, L * N * KV, L * N * NH * Td, L * N * C, L * N * C, L * N,
+                    L * N * C, L * N * H, L * N * H, L * N * H, N, N * C, N * V};
+    double d[11] = {N * C, N * C, N * C, N * C, N * KV, N * KV, N * H, N * H, N * H,
+                    Td * Td, N * C};
+    memcpy(size, a, sizeof a);
+    memcpy(dsize, d, sizeof d);
+}
+
+double nn_tf_bytes(const llm_config *cfg, int B, int T)
+{
+    double size[19], dsize[11], n = 0;
+    tf_sizes(cfg, B, T, size, dsize);
+    for (int i = 0; i < 19; i++)
+        n += size[i];
+    for (int i = 0; i < 11; i++)
+        n += dsize[i];
+    return 4.0 * n;
+}
+
 int nn_tf_init(nn_tf *m, const llm_config *cfg, int B, int T)
 {
     memset(m, 0, sizeof *m);
@@ -23,18 +52,21 @@ int nn_tf_init(nn_tf *m, const llm_config *cfg, int B, int T)
     m->c = *cfg;
     m->B = B;
     m->T = T;
-    size_t L = (size_t)cfg->n_layers, N = (size_t)B * T, C = (size_t)cfg->dim;
-    size_t KV = (size_t)cfg->kv_dim, H = (size_t)cfg->hidden_dim, V = (size_t)cfg->vocab_size;
-    size_t NH = (size_t)cfg->n_heads, half = (size_t)cfg->head_size / 2;
 
     /* activations: every size in one table, then one allocation carved in this order */
     float **slot[] = {&m->rope_cos, &m->rope_sin, &m->resid, &m->rstd_att, &m->xn_att, &m->q,
                       &m->k, &m->v, &m->att, &m->atty, &m->resid_mid, &m->rstd_ffn,
                       &m->xn_ffn, &m->h1, &m->h3, &m->hg, &m->rstd_final, &m->xn_final,
                       &m->logits};
-    size_t size[] = {T * half, T * half, (L + 1) * N * C, L * N, L * N * C, L * N * C,
-                     L * N * KV, L * N * KV, L * N * NH * T, L * N * C, L * N * C, L * N,
-                     L * N * C, L * N * H, L * N * H, L * N * H, N, N * C, N * V};
+    double fsize[19], fdsize[11];
+    tf_sizes(cfg, B, T, fsize, fdsize);
+    if (nn_tf_bytes(cfg, B, T) > 4e18)
+        return -1;
+    size_t size[19], dsize[11];
+    for (int i = 0; i < 19; i++)
+        size[i] = (size_t)fsize[i];
+    for (int i = 0; i < 11; i++)
+        dsize[i] = (size_t)fdsize[i];
     size_t n = 0, count = sizeof size / sizeof size[0];
     for (size_t i = 0; i < count; i++)
         n += size[i];
@@ -51,8 +83,6 @@ int nn_tf_init(nn_tf *m, const llm_config *cfg, int B, int T)
     /* activation gradients: one layer's worth, reused by every layer on the way down */
     float **dslot[] = {&m->d_resid, &m->d_xn, &m->d_tmp, &m->dq, &m->dk, &m->dv, &m->d_h1,
                        &m->d_h3, &m->d_hg, &m->d_att, &m->d_hidden};
-    size_t dsize[] = {N * C, N * C, N * C, N * C, N * KV, N * KV, N * H, N * H, N * H,
-                      (size_t)T * T, N * C};
     n = 0;
     count = sizeof dsize / sizeof dsize[0];
     for (size_t i = 0; i < count; i++)

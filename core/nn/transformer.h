@@ -159,6 +159,9 @@ typedef struct nn_tf {
 
 /* Buffers for batches up to B x T (T <= seq_len). 0, or -1 on a bad size. */
 int nn_tf_init(nn_tf *m, const llm_config *c, int B, int T);
+/* Bytes of those buffers (activations and their gradients, before page rounding), from the
+ * same table nn_tf_init carves, in double: what a B x T batch costs, known beforehand. */
+double nn_tf_bytes(const llm_config *c, int B, int T);
 void nn_tf_fini(nn_tf *m);
 /* Seeded init (llama2.c's recipe): N(0, 0.02), wo and w2 N(0, 0.02/√(2L)), norms 1. */
 void nn_tf_init_weights(llm_weights *w, const llm_config *c, uint64_t seed);

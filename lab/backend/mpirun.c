@@ -336,7 +336,6 @@ fail:
 
 /* ---- output ---- */
 
-/* "[1,3]<stdout>:text" -> rank 3, stream 0, text. 0 when the line is not tagged. */
 /* Open MPI's own report of a signal in a rank ("[host:pid] *** Process received signal ***"
  * to "*** End of error message ***", a backtrace of two dozen lines): noise next to our
  * one line naming the rank and the signal, so it is shown only with --verbose. */
@@ -359,7 +358,7 @@ static int crash_noise(mpirun_job *j, int rank, const char *text)
     return 1;
 }
 
-static int untag(char *line, int *rank, int *is_err, char **text)
+int mpirun_untag(char *line, int *rank, int *is_err, char **text)
 {
     char *p = line;
     if (*p++ != '[')
@@ -382,6 +381,17 @@ static int untag(char *line, int *rank, int *is_err, char **text)
     else
         return 0;
     *text = strchr(p, ':') + 1;
+    /* mpirun tags what it reads from a rank in chunks: a chunk that ends inside a line comes
+     * out untagged-and-unterminated, and the rest of the line follows with the same tag
+     * again ("[1,0]<stdout>:R[1,0]<stdout>:ank 2"). Cut those repeated tags out. */
+    size_t tl = (size_t)(*text - line);
+    char *q = *text;
+    while ((q = strchr(q, '[')) != NULL) {
+        if (!strncmp(q, line, tl))
+            memmove(q, q + tl, strlen(q + tl) + 1);
+        else
+            q++;
+    }
     return 1;
 }
 
@@ -491,7 +501,7 @@ static void handle_line(mpirun_job *j, const mlsys_job_sink *sink, int which, ch
 {
     int rank, is_err;
     char *text;
-    if (untag(line, &rank, &is_err, &text)) {
+    if (mpirun_untag(line, &rank, &is_err, &text)) {
         if (!(is_err && crash_noise(j, rank, text)))
             deliver(sink, rank, is_err, text);
         return;

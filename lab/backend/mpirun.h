@@ -43,6 +43,11 @@ int mpirun_events_refused(const mpirun_job *j);
 int mpirun_events_incomplete(const mpirun_job *j, char *buf, size_t n);
 void mpirun_free(mpirun_job *j);                  /* stops it if still running */
 
+/* One line of mpirun's --tag-output ("[1,3]<stdout>:text", modified in place): rank 3,
+ * stream 0 (1 for stderr and stddiag), *text the rank's own text, with the repeated tags of
+ * a line mpirun forwarded in pieces cut out. 0 when the line is not tagged. */
+int mpirun_untag(char *line, int *rank, int *is_err, char **text);
+
 /* The runner's entry for --backend mpi: runs lab l under mpirun with the parsed flags a
  * (argv: the lab's flags as given, passed on to `mlsys-lab worker`). Exit status. */
 int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv);

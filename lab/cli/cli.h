@@ -4,18 +4,30 @@
 #ifndef MLSYS_CLI_H
 #define MLSYS_CLI_H
 
+#include "../lab.h"
 #include "../../core/llm/trainer.h"
 
 /* bench.c: parse the flags, run the job, print the table. Exit status: 0 fine, 1 the job
  * failed or some results were wrong, 2 a bad flag or value (one line on stderr). */
+extern const lab_command bench_command;
 int bench_main(int argc, char **argv);
 
 /* doctor.c */
+extern const lab_command doctor_command;
 int doctor_main(int argc, char **argv);
+
+/* generate.c, model.c (and what `model info` measures: generate.h) */
+extern const lab_command generate_command, model_info_command, model_init_command;
+int generate_main(int argc, char **argv);
+int model_main(int argc, char **argv);              /* "model info FILE", "model init FILE" */
 
 /* train.c: `mlsys-lab train`; train_parse fills o from the flags (defaults first): 0, 1 for
  * --help (printed), 2 with one line in err. */
+extern const lab_command train_command;
 int train_main(int argc, char **argv);
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen);
+
+/* commands.c: every command declared with a flag table (help, tests of the short flags) */
+extern const lab_command *const cli_declared[];
 
 #endif

@@ -3,19 +3,27 @@
  * (the doctor is that lab grown up into a command). */
 #include "cli.h"
 #include "../../chapters/common/common.h"
-#include <stdio.h>
-#include <string.h>
+
+static const lab_flag doctor_flags[] = {
+    {"timeout", 0, FLAG_DOUBLE, "30", NULL, 0, 86400,
+     "seconds a self-test's blocked send/recv waits before 'deadlock suspected'"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+
+const lab_command doctor_command = {
+    .name = "doctor",
+    .args = "",
+    .summary = "What works on this machine (cores, backends, GPUs), with real self-tests.",
+    .flags = doctor_flags,
+};
 
 int doctor_main(int argc, char **argv)
 {
-    if (argc >= 2) {
-        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-            printf("usage: mlsys-lab doctor\n");
-            return 0;
-        }
-        fprintf(stderr, "mlsys-lab: doctor: unexpected argument '%s' (usage: mlsys-lab "
-                "doctor)\n", argv[1]);
-        return 2;
-    }
-    return probe_report(30.0);
+    lab_args a;
+    int rc = lab_command_args(&doctor_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    double t = lab_arg_double(&a, "timeout");
+    lab_args_free(&a);
+    return probe_report(t);
 }

@@ -1,6 +1,6 @@
-/* generate.h - `mlsys-lab generate` (text from the lab's model, streamed token by token, one
- * sequence or a batch) and `mlsys-lab model` (info: configuration, size, validation loss and
- * the grammar's acceptance share; init: a seeded random model for tests and benchmarks). */
+/* generate.h - what `mlsys-lab generate` (generate.c: text from the lab's model, streamed
+ * token by token) and `mlsys-lab model` (model.c: info, init) share: finding and loading a
+ * model with its tokenizer, and what `model info` measures (callable from tests). */
 #ifndef MLSYS_LAB_GENERATE_H
 #define MLSYS_LAB_GENERATE_H
 
@@ -9,9 +9,16 @@
 #define GEN_DEFAULT_MODEL "assets/models/model.bin"
 #define GEN_DEFAULT_TOKENIZER "assets/models/tokenizer.bin"
 
-/* generate.c */
-int generate_main(int argc, char **argv);     /* exit status 0, 1 or 2 */
-int model_main(int argc, char **argv);        /* "model info FILE", "model init FILE" */
+/* generate.c (the commands themselves are declared in cli.h) */
+/* A model or tokenizer file as given, from the current folder; one that is not there is
+ * looked for as a shipped asset (assets/models/... from any folder: lab_asset_path). */
+const char *gen_find_file(const char *given, char *out, size_t n);
+/* The model and a tokenizer whose vocabulary is the model's. 0, or 2 with the reason printed
+ * (one line, "mlsys-lab CMD: ..."). */
+int gen_load_pair(const char *cmd, const char *mpath, const char *tpath, llm_config *c,
+                  llm_weights *w, llm_tokenizer *t);
+
+/* model.c */
 
 /* What `model info` measures, callable from tests. */
 typedef struct gen_quality {

@@ -4,7 +4,6 @@
 #include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
-#include "generate.h"
 #include "cli.h"
 #include "../../core/nn/nn.h"
 #include <stdio.h>
@@ -55,7 +54,15 @@ static void print_list(FILE *out)
         if (rc >= 0)
             p = &prog;
     }
-    int done = 0, total = 0;
+    int done = 0, total = 0, w = 0;
+    /* one column for every id, as wide as the longest (ch07/parallel-strategy-calculator) */
+    for (int i = 0; lab_chapters[i]; i++) {
+        const chapter *ch = lab_chapters[i];
+        for (int k = 0; ch->labs && ch->labs[k]; k++)
+            w = (int)strlen(ch->labs[k]->id) > w ? (int)strlen(ch->labs[k]->id) : w;
+        for (int k = 0; ch->exercises && ch->exercises[k]; k++)
+            w = (int)strlen(ch->exercises[k]->id) > w ? (int)strlen(ch->exercises[k]->id) : w;
+    }
     for (int i = 0; lab_chapters[i]; i++) {
         const chapter *ch = lab_chapters[i];
         if (i == 0 || strcmp(ch->part, lab_chapters[i - 1]->part) != 0)
@@ -63,11 +70,11 @@ static void print_list(FILE *out)
         fprintf(out, "  Chapter %2d  %s%s\n", ch->number, ch->title,
                 ch->text_asset ? "" : "  (text not written yet)");
         for (int k = 0; ch->labs && ch->labs[k]; k++)
-            fprintf(out, "      lab  %-30s %s\n", ch->labs[k]->id, ch->labs[k]->summary);
+            fprintf(out, "      lab  %-*s %s\n", w, ch->labs[k]->id, ch->labs[k]->summary);
         for (int k = 0; ch->exercises && ch->exercises[k]; k++) {
             const exercise *ex = ch->exercises[k];
             const char *st = ex_status(p, ex);
-            fprintf(out, "      ex   %-30s %-10s %-9s  %s\n", ex->id, ex_kind_name(ex->kind), st,
+            fprintf(out, "      ex   %-*s %-10s %-9s  %s\n", w, ex->id, ex_kind_name(ex->kind), st,
                     ex->title);
             total++;
             done += !strcmp(st, "done");
@@ -148,22 +155,82 @@ static const command commands[] = {
     {"ui", "[--no-color] [--ascii] [--no-mouse]", "open the lab (what no command does in a terminal)", ui_main, 0},
     {"replay", "FILE [--no-color] ...", "play a trace written with --trace in the lab's views", replay_main, 0},
     {"version", "", "print the version", cmd_version, 0},
-    {"help", "", "this text", cmd_help, 0},
+    {"help", "[flags]", "this text; flags: the short flags of every command", cmd_help, 0},
     {"worker", "LAB [flags]", "one rank of a job (started by the launcher)", cmd_worker, 1},
     {NULL, NULL, NULL, NULL, 0},
 };
 
+/* One name of a list, wrapped at 96 columns under an indent of 8. */
+static void list_name(int *col, int *n, const char *name)
+{
+    int len = (int)strlen(name) + 2;
+    if (*n && *col + len > 96) {
+        printf(",\n        ");
+        *col = 8;
+    } else if (*n) {
+        printf(", ");
+    }
+    printf("%s", name);
+    *col += len;
+    (*n)++;
+}
+
+/* `mlsys-lab help flags`: the reserved short flags, one meaning each in every lab and command,
+ * and the commands and labs that have each one. */
+static void help_flags(void)
+{
+    printf("Reserved short flags: each means one thing in every lab and command that has it.\n");
+    for (const lab_short_flag *r = lab_short_flags; r->letter; r++) {
+        char names[128], *p = names;
+        snprintf(names, sizeof names, "%s", r->names);
+        while ((p = strchr(p, '|')))
+            *p = '/';
+        printf("\n  -%c  --%s\n        ", r->letter, names);
+        int n = 0, col = 8;
+        for (int i = 0; cli_declared[i]; i++)
+            for (const lab_flag *f = cli_declared[i]->flags; f->name; f++)
+                if (f->short_name == r->letter)
+                    list_name(&col, &n, cli_declared[i]->name);
+        for (int i = 0; lab_chapters[i]; i++)
+            for (int k = 0; lab_chapters[i]->labs && lab_chapters[i]->labs[k]; k++)
+                for (const lab_flag *f = lab_chapters[i]->labs[k]->flags; f->name; f++)
+                    if (f->short_name == r->letter)
+                        list_name(&col, &n, lab_chapters[i]->labs[k]->id);
+        for (const lab_flag *f = lab_common_flags; !n && f->name; f++)
+            if (f->short_name == r->letter)
+                printf("every lab%s", r->letter == 'h' ? " and every command" : "");
+        printf("\n");
+        if (r->was) {                   /* word-wrapped at 96 columns under the list */
+            int col = printf("        changed:");
+            for (const char *w = r->was; *w;) {
+                int len = (int)strcspn(w, " ");
+                if (col + 1 + len > 96)
+                    col = printf("\n                ") - 1;
+                col += printf(" %.*s", len, w);
+                w += len + (w[len] == ' ');
+            }
+            printf("\n");
+        }
+    }
+    printf("\nOther letters are a lab's or a command's own (see its --help). A reserved letter "
+           "typed\nwhere its flag does not exist says what it means; the old long names all "
+           "stay.\n");
+}
+
 static int cmd_help(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc >= 2 && !strcmp(argv[1], "flags")) {
+        help_flags();
+        return 0;
+    }
     printf("usage: mlsys-lab [COMMAND] [ARGS]\n\n"
            "With no command, opens the lab. Commands:\n");
     for (const command *c = commands; c->name; c++)
         if (!c->hidden)
             printf("  %-8s %-22s %s\n", c->name, c->args, c->help);
     printf("\nExit status: 0 done (a check passed), 1 a job or a check failed, 2 a usage "
-           "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n");
+           "error or\nsomething the lab could not do, 130 stopped with Ctrl-C (every command)\n"
+           "Reserved short flags mean the same everywhere: mlsys-lab help flags\n");
     return 0;
 }
 

@@ -18,14 +18,17 @@
 
 #define REPLAY_MAX_BYTES (512ull << 20)   /* a trace larger than this is refused */
 
+#ifdef HAVE_CJSON
+#include <cjson/cJSON.h>
+
 /* Up to max bytes of s as one quoted line: control and non-ASCII bytes escaped. */
-static void quote_cut(const char *s, size_t max, char *out, size_t n)
+static void quote_cut(const char *s, size_t avail, size_t max, char *out, size_t n)
 {
     size_t o = 0, i;
     if (n < 8)
         return;
     out[o++] = '\'';
-    for (i = 0; s[i] && i < max && o + 6 < n; i++) {
+    for (i = 0; i < avail && s[i] && i < max && o + 6 < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '\n')
             o += (size_t)snprintf(out + o, n - o, "\\n");
@@ -38,12 +41,9 @@ static void quote_cut(const char *s, size_t max, char *out, size_t n)
     }
     out[o++] = '\'';
     out[o] = 0;
-    if (s[i] && o + 4 < n)
+    if (i < avail && s[i] && o + 4 < n)
         snprintf(out + o, n - o, "...");
 }
-
-#ifdef HAVE_CJSON
-#include <cjson/cJSON.h>
 
 typedef struct ev_at {
     mlsys_event e;
@@ -137,7 +137,7 @@ int replay_parse(const char *text, size_t len, replay_data *out, char *err, size
         const char *at = cJSON_GetErrorPtr();
         char near[128] = "";
         if (at && at >= text && at < text + len)
-            quote_cut(at, 24, near, sizeof near);
+            quote_cut(at, (size_t)(text + len - at), 24, near, sizeof near);
         snprintf(err, errlen, "not valid JSON%s%s", near[0] ? " near " : "", near);
         return -1;
     }
@@ -366,6 +366,8 @@ int replay_load(const char *path, replay_data *d, char *err, size_t errlen)
         len += (size_t)k;
     }
     close(fd);
+    buf = grid_xrealloc(buf, len + 1);     /* text ends here for whoever quotes it */
+    buf[len] = 0;
     int rc = replay_parse(buf, len, d, err, errlen);
     free(buf);
     if (rc == 0 && d->n == 0 && d->nl == 0) {

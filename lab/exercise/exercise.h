@@ -164,6 +164,17 @@ int exercise_check(const ex_context *cx, const exercise *ex, ex_verdict *v);
 /* Run argv (no shell) with stdout and stderr captured together, killed after timeout_ms.
  * *status: exit code, 128 + signal, 124 on timeout, 127 when it cannot start. */
 int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status);
+/* A temp dir of this check (mlsys-ex-<pid>-XXXXXX under $TMPDIR; stale ones of checks gone
+ * are swept), and removing one with what it holds. */
+int ex_make_tmpdir(char *out, size_t n);
+void ex_remove_tree(const char *dir);
+
+/* ---- exercise_judge.c: one world size of an implement check ---- */
+/* Run the compiled program exe on n ranks and judge it step by step (hang, crash, the
+ * earliest case's errors and wrong values, unfinished ranks, stray processes). 0 when every
+ * rank passed; else v says why. info collects rank 0's "info" lines. */
+int ex_judge_world(const ex_context *cx, const exercise *ex, const char *exe,
+                   const char *learner, int n, uint64_t seed, ex_verdict *v, ex_verdict *info);
 
 /* ---- exercise_progress.c: progress in a plain-text file, written atomically ---- */
 typedef struct ex_progress_entry {
@@ -182,7 +193,10 @@ typedef struct ex_progress {
     int idx_cap;
 } ex_progress;
 
-#define EX_PROGRESS_MAX_BYTES (1u << 20)    /* a progress file larger than this is corrupt */
+/* A progress file larger than this is corrupt: far beyond what the lab writes (one short
+ * line per exercise), and large enough that a valid file of 100,000 entries (4.8 MB, a
+ * generated or merged one) is read whole. Reading costs what the file holds, not the limit. */
+#define EX_PROGRESS_MAX_BYTES (64u << 20)
 
 /* Missing file: empty progress, 0. A corrupt file (a line that does not parse, a repeated
  * id, over EX_PROGRESS_MAX_BYTES, not a regular file) is renamed to <path>.corrupt-<time>

@@ -235,15 +235,21 @@ static void strip_newline(char *s)
         s[--n] = 0;
 }
 
+/* The question of seed, with its number, so that it can be answered later with --seed. */
+static void show_question(const exercise *ex, uint64_t seed, ex_question *q)
+{
+    exercise_predict_draw(ex, seed, q);
+    printf("%s  %s  [predict, question %llu]\n", ex->id, ex->title, (unsigned long long)seed);
+    print_wrapped(stdout, q->text, "  ", 90);
+    for (int i = 0; i < q->nchoices; i++)
+        printf("    %c) %s\n", 'a' + i, q->choices[i]);
+}
+
 /* Ask one drawn question; answer NULL reads a line from stdin. */
 static void ask(const exercise *ex, uint64_t seed, const char *answer, ex_verdict *v)
 {
     ex_question q;
-    exercise_predict_draw(ex, seed, &q);
-    printf("%s  %s  [predict]\n", ex->id, ex->title);
-    print_wrapped(stdout, q.text, "  ", 90);
-    for (int i = 0; i < q.nchoices; i++)
-        printf("    %c) %s\n", 'a' + i, q.choices[i]);
+    show_question(ex, seed, &q);
     char buf[256] = "";
     if (!answer) {
         printf("answer (%s)> ", q.nchoices ? "a letter" : q.unit[0] ? q.unit : "a number");
@@ -277,13 +283,33 @@ static void record(const ex_context *cx, const exercise *ex, const ex_verdict *v
         fprintf(stderr, "mlsys-lab: %s\n", msg);
 }
 
+/* A new question's number (its seed): short enough to type back with --seed. */
+static uint64_t question_number(void)
+{
+    return ex_random_seed() % 999999 + 1;
+}
+
 /* Check (or ask) one exercise and print the verdict; the exit status of `check`. */
 static int check_one(const ex_context *cx, const exercise *ex, uint64_t seed, const char *answer)
 {
     ex_verdict v;
     ex_verdict_init(&v);
+    if (ex->kind == EX_PREDICT && answer && !seed) {
+        /* each check draws new numbers: an answer given with no --seed was given before the
+         * question existed. Show it and say how to answer it. */
+        ex_question q;
+        uint64_t s = question_number();
+        show_question(ex, s, &q);
+        fflush(stdout);
+        fprintf(stderr, "mlsys-lab: check: %s draws its numbers when it is asked, so --answer "
+                "alone answers a question you have not seen; this one is question %llu: "
+                "mlsys-lab check %s --seed %llu --answer VALUE\n", ex->id,
+                (unsigned long long)s, ex->id, (unsigned long long)s);
+        ex_verdict_free(&v);
+        return 2;
+    }
     if (ex->kind == EX_PREDICT) {
-        ask(ex, seed ? seed : ex_random_seed(), answer, &v);
+        ask(ex, seed ? seed : question_number(), answer, &v);
     } else {
         char path[PATH_MAX];
         ex_work_path(cx, ex, path, sizeof path);
@@ -326,7 +352,8 @@ int ex_check_main(int argc, char **argv)
     const char *id = NULL, *answer = NULL;
     uint64_t seed = 0;
     int all = 0;
-    static const char usage[] = "usage: mlsys-lab check [ID | --all] [--seed N] [--answer VALUE]\n";
+    static const char usage[] = "usage: mlsys-lab check [ID | --all] [--seed N] [--answer VALUE]\n"
+        "  a predict question shows its number N; --seed N --answer VALUE answers that question\n";
     for (int i = 1; i < argc; i++) {
         long v;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -172,15 +172,17 @@ static char *read_bounded(const char *path, size_t max, size_t *len, int *more)
         errno = S_ISREG(st.st_mode) ? e : EINVAL;
         return NULL;
     }
-    char *buf = malloc(max + 1);
+    /* room for what the file holds, up to the limit: never the limit itself */
+    size_t want = (uint64_t)st.st_size < max ? (size_t)st.st_size : max;
+    char *buf = malloc(want + 1);
     if (!buf) {
         close(fd);
         errno = ENOMEM;
         return NULL;
     }
     size_t n = 0;
-    while (n < max) {
-        ssize_t got = read(fd, buf + n, max - n);
+    while (n < want) {
+        ssize_t got = read(fd, buf + n, want - n);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
@@ -188,7 +190,7 @@ static char *read_bounded(const char *path, size_t max, size_t *len, int *more)
         n += (size_t)got;
     }
     char extra;
-    *more = n == max && read(fd, &extra, 1) == 1;
+    *more = n == want && read(fd, &extra, 1) == 1;    /* longer than the limit (or it grew) */
     close(fd);
     buf[n] = 0;
     *len = n;

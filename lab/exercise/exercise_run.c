@@ -1,12 +1,9 @@
 /* exercise_run.c - checking the learner's code: the learner's file and the exercise's
  * check.c (rank side, see assets/exercises/harness.h) are compiled with the system compiler
- * against the core library into a program in a temp dir; the launcher starts it on each
- * world size in turn under the exercise's p2p watchdog and a time limit; the records the
- * ranks leave say how it went. Compile errors keep the compiler's file:line; a rank that
- * dies, hangs or deadlocks is reported as such. Also: running a program with its output
- * captured, for experiments that run a lab. */
+ * against the core library into a program in a temp dir, which exercise_judge.c runs on
+ * each world size in turn. Compile errors keep the compiler's file:line. Also: running a
+ * program with its output captured, for experiments that run a lab; the temp dirs. */
 #include "exercise.h"
-#include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +19,6 @@
 
 #define OUT_MAX (4u << 20)          /* captured output kept, bytes */
 #define COMPILE_LIMIT_MS 60000
-#define TAIL_LINES 8
-#define MAX_CASES 256
-#define HARNESS_REPORTED 3          /* harness.h: H_EXIT_REPORTED */
 
 /* ---- running a program with its output captured ---- */
 
@@ -127,8 +121,6 @@ int ex_run_capture(char *const argv[], int timeout_ms, char **out, int *status)
  * killed outright (SIGKILL, a crash) leaves a folder the next check recognises as stale
  * (its owner is gone) and removes. */
 
-static void remove_tree(const char *dir);
-
 static void sweep_stale_tmpdirs(const char *base)
 {
     static int swept;
@@ -149,12 +141,12 @@ static void sweep_stale_tmpdirs(const char *base)
         struct stat st;
         if (snprintf(p, sizeof p, "%s/%s", base, e->d_name) < (int)sizeof p &&
             lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
-            remove_tree(p);
+            ex_remove_tree(p);
     }
     closedir(d);
 }
 
-static int make_tmpdir(char *out, size_t n)
+int ex_make_tmpdir(char *out, size_t n)
 {
     const char *t = getenv("TMPDIR");
     const char *base = t && *t ? t : "/tmp";
@@ -163,7 +155,7 @@ static int make_tmpdir(char *out, size_t n)
     return mkdtemp(out) ? 0 : -1;
 }
 
-static void remove_tree(const char *dir)
+void ex_remove_tree(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -176,7 +168,7 @@ static void remove_tree(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         struct stat st;
         if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(p);
+            ex_remove_tree(p);
         else
             unlink(p);
     }
@@ -328,390 +320,6 @@ static int compile(const ex_context *cx, const exercise *ex, const char *file, c
     return rc;
 }
 
-/* ---- one world size ---- */
-
-typedef struct rank_tail {
-    char lines[TAIL_LINES][200];
-    int n;          /* lines seen */
-} rank_tail;
-
-typedef struct run_state {
-    rank_tail *tail;
-    int nranks;
-} run_state;
-
-static void on_line(void *u, int rank, int is_err, const char *line)
-{
-    run_state *s = u;
-    (void)is_err;
-    if (rank < 0 || rank >= s->nranks)
-        return;
-    rank_tail *t = &s->tail[rank];
-    snprintf(t->lines[t->n % TAIL_LINES], sizeof t->lines[0], "%s", line);
-    t->n++;
-}
-
-typedef struct rank_records {
-    int last_case;
-    int returned;       /* last case whose learner call came back */
-    int done;
-    int fail_case;
-    char fail[400];
-    int err_case;
-    char err_kind[16];
-    char err[700];
-    int ncrash;                 /* return addresses the crash handler left, offsets in the program */
-    unsigned long long crash_pc[48];
-} rank_records;
-
-static void read_records(const char *dir, int r, rank_records *rr, char (*labels)[200],
-                         ex_verdict *info)
-{
-    memset(rr, 0, sizeof *rr);
-    char path[PATH_MAX];
-    ex_pathf(path, sizeof path, "%s/rank%d", dir, r);
-    char *text = ex_read_file(path, NULL);
-    if (!text)
-        return;
-    for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        int k = 0, off = 0;
-        if (sscanf(line, "case %d %n", &k, &off) == 1 && off) {
-            rr->last_case = k;
-            if (k > 0 && k < MAX_CASES)
-                snprintf(labels[k], sizeof labels[0], "%s", line + off);
-        } else if (sscanf(line, "returned %d", &k) == 1) {
-            rr->returned = k;
-        } else if (sscanf(line, "fail %d %n", &k, &off) == 1 && off) {
-            if (!rr->fail_case) {
-                rr->fail_case = k;
-                snprintf(rr->fail, sizeof rr->fail, "%s", line + off);
-            }
-        } else if (sscanf(line, "error %d %15s %n", &k, rr->err_kind, &off) == 2 && off) {
-            if (!rr->err_case) {
-                rr->err_case = k;
-                snprintf(rr->err, sizeof rr->err, "%s", line + off);
-            }
-        } else if (!strncmp(line, "info ", 5)) {
-            if (info && r == 0)
-                ex_verdict_add(info, "  %s", line + 5);
-        } else if (!strncmp(line, "crash ", 6)) {
-            char *q = line + 6, *end;
-            strtol(q, &end, 10);
-            for (q = end; rr->ncrash < 48;) {
-                unsigned long long pc = strtoull(q, &end, 16);
-                if (end == q)
-                    break;
-                rr->crash_pc[rr->ncrash++] = pc;
-                q = end;
-            }
-        } else if (!strcmp(line, "done")) {
-            rr->done = 1;
-        }
-    }
-    free(text);
-}
-
-static const char *case_label(char (*labels)[200], int k, char *buf, size_t n, int world)
-{
-    if (k > 0 && k < MAX_CASES && labels[k][0])
-        snprintf(buf, n, "%s", labels[k]);
-    else
-        snprintf(buf, n, "N=%d", world);
-    return buf;
-}
-
-static void add_tails(ex_verdict *v, const run_state *s)
-{
-    for (int r = 0; r < s->nranks; r++) {
-        const rank_tail *t = &s->tail[r];
-        if (!t->n)
-            continue;
-        int first = t->n > TAIL_LINES ? t->n - TAIL_LINES : 0;
-        ex_verdict_add(v, "output of rank %d%s:", r, first ? " (last lines)" : "");
-        for (int i = first; i < t->n; i++)
-            ex_verdict_add(v, "  | %s", t->lines[i % TAIL_LINES]);
-    }
-}
-
-/* Where in the learner's file a crash happened: addr2line on the return addresses the
- * harness left, innermost first; the first frame in the learner's file wins (for a crash
- * inside the runtime, that is the line that called it). 0 when found. */
-static int locate_crash(const char *exe, const char *learner, const rank_records *rr,
-                        ex_verdict *v, char *out, size_t n)
-{
-    if (!rr->ncrash)
-        return -1;
-    char *argv[64], addr[48][24];
-    int k = 0;
-    argv[k++] = "addr2line";
-    argv[k++] = "-f";
-    argv[k++] = "-e";
-    argv[k++] = (char *)exe;
-    for (int i = 0; i < rr->ncrash && k < 62; i++) {
-        snprintf(addr[i], sizeof addr[i], "0x%llx", rr->crash_pc[i]);
-        argv[k++] = addr[i];
-    }
-    argv[k] = NULL;
-    char *text;
-    int st;
-    if (ex_run_capture(argv, 10000, &text, &st) != 0 || st != 0) {
-        free(text);
-        return -1;
-    }
-    int found = -1;
-    char func[256] = "";
-    int odd = 0;
-    for (char *save, *line = strtok_r(text, "\n", &save); line && found < 0;
-         line = strtok_r(NULL, "\n", &save), odd = !odd) {
-        if (!odd) {
-            snprintf(func, sizeof func, "%s", line);
-            continue;
-        }
-        char *sp = strchr(line, ' ');          /* "(discriminator 2)" */
-        if (sp)
-            *sp = 0;
-        char *colon = strrchr(line, ':');
-        if (!colon)
-            continue;
-        *colon = 0;
-        if (strcmp(line, learner) != 0)
-            continue;
-        int ln = atoi(colon + 1);
-        if (ln <= 0)
-            continue;
-        snprintf(v->file, sizeof v->file, "%s", line);
-        v->line = ln;
-        const char *base = strrchr(line, '/');
-        snprintf(out, n, " at %s:%d in %s", base ? base + 1 : line, ln, func);
-        found = 0;
-    }
-    free(text);
-    return found;
-}
-
-/* A sanitizer's report in a rank's output (the build with SAN=...): it exits with status 1
- * instead of dying by the signal. */
-static int sanitizer_line(const rank_tail *t, char *out, size_t n)
-{
-    int first = t->n > TAIL_LINES ? t->n - TAIL_LINES : 0;
-    for (int i = first; i < t->n; i++) {
-        const char *l = t->lines[i % TAIL_LINES];
-        const char *m = strstr(l, "AddressSanitizer:");
-        if (!m)
-            m = strstr(l, "runtime error:");
-        if (m) {
-            snprintf(out, n, "%s", m);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Which element the message names ("element 17"), -1. */
-static long element_of(const char *msg)
-{
-    const char *e = strstr(msg, "element ");
-    return e ? strtol(e + 8, NULL, 10) : -1;
-}
-
-static int rank_of(const char *msg)
-{
-    const char *e = strstr(msg, "rank ");
-    return e ? (int)strtol(e + 5, NULL, 10) : -1;
-}
-
-/* Run the program on n ranks. 0 when every rank passed; else v says why. */
-static int run_world(const ex_context *cx, const exercise *ex, const char *exe,
-                     const char *learner, int n, uint64_t seed, ex_verdict *v, ex_verdict *info)
-{
-    const ex_implement *im = ex->impl;
-    char dir[PATH_MAX];
-    if (make_tmpdir(dir, sizeof dir) != 0) {
-        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot create a temp dir: %s", strerror(errno));
-        return -1;
-    }
-    int timeout = cx->timeout_override_ms ? cx->timeout_override_ms : im->timeout_ms;
-    int limit = im->limit_ms > 0 ? im->limit_ms : 15000;
-    if (limit < 2 * timeout + 2000)
-        limit = 2 * timeout + 2000;      /* room for the watchdog to speak first */
-    if (cx->limit_override_ms)
-        limit = cx->limit_override_ms;
-    int port = im->master_port ? im->master_port : 29500;
-    char sseed[32], sport[16];
-    snprintf(sseed, sizeof sseed, "%llu", (unsigned long long)seed);
-    snprintf(sport, sizeof sport, "%d", port);
-    char *argv[] = {(char *)exe, dir, sseed, sport, NULL};
-    mlsys_launch_opts o = {.world_size = n, .timeout_ms = timeout, .master_port = port,
-                           .backend = "shm", .capture_output = 1};
-    run_state s = {mlsys_xcalloc((size_t)n, sizeof(rank_tail)), n};
-    mlsys_job_sink sink = {on_line, NULL, &s};
-    char err[256], why[256];
-    int result = -1;
-    runner_spec spec = {.argv = argv};
-    mlsys_job *j = runner_start(&o, &spec, err, sizeof err);
-    if (!j) {
-        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot start %d ranks: %s", n, err);
-        goto out;
-    }
-    uint64_t deadline = mlsys_now_ns() + (uint64_t)limit * 1000000ull;
-    int *hung = mlsys_xcalloc((size_t)n, sizeof(int));
-    int stopped = 0, rc;
-    while ((rc = mlsys_job_wait(j, &sink, 100, why, sizeof why)) == 1) {
-        if (!stopped && mlsys_now_ns() > deadline) {
-            for (int r = 0; r < n; r++) {
-                const mlsys_rank_status *st = mlsys_job_status(j, r);
-                hung[r] = !st->exited && st->code == 0;
-            }
-            mlsys_job_stop(j);
-            stopped = 1;
-        }
-    }
-    int interrupted = mlsys_job_stop_requested();
-
-    char (*labels)[200] = mlsys_xcalloc(MAX_CASES, sizeof *labels);
-    rank_records *rr = mlsys_xcalloc((size_t)n, sizeof *rr);
-    for (int r = 0; r < n; r++)
-        read_records(dir, r, &rr[r], labels, info);
-    char lab[200];
-    v->world_size = n;
-
-    if (interrupted) {
-        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "interrupted");
-        goto judged;
-    }
-    /* 1. a rank that never finished */
-    if (stopped) {
-        for (int r = 0; r < n; r++)
-            if (hung[r]) {
-                v->rank = r;
-                ex_verdict_set(v, EX_FAIL, EXF_HANG, "%s: rank %d did not finish within %d s: "
-                               "an endless loop, or waiting on something that never comes?",
-                               case_label(labels, rr[r].last_case, lab, sizeof lab, n), r,
-                               limit / 1000);
-                goto judged;
-            }
-    }
-    /* 2. a rank that died by a signal, or exited on its own before the end */
-    for (int r = 0; r < n; r++) {
-        const mlsys_rank_status *st = mlsys_job_status(j, r);
-        if (st->killed_by_us || rr[r].done)
-            continue;
-        if (!st->exited) {
-            char where[PATH_MAX + 300] = "";
-            v->rank = r;
-            locate_crash(exe, learner, &rr[r], v, where, sizeof where);
-            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d crashed: signal %d (%s)%s",
-                           case_label(labels, rr[r].last_case, lab, sizeof lab, n), r, st->code,
-                           strsignal(st->code), where);
-            goto judged;
-        }
-        char san[200];
-        if (st->code != HARNESS_REPORTED && !rr[r].err_case && sanitizer_line(&s.tail[r], san, sizeof san)) {
-            v->rank = r;
-            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d crashed: %s",
-                           case_label(labels, rr[r].last_case, lab, sizeof lab, n), r, san);
-            goto judged;
-        }
-        if (st->code != HARNESS_REPORTED && !rr[r].err_case) {
-            v->rank = r;
-            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "%s: rank %d exited with status %d before the "
-                           "check finished (exit() or abort() in your code?)",
-                           case_label(labels, rr[r].last_case, lab, sizeof lab, n), r, st->code);
-            goto judged;
-        }
-    }
-    /* 3. errors and wrong results, earliest case first: runtime errors, deadlocks, wrong
-     * values, and last the ranks that were only torn down because of another */
-    int first = 0;
-    for (int r = 0; r < n; r++) {
-        if (rr[r].err_case && (!first || rr[r].err_case < first))
-            first = rr[r].err_case;
-        if (rr[r].fail_case && (!first || rr[r].fail_case < first))
-            first = rr[r].fail_case;
-    }
-    if (first) {
-        for (int r = 0; r < n; r++)
-            if (rr[r].err_case == first && !strcmp(rr[r].err_kind, "runtime")) {
-                v->rank = r;
-                ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "%s: %s",
-                               case_label(labels, first, lab, sizeof lab, n), rr[r].err);
-                goto judged;
-            }
-        /* deadlocks: the report that shows the whole cycle, when a rank saw it */
-        int best = -1;
-        for (int r = 0; r < n; r++)
-            if (rr[r].err_case == first && !strcmp(rr[r].err_kind, "deadlock") &&
-                (best < 0 || (strstr(rr[r].err, "cycle") && !strstr(rr[best].err, "cycle"))))
-                best = r;
-        if (best >= 0) {
-            v->rank = best;
-            ex_verdict_set(v, EX_FAIL, EXF_DEADLOCK, "%s: %s",
-                           case_label(labels, first, lab, sizeof lab, n), rr[best].err);
-            goto judged;
-        }
-        /* the others gave up waiting at the checker's meeting point: who never came back? */
-        for (int r = 0; r < n; r++)
-            if (rr[r].last_case == first && rr[r].returned < first && !rr[r].err_case) {
-                v->rank = r;
-                ex_verdict_set(v, EX_FAIL, EXF_HANG, "%s: rank %d did not return from %s while "
-                               "the other ranks waited for it (an endless loop, or a wait on "
-                               "something that never comes?)",
-                               case_label(labels, first, lab, sizeof lab, n), r, im->function);
-                goto judged;
-            }
-        for (int r = 0; r < n; r++)
-            if (rr[r].fail_case == first) {
-                v->rank = rank_of(rr[r].fail) >= 0 ? rank_of(rr[r].fail) : r;
-                v->element = element_of(rr[r].fail);
-                ex_verdict_set(v, EX_FAIL, EXF_WRONG, "%s: %s",
-                               case_label(labels, first, lab, sizeof lab, n), rr[r].fail);
-                goto judged;
-            }
-        for (int r = 0; r < n; r++)
-            if (rr[r].err_case == first) {
-                v->rank = r;
-                ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "%s: %s",
-                               case_label(labels, first, lab, sizeof lab, n), rr[r].err);
-                goto judged;
-            }
-    }
-    for (int r = 0; r < n; r++)
-        if (!rr[r].done) {
-            v->rank = r;
-            ex_verdict_set(v, EX_FAIL, EXF_CRASH, "N=%d: rank %d stopped before the check finished "
-                           "(%s)", n, r, rc ? why : "no record");
-            goto judged;
-        }
-    /* 4. processes the ranks started and left running: a leak that would outlive the job
-     * (the launcher has killed them); a fail, so that it is seen and fixed */
-    int stray_rank = -1, strays = mlsys_job_strays(j, &stray_rank);
-    if (strays) {
-        v->rank = stray_rank;
-        if (stray_rank >= 0)
-            ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "N=%d: rank %d left %d process%s running "
-                           "after it finished (a fork() without wait()?); the lab killed %s",
-                           n, stray_rank, strays, strays == 1 ? "" : "es",
-                           strays == 1 ? "it" : "them");
-        else
-            ex_verdict_set(v, EX_FAIL, EXF_RUNTIME, "N=%d: the ranks left %d process%s running "
-                           "after they finished (a fork() without wait()?); the lab killed %s",
-                           n, strays, strays == 1 ? "" : "es", strays == 1 ? "it" : "them");
-        goto judged;
-    }
-    result = 0;
-judged:
-    if (result != 0 && v->failure != EXF_SETUP)
-        add_tails(v, &s);
-    free(rr);
-    free(labels);
-    free(hung);
-    mlsys_job_free(j);
-out:
-    free(s.tail);
-    remove_tree(dir);
-    return result;
-}
-
 /* ---- the check of one exercise ---- */
 
 static int check_implement(const ex_context *cx, const exercise *ex, const char *file,
@@ -727,7 +335,7 @@ static int check_implement(const ex_context *cx, const exercise *ex, const char 
         return v->result;
     }
     char dir[PATH_MAX], exe[PATH_MAX + 8];
-    if (make_tmpdir(dir, sizeof dir) != 0) {
+    if (ex_make_tmpdir(dir, sizeof dir) != 0) {
         ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot create a temp dir: %s", strerror(errno));
         return v->result;
     }
@@ -738,7 +346,8 @@ static int check_implement(const ex_context *cx, const exercise *ex, const char 
         char sizes[128] = "";
         int ok = 1;
         for (int i = 0; ex->impl->world_sizes[i] && ok; i++) {
-            ok = run_world(cx, ex, exe, file, ex->impl->world_sizes[i], seed, v, &info) == 0;
+            ok = ex_judge_world(cx, ex, exe, file, ex->impl->world_sizes[i], seed, v,
+                                &info) == 0;
             snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%d", i ? ", " : "",
                      ex->impl->world_sizes[i]);
         }
@@ -752,7 +361,7 @@ static int check_implement(const ex_context *cx, const exercise *ex, const char 
         }
     }
     ex_verdict_free(&info);
-    remove_tree(dir);
+    ex_remove_tree(dir);
     return v->result;
 }
 

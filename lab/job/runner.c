@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,57 @@ mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *
         unsetenv("MLSYS_PRINT_TAGS");
     free(wargv);
     return j;
+}
+
+int runner_start_single(const lab *l, int argc, char *const argv[], pid_t *pid_out, int fd[2],
+                        char *err, size_t n)
+{
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC))
+        goto no_pipe;
+    if (pipe2(pe, O_CLOEXEC)) {
+        close(po[0]);
+        close(po[1]);
+        goto no_pipe;
+    }
+    char **cargv = mlsys_xcalloc((size_t)argc + 4, sizeof(char *));
+    cargv[0] = "/proc/self/exe";
+    cargv[1] = "run";
+    cargv[2] = (char *)l->id;
+    for (int i = 0; i < argc; i++)
+        cargv[3 + i] = argv[i];
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        mlsys_child_tie(parent, SIGKILL);
+        dup2(po[1], STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        execv(cargv[0], cargv);
+        _exit(127);
+    }
+    free(cargv);
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        snprintf(err, n, "cannot start the lab: %s", strerror(errno));
+        close(po[0]);
+        close(pe[0]);
+        return -1;
+    }
+    setpgid(pid, pid);
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    *pid_out = pid;
+    fd[0] = po[0];
+    fd[1] = pe[0];
+    return 0;
+no_pipe:
+    snprintf(err, n, "cannot create pipes: %s", strerror(errno));
+    return -1;
 }
 
 /* The entry of algorithm `name` in a collective's table, or NULL. */

@@ -8,6 +8,7 @@
 #define MLSYS_RUNNER_H
 
 #include "../lab.h"
+#include <sys/types.h>
 
 /* Events (and the ranks' output lines) collected for --trace: growing arrays. */
 typedef struct trace_buf {
@@ -32,6 +33,11 @@ typedef struct runner_spec {
 /* runner.c */
 /* Start a job on the shm backend (fork, exec where the spec says). NULL with err. */
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n);
+/* A single-process lab (the front end's way): `mlsys-lab run ID ARGV` as a child in a process
+ * group of its own, killed if this process dies, stdin from /dev/null, stdout and stderr on
+ * two non-blocking pipes (fd[0], fd[1]). 0 with *pid; -1 with err. */
+int runner_start_single(const lab *l, int argc, char *const argv[], pid_t *pid, int fd[2],
+                        char *err, size_t n);
 void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sink's events */
 void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text);  /* now */
 void trace_buf_free(trace_buf *t);

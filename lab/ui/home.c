@@ -6,6 +6,7 @@
 #include "ui.h"
 #include "md.h"
 #include "../exercise/exercise.h"
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,31 +116,8 @@ static void load_progress(home *h)
 
 char *home_read_asset(const char *rel, size_t *len)
 {
-    char path[8400];
-    const char *src = getenv("MLSYS_LAB_SRC");
-    if (src && *src) {
-        snprintf(path, sizeof path, "%s/%s", src, rel);
-        char *t = md_read_file(path, len);
-        if (t)
-            return t;
-    }
-    char *t = md_read_file(rel, len);
-    if (t)
-        return t;
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0)
-        return NULL;
-    exe[k] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return NULL;
-    *slash = 0;
-    snprintf(path, sizeof path, "%s/../%s", exe, rel);
-    if ((t = md_read_file(path, len)))
-        return t;
-    snprintf(path, sizeof path, "%s/%s", exe, rel);
-    return md_read_file(path, len);
+    char path[PATH_MAX + 64];
+    return md_read_file(lab_asset_path(rel, path, sizeof path), len);
 }
 
 /* ---- the reader ---- */

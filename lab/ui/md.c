@@ -749,6 +749,60 @@ static void table_border(render *r, const int *w, int nc, grid_line l, grid_line
     cb_free(&b);
 }
 
+/* A table too wide for its columns' longest words is shown as records instead of being cut
+ * inside words: per body row, its first cell after a bullet, then "heading: cell" for each
+ * other column, wrapped with an indent (the last heading row names the columns). */
+typedef struct indent_ctx {
+    render *r;
+    int first;                  /* the next line is a record's first */
+    const char *lead, *hang;    /* prefixes of the first and the following lines */
+} indent_ctx;
+
+static void emit_indented(void *ctx, const grid_cell *c, int n)
+{
+    indent_ctx *ic = ctx;
+    cbuf b = {0};
+    cb_put_str(&b, ic->first ? ic->lead : ic->hang, ic->first ? GRID_PAIR(MD_PAIR_RULE) : 0);
+    ic->first = 0;
+    for (int i = 0; i < n; i++)
+        cb_push(&b, c[i].ch, c[i].attr);
+    emit_line(ic->r, b.v, b.n, MD_LINE_TEXT, 0);
+    cb_free(&b);
+}
+
+static void table_records(render *r, int nc)
+{
+    const trow *head = NULL;
+    for (int i = 0; i < r->nrows; i++)
+        if (r->rows[i].head)
+            head = &r->rows[i];
+    int room = avail_width(r);
+    cbuf t = {0};
+    for (int ri = 0; ri < r->nrows; ri++) {
+        const trow *row = &r->rows[ri];
+        if (row->head)
+            continue;
+        for (int k = 0; k < row->n && k < nc; k++) {
+            const cbuf *cell = &row->cells[k].text;
+            t.n = 0;
+            if (k > 0 && head && k < head->n && head->cells[k].text.n > 0) {
+                for (int i = 0; i < head->cells[k].text.n; i++)
+                    cb_push(&t, head->cells[k].text.v[i].ch,
+                            head->cells[k].text.v[i].attr | GRID_BOLD);
+                cb_put_str(&t, ": ", GRID_BOLD);
+            }
+            for (int i = 0; i < cell->n; i++)
+                cb_push(&t, cell->v[i].ch, cell->v[i].attr | (k == 0 ? GRID_BOLD : 0));
+            indent_ctx ic = {r, 1, k == 0 ? (r->ascii ? "* " : "\u25aa ") : "    ",
+                             k == 0 ? "  " : "      "};
+            int lead = k == 0 ? 2 : 4;
+            wrap(t.v, t.n, room - lead > 8 ? room - lead : 8, emit_indented, &ic);
+        }
+    }
+    cb_free(&t);
+    table_free(r);
+}
+
 static void table_flush(render *r)
 {
     int nc = r->tcols;
@@ -772,7 +826,15 @@ static void table_flush(render *r)
             if (b > word[k])
                 word[k] = b;
         }
-    long room = (long)avail_width(r) - (3L * nc + 1);
+    long room = (long)avail_width(r) - (3L * nc + 1), words = 0;
+    for (int i = 0; i < nc; i++)
+        words += word[i] < nat[i] ? word[i] : nat[i];
+    if (words > room) {
+        /* the columns cannot keep their words whole: records, not broken words */
+        free(nat);
+        table_records(r, nc);
+        return;
+    }
     table_fit(nat, word, nc, room > 0 ? (int)(room < MD_MAX_WIDTH ? room : MD_MAX_WIDTH) : 0, w);
     if (room <= 0)
         for (int i = 0; i < nc; i++)

@@ -93,7 +93,7 @@ char *ui_capture(int (*fn)(void *), void *arg, int *rc);
 
 /* home.c: the chapter tree and the reader */
 ui_screen *home_create(void);
-/* Where the chapter texts are: the cwd, MLSYS_LAB_SRC, or next to the program (build/..). */
+/* A chapter text, found as every shipped file is (lab.h's lab_asset_path). */
 char *home_read_asset(const char *rel, size_t *len);
 
 /* expane.c: the exercise pane beside the chapter tree (home.c shows it for an exercise row) */

@@ -9,7 +9,7 @@ bin="$build/mlsys-lab"
 flags="--layers 16 --hidden 256 --batch-size 64 -m 8 $*"
 printf '%-6s %-12s %10s %10s %10s\n' ranks schedule measured predicted "time (ms)"
 for n in 2 4; do
-    "$bin" run ch07/pipeline-schedule-viz --run -s "$n" $flags 2>&1 |
+    "$bin" run ch07/pipeline-schedule-viz --run -P "$n" $flags 2>&1 |
         awk -v n="$n" '
             / on [0-9]+ ranks: / { name = $1 }
             /^bubble: measured/ {

@@ -78,8 +78,9 @@ used_bytes() {
 
 # Out-of-place time (us) and algorithm of one size from our table: "T ALGO", or "fail".
 ours_time() {
-    "$bin" bench "$1" --sizes "$3" -n "$(iters_of "$3")" -w "$(warmup_of "$3")" \
-        --world-size "$2" -d float -o sum -c 1 >"$tmp/ours.out" 2>"$tmp/ours.err" || {
+    "$bin" bench "$1" --sizes "$3" -n "$(iters_of "$3")" \
+        --warmup_iters "$(warmup_of "$3")" \
+        --world-size "$2" --datatype float -o sum -c 1 >"$tmp/ours.out" 2>"$tmp/ours.err" || {
         echo fail; return; }
     awk '!/^#/ && NF >= 14 { if ($9 != 0 || $13 != 0) print "fail"; else print $6, $14; exit }' \
         "$tmp/ours.out"
@@ -140,7 +141,7 @@ for c in $colls; do
                     tail -n 3 "$tmp/ours.err" "$tmp/ours.out" >&2
                 fi
                 if [ "$c" = all_reduce ] && [ "$n" = 2 ] && [ "$s" = 67108864 ]; then
-                    "$bin" bench --memcpy -e 64M -n 20 -w 3 2>&1 |     # the ceiling, same moment
+                    "$bin" bench --memcpy --maxbytes 64M -n 20 --warmup_iters 3 2>&1 |     # the ceiling, same moment
                         sed -n 's/^memcpy .* gbs=\([0-9.]*\).*/\1/p' >>"$tmp/memcpy.t"
                 fi
             done

@@ -1,6 +1,7 @@
 #!/bin/sh
 # run.sh - build the Markdown reader's libFuzzer target with clang and run it for N seconds
-# (default 60). Usage: tests/fuzz/run.sh [seconds] [build-dir]. Skips, saying why, when clang
+# (default 60), then the model and tokenizer readers' (run_llm.sh) for as long.
+# Usage: tests/fuzz/run.sh [seconds] [build-dir]. Skips, saying why, when clang
 # or libFuzzer is missing (without md4c it fuzzes the raw fallback). Crashes, hangs (10 s) and
 # leaks land in BUILD/fuzz/crashes and fail the run; the corpus starts from pieces of the
 # shipped chapters so the fuzzer begins with real Markdown.
@@ -44,3 +45,5 @@ if [ "$status" -ne 0 ]; then
     echo "fuzz: FAILED: $(ls "$build/fuzz/crashes" | head -5)"; exit 1
 fi
 echo "fuzz: ok: no crash, no hang"
+# the model's and the tokenizer's file readers: a target of their own, for as long
+sh tests/fuzz/run_llm.sh "$secs" "$build" || exit 1

@@ -158,8 +158,8 @@ static int check_json(const char *path, double factor)
 
 START_TEST(all_reduce_table)
 {
-    const char *args[] = {"-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1",
-                          "--world-size", "2", NULL};
+    const char *args[] = {"--minbytes", "8", "--maxbytes", "64K", "-f", "8", "-n", "3",
+                          "--warmup_iters", "1", "--world-size", "2", NULL};
     char *out, *err;
     int rc = run_bench(args, &out, &err, NULL);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
@@ -212,12 +212,14 @@ START_TEST(every_collective)
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
     close(fd);
-    const char *args[] = {cases[_i].coll, "-d", cases[_i].type, "-o", cases[_i].op, "-r",
-                          cases[_i].root, "-b", "10", "-e", "20K", "-f", "7", "-n", "2", "-w",
-                          "1", "--world-size", "3", "-J", path, NULL};
+    /* -w is the world size here as in every command (nccl-tests' warm-up letter no more) */
+    const char *args[] = {cases[_i].coll, "--datatype", cases[_i].type, "-o", cases[_i].op, "-r",
+                          cases[_i].root, "--minbytes", "10", "--maxbytes", "20K", "-f", "7", "-n",
+                          "2", "--warmup_iters", "1", "-w", "3", "-J", path, NULL};
     char *out, *err;
     int rc = run_bench(args, &out, &err, NULL);
     ck_assert_msg(rc == 0, "%s: exit %d: %s", cases[_i].coll, rc, err);
+    ck_assert_msg(strstr(out, "on 3 ranks") != NULL, "-w 3 is 3 ranks: %s", out);
     table t[2];
     ck_assert_int_eq(parse_tables(out, t, 2), 1);
     size_t unit = cases[_i].esize * (cases[_i].per_rank ? 3 : 1);
@@ -253,8 +255,8 @@ START_TEST(injected_error_is_counted)
 {
     const char *colls[] = {"all_reduce", "reduce", "all_gather", "scatter"};
     for (int c = 0; c < 4; c++) {
-        const char *args[] = {colls[c], "-r", "1", "-b", "24", "-e", "1536", "-f", "8", "-n",
-                              "1", "-w", "0", "--world-size", "3", NULL};
+        const char *args[] = {colls[c], "-r", "1", "--minbytes", "24", "--maxbytes", "1536", "-f",
+                              "8", "-n", "1", "--warmup_iters", "0", "--world-size", "3", NULL};
         char *out, *err;
         int rc = run_bench(args, &out, &err, "1");
         ck_assert_msg(rc == 1, "%s: exit %d with a corrupted element", colls[c], rc);
@@ -276,8 +278,8 @@ END_TEST
  * that algorithm or the baseline it falls back to. */
 START_TEST(algo_all_tables)
 {
-    const char *args[] = {"--algo", "all", "-b", "8", "-e", "64K", "-f", "64", "-n", "1", "-w",
-                          "0", "--world-size", "3", NULL};
+    const char *args[] = {"--algo", "all", "--minbytes", "8", "--maxbytes", "64K", "-f", "64",
+                          "-n", "1", "--warmup_iters", "0", "--world-size", "3", NULL};
     char *out, *err;
     int rc = run_bench(args, &out, &err, NULL);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
@@ -312,8 +314,8 @@ START_TEST(json_output)
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
     close(fd);
-    const char *args[] = {"-b", "8", "-e", "4K", "-f", "8", "-n", "1", "-w", "0", "-J", path,
-                          NULL};
+    const char *args[] = {"--minbytes", "8", "--maxbytes", "4K", "-f", "8", "-n", "1",
+                          "--warmup_iters", "0", "-J", path, NULL};
     char *out, *err;
     int rc = run_bench(args, &out, &err, NULL);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
@@ -338,7 +340,7 @@ END_TEST
 
 START_TEST(memcpy_ceiling)
 {
-    const char *args[] = {"--memcpy", "-e", "1M", "-n", "2", "-w", "1", NULL};
+    const char *args[] = {"--memcpy", "--maxbytes", "1M", "-n", "2", "--warmup_iters", "1", NULL};
     char *out, *err;
     ck_assert_int_eq(run_bench(args, &out, &err, NULL), 0);
     ck_assert_ptr_nonnull(strstr(out, "memcpy bytes=1048576 time_us="));
@@ -350,16 +352,16 @@ END_TEST
 static const char *const bad[][8] = {
     {"--no-such-flag"},
     {"-x"},
-    {"-b", "abc"},
-    {"-b", "0"},
-    {"-e"},
-    {"-b", "1M", "-e", "1K"},
+    {"--minbytes", "abc"},
+    {"--minbytes", "0"},
+    {"--maxbytes"},
+    {"--minbytes", "1M", "--maxbytes", "1K"},
     {"-f", "1"},
     {"-n", "0"},
-    {"-w", "-1"},
+    {"--warmup_iters", "-1"},
     {"-c", "2"},
     {"-o", "xor"},
-    {"-d", "half"},
+    {"--datatype", "half"},
     {"--world-size", "0"},
     {"--world-size", "65"},
     {"-r", "2", "--world-size", "2"},
@@ -367,7 +369,7 @@ static const char *const bad[][8] = {
     {"all_reduce", "broadcast"},
     {"--algo", "no_such_algo"},
     {"--sizes", "8,x"},
-    {"--sizes", "8", "-b", "8"},
+    {"--sizes", "8", "--minbytes", "8"},
     {"--alpha", "1"},
     {"--timeout", "0"},
     {"--memcpy=1"},
@@ -409,8 +411,9 @@ START_TEST(mpi_backend_tables)
     const char *colls[] = {"all_reduce", "all_gather", "broadcast"};
     const double factors[] = {4.0 / 3, 2.0 / 3, 1.0};
     for (int c = 0; c < 3; c++) {
-        const char *args[] = {colls[c], "--backend", "mpi", "--algo", "all", "-b", "24", "-e",
-                              "24K", "-f", "32", "-n", "2", "-w", "1", "--world-size", "3", NULL};
+        const char *args[] = {colls[c], "--backend", "mpi", "--algo", "all", "--minbytes", "24",
+                              "--maxbytes", "24K", "-f", "32", "-n", "2", "--warmup_iters", "1",
+                              "--world-size", "3", NULL};
         char *out, *err;
         int rc = run_bench(args, &out, &err, NULL);
         ck_assert_msg(rc == 0, "%s: exit %d: %s", colls[c], rc, err);
@@ -442,8 +445,9 @@ START_TEST(mpi_backend_injected_error)
 {
     if (!have_mpi())
         return;
-    const char *args[] = {"--backend", "mpi", "--algo", "native", "-b", "24", "-e", "1536",
-                          "-f", "8", "-n", "1", "-w", "0", "--world-size", "3", NULL};
+    const char *args[] = {"--backend", "mpi", "--algo", "native", "--minbytes", "24", "--maxbytes",
+                          "1536", "-f", "8", "-n", "1", "--warmup_iters", "0", "--world-size", "3",
+                          NULL};
     char *out, *err;
     int rc = run_bench(args, &out, &err, "1");
     ck_assert_msg(rc == 1, "exit %d with a corrupted element", rc);

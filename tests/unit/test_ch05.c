@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "../../core/train/train.h"
 
 /* ---- running the binary ---- */
@@ -94,11 +95,15 @@ START_TEST(simple_ddp_checks)
     ck_assert(fabs(l1 - l2) < 1e-4);
     ck_assert(l1 > 2.0 && l1 < 2.7);        /* random labels: about ln 10 */
     ck_assert_ptr_nonnull(strstr(r.out, "all-reduces per step, manual: 4 (= 4 tensors): PASS"));
-    ck_assert_ptr_nonnull(strstr(r.out, "all-reduces per step, bucketed: 1 (= 1 buckets): PASS"));
+    /* the defaults put several buckets in flight: 814120 B, first 8 KiB, then 128 KiB each */
+    int nb = ddp_bucket_count(203530, 8192 / 4, 131072 / 4);
+    ck_assert_int_eq(nb, 8);
+    char want[128];
+    snprintf(want, sizeof want, "all-reduces per step, bucketed: %d (= %d buckets): PASS", nb, nb);
+    ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
     /* the sampler: rank 0's first index and the batch count, from the definition */
     int idx[1000];
     int per = ref_sampler(0, 0, N, idx);
-    char want[128];
     snprintf(want, sizeof want, "epoch 0: sampler seed 0, rank 0 first index %d, %d batches",
              idx[0], (per + 31) / 32);
     ck_assert_msg(strstr(r.out, want), "missing '%s' in:\n%s", want, tail_of(r.out));
@@ -132,11 +137,205 @@ START_TEST(simple_ddp_epochs)
     snprintf(w1, sizeof w1, "epoch 1: sampler seed 1, rank 0 first index %d,", idx1[0]);
     ck_assert_int_eq(count_of(r.out, w0), 2);
     ck_assert_int_eq(count_of(r.out, w1), 2);
-    double e0 = atof(after(after(r.out, w0), "average loss "));
-    double e1 = atof(after(after(r.out, w1), "average loss "));
+    double e0 = atof(after(after(r.out, w0), "loss "));
+    double e1 = atof(after(after(r.out, w1), "loss "));
     ck_assert(e0 != e1);
     ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
     run_free(&r);
+}
+END_TEST
+
+/* simple-ddp's dataset and initial model, as the lab defines them: x standard normals and
+ * y uniform in 0..9 from one rng seeded 0, torch's Linear init from seed 42. */
+static double ref_first_step_loss(int N, int B)
+{
+    float *x = malloc(1000 * 784 * sizeof(float)), *xb = malloc((size_t)N * B * 784 * sizeof(float));
+    int y[1000], *yb = malloc((size_t)N * B * sizeof(int)), idx[1000];
+    mlsys_rng g;
+    mlsys_rng_seed(&g, 0);
+    for (int i = 0; i < 1000 * 784; i++)
+        x[i] = (float)mlsys_rng_normal(&g);
+    for (int i = 0; i < 1000; i++)
+        y[i] = (int)(mlsys_rng_u64(&g) % 10);
+    for (int q = 0; q < N; q++) {
+        ref_sampler(0, q, N, idx);
+        for (int i = 0; i < B; i++) {
+            memcpy(xb + ((size_t)q * B + i) * 784, x + (size_t)idx[i] * 784, 784 * sizeof(float));
+            yb[q * B + i] = y[idx[i]];
+        }
+    }
+    mlp_shape sh = {.nl = 2, .dims = {784, 256, 10}};
+    nn_params p;
+    nn_params_init(&p);
+    mlp_declare(&p, &sh);
+    nn_params_alloc(&p, 1);
+    mlp_init(&p, &sh, 42);
+    mlp_acts m;
+    mlp_acts_init(&m, &sh, N * B);
+    double loss = mlp_forward_loss(&sh, &p, &m, xb, yb, N * B);
+    mlp_acts_fini(&m, &sh);
+    nn_params_fini(&p);
+    free(x);
+    free(xb);
+    free(yb);
+    return loss;
+}
+
+/* The loss printed is every rank's, not rank 0's: one step, the mean over the union of the
+ * ranks' first batches, computed in one process here. */
+START_TEST(simple_ddp_loss_all_ranks)
+{
+    int N = _i;
+    run_result r = run("run ch05/simple-ddp -w %d --max-steps 1", N);
+    ASSERT_OK(r, "simple-ddp --max-steps 1");
+    double want = ref_first_step_loss(N, 32);
+    const char *p = after(r.out, "Manual - Average loss: ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_msg(fabs(atof(p) - want) < 1e-4, "N=%d: printed %.6f, the union's loss %.6f", N,
+                  atof(p), want);
+    ck_assert_ptr_nonnull(strstr(p, "all ranks"));
+    p = after(r.out, "DDP - Average loss: ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(fabs(atof(p) - want) < 1e-4);
+    char scope[96];
+    if (N == 1)
+        snprintf(scope, sizeof scope, "(mean over the 32 samples)");
+    else
+        snprintf(scope, sizeof scope, "(mean over the %d ranks' %d samples)", N, 32 * N);
+    ck_assert_msg(count_of(r.out, scope) == 2, "missing '%s'", scope);
+    run_free(&r);
+}
+END_TEST
+
+/* One row of the times table: step forward backward optimizer in-sync alone hidden. */
+static void times_row(const char *out, const char *name, double v[7])
+{
+    char key[32];
+    snprintf(key, sizeof key, "\n  %-6s ", name);
+    const char *p = after(out, key);
+    ck_assert_msg(p != NULL, "no '%s' row in:\n%s", name, tail_of(out));
+    ck_assert_int_eq(sscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
+                            &v[5], &v[6]), 7);
+}
+
+/* Both methods print the same quantities; the figures agree with each other (never with a
+ * clock): the parts of the median step fit in it, the manual loop hides nothing, hidden is
+ * comm alone less in sync, the median lies in the spread, the breakdown is the manual row
+ * and its ratio follows from its times; the timed steps are counted from the sampler. */
+START_TEST(simple_ddp_times)
+{
+    int N = _i;
+    run_result r = run("run ch05/simple-ddp -w %d", N);
+    ASSERT_OK(r, "simple-ddp");
+    int idx[1000], per = ref_sampler(0, 0, N, idx);
+    int full = per / 32, steps = (per + 31) / 32;
+    int timed = full - 1 > 0 ? full - 1 : steps;
+    char want[160];
+    snprintf(want, sizeof want, "the median step of %d: the first (a warm-up)", timed);
+    ck_assert_msg(strstr(r.out, want), "missing '%s' in:\n%s", want, tail_of(r.out));
+    double m[7], d[7];
+    times_row(r.out, "manual", m);
+    times_row(r.out, "DDP", d);
+    for (int k = 0; k < 7; k++)
+        ck_assert(m[k] >= 0 && d[k] >= 0);
+    ck_assert(m[0] > 0 && d[0] > 0);
+    ck_assert_msg(m[1] + m[2] + m[3] + m[4] <= m[0] + 0.004, "manual parts exceed its step");
+    ck_assert_msg(d[1] + d[2] + d[3] + d[4] <= d[0] + 0.004, "DDP parts exceed its step");
+    ck_assert(m[6] == 0.0 && fabs(m[5] - m[4]) < 1e-9);
+    ck_assert_msg(fabs(d[6] - fmax(0.0, d[5] - d[4])) <= 0.0015, "DDP hidden %.3f, alone %.3f, "
+                  "in sync %.3f", d[6], d[5], d[4]);
+    double lo, hi, dlo, dhi;
+    const char *p = after(r.out, "noise: those ");
+    ck_assert_ptr_nonnull(p);
+    int n;
+    ck_assert_int_eq(sscanf(p, "%d steps took %lf to %lf (manual), %lf to %lf (DDP)", &n, &lo,
+                            &hi, &dlo, &dhi), 5);
+    ck_assert_int_eq(n, timed);
+    ck_assert(lo <= m[0] && m[0] <= hi && dlo <= d[0] && d[0] <= dhi);
+    double f, b, k, st, ratio;
+    p = after(r.out, "Manual step breakdown (the median step, nothing overlapped):");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, " t_fwd %lf ms, t_bwd_compute %lf ms, t_comm %lf ms, t_step %lf "
+                            "ms ratio t_comm / (t_fwd + t_bwd_compute) = %lf", &f, &b, &k, &st,
+                            &ratio), 5);
+    ck_assert(f == m[1] && b == m[2] && k == m[4] && st == m[0]);
+    ck_assert_msg(fabs(ratio - k / (f + b)) <= 1e-3 * ratio, "ratio %g, times give %g", ratio,
+                  k / (f + b));
+    /* the machine's limit, in one line: this machine's cores against the ranks */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(want, sizeof want, "Machine: %ld core%s for %d rank", cores, cores == 1 ? "" : "s", N);
+    ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    run_free(&r);
+}
+END_TEST
+
+/* --sweep: every bucket size from 1 KiB to 1 MiB, its all-reduce count ceil(bytes / size),
+ * and the per-call figure is the sync time over the count. */
+START_TEST(simple_ddp_sweep)
+{
+    run_result r = run("run ch05/simple-ddp -w 2 --max-steps 2 --sweep");
+    ASSERT_OK(r, "simple-ddp --sweep");
+    static const struct { const char *name; long bytes; } rows[] = {
+        {"1 KiB", 1024}, {"4 KiB", 4096}, {"16 KiB", 16384}, {"64 KiB", 65536},
+        {"256 KiB", 262144}, {"1 MiB", 1048576},
+    };
+    const char *p = after(r.out, "Bucket-size sweep");
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 6; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%8s ", rows[i].name);
+        p = after(p, key);
+        ck_assert_msg(p != NULL, "no row for %s", rows[i].name);
+        long calls;
+        double ms, us;
+        ck_assert_int_eq(sscanf(p, "%ld %lf %lf us", &calls, &ms, &us), 3);
+        ck_assert_int_eq(calls, (814120 + rows[i].bytes - 1) / rows[i].bytes);
+        ck_assert(ms > 0);
+        ck_assert_msg(fabs(us - ms * 1e3 / calls) <= fmax(0.06, 0.01 * us), "%s: %.1f us per "
+                      "call, %.3f ms / %ld", rows[i].name, us, ms, calls);
+    }
+    ck_assert_int_eq(count_of(r.out, "FAIL"), 0);
+    run_free(&r);
+}
+END_TEST
+
+/* Columns of a UTF-8 line (every character here is one column wide). */
+static int columns(const char *s, const char *e)
+{
+    int n = 0;
+    for (; s < e; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* The labs' lines fit a terminal of 80 columns (box rules aside), and every [check] line
+ * keeps its PASS within 75, so the front end's log ("[r0] " before each line) shows it. */
+START_TEST(lines_fit_80_columns)
+{
+    static const char *const runs[] = {
+        "run ch05/simple-ddp -w 2 --max-steps 3 --zero 1",
+        "run ch05/simple-ddp -w 3 --max-steps 2 --zero 3 --optim adamw",
+        "run ch05/gradient-sync-visualizer -w 4 -v",
+    };
+    for (int i = 0; i < 3; i++) {
+        run_result r = run("%s", runs[i]);
+        ASSERT_OK(r, runs[i]);
+        for (const char *l = r.out; *l;) {
+            const char *e = strchr(l, '\n');
+            if (!e)
+                e = l + strlen(l);
+            int cols = columns(l, e);
+            int box = strncmp(l, "\xe2\x95", 2) == 0;        /* ╔═╗ ║ ╚═╝ */
+            ck_assert_msg(box || cols <= 79, "`%s`: %d columns: %.*s", runs[i], cols,
+                          (int)(e - l), l);
+            if (!strncmp(l, "[check]", 7))
+                ck_assert_msg(cols <= 75, "`%s`: a [check] line of %d columns: %.*s", runs[i],
+                              cols, (int)(e - l), l);
+            l = *e ? e + 1 : e;
+        }
+        run_free(&r);
+    }
 }
 END_TEST
 
@@ -170,7 +369,7 @@ START_TEST(simple_ddp_zero)
         ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
         snprintf(want, sizeof want, "optimizer %zu B (", optim);
         ck_assert_msg(strstr(r.out, want), "missing '%s'", want);
-        snprintf(want, sizeof want, "Rank %d: sent per step %llu B (", q, sent);
+        snprintf(want, sizeof want, "Rank %d: sent per step %llu B\n", q, sent);
         ck_assert_msg(strstr(r.out, want), "missing '%s'\n%s", want, tail_of(r.out));
     }
     run_free(&r);
@@ -240,7 +439,7 @@ START_TEST(visualizer)
     run_result r = run("run ch05/gradient-sync-visualizer -w %d -v", N);
     ASSERT_OK(r, "gradient-sync-visualizer");
     ck_assert_int_eq(count_of(r.out, "identical on all ranks: True"), 2);
-    ck_assert_ptr_nonnull(strstr(r.out, "in one process: max |diff|"));
+    ck_assert_ptr_nonnull(strstr(r.out, "[check] synced gradient = one process's: max |diff|"));
     ck_assert_int_eq(count_of(r.out, ": PASS"), 1);
     double w1[12], w2[6], g1[12] = {0}, g2[6] = {0};
     ref_weights(w1, w2);
@@ -426,6 +625,10 @@ static Suite *ch05_suite(void)
     tcase_add_loop_test(tc, simple_ddp_checks, 1, 5);
     tcase_add_test(tc, simple_ddp_bucket_count);
     tcase_add_test(tc, simple_ddp_epochs);
+    tcase_add_loop_test(tc, simple_ddp_loss_all_ranks, 1, 4);
+    tcase_add_loop_test(tc, simple_ddp_times, 2, 5);
+    tcase_add_test(tc, simple_ddp_sweep);
+    tcase_add_test(tc, lines_fit_80_columns);
     tcase_add_loop_test(tc, simple_ddp_zero, 0, (int)(sizeof zero_cases / sizeof zero_cases[0]));
     tcase_add_loop_test(tc, visualizer, 1, 5);
     tcase_add_loop_test(tc, bad_input, 0, 5);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include "../../chapters/ch07/schedule.h"
 
@@ -256,7 +257,7 @@ static void check_rows(const char *out, int G, int gpn, int *nrows)
 
 START_TEST(calculator_fixed)
 {
-    static const char *const cases[] = {"", "-g 24", "-g 8 -b 4", "--params 7 --gpus 8 --memory "
+    static const char *const cases[] = {"", "-g 24", "-g 8 --batch-size 4", "--params 7 --gpus 8 --memory "
                                         "24 --batch-size 8 --seq-len 2048", "-g 128 --moe"};
     static const int gs[] = {64, 24, 8, 8, 128};
     for (int i = 0; i < 5; i++) {
@@ -269,11 +270,16 @@ START_TEST(calculator_fixed)
     }
     /* the shape follows --params: 7B is not reported as 65.5B */
     result r = run("run ch07/parallel-strategy-calculator --params 7");
-    ck_assert_ptr_nonnull(strstr(r.out, "Parameters: 7.0B (7."));
+    ck_assert_ptr_nonnull(strstr(r.out, "Parameters: 7.0B (the shape below holds 7."));
     result_free(&r);
-    /* MoE: 64 experts on the 70B shape fit nowhere, in both modes */
+    /* MoE: --params counts the experts too, so 70B of MoE is a 70B shape that fits; the
+     * first version put 64 experts on the dense 70B shape (2771.3B) and fit nowhere */
     r = run("run ch07/parallel-strategy-calculator --moe");
-    ck_assert_msg(r.status == 0 && strstr(r.out, "No configuration fits"), "%s", r.out);
+    ck_assert_msg(r.status == 0 && !strstr(r.out, "No configuration fits"), "%s", r.out);
+    const char *hold = strstr(r.out, "Parameters: 70.0B (the shape below holds ");
+    ck_assert_ptr_nonnull(hold);
+    double held = atof(hold + strlen("Parameters: 70.0B (the shape below holds "));
+    ck_assert_msg(fabs(held - 70.0) < 1.4, "the MoE shape holds %.1fB", held);
     ck_assert_ptr_nonnull(strstr(r.out, "MOE-SPECIFIC CONSIDERATIONS"));
     result_free(&r);
     r = run("run ch07/parallel-strategy-calculator --moe --compat");
@@ -283,14 +289,137 @@ START_TEST(calculator_fixed)
 }
 END_TEST
 
+/* A row of the default table: TP(*) PP DP [EP] Mem fits TPc PPc DPc [EPc] bubble. */
+typedef struct calc_row {
+    int tp, pp, dp, ep, fits, intra;
+    double mem, tpc, ppc, dpc, epc, bubble, total;
+} calc_row;
+
+static int calc_rows(const char *out, calc_row *rows, int max)
+{
+    const char *p = strstr(out, "-----\n");
+    ck_assert_ptr_nonnull(p);
+    p = strchr(p, '\n') + 1;
+    int n = 0, ep = strstr(out, "EP Comm") != NULL;
+    while (*p && *p != '\n' && n < max) {
+        calc_row *r = &rows[n];
+        char star, fits[8];
+        int used, more;
+        memset(r, 0, sizeof *r);
+        r->ep = 1;
+        ck_assert_int_eq(sscanf(p, "%d%c %d %d%n", &r->tp, &star, &r->pp, &r->dp, &used), 4);
+        if (ep) {
+            ck_assert_int_eq(sscanf(p + used, "%d%n", &r->ep, &more), 1);
+            used += more;
+        }
+        if (!strstr(p, "skipped") || strstr(p, "skipped") > strchr(p, '\n')) {
+            ck_assert_int_eq(sscanf(p + used, "%lfGB %7s %lfGB %lfGB %lfGB%n", &r->mem, fits,
+                                    &r->tpc, &r->ppc, &r->dpc, &more), 5);
+            used += more;
+            if (ep) {
+                ck_assert_int_eq(sscanf(p + used, "%lfGB%n", &r->epc, &more), 1);
+                used += more;
+            }
+            ck_assert_int_eq(sscanf(p + used, "%lf%%", &r->bubble), 1);
+            r->fits = !strcmp(fits, "✓");
+            r->intra = star != '*';
+            r->total = r->tpc + r->ppc + r->dpc + r->epc;
+            n++;
+        }
+        p = strchr(p, '\n') + 1;
+    }
+    return n;
+}
+
+/* The default mode follows the chapters: TP sends 8·b·s·h·(T-1)/T bytes per layer (chapter
+ * 6's four ring all-reduces), Adam keeps 12 B per parameter (chapter 5), a row fits below
+ * 90 % of the memory and says so, every row has its 1F1B bubble (P-1)/(M+P-1) with M the
+ * replica's samples, and the pick is the rule the lab states: inside a node, then a bubble
+ * under 20 %, then the least communication (else the least bubble). */
+START_TEST(calculator_chapter_formulas)
+{
+    static const struct { const char *args; long B, S; double mem; } cases[] = {
+        {"", 512, 4096, 80}, {"--batch-size 4", 4, 4096, 80},
+        {"--batch-size 64 -g 32", 64, 4096, 80},
+        {"--params 13 -g 16 --memory 40 -s 2048", 512, 2048, 40},
+    };
+    const calc_row *best_row = NULL;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        result r = run("run ch07/parallel-strategy-calculator %s", cases[c].args);
+        ck_assert_msg(r.status == 0, "`%s`: exit %d: %s", cases[c].args, r.status, r.err);
+        long H, L, V;
+        const char *sh = strstr(r.out, "Shape: hidden ");
+        ck_assert_ptr_nonnull(sh);
+        ck_assert_int_eq(sscanf(sh, "Shape: hidden %ld, %ld layers, vocabulary %ld", &H, &L, &V), 3);
+        double count = (double)V * H + (double)L * 12.0 * H * H;
+        const char *o = strstr(r.out, "Optimizer memory: ");
+        ck_assert_ptr_nonnull(o);
+        ck_assert_msg(fabs(atof(o + 18) - 12.0 * count / 1e9) < 0.06, "`%s`: optimizer %.1f GB, "
+                      "12 B x %.0f = %.1f", cases[c].args, atof(o + 18), count, 12.0 * count / 1e9);
+        char limit[96];
+        snprintf(limit, sizeof limit, "A layout fits below 90 %% of it, %.1f GB", 0.9 * cases[c].mem);
+        ck_assert_msg(strstr(r.out, limit), "missing '%s'", limit);
+        calc_row rows[64];
+        int n = calc_rows(r.out, rows, 64);
+        ck_assert_int_gt(n, 0);
+        for (int i = 0; i < n; i++) {
+            calc_row *w = &rows[i];
+            double tokens = (double)cases[c].B / w->dp * cases[c].S;
+            double tpc = w->tp > 1 ? 8.0 * tokens * H * 2 * (w->tp - 1) / w->tp *
+                                     ceil((double)L / w->pp) / 1e9 : 0.0;
+            ck_assert_msg(fabs(w->tpc - tpc) <= 0.006, "`%s` row %d/%d/%d: TP comm %.2f, chapter "
+                          "6 gives %.2f", cases[c].args, w->tp, w->pp, w->dp, w->tpc, tpc);
+            long m = cases[c].B / w->dp;
+            double bubble = 100.0 * (w->pp - 1) / (double)(m + w->pp - 1);
+            ck_assert_msg(fabs(w->bubble - bubble) <= 0.051, "row %d/%d/%d: bubble %.1f, want %.2f",
+                          w->tp, w->pp, w->dp, w->bubble, bubble);
+            if (fabs(w->mem - 0.9 * cases[c].mem) > 0.06)
+                ck_assert_int_eq(w->fits, w->mem < 0.9 * cases[c].mem);
+        }
+        /* the rule, applied to the printed rows */
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            const calc_row *a = &rows[i], *b = best >= 0 ? &rows[best] : NULL;
+            if (!a->fits)
+                continue;
+            int wins;
+            if (!b)
+                wins = 1;
+            else if (a->intra != b->intra)
+                wins = a->intra;
+            else if ((a->bubble <= 20.0) != (b->bubble <= 20.0))
+                wins = a->bubble <= 20.0;
+            else if (a->bubble > 20.0 && a->bubble != b->bubble)
+                wins = a->bubble < b->bubble;
+            else
+                wins = a->total < b->total - 0.015;
+            if (wins)
+                best = i;
+        }
+        ck_assert_int_ge(best, 0);
+        best_row = &rows[best];
+        char want[160];
+        snprintf(want, sizeof want, "Tensor Parallelism (TP): %d\n  Pipeline Parallelism (PP): "
+                 "%d\n  Data Parallelism (DP): %d\n", best_row->tp, best_row->pp, best_row->dp);
+        ck_assert_msg(strstr(r.out, want), "`%s`: want\n%s", cases[c].args, want);
+        snprintf(want, sizeof want, "bubble %.1f %%", best_row->bubble);
+        ck_assert_msg(strstr(r.out, want), "`%s`: the reasoning lacks '%s'", cases[c].args, want);
+        snprintf(want, sizeof want, "(fits under %.1f GB, 90 %%", 0.9 * cases[c].mem);
+        ck_assert_msg(strstr(r.out, want), "`%s`: lacks '%s'", cases[c].args, want);
+        result_free(&r);
+    }
+}
+END_TEST
+
 static const char *const bad_cases[] = {
     "run ch07/pipeline-schedule-viz -m 0",
     "run ch07/pipeline-schedule-viz --schedule nope",
-    "run ch07/pipeline-schedule-viz --layers 3 -s 4",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 2",
-    "run ch07/pipeline-schedule-viz --run -s 4 --virtual 3",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 12",
-    "run ch07/pipeline-schedule-viz --run -s 4 --layers 10 --schedule 1f1b",
+    "run ch07/pipeline-schedule-viz --layers 3 -P 4",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 2",
+    /* interleaved asked for alone; with --schedule all the others run (test_cli_promises) */
+    "run ch07/pipeline-schedule-viz --run -P 4 --virtual 3 --schedule interleaved",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 12 --schedule interleaved",
+    "run ch07/pipeline-schedule-viz --run -P 4 --layers 10 --schedule 1f1b",
     "run ch07/parallel-strategy-calculator --gpus 0",
     "run ch07/parallel-strategy-calculator --compat --hidden 4096",
 };
@@ -344,7 +473,7 @@ START_TEST(run_matches_serial)
 {
     static const int ranks[] = {2, 4};
     int n = ranks[_i];
-    result r = run("run ch07/pipeline-schedule-viz --run -s %d --layers 8 --hidden 24 "
+    result r = run("run ch07/pipeline-schedule-viz --run -P %d --layers 8 --hidden 24 "
                    "--batch-size 4 -m 6", n);
     ck_assert_msg(r.status == 0, "-s %d: exit %d: %s\n%s", n, r.status, r.err, r.out);
     int seen = 0;
@@ -364,6 +493,53 @@ START_TEST(run_matches_serial)
     char pred[64];              /* 1F1B's prediction: (P-1)/(M+P-1) with M = 6 */
     snprintf(pred, sizeof pred, "predicted %.1f%%", 100.0 * (n - 1) / (6 + n - 1));
     ck_assert_msg(strstr(r.out, pred) != NULL, "no '%s' in:\n%s", pred, r.out);
+    /* the messages each schedule sent: 2·M·(vP-1) of one activation, B x H floats, so
+     * interleaving (v = 2) sends more messages of the same size */
+    static const int vs[SCHED_COUNT] = {1, 1, 2, 1};   /* gpipe, 1f1b, interleaved, zb-h1 */
+    const char *m = r.out;
+    for (int k = 0; k < SCHED_COUNT; k++) {
+        m = strstr(m, "messages: ");
+        ck_assert_ptr_nonnull(m);
+        long sends, bytes, want;
+        char num[32];
+        ck_assert_int_eq(sscanf(m, "messages: %ld point-to-point sends of %31s B each (2·M·(vP-1) "
+                                "= %ld)", &sends, num, &want), 3);
+        ck_assert_int_eq(sends, 2L * 6 * (vs[k] * n - 1));
+        ck_assert_int_eq(want, sends);
+        bytes = 0;
+        for (const char *q = num; *q; q++)
+            if (*q >= '0' && *q <= '9')
+                bytes = bytes * 10 + (*q - '0');
+        ck_assert_int_eq(bytes, 4 * 24 * 4);
+        m++;
+    }
+    /* the reasons for the gap, and the oversubscription caveat exactly when it applies */
+    ck_assert_ptr_null(strstr(r.out, "A backward costs about twice a forward here"));
+    ck_assert_ptr_nonnull(strstr(r.out, "A backward costing\ntwice a forward is not a cause"));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_int_eq(strstr(r.out, "mean nothing here") != NULL, cores < n);
+    result_free(&r);
+}
+END_TEST
+
+/* Interleaving's closed form needs M a multiple of P: where the lab drops it, it says so. */
+START_TEST(chart_interleaved_needs_multiple)
+{
+    result r = run("run ch07/pipeline-schedule-viz -P 4 -m 6 --schedule interleaved");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_null(strstr(r.out, "closed form (P-1)/(v*M+P-1) ="));
+    ck_assert_ptr_nonnull(strstr(r.out, "holds when M is a multiple of P"));
+    ck_assert_ptr_nonnull(strstr(r.out, "with M = 6 and P = 4"));
+    result_free(&r);
+    r = run("run ch07/pipeline-schedule-viz -P 4 -m 8 --schedule interleaved");
+    ck_assert_ptr_nonnull(strstr(r.out, "closed form (P-1)/(v*M+P-1) = 15.8%"));
+    ck_assert_ptr_null(strstr(r.out, "holds when M is a multiple of P"));
+    result_free(&r);
+    /* one spelling: micro-batches */
+    r = run("run ch07/pipeline-schedule-viz");
+    ck_assert_ptr_null(strstr(r.out, "microbatch"));
+    ck_assert_ptr_null(strstr(r.out, "MICROBATCH"));
+    ck_assert_ptr_null(strstr(r.out, "Microbatch"));
     result_free(&r);
 }
 END_TEST
@@ -379,9 +555,11 @@ static Suite *ch07_suite(void)
     tcase_add_test(t, synthetic_events_pair_up);
     tcase_add_test(t, calculator_compat_reference);
     tcase_add_test(t, calculator_fixed);
+    tcase_add_test(t, calculator_chapter_formulas);
     tcase_add_loop_test(t, bad_input, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(t, chart_defaults);
     tcase_add_loop_test(t, run_matches_serial, 0, 2);
+    tcase_add_test(t, chart_interleaved_needs_multiple);
     suite_add_tcase(s, t);
     return s;
 }

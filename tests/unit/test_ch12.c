@@ -121,7 +121,7 @@ END_TEST
 /* every 10th episode's line says Clip: 0.00; the lab itself checks the losses (exit 1) */
 static void check_no_update(const char *extra, int episodes)
 {
-    bin_result b = run_bin("run ch12/ppo-cartpole --no-update -e %d %s", episodes, extra);
+    bin_result b = run_bin("run ch12/ppo-cartpole --no-update --episodes %d %s", episodes, extra);
     ck_assert_msg(b.status == 0, "%s: exit %d: %s", extra, b.status, b.err);
     int lines = 0;
     for (const char *p = b.out; (p = strstr(p, "Episode ")); p++) {

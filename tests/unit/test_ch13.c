@@ -68,7 +68,7 @@ START_TEST(totals_for_any_beta_and_mode)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)
             for (int spread = 0; spread < 2; spread++) {
-                bin_result b = run_bin("run ch13/reward-calculator -k %g -r %g %s", betas[i],
+                bin_result b = run_bin("run ch13/reward-calculator --kl-coef %g --rm-score %g %s", betas[i],
                                        scores[j], spread ? "--spread" : "");
                 ck_assert_int_eq(b.status, 0);
                 double tot[4], row0[6];
@@ -128,7 +128,7 @@ END_TEST
 
 START_TEST(negative_beta_refused)
 {
-    bin_result b = run_bin("run ch13/reward-calculator -k -0.1");
+    bin_result b = run_bin("run ch13/reward-calculator --kl-coef -0.1");
     ck_assert_int_eq(b.status, 2);
     ck_assert(b.out[0] == 0 && strstr(b.err, "--kl-coef"));
     ck_assert(strchr(b.err, '\n') == b.err + strlen(b.err) - 1);

@@ -37,7 +37,7 @@ START_TEST(memory_faithful_goldens)
         {"405b", 2499.6, 877.6, 6818.2, 3240.0, 5265.9, 8505.9},
     };
     for (int i = 0; i < 4; i++) {
-        bin_result b = run_bin("run ch14/memory-timeline --faithful -m %s", g[i].m);
+        bin_result b = run_bin("run ch14/memory-timeline --faithful --model-size %s", g[i].m);
         ck_assert_msg(b.status == 0, "%s: exit %d: %s", g[i].m, b.status, b.err);
         ck_assert(fabs(phase_total(b.out, "GENERATION") - g[i].gen) < 0.051);
         ck_assert(fabs(phase_total(b.out, "SCORING") - g[i].score) < 0.051);
@@ -49,7 +49,7 @@ START_TEST(memory_faithful_goldens)
         bin_result_free(&b);
     }
     /* the fits / exceeds lines, 7B and 70B */
-    bin_result b = run_bin("run ch14/memory-timeline --faithful -m 7b");
+    bin_result b = run_bin("run ch14/memory-timeline --faithful --model-size 7b");
     ck_assert(strstr(b.out, "✓ fits in one GPU (80 GB): 60% of it"));
     ck_assert(strstr(b.out, "✓ fits in one GPU (80 GB): 23% of it"));
     ck_assert(strstr(b.out, "needs 1.7× that"));
@@ -77,18 +77,18 @@ START_TEST(memory_faithful_goldens)
     ck_assert(strstr(b.out, "  Activations                 107.4 GB ███\n"));
     ck_assert(strstr(b.out, "  KV cache                     21.5 GB \n"));
     bin_result_free(&b);
-    b = run_bin("run ch14/memory-timeline --faithful -m 13b");
+    b = run_bin("run ch14/memory-timeline --faithful --model-size 13b");
     ck_assert(strstr(b.out, "tensor parallel: 2\n  data/pipeline parallel: 4"));
     bin_result_free(&b);
     /* rounded, not the ceiling: 165.8 / 80 = 2.07 prints 2 */
-    b = run_bin("run ch14/memory-timeline --faithful -m 7b -n 2");
+    b = run_bin("run ch14/memory-timeline --faithful --model-size 7b --num-gpus 2");
     ck_assert(strstr(b.out, "needs 2 GPUs of 80 GB"));
     bin_result_free(&b);
     /* the TP cap: 405B on 128 GPUs wants ⌊8505.9/80·0.7⌋ = 74, capped at 8 */
-    b = run_bin("run ch14/memory-timeline --faithful -m 405b -n 128");
+    b = run_bin("run ch14/memory-timeline --faithful --model-size 405b --num-gpus 128");
     ck_assert(strstr(b.out, "tensor parallel: 8\n  data/pipeline parallel: 16"));
     bin_result_free(&b);
-    b = run_bin("run ch14/memory-timeline --faithful -g 80.0");
+    b = run_bin("run ch14/memory-timeline --faithful --gpu-memory 80.0");
     ck_assert(strstr(b.out, "GPU memory: 80.0 GB x 8 GPUs"));
     bin_result_free(&b);
 }
@@ -102,7 +102,8 @@ START_TEST(memory_corrected)
         {"405b", "405.85B", 516096},
     };
     for (int i = 0; i < 4; i++) {
-        bin_result b = run_bin("run ch14/memory-timeline -m %s -b 8 -s 1024", r[i].m);
+        bin_result b = run_bin("run ch14/memory-timeline --model-size %s --batch-size 8 -s 1024",
+                               r[i].m);
         ck_assert_int_eq(b.status, 0);
         char key[64];
         snprintf(key, sizeof key, "(%s parameters", r[i].params);
@@ -122,7 +123,7 @@ START_TEST(memory_corrected)
     }
     /* 7B (6.74B): 4 bf16 copies 53.9 + 2 x 12 bytes x 6.74B of Adam 161.7 + 2 gradient
      * copies 27.0 + KV 4.3 + activations 21.5 = 268.4 GB: on 2 x 80 it needs ⌈3.35⌉ = 4 */
-    bin_result b = run_bin("run ch14/memory-timeline -m 7b -n 2");
+    bin_result b = run_bin("run ch14/memory-timeline --model-size 7b --num-gpus 2");
     ck_assert(fabs(after(b.out, "resident:") - 268.4) < 0.11);
     ck_assert(strstr(b.out, "needs 4 GPUs of 80 GB even with perfect sharding"));
     /* per GPU with perfect sharding: generation on 2 GPUs */
@@ -161,7 +162,7 @@ START_TEST(weight_update_goldens)
     ck_assert(strstr(b.out, "new actor weights: 140 GB"));
     ck_assert(!strstr(b.out, "MEASURED HERE"));
     bin_result_free(&b);
-    b = run_bin("run ch14/weight-update-demo --no-measure -m 14");
+    b = run_bin("run ch14/weight-update-demo --no-measure --model-size 14");
     const char *l14[] = {"2.10 s  good", "1.2 min  slow", "41.1 ms  excellent",
                          "0.33 s  excellent", "1.22 s  good", "1.0 ms  zero copy"};
     for (int i = 0; i < 6; i++)

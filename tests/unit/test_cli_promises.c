@@ -4,7 +4,10 @@
  * job failure, a stopped rank is named as stopped, a large valid progress file is not
  * corrupt, `pipeline-schedule-viz --run` runs the schedules that can run). */
 #include "../../core/llm/llm.h"
+#include "../../lab/ui/ui.h"
+#include "../../lab/exercise/exercise.h"
 #include "run_bin.h"
+#include "ck_cut.h"
 
 #include <check.h>
 #include <errno.h>
@@ -209,6 +212,279 @@ START_TEST(generate_ctrl_c_ends_the_line)
 }
 END_TEST
 
+/* ---- item 9: the smaller promises ---- */
+
+/* replay's parse error quotes the file's text only: here the buffer goes on past len with
+ * bytes that are not the file's (before, they were quoted) */
+START_TEST(replay_error_quotes_only_the_file)
+{
+    char buf[64];
+    memset(buf, 0, sizeof buf);
+    const char *file = "[{\"ph\": \"X\", \"ts\": 1,";
+    size_t len = strlen(file);
+    memcpy(buf, file, len);
+    memcpy(buf + len, "NOT-THE-FILE", 12);
+    replay_data d;
+    char err[256];
+    ck_assert_int_eq(replay_parse(buf, len, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "not valid JSON") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "NOT-THE-FILE") == NULL && strstr(err, "NOT") == NULL,
+                  "quoted bytes past the end: %s", err);
+}
+END_TEST
+
+typedef struct line_log {
+    char text[8192];
+    size_t len;
+} line_log;
+
+static void collect_line(void *u, int rank, int is_err, const char *line)
+{
+    line_log *l = u;
+    if (is_err)
+        l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "[%d] %s\n", rank,
+                                   line);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* rank 1 fails (one line, then exit 1) while ranks 0 and 2 wait for it in a receive; they
+ * are aborted and say so, which the job's failure line already says (before, their "rank 0:
+ * rank 0: job aborted while waiting" lines came through too) */
+static int fail_while_others_wait(mlsys_comm *c, void *u)
+{
+    (void)u;
+    int x = 0;
+    if (mlsys_rank(c) == 1) {
+        usleep(200000);
+        fprintf(stderr, "rank 1: the reason this job fails\n");
+        return 1;
+    }
+    /* they outlive the launcher's SIGTERM long enough to speak (as a rank busy in a
+     * system call may): the launcher's SIGKILL after its grace ends them */
+    signal(SIGTERM, SIG_IGN);
+    int rc = mlsys_recv(c, &x, 1, MLSYS_I32, 1, 7);
+    if (rc) {
+        fprintf(stderr, "rank %d: %s\n", mlsys_rank(c), mlsys_errmsg(c));
+        return 1;
+    }
+    return 0;
+}
+
+START_TEST(one_line_per_job_failure)
+{
+    mlsys_launch_opts o = {.world_size = 3, .timeout_ms = 60000, .capture_output = 1};
+    char why[256];
+    line_log log = {.len = 0};
+    log.text[0] = 0;
+    mlsys_job *j = mlsys_job_start(&o, NULL, fail_while_others_wait, NULL, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    mlsys_job_sink sink = {collect_line, NULL, &log};
+    ck_assert_int_ne(mlsys_job_wait(j, &sink, -1, why, sizeof why), 0);
+    ck_assert_int_eq(mlsys_job_failed_rank(j), 1);
+    mlsys_job_free(j);
+    ck_assert_msg(strstr(why, "rank 1 exited with status 1"), "%s", why);
+    ck_assert_msg(count_lines(log.text) == 1 && strstr(log.text, "[1] rank 1: the reason"),
+                  "the ranks' stderr, want only rank 1's line:\n%s", log.text);
+}
+END_TEST
+
+/* rank 1 stops itself (SIGSTOP) before it sends; rank 0 times out in its receive and its
+ * deadlock report must say that rank 1 is stopped, not that it "waits for nothing" */
+static int stop_before_send(mlsys_comm *c, void *u)
+{
+    (void)u;
+    int x = 0;
+    if (mlsys_rank(c) == 1) {
+        kill(getpid(), SIGSTOP);
+        return mlsys_send(c, &x, 1, MLSYS_I32, 0, 7) ? 1 : 0;
+    }
+    if (mlsys_recv(c, &x, 1, MLSYS_I32, 1, 7) != 0) {
+        fprintf(stderr, "%s\n", mlsys_errmsg(c));
+        return 1;
+    }
+    return 0;
+}
+
+START_TEST(deadlock_report_names_a_stopped_rank)
+{
+    mlsys_launch_opts o = {.world_size = 2, .timeout_ms = 1500, .capture_output = 1};
+    char why[256];
+    line_log log = {.len = 0};
+    log.text[0] = 0;
+    mlsys_job *j = mlsys_job_start(&o, NULL, stop_before_send, NULL, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    mlsys_job_sink sink = {collect_line, NULL, &log};
+    ck_assert_int_ne(mlsys_job_wait(j, &sink, -1, why, sizeof why), 0);
+    mlsys_job_free(j);
+    ck_assert_msg(strstr(log.text, "deadlock suspected") && strstr(log.text, "rank 1 is stopped"),
+                  "rank 0's report:\n%s", log.text);
+    ck_assert_msg(strstr(log.text, "waits for nothing (running)") == NULL, "%s", log.text);
+    ck_assert_msg(strstr(why, "rank 1 was stopped"), "%s", why);
+}
+END_TEST
+
+/* a valid progress file of 100,000 entries (4.8 MB) is read whole by `exercises`, not
+ * declared corrupt and renamed (before: over the 1 MiB limit, it was) */
+START_TEST(large_valid_progress_is_not_corrupt)
+{
+    mk_dir();
+    setenv("MLSYS_LAB_HOME", at("home"), 1);
+    setenv("XDG_STATE_HOME", at("state"), 1);
+    ex_context cx;
+    char err[512];
+    ck_assert_msg(ex_context_init(&cx, err, sizeof err) == 0, "%s", err);
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", cx.progress);
+    ck_assert_int_eq(system(cmd), 0);
+    FILE *f = fopen(cx.progress, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "# mlsys-lab progress 1\nch01-even-odd done hints=1 passed=1733140000\n");
+    for (int i = 0; i < 100000; i++)
+        fprintf(f, "ch99-generated-%06d pending hints=%d passed=0\n", i, i % 5);
+    long size = ftell(f);
+    fclose(f);
+    ck_assert_int_gt(size, 4 << 20);
+    bin_result r = run_bin("exercises");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    char cut[CK_CUT_ROOM];
+    ck_assert_msg(strstr(r.out, "corrupt") == NULL && strstr(r.err, "corrupt") == NULL,
+                  "%s", ck_cut(strstr(r.err, "corrupt") ? r.err : r.out, "corrupt", cut,
+                               sizeof cut));
+    bin_result_free(&r);
+    struct stat st;
+    ck_assert_msg(stat(cx.progress, &st) == 0 && st.st_size == size,
+                  "the progress file was moved or rewritten");
+    snprintf(cmd, sizeof cmd, "ls \"$(dirname '%s')\" | grep -q corrupt", cx.progress);
+    ck_assert_msg(system(cmd) != 0, "a .corrupt- backup was made");
+    ex_progress p;
+    ck_assert_int_eq(ex_progress_load(&p, cx.progress, err, sizeof err), 0);
+    ck_assert_int_eq(p.n, 100001);
+    ck_assert(ex_progress_get(&p, "ch01-even-odd", 0)->done);
+    ex_progress_free(&p);
+    rm_dir();
+}
+END_TEST
+
+/* --schedule all with --run: the schedules that can run on the layers run, interleaved is
+ * skipped with a note (before: the whole run was refused); asked for alone it is refused */
+START_TEST(schedule_all_runs_what_can_run)
+{
+    bin_result r = run_bin("run ch07/pipeline-schedule-viz --run -P 3 --layers 9 -m 4 "
+                           "--hidden 32 --batch-size 8");
+    char cut[CK_CUT_ROOM];
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "interleaved 1F1B skipped") &&
+                  strstr(r.out, "needs a multiple of 6"), "%s", ck_cut(r.out, "Note", cut,
+                                                                        sizeof cut));
+    const char *want[] = {"GPipe (fill-drain) on 3 ranks", "1F1B (one forward, one backward) "
+                          "on 3 ranks", "ZB-H1 (backward split into B and W) on 3 ranks"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(strstr(r.out, want[i]) != NULL, "no '%s'", want[i]);
+    ck_assert_msg(strstr(r.out, "NOT OK") == NULL, "%s", ck_cut(r.out, "NOT OK", cut,
+                                                                 sizeof cut));
+    bin_result_free(&r);
+    r = run_bin("run ch07/pipeline-schedule-viz --run -P 3 --layers 9 -m 4 --schedule "
+                "interleaved");
+    ck_assert_msg(r.status == 2 && strstr(r.err, "multiple of 6"), "exit %d: %s", r.status,
+                  r.err);
+    bin_result_free(&r);
+}
+END_TEST
+
+/* ---- item 7: sizes in range that cannot fit ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+/* ASan cannot run under an address-space limit (a limit the test sets itself stays) */
+#define MEM_CAP "MLSYS_MEM_LIMIT=${MLSYS_MEM_LIMIT:-4G}"
+#else
+#define MEM_CAP "ulimit -v 4000000;"       /* 4 GB: a wrong answer fails, never fills the machine */
+#endif
+
+static bin_result run_capped(const char *args)
+{
+    char cmd[1024], errp[400];
+    snprintf(errp, sizeof errp, "%s/err.txt", g_dir);
+    snprintf(cmd, sizeof cmd, MEM_CAP " exec timeout -k 5 60 '%s' %s 2>'%s'", bin(), args, errp);
+    bin_result r = {-1, NULL, NULL};
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    r.out = slurp_fd(fileno(p));
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.err = read_text(errp);
+    return r;
+}
+
+START_TEST(sizes_that_cannot_fit_are_refused_before_ranks)
+{
+    mk_dir();
+    char args[600];
+    /* a batch of 2^20 sequences: 7 TiB of activations (before: a rank died, status 70) */
+    snprintf(args, sizeof args, "train --batch 1048576 --out %s", at("big"));
+    bin_result r = run_capped(args);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "needs at least") &&
+                  strstr(r.err, "1048576 sequences"), "exit %d: %s", r.status, r.err);
+    ck_assert_msg(access(at("big"), F_OK) != 0, "the output directory was made");
+    bin_result_free(&r);
+    /* 4.3 G parameters on 4 ranks (before: memory grew until the machine ran out) */
+    r = run_capped("run ch05/simple-ddp --hidden 65536,65536");
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "need at least") &&
+                  strstr(r.err, "4347133962 parameters"), "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "Method 1") == NULL, "ranks started: %s", r.out);
+    bin_result_free(&r);
+    /* the estimate is what decides: a tiny run passes, and fails under a 1 MiB budget */
+    const char *tiny = "--dim 32 --layers 2 --heads 4 --kv-heads 2 --hidden 64 --seq-len 32 "
+                       "--vocab 300 --batch 8 --data-bytes 64K --steps 2 --quiet";
+    snprintf(args, sizeof args, "train %s --out %s", tiny, at("tiny"));
+    r = run_capped(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    bin_result_free(&r);
+    setenv("MLSYS_MEM_LIMIT", "1M", 1);
+    snprintf(args, sizeof args, "train %s --out %s", tiny, at("tiny2"));
+    r = run_capped(args);
+    unsetenv("MLSYS_MEM_LIMIT");
+    ck_assert_msg(r.status == 2 && strstr(r.err, "needs at least"), "exit %d: %s", r.status,
+                  r.err);
+    bin_result_free(&r);
+    rm_dir();
+}
+END_TEST
+
+/* the activation part of the estimate is exactly what nn_tf_init allocates (one table) */
+START_TEST(train_estimate_matches_the_allocation)
+{
+    llm_config cs[] = {{32, 64, 2, 4, 2, 300, 32, 1, 0, 0}, {128, 352, 5, 4, 2, 512, 128, 1, 0, 0},
+                       {64, 176, 3, 8, 8, 259, 64, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char err[128];
+        ck_assert_int_eq(llm_config_check(&cs[i], err, sizeof err), 0);
+        for (int B = 1; B <= 8; B *= 2) {
+            nn_tf m;
+            ck_assert_int_eq(nn_tf_init(&m, &cs[i], B, cs[i].seq_len), 0);
+            double alloc = 4.0 * (double)(m.act_floats + m.grad_floats);
+            nn_tf_fini(&m);
+            llm_train_mem e;
+            llm_train_mem_estimate(&cs[i], B * 2, 2, 0, 65536, 0, &e);
+            ck_assert_msg(e.activations == alloc, "config %zu, B %d: %.0f vs %.0f allocated", i,
+                          B, e.activations, alloc);
+            ck_assert(e.weights == 4.0 * (double)llm_file_floats(&cs[i]));
+            ck_assert(e.optimizer == 8.0 * (double)llm_param_count(&cs[i]));
+            llm_train_mem_estimate(&cs[i], B * 2, 2, 1, 65536, 0, &e);
+            ck_assert(e.optimizer == 4.0 * (double)llm_param_count(&cs[i]));   /* a shard */
+            ck_assert(e.total > 2 * e.per_rank && e.per_rank > e.activations);
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli_promises");
@@ -217,6 +493,16 @@ int main(void)
     tcase_add_test(tc, watch_ctrl_c_exits_130);
     tcase_add_test(tc, generate_ctrl_c_ends_the_line);
     suite_add_tcase(s, tc);
+    TCase *t9 = tcase_create("smaller");
+    tcase_set_timeout(t9, 120);
+    tcase_add_test(t9, replay_error_quotes_only_the_file);
+    tcase_add_test(t9, one_line_per_job_failure);
+    tcase_add_test(t9, deadlock_report_names_a_stopped_rank);
+    tcase_add_test(t9, large_valid_progress_is_not_corrupt);
+    tcase_add_test(t9, schedule_all_runs_what_can_run);
+    tcase_add_test(t9, sizes_that_cannot_fit_are_refused_before_ranks);
+    tcase_add_test(t9, train_estimate_matches_the_allocation);
+    suite_add_tcase(s, t9);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -7,6 +7,7 @@
  * check exit codes, hint one at a time, solution gating, reset, and watch mode by inotify
  * and by polling. Each test runs in its own temp workspace and state directory. */
 #include "run_bin.h"
+#include "ck_cut.h"
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
@@ -125,8 +126,8 @@ START_TEST(test_dev_check_passes)
     FILE *f = fopen(path, "w+");
     int rc = ex_dev_check(&cx, f);
     fclose(f);
-    char *text = slurp(path);
-    ck_assert_msg(rc == 0, "dev-check found problems:\n%s", text);
+    char *text = slurp(path), cut[CK_CUT_ROOM];
+    ck_assert_msg(rc == 0, "dev-check found problems:\n%s", ck_cut(text, "FAIL", cut, sizeof cut));
     /* every exercise has an ok line, and the starter of an implement failed for a reason */
     for (int i = 0; i < ex_count(); i++) {
         char needle[128];
@@ -369,6 +370,49 @@ START_TEST(test_predict_draws_vary)
 }
 END_TEST
 
+/* A failing dev-check's reason reaches the report: the long output is cut to fit Check's
+ * message limit with the FAIL lines kept (before, Check printed "Message string too long"). */
+static char g_long_report[20000];
+
+START_TEST(test_nested_long_failure)
+{
+    char cut[CK_CUT_ROOM];
+    ck_assert_msg(0, "dev-check found problems:\n%s", ck_cut(g_long_report, "FAIL", cut,
+                                                              sizeof cut));
+}
+END_TEST
+
+START_TEST(test_dev_check_reason_survives_check)
+{
+    /* 150 ok lines, then the one that matters, with a reason longer than the room */
+    size_t n = 0;
+    for (int i = 0; i < 150; i++)
+        n += (size_t)snprintf(g_long_report + n, sizeof g_long_report - n,
+                              "ok    ch%02d-exercise-%03d   implement   starter fails, solution "
+                              "passes on 1, 2, 4 ranks\n", i % 14 + 1, i);
+    n += (size_t)snprintf(g_long_report + n, sizeof g_long_report - n,
+                          "FAIL  ch03-softmax                  the solution fails: REASON-HERE ");
+    while (n < sizeof g_long_report - 100)
+        g_long_report[n++] = 'x';
+    snprintf(g_long_report + n, sizeof g_long_report - n, "\nok    ch14-last\n");
+    Suite *s = suite_create("nested");
+    TCase *tc = tcase_create("nested");
+    tcase_add_test(tc, test_nested_long_failure);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_SILENT);
+    ck_assert_int_eq(srunner_ntests_failed(sr), 1);
+    TestResult **r = srunner_failures(sr);
+    const char *msg = tr_msg(r[0]);
+    ck_assert_msg(strstr(msg, "FAIL  ch03-softmax") && strstr(msg, "REASON-HERE"),
+                  "the reason was lost: %.200s", msg);
+    ck_assert_msg(strstr(msg, "more lines left out") != NULL, "%.200s", msg);
+    free(r);
+    srunner_free(sr);
+}
+END_TEST
+
 /* ---- how the checker reports broken learner code ---- */
 
 static void check_code(const char *id, const char *code, ex_verdict *v)
@@ -429,6 +473,63 @@ START_TEST(test_report_wrong_element)
     ex_verdict_free(&v);
     free(code);
     free(sol);
+    remove_tmp();
+}
+END_TEST
+
+/* A check never passes a NaN or an infinity (harness.h's h_close): the solution with one
+ * element made NaN, or infinite, fails as a wrong element, on every world size tried. */
+START_TEST(test_harness_never_passes_nan_or_inf)
+{
+    fresh_env();
+    const char *bad[] = {"NAN", "INFINITY", "-INFINITY"};
+    const char *shown[] = {"got nan", "got inf", "got -inf"};
+    for (int k = 0; k < 3; k++) {
+        ex_verdict v;
+        char *sol = asset("ch03-ring-allreduce", "solution.c");
+        char *code = malloc(strlen(sol) + 1024);
+        char *p = strstr(sol, "int my_ring_allreduce(");
+        ck_assert_ptr_nonnull(p);
+        snprintf(code, strlen(sol) + 1024, "#include <math.h>\n%.*sstatic int real_allreduce_(%s",
+                 (int)(p - sol), sol, p + strlen("int my_ring_allreduce("));
+        char tail[512];
+        snprintf(tail, sizeof tail, "int my_ring_allreduce(mlsys_comm *c, float *buf, size_t count)\n"
+                 "{\n    int rc = real_allreduce_(c, buf, count);\n"
+                 "    if (mlsys_rank(c) == mlsys_size(c) - 1 && count > 5)\n"
+                 "        buf[5] = %s;\n    return rc;\n}\n", bad[k]);
+        strcat(code, tail);
+        check_code("ch03-ring-allreduce", code, &v);
+        ck_assert_msg(v.result == EX_FAIL && v.failure == EXF_WRONG, "%s passed: %s", bad[k],
+                      v.summary);
+        ck_assert_msg(strstr(v.summary, shown[k]) != NULL, "%s", v.summary);
+        ex_verdict_free(&v);
+        free(code);
+        free(sol);
+    }
+    remove_tmp();
+}
+END_TEST
+
+/* A learner's softmax that forgets to subtract the maximum overflows on inputs near 1000
+ * (exp gives inf, inf/inf gives NaN): it must fail there, with the hint, not pass. */
+START_TEST(test_softmax_without_the_maximum_fails)
+{
+    fresh_env();
+    ex_verdict v;
+    check_code("ch03-softmax",
+               "#include \"mlsys.h\"\n#include \"api.h\"\n#include <math.h>\n"
+               "int distributed_softmax(mlsys_comm *c, const float *x, float *y, size_t n)\n{\n"
+               "    double s = 0.0;\n"
+               "    for (size_t i = 0; i < n; i++) {\n        y[i] = expf(x[i]);\n"
+               "        s += y[i];\n    }\n"
+               "    int rc = mlsys_allreduce(c, &s, &s, 1, MLSYS_F64, MLSYS_SUM);\n"
+               "    if (rc)\n        return rc;\n"
+               "    for (size_t i = 0; i < n; i++)\n        y[i] = (float)(y[i] / s);\n"
+               "    return 0;\n}\n", &v);
+    ck_assert_msg(v.result == EX_FAIL && v.failure == EXF_WRONG, "passed: %s", v.summary);
+    ck_assert_msg(strstr(v.summary, "values around 1000") && strstr(v.summary, "nan") &&
+                  strstr(v.summary, "subtract the global maximum"), "%s", v.summary);
+    ex_verdict_free(&v);
     remove_tmp();
 }
 END_TEST
@@ -924,6 +1025,24 @@ START_TEST(test_cli_predict)
     free(out);
     const char *given[] = {"check", "ch02-predict-chain", "--seed", "11", "--answer", right, NULL};
     ck_assert_int_eq(run_cli(given, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "[predict, question 11]") != NULL, "%s", out);
+    free(out);
+    /* --answer with no --seed: the question is new, so it is shown, not judged blind; its
+     * number answers it */
+    const char *blind[] = {"check", "ch02-predict-chain", "--answer", "42", NULL};
+    ck_assert_int_eq(run_cli(blind, NULL, &out), 2);
+    ck_assert_msg(strstr(out, "PASS") == NULL && strstr(out, "FAIL") == NULL, "%s", out);
+    const char *num = strstr(out, "[predict, question ");
+    ck_assert_msg(num != NULL, "the question is not shown: %s", out);
+    unsigned long long n = strtoull(num + strlen("[predict, question "), NULL, 10);
+    char how[128];
+    snprintf(how, sizeof how, "mlsys-lab check ch02-predict-chain --seed %llu --answer VALUE", n);
+    ck_assert_msg(strstr(out, how) != NULL, "no '%s' in %s", how, out);
+    exercise_predict_draw(ex, n, &q);
+    char *text = strdup(q.text);
+    text[40] = 0;                   /* the start of the question, before any line break */
+    ck_assert_msg(strstr(out, text) != NULL, "question %llu is not the one shown: %s", n, out);
+    free(text);
     free(out);
     remove_tmp();
 }
@@ -1002,7 +1121,8 @@ START_TEST(test_curriculum_coverage_part2)
 {
     /* the exercises of curriculum sections 5.3, 6.3 and 7.3, and a predict per chapter */
     static const char *const ids[] = {
-        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch06-column-check",
+        "ch05-manual-ddp", "ch05-bucketing", "ch05-predict-buckets", "ch05-step-times",
+        "ch06-column-check",
         "ch06-predict-layer-allreduces", "ch06-tp-overhead", "ch07-predict-bubble",
         "ch07-moe-traffic", "ch07-layout", NULL};
     for (int i = 0; ids[i]; i++) {
@@ -1103,6 +1223,20 @@ START_TEST(test_bucketing_counts_calls)
     check_variant("ch05-bucketing", "bucket[k] /= (float)world;", "(void)world;", &v);
     ck_assert_int_eq(v.result, EX_FAIL);
     ck_assert_msg(strstr(v.summary, "expected") != NULL, "%s", v.summary);
+    ex_verdict_free(&v);
+    /* the times it shows are medians of barrier-started calls after a warm-up, one line per
+     * world size and bucket (one cold call on rank 0 measured a 1 MB bucket slower than
+     * 796 of 1 KB); the times themselves are never asserted */
+    char *sol = asset("ch05-bucketing", "solution.c");
+    check_code("ch05-bucketing", sol, &v);
+    free(sol);
+    ck_assert_int_eq(v.result, EX_PASS);
+    ck_assert_ptr_nonnull(v.detail);
+    int lines = 0;
+    for (const char *p = v.detail; (p = strstr(p, "median of 5 barrier-started calls after a "
+                                                  "warm-up")) != NULL; p++)
+        lines++;
+    ck_assert_msg(lines == 6, "%d timed lines in:\n%s", lines, v.detail);
     ex_verdict_free(&v);
     remove_tmp();
 }
@@ -1244,7 +1378,21 @@ START_TEST(test_experiment_answers_part2)
                    "78.2 GB per GPU");
     expect_answers(&cx, "ch07-layout", "tp = 2\npp = 16\ndp = 2\nmem_per_gpu_gb = 51.4\n", 0,
                    "mem_per_gpu_gb = 51.4");
-    /* ch07-moe-traffic: 64 or 56 MiB for TP, 2 MiB for EP, in any declared unit */
+    /* a figure read from the default mode: the message names the table the check reads */
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 8\ndp = 4\nmem_per_gpu_gb = 60.6\n", 0,
+                   "yours is the default mode's row");
+    expect_answers(&cx, "ch07-layout", "tp = 2\npp = 8\ndp = 4\nmem_per_gpu_gb = 60.6\n", 0,
+                   "`mlsys-lab run ch07/parallel-strategy-calculator --compat` prints 51.4 GB");
+    /* ch07-moe-traffic: per GPU, 112 MiB for TP (two ring all-reduces) and 14 MiB for EP
+     * (a GPU's own tokens, (EP-1)/EP of their copies); the simple formulas' 64 or 56 and 2 */
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 112\nep_per_layer = 14\n",
+                   1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 117440512\n"
+                   "ep_per_layer = 14680064\n", 1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 64\nep_per_layer = 14\n",
+                   1, NULL);
+    expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 112\nep_per_layer = 7\n",
+                   0, "ep_per_layer");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 56\nep_per_layer = 2\n", 1, NULL);
     expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 67108864\n"
                    "ep_per_layer = 2,097,152\n", 1, NULL);
@@ -1253,9 +1401,25 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch07-moe-traffic", "unit = bytes\ntp_per_layer = 64\nep_per_layer = 2\n",
                    0, "tp_per_layer");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 64\nep_per_layer = 112\n",
-                   0, "ep_per_layer");
+                   0, "all 8 GPUs send together");
     expect_answers(&cx, "ch07-moe-traffic", "unit = MiB\ntp_per_layer = 32\nep_per_layer = 2\n",
                    0, "tp_per_layer");
+    /* ch05-step-times: the curriculum's rules on the learner's own times */
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = communication\n",
+                   1, NULL);
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 0.625\nbottleneck = "
+                   "communication\n", 0, "t_comm / (t_fwd + t_bwd_compute)");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.2\nratio = 2\nbottleneck = communication\n",
+                   0, "cannot exceed t_step");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 3.33\nbottleneck = communication\n",
+                   0, "positive");
+    expect_answers(&cx, "ch05-step-times", "t_fwd_ms = 0.2\nt_bwd_compute_ms = 0.3\n"
+                   "t_comm_ms = 1.0\nt_step_ms = 1.6\nratio = 2\nbottleneck = compute\n",
+                   0, "bottleneck");
     /* ch06-tp-overhead: comm% must follow from the learner's own times */
     expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
                    "comm_percent = 20\nallreduces_per_forward = 1\nbottleneck = compute\n", 1, NULL);
@@ -1268,6 +1432,11 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
                    "comm_percent = 20\nallreduces_per_forward = 100\nbottleneck = compute\n", 0,
                    "allreduces_per_forward");
+    /* out of range: said so, with what the times give (not "= 0.00") */
+    expect_answers(&cx, "ch06-tp-overhead", "t_matmul_ms = 0.2\nt_allreduce_ms = 0.05\n"
+                   "comm_percent = 150\nallreduces_per_forward = 1\nbottleneck = compute\n", 0,
+                   "between 0 and 100; your times give t_allreduce / (t_matmul + t_allreduce) "
+                   "x 100 = 20.00");
     /* ch06-column-check */
     const char *ok = "local_cols_t8 = 1\nlocal_cols_t2 = 4\nmax_diff_t4 = 0\ncorrect_all = yes\n"
                      "forward_allreduces = 0\nbackward_allreduces = 1\n";
@@ -1278,6 +1447,13 @@ START_TEST(test_experiment_answers_part2)
     expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
                    "max_diff_t4 = 0.5\ncorrect_all = yes\nforward_allreduces = 0\n"
                    "backward_allreduces = 1\n", 0, "max_diff_t4");
+    /* a tiny number that is not the lab's is no answer (the lab prints 0.0e+00 at T = 4) */
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 1.2e-7\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 0, "but the lab prints 0.0e+00");
+    expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
+                   "max_diff_t4 = 0.0e+00\ncorrect_all = yes\nforward_allreduces = 0\n"
+                   "backward_allreduces = 1\n", 1, NULL);
     expect_answers(&cx, "ch06-column-check", "local_cols_t8 = 1\nlocal_cols_t2 = 4\n"
                    "max_diff_t4 = 0\ncorrect_all = yes\nforward_allreduces = 1\n"
                    "backward_allreduces = 0\n", 0, "forward_allreduces");
@@ -1307,6 +1483,9 @@ static Suite *exercises_suite(void)
     tcase_add_test(t, test_report_crash);
     tcase_add_test(t, test_report_hang);
     tcase_add_test(t, test_report_builtin_collective);
+    tcase_add_test(t, test_harness_never_passes_nan_or_inf);
+    tcase_add_test(t, test_softmax_without_the_maximum_fails);
+    tcase_add_test(t, test_dev_check_reason_survives_check);
     tcase_add_test(t, test_experiment_answers);
     tcase_add_test(t, test_cli_check_hint_solution_reset);
     tcase_add_test(t, test_cli_predict);

@@ -4,8 +4,10 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "../../lab/lab.h"
+#include "../../lab/cli/cli.h"
 
 static const lab_flag tflags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
@@ -319,10 +321,11 @@ START_TEST(real_labs)
     ck_assert_str_eq(lab_arg_str(&a, "backend"), "gloo");
     lab_args_free(&a);
 
-    /* pipeline: -b is the batch size; --backend has no short alias */
+    /* pipeline: -b is --backend as in every lab (the original's -b, the batch size, is
+     * --batch-size only) */
     ck_assert_int_eq(parse_words(pipe, &a, err, sizeof err,
-                                 (const char *[]){"-b", "16", "-m", "3", "--hidden-size", "8",
-                                                  "--backend", "shm", NULL}), 0);
+                                 (const char *[]){"--batch-size", "16", "-m", "3",
+                                                  "--hidden-size", "8", "-b", "shm", NULL}), 0);
     ck_assert_int_eq(lab_arg_int(&a, "batch-size"), 16);
     ck_assert_int_eq(lab_arg_int(&a, "num-microbatches"), 3);
     ck_assert_int_eq(lab_arg_int(&a, "hidden-size"), 8);
@@ -335,8 +338,11 @@ START_TEST(real_labs)
     ck_assert_int_eq(lab_arg_int(&a, "world-size"), 4);
     lab_args_free(&a);
     ck_assert_int_eq(parse_words(pipe, &a, err, sizeof err,
-                                 (const char *[]){"-b", "nccl", NULL}), 2);
+                                 (const char *[]){"--batch-size", "nccl", NULL}), 2);
     ck_assert_msg(strstr(err, "--batch-size must be an integer") != NULL, "%s", err);
+    ck_assert_int_eq(parse_words(pipe, &a, err, sizeof err,
+                                 (const char *[]){"-b", "16", NULL}), 2);
+    ck_assert_msg(strstr(err, "--backend must be one of") != NULL, "%s", err);
 
     /* send-recv needs two ranks */
     ck_assert_int_eq(parse_words(srb, &a, err, sizeof err, (const char *[]){"-w", "1", NULL}), 2);
@@ -438,6 +444,145 @@ START_TEST(nonfinite_and_tiny)
 }
 END_TEST
 
+/* Is name one of the '|'-separated names? */
+static int one_of(const char *names, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = names; p && *p;) {
+        size_t len = strcspn(p, "|");
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len + (p[len] == '|');
+    }
+    return 0;
+}
+
+static void check_letters(const char *who, const lab_flag *t)
+{
+    for (int i = 0; t && t[i].name; i++) {
+        if (!t[i].short_name)
+            continue;
+        const lab_short_flag *r = lab_short_flag_of(t[i].short_name);
+        if (!r)
+            continue;                   /* not reserved: the table's own letter */
+        ck_assert_msg(one_of(r->names, t[i].name), "%s: -%c is --%s here but means --%s "
+                      "everywhere", who, t[i].short_name, t[i].name, r->names);
+    }
+}
+
+/* Issue 19 item 18: a reserved letter means one thing in every lab and every command. */
+START_TEST(short_flags_one_meaning)
+{
+    for (int i = 0; lab_short_flags[i].letter; i++)
+        for (int j = i + 1; lab_short_flags[j].letter; j++)
+            ck_assert_msg(lab_short_flags[i].letter != lab_short_flags[j].letter,
+                          "-%c is in the table twice", lab_short_flags[i].letter);
+    int nlabs = 0, ncmds = 0;
+    check_letters("common flags", lab_common_flags);
+    for (int i = 0; lab_chapters[i]; i++)
+        for (int k = 0; lab_chapters[i]->labs && lab_chapters[i]->labs[k]; k++, nlabs++)
+            check_letters(lab_chapters[i]->labs[k]->id, lab_chapters[i]->labs[k]->flags);
+    for (int i = 0; cli_declared[i]; i++, ncmds++)
+        check_letters(cli_declared[i]->name, cli_declared[i]->flags);
+    ck_assert_int_ge(nlabs, 18);
+    ck_assert_int_ge(ncmds, 6);
+    /* the clashes the issue names are gone: -w and -b mean one thing in bench and the labs */
+    ck_assert_str_eq(lab_short_flag_of('w')->names, "world-size");
+    ck_assert_str_eq(lab_short_flag_of('b')->names, "backend");
+    /* and the checker itself refuses a table that reuses a letter (run in a child: the
+     * failure is the expected outcome) */
+    static const lab_flag bad[] = {
+        {"batch-size", 'b', FLAG_INT, "4", NULL, 1, 8, "rows"},
+        {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+    };
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(2);
+        check_letters("planted", bad);
+        _exit(0);
+    }
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "a reused -b passed the check");
+}
+END_TEST
+
+static const lab_flag cflags[] = {
+    {"out", 0, FLAG_STR, "out", NULL, 0, 0, "a folder"},
+    {"bytes", 0, FLAG_SIZE, "8", NULL, 1, FLAG_NO_MAX, "at least one byte"},
+    {"rate", 0, FLAG_DOUBLE, "1", NULL, 0, FLAG_NO_MAX, "0 or more"},
+    {"world-size", 'w', FLAG_INT, "2", NULL, 1, 8, "ranks"},
+    {"secret", 0, FLAG_BOOL, NULL, NULL, 0, 0, NULL},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+static const lab_command tcmd = {.name = "thing", .args = "FILE", .min_pos = 1, .max_pos = 1,
+                                 .missing = "which file?", .summary = "a test command",
+                                 .flags = cflags};
+
+static int cparse(lab_args *a, char *err, size_t n, const char **words)
+{
+    int argc = 0;
+    while (words[argc])
+        argc++;
+    return lab_command_parse(&tcmd, argc, (char **)words, a, err, n);
+}
+#define CPARSE(a, err, ...) \
+    cparse((a), (err), sizeof(err), (const char *[]){"thing", __VA_ARGS__, NULL})
+
+/* A command's table: positional arguments, the one line of its errors, bounds without an
+ * upper end, hidden flags, and values that outlive the parse (lab_arg_text). */
+START_TEST(commands)
+{
+    lab_args a;
+    char err[512];
+    ck_assert_int_eq(CPARSE(&a, err, "f.bin", "--bytes", "1M", "-w", "3", "--rate=0"), 0);
+    ck_assert_int_eq(a.npos, 1);
+    ck_assert_str_eq(a.pos[0], "f.bin");
+    ck_assert_uint_eq(lab_arg_size(&a, "bytes"), 1u << 20);
+    ck_assert_int_eq(lab_arg_int(&a, "world-size"), 3);
+    ck_assert(lab_arg_double(&a, "rate") == 0.0);
+    ck_assert_str_eq(lab_arg_text(&a, "out"), "out");       /* the table's default */
+    ck_assert_ptr_null(lab_arg_text(&a, "secret"));
+    lab_args_free(&a);
+    const char *words[] = {"thing", "--out", "dir", "x", "--secret", NULL};
+    ck_assert_int_eq(lab_command_parse(&tcmd, 5, (char **)words, &a, err, sizeof err), 0);
+    ck_assert_ptr_eq(lab_arg_text(&a, "out"), words[2]);     /* in argv, not a copy */
+    ck_assert(lab_arg_bool(&a, "secret"));
+    lab_args_free(&a);
+    ck_assert_int_eq(CPARSE(&a, err, "--bytes", "8"), 2);
+    ck_assert_str_eq(err, "mlsys-lab thing: which file?");
+    ck_assert_int_eq(CPARSE(&a, err, "a", "b"), 2);
+    ck_assert_str_eq(err, "mlsys-lab thing: unexpected argument 'b' (one argument is enough)");
+    ck_assert_int_eq(CPARSE(&a, err, "a", "--bytes", "0"), 2);
+    ck_assert_str_eq(err, "mlsys-lab thing: --bytes must be a size (8, 64K, 1M, 2G) of 1 or "
+                          "more, got '0'");
+    ck_assert_int_eq(CPARSE(&a, err, "a", "--rate", "-0.5"), 2);
+    ck_assert_str_eq(err, "mlsys-lab thing: --rate must be a number of 0 or more, got '-0.5'");
+    ck_assert_int_eq(CPARSE(&a, err, "a", "--rate", "1e300"), 0);       /* no upper end */
+    lab_args_free(&a);
+    /* a letter this command lacks says what it means everywhere else */
+    ck_assert_int_eq(CPARSE(&a, err, "a", "-b", "8"), 2);
+    ck_assert_msg(strstr(err, "-b means --backend") && strstr(err, "--minbytes in bench"), "%s",
+                  err);
+    ck_assert_int_eq(CPARSE(&a, err, "a", "-q"), 2);
+    ck_assert_str_eq(err, "mlsys-lab thing: unknown flag '-q' (see --help)");
+    /* the help comes from the table; the hidden flag is not in it */
+    int fds[2];
+    ck_assert(pipe(fds) == 0);
+    FILE *f = fdopen(fds[1], "w");
+    lab_command_help(&tcmd, f);
+    fclose(f);
+    char buf[4096];
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    ck_assert(got > 0);
+    buf[got] = 0;
+    ck_assert_msg(strstr(buf, "usage: mlsys-lab thing FILE [flags]") && strstr(buf, "--bytes") &&
+                  strstr(buf, "(1 or more)") && strstr(buf, "-w, --world-size") &&
+                  strstr(buf, "-h, --help") && !strstr(buf, "secret"), "%s", buf);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("flags");
@@ -452,6 +597,8 @@ int main(void)
     tcase_add_test(tc, help_flag);
     tcase_add_test(tc, real_labs);
     tcase_add_test(tc, table_consistent);
+    tcase_add_test(tc, short_flags_one_meaning);
+    tcase_add_test(tc, commands);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

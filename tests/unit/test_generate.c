@@ -749,6 +749,30 @@ static void expect_usage_error(const char *args)
     free(e);
 }
 
+/* Issue 19 item 17: the shipped model is found from any folder (run_cli runs in a scratch
+ * folder), as the chapter texts are: by default, and by its path in the source tree. */
+START_TEST(cli_shipped_model_from_any_folder)
+{
+    char *o, *e;
+    unsetenv("MLSYS_LAB_SRC");          /* found next to the program, not through the env */
+    int rc = run_cli("generate -n 4 --temperature 0 --prompt Once", &o, &e);
+    ck_assert_msg(rc == 0 && !strncmp(o, "Once", 4), "generate from another folder: exit %d: "
+                  "%s%s", rc, o, e);
+    free(o);
+    free(e);
+    rc = run_cli("model info assets/models/model.bin --samples 0 --val-tokens 64", &o, &e);
+    ck_assert_msg(rc == 0 && strstr(o, "parameters  988544"), "model info from another "
+                  "folder: exit %d: %s%s", rc, o, e);
+    free(o);
+    free(e);
+    /* a file the user names that exists nowhere is still refused in one line, by its name */
+    rc = run_cli("model info assets/models/nosuch.bin", &o, &e);
+    ck_assert_msg(rc == 2 && strstr(e, "assets/models/nosuch.bin: cannot open"), "%s", e);
+    free(o);
+    free(e);
+}
+END_TEST
+
 START_TEST(cli_bad_input_exit_2)
 {
     const char *m = "--model tiny.bin --tokenizer tok.bin";
@@ -1033,6 +1057,7 @@ int main(int argc, char **argv)
     tcase_add_test(tcl, cli_bad_input_exit_2);
     tcase_add_test(tcl, cli_generate_streams_and_agrees);
     tcase_add_test(tcl, cli_model_info);
+    tcase_add_test(tcl, cli_shipped_model_from_any_folder);
     tcase_add_test(tcl, shipped_model_quality);
     tcase_add_test(tcl, shipped_model_batch_invariant);
     suite_add_tcase(s, tcl);

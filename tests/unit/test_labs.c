@@ -363,7 +363,7 @@ START_TEST(pipeline)
     };
     int p = cases[_i].p, b = cases[_i].b, h = cases[_i].h, m = cases[_i].m;
     run_result r = _i == 3 ? run("run ch02/pipeline-simulation")
-                           : run("run ch02/pipeline-simulation -w %d -b %d --hidden-size %d -m %d",
+                           : run("run ch02/pipeline-simulation -w %d --batch-size %d --hidden-size %d -m %d",
                                  p, b, h, m);
     ASSERT_OK(r, "pipeline-simulation");
     char prefix[96], shape[32];
@@ -800,7 +800,7 @@ START_TEST(bad_input)
         "run ch01/hello-distributed -w 4 -w 8",
         "run ch01/hello-distributed --backend tcp",
         "run ch02/send-recv-basic -w 1",
-        "run ch02/pipeline-simulation -b nccl",
+        "run ch02/pipeline-simulation --batch-size nccl",
         "run ch02/async-communication --size 6",
         "run ch02/async-communication --size 1Q",
         "run ch03/collective-cheatsheet -o alltoall",

@@ -363,6 +363,65 @@ START_TEST(md_tables)
              "│  x   │\n"
              "│ 中文 │\n"
              "└──────┘\n");
+    /* Narrower than the columns' longest words: no word is cut, the rows become records
+     * (the first cell after a bullet, then "heading: cell" per column, indented). */
+    const char *comm = "| stage | forward | backward | after the step | total |\n"
+                       "|---|---|---|---|---|\n"
+                       "| ZeRO-3 | all_gather: D | all_gather: D + reduce_scatter: D | 0 | 3D |\n"
+                       "| DDP | 0 | all_reduce: 2D | 0 | 2D |\n";
+    ck_frame(comm, 30, 0,
+             "▪ ZeRO-3\n"
+             "    forward: all_gather: D\n"
+             "    backward: all_gather: D +\n"
+             "      reduce_scatter: D\n"
+             "    after the step: 0\n"
+             "    total: 3D\n"
+             "▪ DDP\n"
+             "    forward: 0\n"
+             "    backward: all_reduce: 2D\n"
+             "    after the step: 0\n"
+             "    total: 2D\n");
+    ck_frame(comm, 30, MD_ASCII,
+             "* ZeRO-3\n"
+             "    forward: all_gather: D\n"
+             "    backward: all_gather: D +\n"
+             "      reduce_scatter: D\n"
+             "    after the step: 0\n"
+             "    total: 3D\n"
+             "* DDP\n"
+             "    forward: 0\n"
+             "    backward: all_reduce: 2D\n"
+             "    after the step: 0\n"
+             "    total: 2D\n");
+    /* The chapters of Part II at the reader's width in an 80-column terminal, and at 60:
+     * every word of every table cell appears whole */
+    static const char *const part2[] = {"assets/chapters/ch05.md", "assets/chapters/ch06.md",
+                                        "assets/chapters/ch07.md"};
+    for (int c = 0; c < 3; c++) {
+        size_t len;
+        char *text = slurp(part2[c], &len);
+        for (int w = 40; w <= 60; w += 7) {
+            char *shown = frame(text, w, 0);
+            for (char *save, *line = strtok_r(text, "\n", &save); line;
+                 line = strtok_r(NULL, "\n", &save)) {
+                if (line[0] != '|' || strstr(line, "---"))
+                    continue;
+                char *copy = strdup(line);
+                for (char *s2, *word = strtok_r(copy, " |", &s2); word;
+                     word = strtok_r(NULL, " |", &s2)) {
+                    if (strchr(word, '`') || strchr(word, '*') || strlen(word) < 4)
+                        continue;           /* markup is not shown as written */
+                    ck_assert_msg(strstr(shown, word) != NULL, "%s at width %d: \"%s\" is cut",
+                                  part2[c], w, word);
+                }
+                free(copy);
+            }
+            free(shown);
+            free(text);
+            text = slurp(part2[c], &len);   /* strtok_r wrote into it */
+        }
+        free(text);
+    }
     md_doc *d = md_render(t, strlen(t), 40, 0);
     ck_assert_int_eq(d->lines[0].kind, MD_LINE_TABLE);
     ck_assert(cell_of(d, 1, 2)->attr & GRID_BOLD);             /* header cell "a" */

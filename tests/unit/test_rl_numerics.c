@@ -595,6 +595,7 @@ int main(int argc, char **argv)
     nn_gemm_start(argv);
     Suite *s = suite_create("rl_numerics");
     TCase *tc = tcase_create("terms");
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, log_softmax_and_logprob);
     tcase_add_test(tc, kl_estimators);
     tcase_add_test(tc, masked_weighted_cross_entropy);

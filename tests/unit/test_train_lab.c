@@ -36,6 +36,12 @@ START_TEST(trains_on_two_ranks)
     ck_assert_int_eq(c.n_layers, 2);
     ck_assert_int_eq(c.n_kv_heads, 2);
     llm_weights_free(&w);
+    /* and the tokenizer the form promises beside it, of the model's vocabulary */
+    snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+    llm_tokenizer tok;
+    ck_assert_msg(llm_tokfile_read(path, 0, &tok, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(tok.vocab_size, c.vocab_size);
+    llm_tokenizer_free(&tok);
     /* the loss curve reached the event stream (the plot view's input) */
     snprintf(path, sizeof path, "%s/t.json", dir);
     FILE *f = fopen(path, "r");

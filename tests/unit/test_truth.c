@@ -583,6 +583,223 @@ START_TEST(plural_agreement)
 }
 END_TEST
 
+/* ---- 10. chapters 5-7: plurals, a learner's words, and the numbers the texts quote ---- */
+
+START_TEST(plural_agreement_part2)
+{
+    static const char *const runs[] = {
+        "run ch05/simple-ddp -w 1 --zero 3 --max-steps 2",
+        "run ch05/simple-ddp -w 2 --max-steps 1",
+        "run ch05/simple-ddp -w 2 --max-steps 2 --bucket-size 1M --first-bucket 1M",
+        "run ch05/gradient-sync-visualizer -w 1 -v",
+        "run ch06/tp-linear -t 1",
+        "run ch06/tp-mlp -t 1",
+        "run ch06/tp-attention -t 1",
+        "run ch07/pipeline-schedule-viz -P 1 -m 1",
+        "run ch07/pipeline-schedule-viz -P 2 -m 1 --run --layers 4 --hidden 8",
+        "run ch07/parallel-strategy-calculator -g 1 --batch-size 1",
+        NULL
+    };
+    regex_t re;
+    ck_assert_int_eq(regcomp(&re, "(^|[^0-9.,x])1 (other |more )?(ranks|processes|additions|"
+                             "slices|elements|layers|micro-batches|messages|stages|chunks|inputs|"
+                             "means|calls|values|rows|steps|links|pairs|sizes|buckets|"
+                             "all-reduces|batches|GPUs|nodes|tensors|sends)([^a-z]|$)|"
+                             "[a-z]\\(s\\)|all 1 ranks", REG_EXTENDED | REG_NEWLINE), 0);
+    for (int i = 0; runs[i]; i++) {
+        char *out = run_ok(runs[i]);
+        regmatch_t m[1];
+        if (regexec(&re, out, 1, m, 0) == 0)
+            ck_abort_msg("`%s` says \"%.*s\"", runs[i], (int)(m[0].rm_eo - m[0].rm_so),
+                         out + m[0].rm_so);
+        free(out);
+    }
+    regfree(&re);
+}
+END_TEST
+
+/* Outside the Pitfalls sections the texts, the labs and their flags speak of the lab, not of
+ * "the original" a learner never saw. */
+START_TEST(part2_words)
+{
+    for (int ch = 5; ch <= 7; ch++) {
+        char *md = chapter_md(ch, 0);
+        char *pit = strstr(md, "\n## Pitfalls");
+        ck_assert_ptr_nonnull(pit);
+        char *next = strstr(pit + 1, "\n## ");
+        /* everything but the Pitfalls section */
+        size_t a = (size_t)(pit - md);
+        char *rest = next ? next : pit + strlen(pit);
+        char *outside = malloc(strlen(md) + 1);
+        memcpy(outside, md, a);
+        strcpy(outside + a, rest);
+        squeeze(outside);
+        LACKS(outside, "the original");
+        LACKS(outside, "The original");
+        LACKS(outside, "original tutorial's");
+        free(outside);
+        free(md);
+    }
+    static const char *const runs[] = {
+        "run ch05/simple-ddp -w 2 --max-steps 2 --zero 1", "run ch05/simple-ddp --help",
+        "run ch06/tp-linear -t 2", "run ch06/tp-mlp -t 2", "run ch07/parallel-strategy-calculator",
+        "run ch07/parallel-strategy-calculator --help", "run ch07/pipeline-schedule-viz",
+        NULL
+    };
+    for (int i = 0; runs[i]; i++) {
+        char *out = run_ok(runs[i]);
+        ck_assert_msg(!strstr(out, "original") && !strstr(out, "tutorial script"),
+                      "`%s` speaks of the original:\n%s", runs[i], strstr(out, "original") ?
+                      strstr(out, "original") - (strstr(out, "original") - out > 60 ? 60 : 0) :
+                      strstr(out, "tutorial script"));
+        free(out);
+    }
+    /* --hidden's help shows an example, not something that reads as the default */
+    char *help = run_ok("run ch05/simple-ddp --help");
+    const char *h = strstr(help, "--hidden");
+    ck_assert_ptr_nonnull(h);
+    const char *eol = strchr(h, '\n');
+    const char *ex = strstr(h, "e.g. 2048,2048");
+    ck_assert_msg(ex && ex < eol, "%.*s", (int)(eol - h), h);
+    free(help);
+    /* the calculator's rows are no wider than a terminal of 80 columns */
+    static const char *const calc[] = {"run ch07/parallel-strategy-calculator",
+                                       "run ch07/parallel-strategy-calculator --moe -g 128", NULL};
+    for (int i = 0; calc[i]; i++) {
+        char *out = run_ok(calc[i]);
+        int col = 0;
+        for (const unsigned char *p = (const unsigned char *)out; *p; p++) {
+            if (*p == '\n') {
+                col = 0;
+                continue;
+            }
+            if ((*p & 0xc0) != 0x80 && ++col > 80) {
+                const char *line = (const char *)p;
+                while (line > out && line[-1] != '\n')
+                    line--;
+                ck_abort_msg("`%s`: a line wider than 80: %.100s", calc[i], line);
+            }
+        }
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(part2_text_claims)
+{
+    /* ch05: which ZeRO stage costs more than DDP, with the lab's own bytes (4 ranks) */
+    char *md = chapter_md(5, 1);
+    LACKS(md, "ZeRO-1 and -2 cost no more communication than DDP");
+    HAS(md, "1,831,788");
+    HAS(md, "1,221,180");
+    char *out = run_ok("run ch05/simple-ddp -w 4 --max-steps 2 --zero 1");
+    HAS(out, "Rank 0: sent per step 1831788 B");
+    free(out);
+    ck_assert_int_eq(2 * 3 * 4 * 203530 / 4, 1221180);      /* DDP: 2(N-1)/N of 4Ψ */
+    /* the sweep's table: bucket sizes and counts as the lab computes them */
+    static const struct { const char *name; long bytes; } rows[] = {
+        {"1 KiB", 1024}, {"4 KiB", 4096}, {"16 KiB", 16384}, {"64 KiB", 65536},
+        {"256 KiB", 262144}, {"1 MiB", 1048576},
+    };
+    for (int i = 0; i < 6; i++) {
+        char row[64];
+        snprintf(row, sizeof row, "| %s | %ld |", rows[i].name,
+                 (814120 + rows[i].bytes - 1) / rows[i].bytes);
+        HAS(md, row);
+    }
+    HAS(md, "`simple-ddp --sweep`");
+    free(md);
+    /* ch06: TP bytes per rank grow with T; the NVLink share, from its formula */
+    md = chapter_md(6, 1);
+    HAS(md, "Only the number of all-reduces is independent of T");
+    HAS(md, "2(T−1)/T is 1 at T = 2, 1.5 at T = 4, 1.75 at T = 8");
+    double a100 = 1.0 * 312e12 / (4.0 * 8192 * 300e9), h100 = 7.0 * 989e12 / (4.0 * 8192 * 450e9);
+    char fig[64];
+    snprintf(fig, sizeof fig, "with h = 8192 and T = 2 it is %.0f %%", 100 * a100);
+    HAS(md, fig);
+    snprintf(fig, sizeof fig, "with T = 8 it is about %.2f", h100);
+    HAS(md, fig);
+    free(md);
+    /* ch07: interleaving's messages, as --run counts them; top-k; the EP formula */
+    md = chapter_md(7, 1);
+    LACKS(md, "each smaller");
+    LACKS(md, "(k = 1 or 2)");
+    HAS(md, "8 of 256 routed experts in DeepSeek-V3");
+    HAS(md, "sends 2·M·(P−1) = 48 messages of 65,536 bytes");
+    HAS(md, "sends 2·M·(vP−1) = 112 of the same 65,536 bytes");
+    HAS(md, "5.5 micro-batches' worth on stage 0 for P = 4, M = 8, v = 2");
+    HAS(md, "2 · k · (b·s·h / EP) · (EP−1)/EP");
+    LACKS(md, "| 2·k·b·s·h / E |");
+    HAS(md, "needs M to be a multiple of P");
+    free(md);
+    out = run_ok("run ch07/pipeline-schedule-viz --run -P 4 -m 8 --schedule 1f1b");
+    HAS(out, "messages: 48 point-to-point sends of 65,536 B each");
+    free(out);
+    out = run_ok("run ch07/pipeline-schedule-viz --run -P 4 -m 8 --schedule interleaved");
+    HAS(out, "messages: 112 point-to-point sends of 65,536 B each");
+    free(out);
+    out = run_ok("run ch07/pipeline-schedule-viz -P 4 -m 8 --schedule interleaved");
+    HAS(out, "Peak activation memory: 5.5 micro-batches' worth on stage 0");
+    free(out);
+}
+END_TEST
+
+/* `list`: every id in one column, the longest (ch07/parallel-strategy-calculator) included,
+ * so the text after the ids starts at the same column on every lab and exercise line. */
+START_TEST(list_aligned)
+{
+    char *out = run_ok("list");
+    int col = -1, lines = 0, longest = 0;
+    for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(l, "      lab  ", 11) && strncmp(l, "      ex   ", 11))
+            continue;
+        char *id = l + 11, *end = strchr(id, ' ');
+        ck_assert_ptr_nonnull(end);
+        char *text = end;
+        while (*text == ' ')
+            text++;
+        int c = (int)(text - l);
+        if (col < 0)
+            col = c;
+        ck_assert_msg(c == col, "column %d, not %d: %s", c, col, l);
+        longest += !strncmp(id, "ch07/parallel-strategy-calculator ", 34);
+        lines++;
+    }
+    ck_assert_int_gt(lines, 20);
+    ck_assert_int_eq(longest, 1);
+    free(out);
+}
+END_TEST
+
+/* The shipped model's validation loss: `model info` measures by default the tokens the
+ * README's table was measured on (the trainer's 128 windows of 128), so the two agree, and
+ * each says which tokens it used. */
+START_TEST(model_val_loss_agrees)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/assets/models/README.md", src_dir());
+    char *readme = ex_read_file(path, NULL);
+    ck_assert_ptr_nonnull(readme);
+    const char *row = strstr(readme, "| model.bin | ");
+    ck_assert_ptr_nonnull(row);
+    double train, val;
+    ck_assert_int_eq(sscanf(row, "| model.bin | %lf | %lf |", &train, &val), 2);
+    char *sq = strdup(readme);
+    squeeze(sq);
+    HAS(sq, "validation is the first 128 windows of 128 tokens, 16,384 tokens");
+    free(sq);
+    snprintf(path, sizeof path, "model info %s/assets/models/model.bin --samples 0", src_dir());
+    char *out = run_ok(path);
+    const char *v = strstr(out, "val loss    ");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_msg(fabs(atof(v + 12) - val) < 5e-5, "model info %.4f, README %.4f", atof(v + 12),
+                  val);
+    HAS(out, "16384 tokens of the validation split, its first 128 windows of 128");
+    free(out);
+    free(readme);
+}
+END_TEST
+
 static Suite *truth_suite(void)
 {
     Suite *s = suite_create("truth");
@@ -603,6 +820,11 @@ static Suite *truth_suite(void)
     tcase_add_test(t, softmax_label_global_max);
     tcase_add_test(t, pipeline_events_in_time_order);
     tcase_add_test(t, plural_agreement);
+    tcase_add_test(t, plural_agreement_part2);
+    tcase_add_test(t, part2_words);
+    tcase_add_test(t, part2_text_claims);
+    tcase_add_test(t, list_aligned);
+    tcase_add_test(t, model_val_loss_agrees);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,46 @@
+/* ch08.h - what the files of chapter 8's lab share: the workload of the original script (its
+ * eight prompts, in its arrival order), one record per request, the report printed at the
+ * end (per-request TTFT, time per output token and latency, then percentiles and
+ * throughput), and the original's simulation on a virtual clock (server_sim.c). */
+#ifndef CH08_H
+#define CH08_H
+
+#include "../common/common.h"
+
+#define CH08_NPROMPTS 8
+extern const char *const ch08_prompts[CH08_NPROMPTS];   /* request i asks prompt i mod 8 */
+
+/* One request as the report sees it (times in seconds from the run's start). */
+typedef struct ch08_req {
+    int id;
+    int n_prompt, n_out;
+    int n_cached;             /* prompt tokens found in the prefix cache */
+    int preemptions;
+    const char *finish;       /* "stop", "length", "eos" (simulation) */
+    double t_arrival, t_first, t_finish;
+    char text[96];            /* the start of its output, escaped; "" for the simulation */
+} ch08_req;
+
+/* report.c */
+/* Linear interpolation between the closest ranks (numpy's default), v sorted in place. */
+double ch08_percentile(double *v, int n, double p);
+/* The per-request table in completion order (order[] = ids), then percentiles of TTFT, time
+ * per output token and end-to-end latency, total tokens, wall time and throughput. */
+void ch08_report(FILE *out, const ch08_req *r, const int *order, int n, double wall_s,
+                 int simulated);
+
+/* server_sim.c: the original's scheduler and fake model, virtual milliseconds */
+typedef struct ch08_sim_opts {
+    int num_requests, batch_size, max_tokens;
+    double eos_prob;
+    uint64_t seed;
+} ch08_sim_opts;
+typedef struct ch08_sim_result {
+    int prefills, decode_steps;
+    long tokens;
+    double virtual_ms;
+} ch08_sim_result;
+/* Run it, printing the step log and the report to out; r gets the counts. */
+int ch08_simulate(FILE *out, const ch08_sim_opts *o, ch08_sim_result *r);
+
+#endif

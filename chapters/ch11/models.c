@@ -1,0 +1,147 @@
+/* models.c - chapter 11's model plumbing: load the target/draft pair and the tokenizer,
+ * make the corpus-like prompts both labs measure on, print tokens safely. */
+#include "models.h"
+#include "../../core/nn/nn.h"
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *ch11_path(const char *p, char *buf, size_t n)
+{
+    if (!p || !*p || p[0] == '/' || access(p, R_OK) == 0)
+        return p;
+    const char *src = getenv("MLSYS_LAB_SRC");
+    if (src && *src) {
+        snprintf(buf, n, "%s/%s", src, p);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return p;
+    exe[len] = 0;
+    for (int up = 0; up < 4; up++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            break;
+        *slash = 0;
+        snprintf(buf, n, "%s/%s", exe, p);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    return p;
+}
+
+int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,
+                     int target_rows, char *err, size_t n)
+{
+    memset(m, 0, sizeof *m);
+    char e[400], pm[PATH_MAX], pd[PATH_MAX], pt[PATH_MAX];
+    model = ch11_path(model, pm, sizeof pm);
+    draft = draft ? ch11_path(draft, pd, sizeof pd) : NULL;
+    tok = ch11_path(tok, pt, sizeof pt);
+    if (llm_checkpoint_read(model, &m->tc, &m->tw, e, sizeof e)) {
+        snprintf(err, n, "%s (the lab's model: see assets/models/README.md)", e);
+        return -1;
+    }
+    if (draft) {
+        if (llm_checkpoint_read(draft, &m->dc, &m->dw, e, sizeof e)) {
+            snprintf(err, n, "%s (the draft model: see assets/models/README.md)", e);
+            llm_weights_free(&m->tw);
+            return -1;
+        }
+        m->have_draft = 1;
+        if (m->dc.vocab_size != m->tc.vocab_size) {
+            snprintf(err, n, "%s: vocabulary %d, the target's is %d: a draft must share the "
+                     "target's tokenizer", draft, m->dc.vocab_size, m->tc.vocab_size);
+            goto fail;
+        }
+    }
+    if (llm_tokfile_read(tok, m->tc.vocab_size, &m->tok, e, sizeof e)) {
+        snprintf(err, n, "%s", e);
+        goto fail;
+    }
+    if (llm_engine_init(&m->te, &m->tc, &m->tw, target_rows, err, n) ||
+        llm_kv_init_contiguous(&m->tkv, &m->tc, 1, 0, err, n))
+        goto fail_tok;
+    if (m->have_draft && (llm_engine_init(&m->de, &m->dc, &m->dw, 8, err, n) ||
+                          llm_kv_init_contiguous(&m->dkv, &m->dc, 1, 0, err, n)))
+        goto fail_tok;
+    return 0;
+fail_tok:
+    llm_tokenizer_free(&m->tok);
+fail:
+    llm_kv_free(&m->tkv);
+    llm_kv_free(&m->dkv);
+    llm_engine_fini(&m->te);
+    llm_engine_fini(&m->de);
+    llm_weights_free(&m->tw);
+    if (m->have_draft)
+        llm_weights_free(&m->dw);
+    memset(m, 0, sizeof *m);
+    return -1;
+}
+
+void ch11_models_free(ch11_models *m)
+{
+    llm_kv_free(&m->tkv);
+    llm_kv_free(&m->dkv);
+    llm_engine_fini(&m->te);
+    llm_engine_fini(&m->de);
+    llm_tokenizer_free(&m->tok);
+    llm_weights_free(&m->tw);
+    if (m->have_draft)
+        llm_weights_free(&m->dw);
+    memset(m, 0, sizeof *m);
+}
+
+int ch11_prompt(const ch11_models *m, int i, int *ids, char *text, size_t cap)
+{
+    char doc[LLM_DOC_MAX];
+    size_t len = llm_corpus_doc(1, LLM_SPLIT_VAL, (uint64_t)i, doc, sizeof doc, NULL);
+    size_t want = 12 + (size_t)(i % 8) * 4, cut = want < len ? want : len;
+    while (cut < len && cut < want + 16 && doc[cut] != ' ' && doc[cut] != '\n')
+        cut++;                                     /* finish the word */
+    if (cut >= cap)
+        cut = cap - 1;
+    memcpy(text, doc, cut);
+    text[cut] = 0;
+    for (size_t k = 0; k < cut; k++)
+        if (text[k] == '\n')
+            text[k] = ' ';
+    return (int)llm_bpe_encode_prompt(&m->tok, doc, cut, 1, ids);
+}
+
+const char *ch11_tok_text(const ch11_models *m, int id, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    if (id < 0 || id >= m->tok.vocab_size)
+        return buf;
+    if (id == LLM_TOK_EOS || id == LLM_TOK_BOS) {
+        snprintf(buf, n, "%s", id == LLM_TOK_EOS ? "</s>" : "<s>");
+        return buf;
+    }
+    for (int k = 0; k < m->tok.bytes_len[id] && used + 5 < n; k++) {
+        unsigned char c = (unsigned char)m->tok.bytes[id][k];
+        if (c == '\n')
+            used += (size_t)snprintf(buf + used, n - used, "\\n");
+        else if (c < 0x20 || c >= 0x7f)
+            used += (size_t)snprintf(buf + used, n - used, "\\x%02x", c);
+        else
+            buf[used++] = (char)c, buf[used] = 0;
+    }
+    return buf;
+}
+
+const char *ch11_set_gemm(const char *choice)
+{
+    if (choice && !strcmp(choice, "ref"))
+        nn_set_gemm_kernel(NN_GEMM_REF);
+    else if (choice && !strcmp(choice, "blas"))
+        nn_set_gemm_kernel(NN_GEMM_BLAS);
+    return nn_gemm_kernel_name(nn_get_gemm_kernel());
+}

@@ -1,0 +1,42 @@
+/* models.h - what chapter 11's two labs share: the lab's target and draft models and their
+ * tokenizer loaded once with engines and caches (one sequence each), the corpus-like
+ * prompts they are measured on, and a token shown as printable text. */
+#ifndef CH11_MODELS_H
+#define CH11_MODELS_H
+
+#include "../../lab/lab.h"
+#include "../../core/llm/llm.h"
+
+#define CH11_MODEL "assets/models/model.bin"
+#define CH11_DRAFT "assets/models/draft.bin"
+#define CH11_TOKENIZER "assets/models/tokenizer.bin"
+
+typedef struct ch11_models {
+    llm_config tc, dc;
+    llm_weights tw, dw;
+    llm_tokenizer tok;
+    llm_engine te, de;
+    llm_kv tkv, dkv;
+    int have_draft;
+} ch11_models;
+
+/* A model file named relative to the source tree ("assets/models/model.bin") found from
+ * anywhere: as given when it exists, else under $MLSYS_LAB_SRC, else under the folders above
+ * the program (build/mlsys-lab sits in the tree). Returns buf, or p itself unchanged. */
+const char *ch11_path(const char *p, char *buf, size_t n);
+/* Load the target (and the draft when draft_path is not NULL) and the tokenizer. The target's
+ * engine holds target_rows rows (k + 1 for a one-forward verify). 0, or -1 with "PATH: why". */
+int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,
+                     int target_rows, char *err, size_t n);
+void ch11_models_free(ch11_models *m);
+/* Prompt i: the opening words of validation document i of the corpus (data seed 1: stories,
+ * JSON records and sums), cut at a word boundary after about 12-40 bytes, as the model saw
+ * documents in training (BOS, " " + text). Returns the token count; text (cap >= 64) gets
+ * the words. */
+int ch11_prompt(const ch11_models *m, int i, int *ids, char *text, size_t cap);
+/* Token id as printable text: newlines as "\n", other control bytes as "\xNN". */
+const char *ch11_tok_text(const ch11_models *m, int id, char *buf, size_t n);
+/* "--gemm auto|ref|blas": set the kernel; returns its name. */
+const char *ch11_set_gemm(const char *choice);
+
+#endif

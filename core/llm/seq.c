@@ -1,0 +1,190 @@
+/* seq.c - one request as the engine sees it: its tokens (the prompt, then what it generated),
+ * how many of them have keys and values in the cache, its own sampler (so its draws never
+ * depend on its neighbours in a batch), its stop rules (EOS, max_tokens, the context, stop
+ * strings) and its output text, of which it hands out only what no stop string can still
+ * claim. The scheduler moves sequences between queues; this file never looks at the cache. */
+#include "serve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *llm_finish_name(llm_finish f)
+{
+    switch (f) {
+    case LLM_FINISH_STOP: return "stop";
+    case LLM_FINISH_LENGTH: return "length";
+    case LLM_FINISH_CANCEL: return "cancelled";
+    case LLM_FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
+                        const llm_tokenizer *t, char *err, size_t errlen)
+{
+    int S = c->seq_len;
+    if (!r->prompt || r->n_prompt < 1 || r->n_prompt > S) {
+        snprintf(err, errlen, "prompt of %d tokens: the model's context holds 1 to %d",
+                 r->n_prompt, S);
+        return NULL;
+    }
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size) {
+            snprintf(err, errlen, "prompt token %d is id %d: the vocabulary has ids 0 to %d",
+                     i, r->prompt[i], c->vocab_size - 1);
+            return NULL;
+        }
+    if (r->max_tokens < 1) {
+        snprintf(err, errlen, "max_tokens %d: at least 1", r->max_tokens);
+        return NULL;
+    }
+    float top_p = r->top_p == 0.0f ? 1.0f : r->top_p;
+    if (!(r->temperature >= 0.0f) || !isfinite(r->temperature) || !(top_p > 0.0f) ||
+        !(top_p <= 1.0f) || r->top_k < 0) {
+        snprintf(err, errlen, "sampling: temperature %g (>= 0), top_p %g (in (0, 1]), top_k "
+                 "%d (>= 0)", (double)r->temperature, (double)r->top_p, r->top_k);
+        return NULL;
+    }
+    if (r->n_stop < 0 || r->n_stop > LLM_MAX_STOP || (r->n_stop > 0 && !r->stop)) {
+        snprintf(err, errlen, "%d stop strings: at most %d", r->n_stop, LLM_MAX_STOP);
+        return NULL;
+    }
+    if (r->n_stop > 0 && !t) {
+        snprintf(err, errlen, "stop strings need a tokenizer (the engine has none)");
+        return NULL;
+    }
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t n = r->stop[i] ? strlen(r->stop[i]) : 0;
+        if (n < 1 || n > LLM_MAX_STOP_LEN) {
+            snprintf(err, errlen, "stop string %d: 1 to %d bytes", i, LLM_MAX_STOP_LEN);
+            return NULL;
+        }
+    }
+
+    llm_seq *s = mlsys_xcalloc(1, sizeof *s);
+    s->id = id;
+    s->status = LLM_SEQ_WAITING;
+    s->kv_seq = -1;
+    /* room for every position plus the last token drawn, which is never fed back */
+    s->cap = S + 1;
+    s->tok = mlsys_xmalloc((size_t)s->cap * sizeof(int));
+    memcpy(s->tok, r->prompt, (size_t)r->n_prompt * sizeof(int));
+    s->n_tok = s->n_prompt = r->n_prompt;
+    s->max_tokens = r->max_tokens < s->cap - s->n_prompt ? r->max_tokens : s->cap - s->n_prompt;
+    s->ignore_eos = r->ignore_eos;
+    llm_sampler_init(&s->sampler, c->vocab_size, r->temperature, r->top_k, top_p, r->seed);
+    for (int i = 0; i < r->n_stop; i++) {
+        s->stop[i] = mlsys_xstrdup(r->stop[i]);
+        int n = (int)strlen(s->stop[i]);
+        s->stop_max = n > s->stop_max ? n : s->stop_max;
+    }
+    s->n_stop = r->n_stop;
+    s->on_event = r->on_event;
+    s->u = r->u;
+    s->st.n_prompt = r->n_prompt;
+    return s;
+}
+
+void llm_seq_free(llm_seq *s)
+{
+    if (!s)
+        return;
+    llm_sampler_fini(&s->sampler);
+    for (int i = 0; i < s->n_stop; i++)
+        free(s->stop[i]);
+    free(s->text);
+    free(s->tok);
+    free(s);
+}
+
+static void text_add(llm_seq *s, const char *b, int n)
+{
+    if (n <= 0)
+        return;
+    if (s->text_len + (size_t)n + 1 > s->text_cap) {
+        s->text_cap = (s->text_len + (size_t)n + 1) * 2;
+        char *p = realloc(s->text, s->text_cap);
+        if (!p) {
+            fprintf(stderr, "out of memory for a request's text\n");
+            exit(1);
+        }
+        s->text = p;
+    }
+    memcpy(s->text + s->text_len, b, (size_t)n);
+    s->text_len += (size_t)n;
+    s->text[s->text_len] = 0;
+}
+
+/* The first stop string in the text, searched from where a new match could begin (one
+ * whose end lies in the bytes just added). Returns its offset, or -1. */
+static long find_stop(const llm_seq *s, size_t added)
+{
+    size_t from = s->text_len - added;
+    from = from > (size_t)s->stop_max ? from - (size_t)s->stop_max + 1 : 0;
+    long best = -1;
+    for (int i = 0; i < s->n_stop; i++) {
+        const char *m = memmem(s->text + from, s->text_len - from, s->stop[i],
+                               strlen(s->stop[i]));
+        if (m && (best < 0 || m - s->text < best))
+            best = m - s->text;
+    }
+    return best;
+}
+
+llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_len)
+{
+    int prev = s->tok[s->n_tok - 1];
+    s->tok[s->n_tok++] = tok;
+    s->st.n_out = s->n_tok - s->n_prompt;
+    if (!s->ignore_eos && (tok == LLM_TOK_EOS || tok == LLM_TOK_BOS))
+        return LLM_FINISH_STOP;           /* a special: no text */
+    if (t) {
+        int n = 0;
+        const char *b = llm_bpe_token_bytes(t, prev, tok, &n);
+        text_add(s, b, n);
+        if (s->n_stop > 0 && n > 0) {
+            long at = find_stop(s, (size_t)n);
+            if (at >= 0) {
+                s->text_len = (size_t)at;         /* the stop string is not output */
+                s->text[at] = 0;
+                if (s->text_sent > s->text_len)
+                    s->text_sent = s->text_len;
+                return LLM_FINISH_STOP;
+            }
+        }
+    }
+    if (s->st.n_out >= s->max_tokens || s->n_tok > seq_len)
+        return LLM_FINISH_LENGTH;
+    return LLM_FINISH_NONE;
+}
+
+/* Longest tail of the text that is a proper prefix of some stop string: it might still
+ * become one, so it waits. */
+static size_t held_back(const llm_seq *s)
+{
+    size_t best = 0;
+    for (int i = 0; i < s->n_stop; i++) {
+        size_t m = strlen(s->stop[i]);
+        for (size_t k = m - 1; k > best; k--)
+            if (k <= s->text_len && !memcmp(s->text + s->text_len - k, s->stop[i], k)) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+int llm_seq_take_text(llm_seq *s, int final, const char **text)
+{
+    size_t upto = s->text_len;
+    if (!final)
+        upto -= held_back(s);
+    *text = s->text ? s->text + s->text_sent : "";
+    if (upto <= s->text_sent)
+        return 0;
+    int n = (int)(upto - s->text_sent);
+    s->text_sent = upto;
+    return n;
+}

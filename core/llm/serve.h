@@ -1,0 +1,377 @@
+/* serve.h - the serving engine over the lab's model, in the five parts nano-vllm has, one file
+ * each: the paged KV cache (paged.c: blocks, block tables, reference counts, the prefix cache)
+ * with its replaceable block allocator (block_alloc.c), a sequence (seq.c: one request's
+ * tokens, sampler, stop strings and clock), the scheduler (sched.c: waiting and running
+ * queues, the replaceable admission rule, chunked prefill, preemption), the model runner
+ * (runner.c: one forward over the step's rows) and the engine loop (serve.c: the API below).
+ * No curses, no HTTP: the chapters, the commands and core/serve build on this header. */
+#ifndef MLSYS_LLM_SERVE_H
+#define MLSYS_LLM_SERVE_H
+
+#include "llm.h"
+
+/* ==== paged.c: the paged KV cache ====
+ * The pool of llm_kv (token slots) cut into blocks of block_size consecutive slots: block b
+ * holds slots b·bs .. b·bs+bs-1 of every layer. Each sequence has a block table (logical
+ * block i -> physical block), so slot(seq, pos) = table[pos / bs]·bs + pos % bs: attention
+ * reads keys and values through the table (the same llm_kv_ops the contiguous cache has).
+ * A block has a reference count (the tables that hold it). A FULL block whose keys were
+ * computed is registered in the prefix cache under a hash chain: hash(parent block's hash,
+ * its bs tokens), so equal hashes mean equal prefixes up to that block, and a hit is
+ * confirmed by comparing the tokens (a hash collision is a miss, never wrong keys). A block
+ * nobody references goes back to the allocator: uncached ("free"), or still cached and
+ * reusable until the allocator evicts it (least recently released first).
+ * Positions are written once: reserve() makes new positions writable, copying a partial
+ * last block that another table shares first (copy on write); full blocks never change. */
+
+/* The block allocator: which unreferenced block to hand out next. A learner's version
+ * replaces this table (chapter 9's LRU exercise). The pool holds every block whose reference
+ * count is 0; the manager keeps the counts, the hashes and the tables. */
+typedef struct llm_block_alloc_ops {
+    const char *name;
+    void *(*create)(int n_blocks);          /* all blocks 0..n_blocks-1 start in the pool */
+    void (*destroy)(void *st);
+    /* block's count fell to 0: it joins the pool; cached = 1 when it keeps a prefix-cache
+     * entry (then it should be handed out as late as possible, oldest first) */
+    void (*put)(void *st, int block, int cached);
+    /* a cached block in the pool got a reference again (a prefix hit): it leaves the pool */
+    void (*take)(void *st, int block);
+    /* remove and return the block to hand out next, -1 when the pool is empty. The default:
+     * an uncached block if any, else the cached block put longest ago (LRU eviction). */
+    int (*get)(void *st);
+    int (*count)(const void *st);           /* blocks in the pool */
+} llm_block_alloc_ops;
+extern const llm_block_alloc_ops llm_block_alloc_lru;   /* block_alloc.c */
+
+typedef struct llm_paged_opts {
+    int block_size;           /* tokens per block (0: 16) */
+    int n_blocks;             /* blocks in the pool (0: n_seqs · ceil(max_len / block_size)) */
+    int n_seqs;               /* block tables: sequence ids 0..n_seqs-1 */
+    int max_len;              /* positions per sequence (0: seq_len) */
+    int no_prefix_cache;      /* 1: never register or match blocks (every prefill computed) */
+    const llm_block_alloc_ops *alloc;   /* NULL: llm_block_alloc_lru */
+    mlsys_comm *comm;         /* memory events (POOL, OWNER, ALLOC, SHARE, FREE, EVICT, COW);
+                                 NULL: none. Emitted by the thread that calls the ops. */
+    int pool;                 /* the pool id in those events */
+} llm_paged_opts;
+/* An llm_kv whose ops are the paged map. 0, or -1 with err (bad sizes). */
+int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, char *err,
+                      size_t errlen);
+int llm_kv_is_paged(const llm_kv *kv);
+/* reserve(seq, n) of the ops (see llm_kv_ops) allocates the blocks that cover positions
+ * 0..n-1 and copies a shared partial last block before new positions land in it; it fails
+ * (changing nothing) when the pool cannot give that many blocks. release(seq) lets go of
+ * every block of the table, last block first (so a prefix's first blocks are evicted last). */
+
+/* Prefix-cache hits for tokens[0..n): the longest run of leading full blocks, within the
+ * first n-1 tokens (the last prompt token is always computed: its logits are needed), whose
+ * hash chain and tokens are cached. Returns the tokens covered (a multiple of block_size);
+ * *from_pool (may be NULL) = how many of those blocks nobody references now (taking them
+ * uses up the pool like an allocation). Changes nothing. */
+int llm_paged_match(const llm_kv *kv, const int *tokens, int n, int *from_pool);
+/* Give the empty table of seq the blocks llm_paged_match finds (reference counts up, SHARE
+ * events) and map their positions. Returns the tokens covered, -1 when seq is not empty. */
+int llm_paged_attach(llm_kv *kv, int seq, const int *tokens, int n);
+/* Positions 0..n-1 of seq hold the keys and values of tokens[0..n), or will once the forward
+ * about to run has written them: register the full blocks among them that are not registered
+ * yet (a block whose contents are cached already under another block stays unregistered).
+ * The engine registers at planning time, so a request admitted later in the same step shares
+ * blocks still being computed: its rows come after the writer's in that forward, and
+ * llm_forward stores every row's keys and values before any row attends. */
+void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n);
+/* child (empty) shares every block of parent (parallel sampling, beams): counts up. 0/-1. */
+int llm_paged_fork(llm_kv *kv, int parent, int child);
+/* Name the owner the events of seq's table carry (a request id) and emit OWNER (label). */
+void llm_paged_set_owner(llm_kv *kv, int seq, int owner, const char *label);
+/* seq's table: *blocks (valid until the next op), *n_blocks; returns the positions mapped. */
+int llm_paged_table(const llm_kv *kv, int seq, const int **blocks, int *n_blocks);
+int llm_paged_block_size(const llm_kv *kv);
+int llm_paged_pool_count(const llm_kv *kv);     /* blocks the allocator can hand out now */
+/* One block of the prefix chain: FNV-1a 64 over the parent hash and the tokens. */
+uint64_t llm_paged_hash(uint64_t parent, const int *tokens, int n);
+#define LLM_PAGED_ROOT_HASH 0x9e3779b97f4a7c15ull    /* the "parent" of a first block */
+
+typedef struct llm_paged_stats {
+    int n_blocks, block_size;
+    int used;                 /* referenced by at least one table */
+    int shared;               /* referenced by two or more */
+    int cached;               /* in the pool but still a prefix-cache entry (evictable) */
+    int free;                 /* in the pool, nothing cached */
+    int registered;           /* prefix-cache entries, referenced or not */
+    long tokens;              /* positions mapped over all tables */
+    long table_blocks;        /* entries over all tables: blocks held without sharing */
+    long allocs, hits, evictions, cows;   /* since init: blocks handed out, prefix hits
+                                             (blocks), cached blocks evicted, copies */
+    uint64_t bytes_per_block; /* K and V of block_size tokens, all layers */
+} llm_paged_stats;
+void llm_paged_stats_get(const llm_kv *kv, llm_paged_stats *st);
+/* Every invariant: reference counts equal the table entries, a block is in the pool exactly
+ * when its count is 0 and the allocator's count agrees, no table holds a block twice, table
+ * lengths match positions, the hash table holds exactly the registered blocks. 0, or -1 with
+ * the first violation in err. */
+int llm_paged_check(const llm_kv *kv, char *err, size_t errlen);
+
+/* ==== seq.c: one request ==== */
+typedef enum {
+    LLM_FINISH_NONE,          /* still going */
+    LLM_FINISH_STOP,          /* drew EOS (or BOS), or produced a stop string */
+    LLM_FINISH_LENGTH,        /* max_tokens, or the model's context is full */
+    LLM_FINISH_CANCEL,        /* llm_serve_cancel, or the engine was freed */
+    LLM_FINISH_ERROR          /* the forward failed (a bug: message on stderr) */
+} llm_finish;
+const char *llm_finish_name(llm_finish f);     /* "stop", "length", "cancelled", "error" */
+
+#define LLM_MAX_STOP 4            /* stop strings per request */
+#define LLM_MAX_STOP_LEN 64       /* bytes per stop string */
+
+/* Times on the engine's clock (seconds) and counts of one request. */
+typedef struct llm_req_stats {
+    double t_arrival;         /* llm_serve_submit */
+    double t_first;           /* first token handed to the callback (0 before) */
+    double t_finish;          /* final event (0 before) */
+    double ttft, tpot, e2e;   /* set at the end: first - arrival; (finish - first) / (n_out
+                                 - 1), 0 for one token; finish - arrival */
+    int n_prompt, n_out;
+    int n_cached;             /* prompt tokens found in the prefix cache at first admission */
+    int preemptions;          /* times its blocks were taken back (recomputed later) */
+} llm_req_stats;
+
+typedef struct llm_serve_event {
+    int id;                   /* the request */
+    int token;                /* the new token, -1 for a final event without one */
+    int n_out;                /* tokens generated so far, this one included */
+    const char *text;         /* bytes of output text now safe to show (bytes that could be
+                                 the start of a stop string are held back until they cannot
+                                 be); NULL without a tokenizer */
+    int text_len;
+    llm_finish finish;        /* NONE while it goes on; otherwise this is its LAST event */
+    const llm_req_stats *st;
+} llm_serve_event;
+/* Called on the thread that runs llm_serve_step, without the engine's lock (it may call
+ * llm_serve_submit and llm_serve_cancel). Every accepted request gets exactly one event with
+ * finish != NONE, and none after it. */
+typedef void (*llm_serve_fn)(void *u, const llm_serve_event *ev);
+
+typedef struct llm_request {
+    const int *prompt;        /* [n_prompt] token ids (copied), 1 <= n_prompt <= seq_len */
+    int n_prompt;
+    int max_tokens;           /* >= 1; cut to the room the context leaves */
+    float temperature;        /* 0: greedy */
+    float top_p;              /* (0, 1]; 0 is taken as 1 */
+    int top_k;                /* 0: all */
+    uint64_t seed;            /* the request's own sampler stream */
+    const char *const *stop;  /* [n_stop] stop strings (copied; need the engine's tokenizer) */
+    int n_stop;
+    int ignore_eos;           /* 1: EOS and BOS do not end it (benchmarks) */
+    llm_serve_fn on_event;    /* may be NULL */
+    void *u;
+} llm_request;
+
+typedef enum { LLM_SEQ_WAITING, LLM_SEQ_RUNNING, LLM_SEQ_FINISHED } llm_seq_status;
+
+typedef struct llm_seq {
+    int id;
+    llm_seq_status status;
+    llm_finish finish;
+    int *tok;                 /* [cap] the prompt, then the generated tokens */
+    int n_tok, n_prompt, cap;
+    int n_computed;           /* positions 0..n_computed-1 have keys and values cached */
+    int n_sched;              /* rows this step: positions n_computed .. n_computed+n_sched-1 */
+    int kv_seq;               /* its block table, -1 while it holds none */
+    int max_tokens, ignore_eos;
+    int admitted;             /* 1 after its first admission */
+    llm_sampler sampler;
+    char *stop[LLM_MAX_STOP];
+    int n_stop, stop_max;     /* stop_max: the longest stop string */
+    char *text;               /* output text (without a tokenizer: unused) */
+    size_t text_len, text_cap, text_sent;
+    llm_serve_fn on_event;
+    void *u;
+    llm_req_stats st;
+    struct llm_seq *prev, *next;   /* its queue */
+} llm_seq;
+/* A sequence for request r (validated against the model: ids in the vocabulary, lengths,
+ * sampler parameters, stop strings need t). NULL with err. */
+llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
+                        const llm_tokenizer *t, char *err, size_t errlen);
+void llm_seq_free(llm_seq *s);
+/* Append a generated token; its bytes go to the text (t may be NULL). Returns why the
+ * sequence ends now, or LLM_FINISH_NONE. A stop string cuts the text before it. */
+llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_len);
+/* The text not handed out yet that is safe to show: all of it when final, else all but the
+ * longest tail that begins a stop string. Marks it handed out; returns its length. */
+int llm_seq_take_text(llm_seq *s, int final, const char **text);
+
+/* ==== sched.c: who runs this step ==== */
+/* The admission rule: how many tokens of a waiting request's prompt to compute this step
+ * (0: it keeps waiting, and so does everyone behind it: first come, first served). A
+ * learner's rule replaces it (chapter 8). */
+typedef struct llm_admit_query {
+    int running;              /* sequences in this step's batch so far */
+    int admitted;             /* of those, admitted in this step */
+    int max_num_seqs;
+    int budget;               /* tokens left of this step's max_num_batched_tokens */
+    int free_blocks;          /* blocks the allocator can hand out now */
+    int need_blocks;          /* blocks its whole remaining prompt takes from them */
+    int prompt_left;          /* tokens it still has to compute (prefix-cache hits excluded) */
+    int waiting;              /* requests waiting, it included */
+} llm_admit_query;
+typedef int (*llm_admit_fn)(const llm_admit_query *q, void *u);
+/* Continuous batching: a seat (running < max_num_seqs), room for the whole prompt's blocks
+ * (need <= free), then min(prompt_left, budget): a prompt longer than the budget is
+ * prefilled in chunks over several steps. */
+int llm_admit_continuous(const llm_admit_query *q, void *u);
+/* Static batching: admit only when nothing from earlier steps still runs (a batch waits
+ * for its longest member; newcomers wait for the batch), then as continuous. */
+int llm_admit_static(const llm_admit_query *q, void *u);
+
+typedef struct llm_seq_queue {
+    llm_seq *head, *tail;
+    int n;
+} llm_seq_queue;
+void llm_queue_push_back(llm_seq_queue *q, llm_seq *s);
+void llm_queue_push_front(llm_seq_queue *q, llm_seq *s);
+void llm_queue_remove(llm_seq_queue *q, llm_seq *s);
+
+typedef struct llm_sched_item {
+    llm_seq *s;
+    int start, n;             /* rows: positions start .. start+n-1 */
+    int prefill;              /* 1: prompt (or recomputed) tokens; 0: a decode */
+} llm_sched_item;
+typedef struct llm_sched {
+    int max_num_seqs, max_num_batched_tokens;
+    llm_admit_fn admit;
+    void *admit_u;
+    llm_kv *kv;               /* paged */
+    llm_seq_queue waiting, running;   /* running in admission order, newest last */
+    int *free_kv;             /* [max_num_seqs] block tables not in use */
+    int n_free_kv;
+    /* this step's plan */
+    llm_sched_item *items;    /* [max_num_seqs] */
+    int n_items, rows, prefill_rows, decode_rows, n_admitted;
+    int *preempted;           /* [max_num_seqs] request ids preempted this step */
+    int n_preempted;
+    long preemptions, query_tokens, hit_tokens;   /* totals */
+} llm_sched;
+int llm_sched_init(llm_sched *sc, llm_kv *kv, int max_num_seqs, int max_num_batched_tokens,
+                   llm_admit_fn admit, void *admit_u);
+void llm_sched_fini(llm_sched *sc);
+/* Plan one step: running sequences first (decodes, then unfinished prefills), each reserving
+ * its blocks; when the pool is out, the newest running sequence not yet planned is preempted
+ * (its blocks released, back to the front of the queue, recomputed when readmitted); then,
+ * unless something was preempted, waiting requests in order while admit() says so (prefix
+ * hits attached first). Fills items; returns the rows planned (0: nothing to run). */
+int llm_sched_plan(llm_sched *sc);
+/* s leaves the running queue and gives its blocks back (finished or cancelled). */
+void llm_sched_retire(llm_sched *sc, llm_seq *s);
+
+/* ==== runner.c: the forward of one step ==== */
+typedef struct llm_runner {
+    llm_engine e;
+    llm_kv *kv;
+    int max_rows;
+    int *rseq, *rpos, *rtok;  /* [max_rows] */
+    unsigned char *want;      /* [max_rows] */
+    float *logits;            /* [max_num_seqs, V] */
+} llm_runner;
+int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
+                    int max_rows, int max_seqs, char *err, size_t errlen);
+void llm_runner_fini(llm_runner *r);
+/* One forward over the items' rows (one GEMM per weight for the whole step: prefill chunks
+ * and decodes together); every item whose rows reach its last token draws its next token
+ * with its own sampler into next[i]; the others get -1. 0, or -1 with err. */
+int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
+                   char *err, size_t errlen);
+
+/* ==== serve.c: the engine (its API) ====
+ * Threads: one thread drives llm_serve_step (and gets every callback); llm_serve_submit,
+ * llm_serve_cancel, llm_serve_metrics, llm_serve_has_work and llm_serve_wait may be called
+ * from any thread at any time. Submitted and cancelled requests take effect at the start of
+ * the next step (and cancels also at the end of the current one). */
+typedef struct llm_serve llm_serve;
+
+typedef struct llm_serve_opts {
+    int max_num_seqs;             /* sequences in a step's batch (0: 16) */
+    int max_num_batched_tokens;   /* rows in a step's forward (0: 256; >= max_num_seqs) */
+    int block_size;               /* tokens per KV block (0: 16) */
+    int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(seq_len / block_size));
+                                     at least one full context's worth */
+    int no_prefix_cache;          /* 1: prompts are always computed in full */
+    llm_admit_fn admit;           /* NULL: llm_admit_continuous */
+    void *admit_u;
+    const llm_block_alloc_ops *alloc;   /* NULL: llm_block_alloc_lru */
+    const llm_tokenizer *tok;     /* output text and stop strings; may be NULL (no text) */
+    mlsys_comm *comm;             /* events (memory: pool 0; flow: requests; compute spans) */
+    double (*clock)(void *u);     /* seconds, thread-safe; NULL: mlsys_now_s */
+    void *clock_u;
+} llm_serve_opts;
+
+/* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
+llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
+                            const llm_serve_opts *o, char *err, size_t errlen);
+/* Every request still queued or running gets its final event (LLM_FINISH_CANCEL) first. */
+void llm_serve_free(llm_serve *s);
+/* Queue a request. Returns its id (>= 0, in submission order) or -1 with err (a bad
+ * request: nothing is queued and no event will come). */
+int llm_serve_submit(llm_serve *s, const llm_request *r, char *err, size_t errlen);
+/* Cancel request id: its blocks go back to the pool and it gets its final event
+ * (LLM_FINISH_CANCEL) at the next step boundary, unless it has finished by then.
+ * 0, or -1 for an id never issued. */
+int llm_serve_cancel(llm_serve *s, int id);
+
+/* What one step did (valid until the next step). */
+typedef struct llm_step_item {
+    int id;                   /* request */
+    int start, n;             /* positions start .. start+n-1 computed */
+    int prefill;              /* 1 prompt or recomputed tokens, 0 a decode */
+    int token;                /* the token it drew, -1 (a prefill chunk before the end) */
+} llm_step_item;
+typedef struct llm_step_info {
+    long step;                /* 1, 2, ... (steps that ran a forward) */
+    int n_items;
+    const llm_step_item *items;
+    int rows, prefill_rows, decode_rows;
+    int n_admitted;           /* requests that got their first rows this step */
+    int n_preempted;
+    const int *preempted;     /* request ids */
+    int n_finished;
+    const int *finished;      /* request ids (cancelled ones included) */
+    double t_start, t_end;    /* engine clock */
+} llm_step_info;
+/* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
+ * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
+ * -1 on an internal error (message on stderr; the requests of the step are failed, and the
+ * prefix cache may hold what that forward never wrote: free the engine). info
+ * may be NULL. */
+int llm_serve_step(llm_serve *s, llm_step_info *info);
+int llm_serve_has_work(llm_serve *s);       /* queued, running or submitted-not-taken-in */
+/* Sleep until there is work or timeout_s passes; returns llm_serve_has_work. */
+int llm_serve_wait(llm_serve *s, double timeout_s);
+/* Step until no work is left (tests and batch runs). Returns steps run, or -1. */
+long llm_serve_run(llm_serve *s);
+
+#define LLM_SERVE_HIST_N 14       /* buckets: the bounds below, then +Inf */
+extern const double llm_serve_hist_bounds[LLM_SERVE_HIST_N - 1];   /* seconds, ascending */
+typedef struct llm_serve_metrics {
+    int running, waiting;     /* sequences now */
+    long submitted, finished, cancelled, steps;
+    int kv_blocks, kv_used, kv_cached, kv_free, block_size;
+    uint64_t kv_bytes;        /* of the pool */
+    long prompt_tokens;       /* tokens in: prompts of the requests finished */
+    long generated_tokens;    /* tokens out: generated tokens streamed */
+    long prefill_tokens;      /* prompt rows computed (recomputation included) */
+    long decode_tokens;       /* decode rows computed */
+    long prefix_query_tokens, prefix_hit_tokens;   /* at admissions */
+    double prefix_hit_rate;   /* hit / query tokens, 0 when none */
+    long preemptions;
+    /* per finished request: per-bucket counts (not cumulative), sums, count */
+    long ttft_hist[LLM_SERVE_HIST_N], tpot_hist[LLM_SERVE_HIST_N];
+    double ttft_sum, tpot_sum;
+    long ttft_count, tpot_count;
+} llm_serve_metrics;
+/* A consistent snapshot, taken at the end of the last step (any thread). */
+void llm_serve_metrics_get(llm_serve *s, llm_serve_metrics *m);
+/* The engine's cache (tests, the block-map lab): only while no step runs. */
+const llm_kv *llm_serve_kv(const llm_serve *s);
+
+#endif

@@ -1,0 +1,9 @@
+/* commands.c - the commands whose flags are declared in tables (lab.h's lab_command): one
+ * list, so that `mlsys-lab help flags` and the tests can walk every command's flags as they
+ * walk every lab's. */
+#include "cli.h"
+
+const lab_command *const cli_declared[] = {
+    &train_command, &generate_command, &model_info_command, &model_init_command,
+    &bench_command, &doctor_command, NULL
+};
