@@ -433,6 +433,36 @@ START_TEST(empty_and_tiny)
 }
 END_TEST
 
+/* The paged cache reclaims a cached block and hands it out in one step (EVICT then ALLOC, as
+ * core/llm/paged.c does): the step says so, though the block is in use again at its end. */
+START_TEST(evicted_and_reused_in_one_step)
+{
+    fresh(1);
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 4, 4, 1024, "kv cache", NAN);
+    step(1, 0, "iteration 1");
+    mem(0, 0, MLSYS_MEM_ALLOC, 0, 0, 1, 0, 0, 1024, NULL, NAN);
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MEM;
+    e.t_ns = now_t += 1000;
+    e.mem = (mlsys_mem_info){0, MLSYS_MEM_FREE, 1, 0, 0, 0, -1, 0};
+    e.val[0] = NAN;
+    sm_event(sm, &e);
+    step(1, 1, "iteration 2");
+    mem(0, 0, MLSYS_MEM_EVICT, 0, -1, 0, -1, 0, 1024, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_ALLOC, 0, 1, 1, 0, 0, 1024, NULL, NAN);
+    sm_finish(sm);
+    char *f = render_at(1, 80, 10, 1, 0);
+    ck_assert_msg(strstr(f, "kv cache, block 0: cached"), "%s", f);
+    free(f);
+    f = render_at(2, 80, 10, 1, 0);
+    ck_assert_msg(strstr(f, "block 0: held by owner 1 (evicted from the cache in this step"),
+                  "%s", f);
+    free(f);
+    done();
+}
+END_TEST
+
 /* A pool described again starts afresh; with no blocks and no gauge it leaves the picture. */
 START_TEST(pool_described_again)
 {
@@ -464,6 +494,7 @@ static Suite *blocks_suite(void)
     tcase_add_test(tc, free_is_not_zero_and_keys);
     tcase_add_test(tc, empty_and_tiny);
     tcase_add_test(tc, pool_described_again);
+    tcase_add_test(tc, evicted_and_reused_in_one_step);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,6 +25,7 @@ typedef struct bblock {
     unsigned char state, busy, has_val, last_op;
     double val;
     int changed;                /* frame of the last change, -1 */
+    int evicted;                /* frame of its last eviction, -1 */
 } bblock;
 
 typedef struct bowner {
@@ -148,7 +149,7 @@ static void pool_grow(bpool *p, int n)
     }
     for (int i = p->nblocks; i < n; i++) {
         memset(&p->b[i], 0, sizeof p->b[i]);
-        p->b[i].changed = -1;
+        p->b[i].changed = p->b[i].evicted = -1;
     }
     p->nblocks = n;
 }
@@ -316,6 +317,7 @@ static void blocks_event(void *data, const mlsys_event *e, int frame)
     case MLSYS_MEM_EVICT:
         for (int i = 0; i < p->no; i++)        /* nobody holds it; its tables forget it too */
             let_go(p, bk, id, i);
+        bk->evicted = frame;
         bk->state = B_FREE;
         bk->refs = 0;
         bk->nown = 0;
@@ -430,6 +432,8 @@ static void draw_block(grid *g, int x, int y, const bpool *p, int k, const look 
         snprintf(gl, sizeof gl, "%c", bk->nown ? owner_letter(bk->own[0]) : '?');
         a = bk->nown ? UI_CELL_ATTR(bk->own[0]) : 0;
     }
+    if (bk->evicted == lk->frame && lk->frame >= 0 && bk->state != B_FREE)
+        a = GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD;    /* evicted in this step, and reused */
     if (bk->busy)
         a |= GRID_REVERSE | GRID_BOLD;
     if (now && !(bk->state == B_FREE && bk->last_op == MLSYS_MEM_EVICT))
@@ -748,9 +752,10 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         }
         static const char *const st[] = {"free", "used", "cached"};
         if (bk->state == B_USED)
-            snprintf(line, sizeof line, "%s, block %d: %s by %s%s%s", lab, b->sel_block,
+            snprintf(line, sizeof line, "%s, block %d: %s by %s%s%s%s", lab, b->sel_block,
                      bk->refs >= 2 ? "shared" : "held", who[0] ? who : "?", v,
-                     bk->busy ? ", in flight" : "");
+                     bk->busy ? ", in flight" : "", bk->evicted == lk.frame && lk.frame >= 0 ?
+                     " (evicted from the cache in this step and given to it)" : "");
         else
             snprintf(line, sizeof line, "%s, block %d: %s%s", lab, b->sel_block,
                      st[bk->state % 3], v);

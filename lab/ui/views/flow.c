@@ -461,8 +461,9 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
             grid_set(g, px, yy, ascii ? '@' : 0x25cf, UI_RANK_ATTR(a) | GRID_BOLD);
         }
     }
-    if (first > 0)
-        grid_printf(g, x, ly - 1, GRID_PAIR(UI_PAIR_WARN), "+%d", first);
+    if (first > 0 && ly + rows < y + h)
+        grid_printf(g, x, ly + rows, GRID_PAIR(UI_PAIR_WARN), "(%d earlier move%s of this phase "
+                    "above: a taller terminal shows them)", first, first == 1 ? "" : "s");
     /* this step's moves in words (with their bytes), under the chart when there is room */
     int wy = ly + (f->nmv - first) + 1, wend = y + h - below;
     for (int i = first; i < f->nmv && wy < wend; i++) {
