@@ -51,7 +51,7 @@ START_TEST(token_table_golden)
     const double kl[8] = {-0.2, 0.2, -0.3, 0.1, -0.1, 0.1, 0.3, -0.3};
     const double r[8] = {0.0040, -0.0040, 0.0060, -0.0020, 0.0020, -0.0020, -0.0060, 0.5060};
     for (int t = 0; t < 8; t++) {
-        char key[8];
+        char key[16];
         double v[6];
         snprintf(key, sizeof key, "%d ", t);
         ck_assert_msg(numbers_after(b.out, key, v, 6) == 0, "row %d", t);
