@@ -125,8 +125,16 @@ run: deps
 unit: $(UNIT_BIN) $(BIN)
 	$(Q)sh tests/run-unit.sh $(BUILD) $(UNIT_BIN)
 
+# core/ includes nothing from lab/ or chapters/; a chapter nothing from lab/ but lab.h and
+# lab/exercise/ (tests/deps_rule.sh names FILE:LINE; deps_rule_test.sh proves it catches them)
+.PHONY: deps-rule
+deps-rule:
+	$(Q)sh tests/deps_rule_test.sh
+	$(Q)sh tests/deps_rule.sh
+
 test: deps
 	$(Q)$(MAKE) --no-print-directory features
+	$(Q)$(MAKE) --no-print-directory deps-rule
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory ui-test
 	$(Q)$(MAKE) --no-print-directory mpi-tests

@@ -5,7 +5,7 @@
  * given), and the ring/tree crossover it predicts next to the measured one. */
 #include "../common/common.h"
 #include "../../core/trace_values.h"
-#include "../../lab/cli/bench.h"
+#include "../../core/bench/bench.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,10 @@
 /* train_lm.c - ch05/train-lm: chapter 5's DDP engine at work on something larger than an
  * MLP: a small version of the lab's own language model trained data-parallel on N ranks,
- * its training and validation loss drawn live in the plot view. The training itself is
- * `mlsys-lab train` (lab/cli/train.c); this lab only turns its flags into that command's. */
+ * its training and validation loss drawn live in the plot view. The training itself is the
+ * trainer of core/llm (trainer.h), the same that `mlsys-lab train` runs; this lab gives it
+ * its options. */
 #include "../../lab/lab.h"
-#include "../../lab/cli/train.h"
+#include "../../core/llm/trainer.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,42 +28,38 @@ static const lab_flag train_lm_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
-/* The command line of `mlsys-lab train` that these flags stand for. */
-static int build_opts(const lab_args *a, int world, train_opts *o, char *err, size_t n)
+/* The trainer's options from the lab's flags: the shipped model's defaults (core/llm),
+ * then what the flags set; warm-up a tenth and evaluations every fifth of the run. */
+static int build_opts(const lab_args *a, int world, train_lm_opts *o, char *err, size_t n)
 {
-    const char *out = lab_arg_str(a, "out");
-    char v[14][32];
-    snprintf(v[0], 32, "%ld", lab_arg_int(a, "steps"));
-    snprintf(v[1], 32, "%ld", lab_arg_int(a, "batch"));
-    snprintf(v[2], 32, "%ld", lab_arg_int(a, "seq-len"));
-    snprintf(v[3], 32, "%ld", lab_arg_int(a, "dim"));
-    snprintf(v[4], 32, "%ld", lab_arg_int(a, "layers"));
-    snprintf(v[5], 32, "%ld", lab_arg_int(a, "heads"));
-    snprintf(v[6], 32, "%ld", lab_arg_int(a, "kv-heads"));
-    snprintf(v[7], 32, "%ld", lab_arg_int(a, "hidden"));
-    snprintf(v[8], 32, "%g", lab_arg_double(a, "lr"));
-    snprintf(v[9], 32, "%s", lab_arg_str(a, "zero"));
-    snprintf(v[10], 32, "%ld", lab_arg_int(a, "seed"));
-    snprintf(v[11], 32, "%d", world);
-    long steps = lab_arg_int(a, "steps");
-    snprintf(v[12], 32, "%ld", steps / 10 > 0 ? steps / 10 : 1);       /* warm-up */
-    snprintf(v[13], 32, "%ld", steps / 5 > 0 ? steps / 5 : 1);         /* eval every */
-    char *argv[] = {"train", "--steps", v[0], "--batch", v[1], "--seq-len", v[2], "--dim", v[3],
-                    "--layers", v[4], "--heads", v[5], "--kv-heads", v[6], "--hidden", v[7],
-                    "--lr", v[8], "--zero", v[9], "--seed", v[10], "-w", v[11],
-                    "--warmup", v[12], "--eval-every", v[13], "--out", (char *)out, "--force",
-                    NULL};
-    int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
-    if (train_parse(o, argc, argv, err, n))
-        return 2;
+    train_lm_opts_default(o);
+    o->t.steps = lab_arg_int(a, "steps");
+    o->t.batch = (int)lab_arg_int(a, "batch");
+    o->cfg.seq_len = (int)lab_arg_int(a, "seq-len");
+    o->cfg.dim = (int)lab_arg_int(a, "dim");
+    o->cfg.n_layers = (int)lab_arg_int(a, "layers");
+    o->cfg.n_heads = (int)lab_arg_int(a, "heads");
+    o->cfg.n_kv_heads = (int)lab_arg_int(a, "kv-heads");
+    o->cfg.hidden_dim = (int)lab_arg_int(a, "hidden");
+    o->t.lr = (float)lab_arg_double(a, "lr");
+    o->t.min_lr = o->t.lr / 10.0f;
+    o->t.zero = (int)lab_arg_int(a, "zero");
+    o->seed = (uint64_t)lab_arg_int(a, "seed");
+    o->world = world;
+    o->t.warmup = o->t.steps / 10 > 0 ? o->t.steps / 10 : 1;
+    o->t.eval_every = o->t.steps / 5 > 0 ? o->t.steps / 5 : 1;
+    o->t.ckpt_every = o->t.eval_every;
+    o->out = lab_arg_str(a, "out");
+    o->force = 1;
+    o->t.who = "mlsys-lab: ch05/train-lm";
     llm_config cfg = o->cfg;
     cfg.vocab_size = 512;           /* the data kit's tokenizer */
-    return train_check(o, &cfg, err, n) ? 2 : 0;
+    return train_lm_check(o, &cfg, err, n) ? 2 : 0;
 }
 
 static int train_lm_before(const lab_args *a)
 {
-    train_opts o;
+    train_lm_opts o;
     char err[512];
     if (build_opts(a, (int)lab_arg_int(a, "world-size"), &o, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: ch05/train-lm: %s\n", err);
@@ -70,15 +67,15 @@ static int train_lm_before(const lab_args *a)
     }
     printf("Training the lab's language model (dim %d, %d layers, %d heads, %d kv heads) on "
            "%d ranks:\n%ld steps of %d sequences x %d tokens, DDP %s; checkpoints in %s\n\n",
-           o.cfg.dim, o.cfg.n_layers, o.cfg.n_heads, o.cfg.n_kv_heads, o.world, o.steps,
-           o.batch, o.cfg.seq_len, o.zero ? "with ZeRO" : "buckets", o.out);
+           o.cfg.dim, o.cfg.n_layers, o.cfg.n_heads, o.cfg.n_kv_heads, o.world, o.t.steps,
+           o.t.batch, o.cfg.seq_len, o.t.zero ? "with ZeRO" : "buckets", o.out);
     fflush(stdout);
     return -1;
 }
 
-static int train_lm_rank(mlsys_comm *c, const lab_args *a)
+static int train_lm_lab_rank(mlsys_comm *c, const lab_args *a)
 {
-    train_opts o;
+    train_lm_opts o;
     char err[512];
     if (build_opts(a, mlsys_size(c), &o, err, sizeof err)) {
         if (mlsys_rank(c) == 0)
@@ -97,6 +94,6 @@ const lab ch05_train_lm_lab = {
     .min_ranks = 1,
     .max_ranks = 16,
     .before = train_lm_before,
-    .rank_main = train_lm_rank,
+    .rank_main = train_lm_lab_rank,
     .view = "plot",
 };

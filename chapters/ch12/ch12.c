@@ -1,8 +1,13 @@
-/* ch12.c - Chapter 12, "RL Fundamentals for LLMs": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch12.c - Chapter 12, "RL Fundamentals for LLMs": generalized advantage estimation on a
+ * small trajectory, and PPO that learns CartPole across ranks (core/rl is the engine). */
 #include "../../lab/lab.h"
 
+extern const lab ch12_gae_visualizer_lab;
+extern const lab ch12_ppo_cartpole_lab;
+
 static const lab *const ch12_labs[] = {
+    &ch12_gae_visualizer_lab,
+    &ch12_ppo_cartpole_lab,
     NULL
 };
 

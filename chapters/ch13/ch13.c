@@ -1,8 +1,11 @@
-/* ch13.c - Chapter 13, "RLHF Computation Flow": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch13.c - Chapter 13, "RLHF Computation Flow": the per-token reward with its KL penalty
+ * (core/rl/reward.c); the RLHF loop on the lab's own model is still to come. */
 #include "../../lab/lab.h"
 
+extern const lab ch13_reward_calculator_lab;
+
 static const lab *const ch13_labs[] = {
+    &ch13_reward_calculator_lab,
     NULL
 };
 

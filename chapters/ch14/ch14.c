@@ -1,8 +1,13 @@
-/* ch14.c - Chapter 14, "RLHF System Architecture": the chapter entry. Its labs are not written yet;
- * they will be listed here, one line each, as they are added to this folder. */
+/* ch14.c - Chapter 14, "RLHF System Architecture": memory per phase for real model sizes,
+ * and how weights reach the inference engine, with a broadcast measured on the runtime. */
 #include "../../lab/lab.h"
 
+extern const lab ch14_memory_timeline_lab;
+extern const lab ch14_weight_update_demo_lab;
+
 static const lab *const ch14_labs[] = {
+    &ch14_memory_timeline_lab,
+    &ch14_weight_update_demo_lab,
     NULL
 };
 

@@ -1,153 +1,18 @@
-/* infer.c - the Llama forward for inference, computed as llama2.c's run.c computes it, in two
- * forms: llm_forward, which takes any set of rows (token, sequence, position) and keeps keys
- * and values in an llm_kv cache, so a decode step of B sequences reads each weight once; and
- * llm_forward_nocache, which recomputes every position from scratch (the reference). */
+/* infer.c - the Llama forward for inference, on core/nn's kernels (one RMSNorm, one RoPE,
+ * one attention, one SwiGLU, one GEMM entry point: the same arithmetic as the training
+ * forward, nn_tf_forward). llm_forward takes any set of rows (token, sequence, position) and
+ * keeps keys and values in an llm_kv cache, so a decode step of B sequences reads each weight
+ * once; llm_forward_nocache runs one fresh prefill of the whole sequence (the reference).
+ * With a batch-invariant GEMM (NN_GEMM_INVARIANT, or the reference kernel) a row's logits do
+ * not depend on which other rows share its call: decode equals prefill equals the training
+ * forward, bit for bit. Under OpenBLAS they differ only by how BLAS rounds a GEMM of one row
+ * against one of many (test_generate checks both statements). */
 #include "llm.h"
 #include "../nn/transformer.h"
 
-#include <math.h>
 #include <stdio.h>
-#ifdef HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the pieces both forms share ---- */
-
-/* RMSNorm as run.c: the mean of the squares summed in float in index order, 1e-5 added
- * inside the square root (it keeps an all-zero row finite), then o = w ⊙ (x / rms). There is
- * no mean subtraction, unlike LayerNorm: only the row's scale is normalised. o may be x. */
-static void rmsnorm_row(float *o, const float *x, const float *w, int D)
-{
-    float ss = 0.0f;
-    for (int j = 0; j < D; j++)
-        ss += x[j] * x[j];
-    ss /= (float)D;
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < D; j++)
-        o[j] = w[j] * (ss * x[j]);
-}
-
-/* run.c's angles, tabulated: pair i of a head turns by pos·θ_i with θ_i = 10000^(-2i/HS),
- * evaluated in float with powf, cosf, sinf exactly as run.c does at each token. Low pairs
- * spin fast (θ_0 = 1 rad per position), high pairs slowly: many wavelengths of position. */
-static void rope_tables(float *cos_t, float *sin_t, int S, int HS)
-{
-    int half = HS / 2;
-    for (int p = 0; p < S; p++)
-        for (int i = 0; i < half; i++) {
-            float freq = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HS);
-            float val = (float)p * freq;
-            cos_t[(size_t)p * half + i] = cosf(val);
-            sin_t[(size_t)p * half + i] = sinf(val);
-        }
-}
-
-/* Rotate the pairs (2i, 2i+1) of each of nh heads of vec by the angles of one position. */
-static void rope_row(float *vec, int nh, int HS, const float *cs, const float *sn)
-{
-    for (int h = 0; h < nh; h++) {
-        float *v = vec + (size_t)h * HS;
-        for (int i = 0; i < HS / 2; i++) {
-            float v0 = v[2 * i], v1 = v[2 * i + 1];
-            v[2 * i] = v0 * cs[i] - v1 * sn[i];
-            v[2 * i + 1] = v0 * sn[i] + v1 * cs[i];
-        }
-    }
-}
-
-/* y[R,Out] = x[R,In] · W[Out,In]ᵀ: one GEMM, so W streams through the caches once for all R
- * rows. At R = 1 this is a matrix-vector product bound by reading W; at R = 16 the same read
- * feeds 16 rows, which is where batched decoding gets its throughput. */
-static void matmul(float *y, const float *x, const float *W, int R, int In, int Out)
-{
-#ifdef HAVE_OPENBLAS
-    /* one row: BLAS's GEMM would still pack W into its blocked layout first, a copy as
-     * costly as the product itself; the matrix-vector kernel streams W straight through */
-    if (R == 1 && nn_get_gemm_kernel() == NN_GEMM_BLAS) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, Out, In, 1.0f, W, In, x, 1, 0.0f, y, 1);
-        return;
-    }
-#endif
-    nn_gemm(0, 1, R, Out, In, 1.0f, x, In, W, In, 0.0f, y, Out);
-}
-
-/* q·k with eight running sums: one sum would make every addition wait for the last, and
- * the compiler may not reorder float additions on its own; eight independent sums fill a
- * vector register. (run.c sums in index order: the results differ in the last bits.) */
-static float dot(const float *a, const float *b, int n)
-{
-    float part[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int u = 0; u < 8; u++)
-            part[u] += a[i + u] * b[i + u];
-    float s = 0.0f;
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    for (int u = 0; u < 8; u++)
-        s += part[u];
-    return s;
-}
-
-/* Attention of one row (the query at position npos-1) over positions 0..npos-1 whose keys
- * and values sit at kbase/vbase + slots[t]·KVD. The NH/NKV query heads of a group share one
- * key/value head (grouped-query attention), so each key and value row is fetched once per
- * group and used by all of its heads. Scores are q·k / √HS; softmax subtracts the maximum
- * first so exp never overflows; the output is the probability-weighted sum of the values.
- * att [NH, S]. */
-static void attend_row(float *out, float *att, const float *q, const float *kbase,
-                       const float *vbase, const int *slots, int npos, const llm_config *c)
-{
-    int HS = c->head_size, KVD = c->kv_dim, S = c->seq_len;
-    int kv_mul = c->n_heads / c->n_kv_heads;
-    float inv_scale = 1.0f / sqrtf((float)HS);
-    for (int g = 0; g < c->n_kv_heads; g++) {
-        const float *qg = q + (size_t)g * kv_mul * HS;
-        float *ag = att + (size_t)g * kv_mul * S;
-        size_t goff = (size_t)g * HS;
-        for (int t = 0; t < npos; t++) {
-            const float *kt = kbase + (size_t)slots[t] * KVD + goff;
-            for (int j = 0; j < kv_mul; j++)
-                ag[(size_t)j * S + t] = dot(qg + (size_t)j * HS, kt, HS) * inv_scale;
-        }
-        for (int j = 0; j < kv_mul; j++) {
-            float *a = ag + (size_t)j * S;
-            float mx = a[0];
-            for (int t = 1; t < npos; t++)
-                mx = a[t] > mx ? a[t] : mx;
-            float sum = 0.0f;
-            for (int t = 0; t < npos; t++) {
-                a[t] = expf(a[t] - mx);
-                sum += a[t];
-            }
-            float inv = 1.0f / sum;
-            for (int t = 0; t < npos; t++)
-                a[t] *= inv;
-        }
-        float *og = out + (size_t)g * kv_mul * HS;
-        memset(og, 0, (size_t)kv_mul * HS * sizeof(float));
-        for (int t = 0; t < npos; t++) {
-            const float *vt = vbase + (size_t)slots[t] * KVD + goff;
-            for (int j = 0; j < kv_mul; j++) {
-                float p = ag[(size_t)j * S + t], *oh = og + (size_t)j * HS;
-                for (int i = 0; i < HS; i++)
-                    oh[i] += p * vt[i];
-            }
-        }
-    }
-}
-
-/* SwiGLU in place: hb = silu(hb) ⊙ hb2, silu(g) = g·σ(g) = g / (1 + e^-g). */
-static void swiglu(float *hb, const float *hb2, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float g = hb[i];
-        hb[i] = g * (1.0f / (1.0f + expf(-g))) * hb2[i];
-    }
-}
 
 /* ---- the engine ---- */
 
@@ -214,7 +79,7 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     e->hb2 = p, p += R * H;
     e->att = p, p += R * NH * S;
     e->slots = (int *)p;
-    rope_tables(e->rope_cos, e->rope_sin, c->seq_len, c->head_size);
+    nn_rope_table(e->rope_cos, e->rope_sin, c->seq_len, c->head_size);
     return 0;
 }
 
@@ -224,57 +89,53 @@ void llm_engine_fini(llm_engine *e)
     memset(e, 0, sizeof *e);
 }
 
-/* Rows [0, m) of one chunk (m <= max_rows), already validated. */
+/* Rows [0, m) of one chunk (m <= max_rows), already validated. The layer is the training
+ * forward's (core/nn/transformer.c) step for step; only where keys and values live differs:
+ * here in the cache's slots, written before any row attends (a row may attend to an earlier
+ * row of the same sequence in this call). */
 static void forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const int *pos,
                           const int *tok, const unsigned char *want, float *logits)
 {
     const llm_config *c = &e->c;
     const llm_weights *w = e->w;
     int D = c->dim, KVD = c->kv_dim, H = c->hidden_dim, S = c->seq_len, V = c->vocab_size;
-    int HS = c->head_size, half = HS / 2;
+    int NH = c->n_heads, NKV = c->n_kv_heads, HS = c->head_size;
     size_t DD = (size_t)D * D, KD = (size_t)KVD * D, HD = (size_t)H * D;
 
+    nn_embedding_forward(e->x, tok, w->token_embedding, m, V, D);
     for (int r = 0; r < m; r++) {
-        memcpy(e->x + (size_t)r * D, w->token_embedding + (size_t)tok[r] * D,
-               (size_t)D * sizeof(float));
         /* the slot list is the same for every layer: ask the map once per row */
         int *sl = e->slots + (size_t)r * S;
         for (int t = 0; t <= pos[r]; t++)
             sl[t] = kv->ops->slot(kv, seq[r], t);
     }
     for (int l = 0; l < c->n_layers; l++) {
-        for (int r = 0; r < m; r++)
-            rmsnorm_row(e->xb + (size_t)r * D, e->x + (size_t)r * D, w->rms_att + (size_t)l * D,
-                        D);
-        matmul(e->q, e->xb, w->wq + l * DD, m, D, D);
-        matmul(e->k, e->xb, w->wk + l * KD, m, D, KVD);
-        matmul(e->v, e->xb, w->wv + l * KD, m, D, KVD);
-        /* rotate, then store this call's keys and values at their slots before any row
-         * attends: a row may attend to an earlier row of the same sequence in this call */
+        /* attention half: x += Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)) */
+        nn_rmsnorm_forward(e->xb, NULL, e->x, w->rms_att + (size_t)l * D, m, D, NN_TF_RMS_EPS);
+        nn_linear_forward(e->q, e->xb, w->wq + l * DD, NULL, m, D, D);
+        nn_linear_forward(e->k, e->xb, w->wk + l * KD, NULL, m, D, KVD);
+        nn_linear_forward(e->v, e->xb, w->wv + l * KD, NULL, m, D, KVD);
+        nn_rope_rows(e->q, e->rope_cos, e->rope_sin, pos, m, NH, HS);
+        nn_rope_rows(e->k, e->rope_cos, e->rope_sin, pos, m, NKV, HS);
         for (int r = 0; r < m; r++) {
-            const float *cs = e->rope_cos + (size_t)pos[r] * half;
-            const float *sn = e->rope_sin + (size_t)pos[r] * half;
-            rope_row(e->q + (size_t)r * D, c->n_heads, HS, cs, sn);
-            rope_row(e->k + (size_t)r * KVD, c->n_kv_heads, HS, cs, sn);
             int s = e->slots[(size_t)r * S + pos[r]];
             memcpy(llm_kv_k(kv, l, s), e->k + (size_t)r * KVD, (size_t)KVD * sizeof(float));
             memcpy(llm_kv_v(kv, l, s), e->v + (size_t)r * KVD, (size_t)KVD * sizeof(float));
         }
         const float *kbase = llm_kv_k(kv, l, 0), *vbase = llm_kv_v(kv, l, 0);
         for (int r = 0; r < m; r++)
-            attend_row(e->xb2 + (size_t)r * D, e->att + (size_t)r * c->n_heads * S,
-                       e->q + (size_t)r * D, kbase, vbase, e->slots + (size_t)r * S,
-                       pos[r] + 1, c);
-        matmul(e->xb, e->xb2, w->wo + l * DD, m, D, D);
+            nn_attention_row(e->xb2 + (size_t)r * D, e->att + (size_t)r * NH * S, (size_t)S,
+                             e->q + (size_t)r * D, kbase, vbase, (size_t)KVD,
+                             e->slots + (size_t)r * S, pos[r] + 1, NH, NKV, HS);
+        nn_linear_forward(e->xb, e->xb2, w->wo + l * DD, NULL, m, D, D);
         for (size_t i = 0; i < (size_t)m * D; i++)
             e->x[i] += e->xb[i];
-        for (int r = 0; r < m; r++)
-            rmsnorm_row(e->xb + (size_t)r * D, e->x + (size_t)r * D, w->rms_ffn + (size_t)l * D,
-                        D);
-        matmul(e->hb, e->xb, w->w1 + l * HD, m, D, H);
-        matmul(e->hb2, e->xb, w->w3 + l * HD, m, D, H);
-        swiglu(e->hb, e->hb2, (size_t)m * H);
-        matmul(e->xb, e->hb, w->w2 + l * HD, m, H, D);
+        /* MLP half: x += W2·(silu(W1·n(x)) ⊙ W3·n(x)) */
+        nn_rmsnorm_forward(e->xb, NULL, e->x, w->rms_ffn + (size_t)l * D, m, D, NN_TF_RMS_EPS);
+        nn_linear_forward(e->hb, e->xb, w->w1 + l * HD, NULL, m, D, H);
+        nn_linear_forward(e->hb2, e->xb, w->w3 + l * HD, NULL, m, D, H);
+        nn_swiglu_forward(e->hb, e->hb, e->hb2, (size_t)m * H);
+        nn_linear_forward(e->xb, e->hb, w->w2 + l * HD, NULL, m, H, D);
         for (size_t i = 0; i < (size_t)m * D; i++)
             e->x[i] += e->xb[i];
     }
@@ -282,8 +143,9 @@ static void forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, cons
     int nw = 0;
     for (int r = 0; r < m; r++)
         if (!want || want[r])
-            rmsnorm_row(e->xb2 + (size_t)nw++ * D, e->x + (size_t)r * D, w->rms_final, D);
-    matmul(logits, e->xb2, w->wcls, nw, D, V);
+            nn_rmsnorm_forward(e->xb2 + (size_t)nw++ * D, NULL, e->x + (size_t)r * D,
+                               w->rms_final, 1, D, NN_TF_RMS_EPS);
+    nn_linear_forward(logits, e->xb2, w->wcls, NULL, nw, D, V);
 }
 
 int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
@@ -321,6 +183,8 @@ int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos
 
 /* ---- the reference without a cache ---- */
 
+/* A fresh engine and cache for this call only, all T positions in one prefill: nothing
+ * survives between calls, every key and value is recomputed. */
 int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *tokens, int T,
                         int last_only, float *logits)
 {
@@ -329,65 +193,33 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return -1;
-    int D = c->dim, KVD = c->kv_dim, H = c->hidden_dim, V = c->vocab_size, HS = c->head_size;
-    int half = HS / 2, NH = c->n_heads;
-    size_t DD = (size_t)D * D, KD = (size_t)KVD * D, HD = (size_t)H * D;
-    size_t Tz = (size_t)T;
-    /* every position's activations side by side: [T, ...] each */
-    size_t floats = 2 * Tz * half + 4 * Tz * D + 2 * Tz * KVD + 2 * Tz * H + (size_t)NH * c->seq_len;
-    float *mem = malloc(floats * sizeof(float) + Tz * sizeof(int));
-    if (!mem)
+    /* only positions 0..T-1 exist here: size the engine's per-position scratch (RoPE
+     * angles, attention scores) for T, not for a context that may be 2^20 long */
+    llm_config ct = *c;
+    ct.seq_len = T;
+    llm_engine e;
+    llm_kv kv;
+    char err[200];
+    if (llm_engine_init(&e, &ct, w, T, err, sizeof err) != 0)
         return -1;
-    float *p = mem;
-    float *cs = p; p += Tz * half;
-    float *sn = p; p += Tz * half;
-    float *x = p; p += Tz * D;
-    float *xb = p; p += Tz * D;
-    float *xb2 = p; p += Tz * D;
-    float *q = p; p += Tz * D;
-    float *k = p; p += Tz * KVD;
-    float *v = p; p += Tz * KVD;
-    float *hb = p; p += Tz * H;
-    float *hb2 = p; p += Tz * H;
-    float *att = p; p += (size_t)NH * c->seq_len;
-    int *ident = (int *)p;               /* position t's key is row t of k: "slot" t */
-    for (int t = 0; t < T; t++)
-        ident[t] = t;
-    rope_tables(cs, sn, T, HS);
-
-    for (int t = 0; t < T; t++)
-        memcpy(x + (size_t)t * D, w->token_embedding + (size_t)tokens[t] * D,
-               (size_t)D * sizeof(float));
-    for (int l = 0; l < c->n_layers; l++) {
-        for (int t = 0; t < T; t++)
-            rmsnorm_row(xb + (size_t)t * D, x + (size_t)t * D, w->rms_att + (size_t)l * D, D);
-        matmul(q, xb, w->wq + l * DD, T, D, D);
-        matmul(k, xb, w->wk + l * KD, T, D, KVD);
-        matmul(v, xb, w->wv + l * KD, T, D, KVD);
-        for (int t = 0; t < T; t++) {
-            rope_row(q + (size_t)t * D, NH, HS, cs + (size_t)t * half, sn + (size_t)t * half);
-            rope_row(k + (size_t)t * KVD, c->n_kv_heads, HS, cs + (size_t)t * half,
-                     sn + (size_t)t * half);
-        }
-        /* causal: position t sees keys 0..t only */
-        for (int t = 0; t < T; t++)
-            attend_row(xb2 + (size_t)t * D, att, q + (size_t)t * D, k, v, ident, t + 1, c);
-        matmul(xb, xb2, w->wo + l * DD, T, D, D);
-        for (size_t i = 0; i < Tz * D; i++)
-            x[i] += xb[i];
-        for (int t = 0; t < T; t++)
-            rmsnorm_row(xb + (size_t)t * D, x + (size_t)t * D, w->rms_ffn + (size_t)l * D, D);
-        matmul(hb, xb, w->w1 + l * HD, T, D, H);
-        matmul(hb2, xb, w->w3 + l * HD, T, D, H);
-        swiglu(hb, hb2, Tz * H);
-        matmul(xb, hb, w->w2 + l * HD, T, H, D);
-        for (size_t i = 0; i < Tz * D; i++)
-            x[i] += xb[i];
+    if (llm_kv_init_contiguous(&kv, &ct, 1, T, err, sizeof err) != 0) {
+        llm_engine_fini(&e);
+        return -1;
     }
-    int t0 = last_only ? T - 1 : 0;
-    for (int t = t0; t < T; t++)
-        rmsnorm_row(xb + (size_t)(t - t0) * D, x + (size_t)t * D, w->rms_final, D);
-    matmul(logits, xb, w->wcls, T - t0, D, V);
-    free(mem);
-    return 0;
+    int *rows = malloc(2 * (size_t)T * sizeof(int));
+    unsigned char *want = last_only ? calloc((size_t)T, 1) : NULL;
+    int rc = -1;
+    if (rows && (!last_only || want) && kv.ops->reserve(&kv, 0, T) == 0) {
+        int *seq = rows, *pos = rows + T;
+        for (int t = 0; t < T; t++)
+            seq[t] = 0, pos[t] = t;
+        if (want)
+            want[T - 1] = 1;
+        rc = llm_forward(&e, &kv, T, seq, pos, tokens, want, logits, err, sizeof err);
+    }
+    free(rows);
+    free(want);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
+    return rc;
 }

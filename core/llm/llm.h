@@ -162,8 +162,10 @@ int llm_write_target_check(const char *path, char *err, size_t errlen);
 /* ==== inference: KV cache, forward, sampler, batched generation ====
  * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
  * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
- * V = vocab, S = seq_len, L = layers, NH query heads. The arithmetic is llama2.c's run.c:
- * RMSNorm (eps 1e-5), RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier. */
+ * V = vocab, S = seq_len, L = layers, NH query heads. The model is llama2.c's run.c's
+ * (RMSNorm eps 1e-5, RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier),
+ * computed by core/nn's kernels, the training forward's: with a batch-invariant GEMM
+ * (NN_GEMM_INVARIANT) a row's logits are the same bits in any batch, prefill or decode. */
 #include "../mlsys.h"
 
 /* ---- kvcache.c: where the keys and values of every (sequence, position) live ----
@@ -248,9 +250,10 @@ void llm_engine_fini(llm_engine *e);
 int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen);
-/* The same model with no cache at all: tokens [T] at positions 0..T-1, every key and value
- * recomputed; logits [T, V] for every position (last_only: [V] for the last). T <= S. The
- * reference the cached path is tested against, and the validation loss. Allocates. 0 / -1. */
+/* The same model with no cache kept: tokens [T] at positions 0..T-1 in one fresh prefill
+ * (a cache of this call only), every key and value recomputed; logits [T, V] for every
+ * position (last_only: [V] for the last). T <= S. The reference the cached path is tested
+ * against, and the validation loss. Allocates. 0 / -1. */
 int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *tokens, int T,
                         int last_only, float *logits);
 

@@ -1,31 +1,49 @@
 /* gemm.c - the one matrix multiply every layer calls: C = alpha·op(A)·op(B) + beta·C,
- * row-major. Two kernels sit behind it: a short reference kernel meant to be read, and
- * OpenBLAS's cblas_sgemm meant to be fast. nn_set_gemm_kernel (or MLSYS_GEMM=ref|blas)
- * picks one; both must agree to float rounding, which tests/unit/test_nn.c checks. */
+ * row-major. Three kernels sit behind it: a short reference kernel meant to be read,
+ * OpenBLAS's cblas_sgemm meant to be fast, and a batch-invariant kernel (gemm_inv.c) in which
+ * a row of C comes out bit for bit the same however many rows are multiplied with it.
+ * nn_set_gemm_kernel (or MLSYS_GEMM=ref|blas|invariant, read by nn_gemm_start) picks one;
+ * all must agree to float rounding, which tests/unit/test_nn.c checks. */
 #include "nn.h"
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
+/* The kernel is a plain variable with its default set at compile time: nn_gemm reads it and
+ * checks nothing else (nothing to prime, no once-flag on every call). */
+#ifdef HAVE_OPENBLAS
+static nn_gemm_kernel g_kernel = NN_GEMM_BLAS;
+#else
 static nn_gemm_kernel g_kernel = NN_GEMM_REF;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+#endif
 
-/* Runs once per process, before the first multiply: one BLAS thread per rank (ranks are
- * processes already; BLAS threads on top would fight them for the cores), unless the user
- * asked for a count in OPENBLAS_NUM_THREADS; then the default kernel, from MLSYS_GEMM. */
-static void gemm_setup(void)
+/* OpenBLAS reads OPENBLAS_NUM_THREADS once, while the dynamic loader starts it (before main),
+ * and starts that many threads (one per core when the variable is unset). Those threads spin
+ * for a while even when no multiply ever uses them, and lowering the count later
+ * (openblas_set_num_threads) leaves them spinning: a one-thread process was billed for two
+ * cores. So the count has to be in the environment before the library starts, which for our
+ * own process means starting it again: when the variable is unset we export 1 (one BLAS
+ * thread per process: ranks are processes already) and exec this same program with the same
+ * arguments. Every process the lab starts inherits the variable (forked ranks, exec'd ranks,
+ * exercise programs, mpirun's ranks: the launchers export it too). */
+void nn_gemm_start(char **argv)
 {
 #ifdef HAVE_OPENBLAS
-    /* The count OpenBLAS read at program start may not be the one in force now: a rank
-     * forked by the launcher (mlsys_run_fn) gets OPENBLAS_NUM_THREADS=1 after the library
-     * started, so the count is set here, from the variable or 1. */
     const char *nt = getenv("OPENBLAS_NUM_THREADS");
-    openblas_set_num_threads(nt && atoi(nt) > 0 ? atoi(nt) : 1);
-    g_kernel = NN_GEMM_BLAS;
+    if (!nt || !*nt) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        if (argv && argv[0])
+            execv("/proc/self/exe", argv);
+        /* no /proc, or exec refused: keep going with the library as it started */
+        nt = "1";
+    }
+    openblas_set_num_threads(atoi(nt) > 0 ? atoi(nt) : 1);
+#else
+    (void)argv;
 #endif
     const char *env = getenv("MLSYS_GEMM");
     if (!env || !*env)
@@ -34,9 +52,11 @@ static void gemm_setup(void)
         g_kernel = NN_GEMM_REF;
     else if (strcmp(env, "blas") == 0 && nn_have_blas())
         g_kernel = NN_GEMM_BLAS;
+    else if (strcmp(env, "invariant") == 0)
+        g_kernel = NN_GEMM_INVARIANT;
     else
-        fprintf(stderr, "mlsys: MLSYS_GEMM=%s not usable here (ref%s), using %s\n", env,
-                nn_have_blas() ? "|blas" : "", nn_gemm_kernel_name(g_kernel));
+        fprintf(stderr, "mlsys: MLSYS_GEMM=%s not usable here (ref|invariant%s), using %s\n",
+                env, nn_have_blas() ? "|blas" : "", nn_gemm_kernel_name(g_kernel));
 }
 
 int nn_have_blas(void)
@@ -48,11 +68,18 @@ int nn_have_blas(void)
 #endif
 }
 
-/* Setup runs first, so an explicit choice always wins over MLSYS_GEMM. */
+int nn_blas_threads(void)
+{
+#ifdef HAVE_OPENBLAS
+    return openblas_get_num_threads();
+#else
+    return 0;
+#endif
+}
+
 int nn_set_gemm_kernel(nn_gemm_kernel k)
 {
-    pthread_once(&g_once, gemm_setup);
-    if (k != NN_GEMM_REF && !(k == NN_GEMM_BLAS && nn_have_blas()))
+    if (k != NN_GEMM_REF && k != NN_GEMM_INVARIANT && !(k == NN_GEMM_BLAS && nn_have_blas()))
         return -1;
     g_kernel = k;
     return 0;
@@ -60,32 +87,12 @@ int nn_set_gemm_kernel(nn_gemm_kernel k)
 
 nn_gemm_kernel nn_get_gemm_kernel(void)
 {
-    pthread_once(&g_once, gemm_setup);
     return g_kernel;
 }
 
 const char *nn_gemm_kernel_name(nn_gemm_kernel k)
 {
-    return k == NN_GEMM_BLAS ? "blas" : "ref";
-}
-
-/* A dot product with eight running partial sums instead of one. With a single sum every
- * addition waits for the previous one, and the compiler may not reorder float additions
- * (the rounding would change), so it cannot use SIMD. Eight independent sums are one
- * vector register's worth: the loop vectorises, and the sums are combined at the end. */
-static float dot(const float *a, const float *b, int K)
-{
-    float part[8] = { 0 };
-    int k = 0;
-    for (; k + 8 <= K; k += 8)
-        for (int u = 0; u < 8; u++)
-            part[u] += a[k + u] * b[k + u];
-    float s = 0.0f;
-    for (; k < K; k++)
-        s += a[k] * b[k];
-    for (int u = 0; u < 8; u++)
-        s += part[u];
-    return s;
+    return k == NN_GEMM_BLAS ? "blas" : k == NN_GEMM_INVARIANT ? "invariant" : "ref";
 }
 
 /* The reference kernel. First C = beta·C (beta = 0 writes zeros, so garbage or NaN in C
@@ -96,7 +103,8 @@ static float dot(const float *a, const float *b, int K)
  *   NT  C[i,j] += dot(A[i,:], B[j,:]) (both rows contiguous: a dot product)
  *   TT  C[i,j] += dot(A[:,i], B[j,:]) (rare; the A column is strided)
  * The compiler vectorises the stride-1 loops. BLAS adds blocking for the caches, packing
- * and hand-written SIMD micro-kernels on top of the same arithmetic. */
+ * and hand-written SIMD micro-kernels on top of the same arithmetic. Every row of C is
+ * computed on its own here, so this kernel is batch-invariant too (slowly). */
 void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -129,7 +137,7 @@ void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, con
                 const float *b = B + (size_t)j * ldb;
                 float s = 0.0f;
                 if (!trans_a) {
-                    s = dot(A + (size_t)i * lda, b, K);
+                    s = nn_dot(A + (size_t)i * lda, b, K);
                 } else {
                     for (int k = 0; k < K; k++)
                         s += A[(size_t)k * lda + i] * b[k];
@@ -140,19 +148,49 @@ void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, con
     }
 }
 
+#ifdef HAVE_OPENBLAS
+/* OpenBLAS. One row (a decode step of one sequence, a single sample): sgemm would still pack
+ * B into its blocked layout first, a copy as costly as the product itself, so the
+ * matrix-vector kernel streams B straight through instead. */
+static void gemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc)
+{
+    if (M == 1) {
+        if (beta == 0.0f)        /* our contract: C is not read when beta = 0 */
+            memset(C, 0, (size_t)N * sizeof(float));
+        int incx = trans_a ? lda : 1;
+        if (trans_b)             /* C[j] = Σ_k B[j,k] a[k]: B [N,K] as it is */
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, incx, beta, C, 1);
+        else                     /* C[j] = Σ_k B[k,j] a[k]: B [K,N] transposed */
+            cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, incx, beta, C, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}
+#endif
+
 void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
-    pthread_once(&g_once, gemm_setup);
+    switch (g_kernel) {
 #ifdef HAVE_OPENBLAS
-    if (g_kernel == NN_GEMM_BLAS && K > 0) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta,
-                    C, ldc);
-        return;
-    }
+    case NN_GEMM_BLAS:
+        if (K > 0) {
+            gemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+            return;
+        }
+        break;
 #endif
+    case NN_GEMM_INVARIANT:
+        nn_gemm_invariant(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    default:
+        break;
+    }
     nn_gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

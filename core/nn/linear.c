@@ -39,3 +39,17 @@ void nn_linear_backward(float *dx, float *dw, float *db, const float *dy, const 
         }
     }
 }
+
+/* The scalar head: a linear layer with one output, reading a hidden state [C] per row and
+ * giving one number (a value for PPO's critic, a reward for a reward model). */
+void nn_scalar_head_forward(float *v, const float *h, const float *w, const float *b, int N,
+                            int C)
+{
+    nn_linear_forward(v, h, w, b, N, C, 1);
+}
+
+void nn_scalar_head_backward(float *dh, float *dw, float *db, const float *dv, const float *h,
+                             const float *w, int N, int C)
+{
+    nn_linear_backward(dh, dw, db, dv, h, w, N, C, 1);
+}

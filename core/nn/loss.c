@@ -1,5 +1,6 @@
 /* loss.c - the losses that end a forward pass and start a backward one: softmax
- * cross-entropy (classification, language modelling) and mean squared error. Each returns
+ * cross-entropy (classification, language modelling; with a token mask and per-row weights
+ * for RL), a masked mean (to reduce any per-token term) and mean squared error. Each returns
  * the scalar loss; its backward writes dL/d(input), scaled by dloss, the gradient that
  * arrives from above (1 for a plain step, 1/m when m micro-batches are accumulated). */
 #include "nn.h"
@@ -58,23 +59,65 @@ void nn_softmax_ce_backward(float *dlogits, const float *probs, const int *targe
     }
 }
 
-/* Forward and backward in one pass per row: the exponentials land in dlogits and are scaled
- * by dloss/(B·sum) there; then 1 comes off the target's entry. */
+/* Forward and backward in one pass per row, with a mask and per-row weights: the
+ * exponentials land in dlogits and are scaled by s_r/sum there (s_r = dloss·w_r/n, n the rows
+ * the mask keeps); then s_r comes off the target's entry. A row the mask drops costs nothing
+ * and gets a zero gradient; its target is not read. */
+float nn_softmax_ce_masked(float *dlogits, const float *logits, const int *targets,
+                           const unsigned char *mask, const float *weight, int B, int C,
+                           float dloss)
+{
+    int n = 0;
+    for (int r = 0; r < B; r++)
+        n += !mask || mask[r];
+    double total = 0.0;
+    float s = n > 0 ? dloss / (float)n : 0.0f;
+    for (int r = 0; r < B; r++) {
+        float *dr = dlogits + (size_t)r * C;
+        if (mask && !mask[r]) {
+            for (int c = 0; c < C; c++)
+                dr[c] = 0.0f;
+            continue;
+        }
+        float inv, sr = weight ? s * weight[r] : s;
+        double ce = ce_row(dr, logits + (size_t)r * C, targets[r], C, &inv);
+        total += weight ? (double)weight[r] * ce : ce;
+        float k = sr * inv;
+        for (int c = 0; c < C; c++)
+            dr[c] *= k;
+        dr[targets[r]] -= sr;
+    }
+    return n > 0 ? (float)(total / n) : 0.0f;
+}
+
 float nn_softmax_ce(float *dlogits, const float *logits, const int *targets, int B, int C,
                     float dloss)
 {
+    return nn_softmax_ce_masked(dlogits, logits, targets, NULL, NULL, B, C, dloss);
+}
+
+/* The mean of the kept entries: Σ_i m_i x_i / Σ_i m_i (in double), 0 when none is kept. */
+float nn_masked_mean(const float *x, const unsigned char *mask, size_t n)
+{
     double total = 0.0;
-    float s = B > 0 ? dloss / (float)B : 0.0f;
-    for (int r = 0; r < B; r++) {
-        float *dr = dlogits + (size_t)r * C;
-        float inv;
-        total += ce_row(dr, logits + (size_t)r * C, targets[r], C, &inv);
-        float k = s * inv;
-        for (int c = 0; c < C; c++)
-            dr[c] *= k;
-        dr[targets[r]] -= s;
-    }
-    return B > 0 ? (float)(total / B) : 0.0f;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!mask || mask[i]) {
+            total += x[i];
+            kept++;
+        }
+    return kept ? (float)(total / (double)kept) : 0.0f;
+}
+
+/* d/dx_i of the masked mean = m_i / Σ m. */
+void nn_masked_mean_backward(float *dx, const unsigned char *mask, size_t n, float dloss)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        kept += !mask || mask[i];
+    float s = kept ? dloss / (float)kept : 0.0f;
+    for (size_t i = 0; i < n; i++)
+        dx[i] = !mask || mask[i] ? s : 0.0f;
 }
 
 /* MSE = (1/n) Σ (p_i - t_i)², accumulated in double so that large n loses nothing. */

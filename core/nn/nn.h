@@ -20,8 +20,14 @@
  * A shape [B,D] means B rows of D contiguous floats. "+=" in a comment means the function
  * accumulates into that buffer (parameter gradients); "=" means it overwrites. */
 
-/* ---- gemm.c: C = alpha * op(A) · op(B) + beta * C, one entry point, two kernels ---- */
-typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1 } nn_gemm_kernel;
+/* ---- gemm.c: C = alpha * op(A) · op(B) + beta * C, one entry point, three kernels ---- */
+/* REF: a short loop nest meant to be read. BLAS: OpenBLAS, fast; it rounds a row differently
+ * depending on how many rows are multiplied with it (a one-row multiply takes another code
+ * path than a many-row one). INVARIANT (gemm_inv.c): nearly as fast at the model's sizes,
+ * and a row's result is bit for bit the same whether it is multiplied alone or inside any
+ * batch: with it, a decode step of 16 sequences gives each the logits it would get alone,
+ * and a prompt prefilled in one call the logits of feeding it token by token. */
+typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1, NN_GEMM_INVARIANT = 2 } nn_gemm_kernel;
 
 /* op(A) is [M,K]: A itself (trans_a = 0, stored [M,K] with row stride lda >= K) or the
  * transpose of A (trans_a = 1, stored [K,M], lda >= M). Likewise op(B) is [K,N]: B stored
@@ -29,16 +35,51 @@ typedef enum { NN_GEMM_REF = 0, NN_GEMM_BLAS = 1 } nn_gemm_kernel;
  * overwrites C without reading it (NaNs in C do not survive). M, N or K may be 0. */
 void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* The readable reference kernel, callable directly (tests compare it with BLAS). */
+/* The readable reference kernel, callable directly (tests compare it with BLAS). Each row of
+ * C is computed on its own: it is batch-invariant too, slowly. */
 void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* Select the kernel nn_gemm dispatches to. Default: BLAS when built with OpenBLAS, else REF;
- * the environment variable MLSYS_GEMM=ref|blas overrides the default. Returns 0, or -1 when
- * BLAS is asked for but not built in (the kernel then stays as it was). */
+/* Once per process, first thing in main (before any thread or fork): OpenBLAS starts with
+ * OPENBLAS_NUM_THREADS threads (1 when unset: the variable is exported and the program
+ * exec'd again from argv, so the library starts with it), and MLSYS_GEMM=ref|blas|invariant
+ * picks the kernel. argv NULL: no exec (the count is then only lowered, and the threads the
+ * library started stay). A process that never calls it runs the default kernel. */
+void nn_gemm_start(char **argv);
+/* Select the kernel nn_gemm dispatches to (default: BLAS when built with OpenBLAS, else
+ * REF). Returns 0, or -1 when BLAS is asked for but not built in (the kernel stays). */
 int nn_set_gemm_kernel(nn_gemm_kernel k);
 nn_gemm_kernel nn_get_gemm_kernel(void);
-const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas" */
+const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas", "invariant" */
 int nn_have_blas(void);                              /* 1 when built with OpenBLAS */
+int nn_blas_threads(void);                           /* OpenBLAS's thread count (0: none) */
+/* Σ a[i]·b[i] over n: the reference kernel's and attention's dot product (inline, so each
+ * caller's loop vectorises it). Eight running partial sums instead of one: with a single sum
+ * every addition waits for the previous one, and the compiler may not reorder float
+ * additions (the rounding would change), so it cannot use SIMD; eight independent sums are
+ * one vector register's worth. Partial u sums the products i ≡ u (mod 8) in increasing i;
+ * then they are added as ((p0+p4)+(p2+p6)) + ((p1+p5)+(p3+p7)): a fixed order, the same
+ * bits wherever it runs. */
+static inline float nn_dot(const float *a, const float *b, int n)
+{
+    float p[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++)
+            p[u] += a[i + u] * b[i + u];
+    for (int u = 0; i + u < n; u++)
+        p[u] += a[i + u] * b[i + u];
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+/* ---- gemm_inv.c: the batch-invariant kernel (NN_GEMM_INVARIANT), callable directly ---- */
+void nn_gemm_invariant(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc);
+/* "avx2+fma" (chosen when the program loads, where the CPU has both) or "generic" (plain C,
+ * rounding differently: invariant across batches on one machine, not across machines). */
+const char *nn_gemm_invariant_isa(void);
+/* Tests only: 1 runs the plain C variant, 0 goes back to the CPU's choice. */
+void nn_gemm_invariant_generic(int on);
 
 /* ---- linear.c: y = x · Wᵀ + b (torch layout: W is [Out,In]) ---- */
 /* y[B,Out] = x[B,In] · w[Out,In]ᵀ + b[Out]. b may be NULL (no bias). y must not alias x. */
@@ -49,6 +90,13 @@ void nn_linear_forward(float *y, const float *x, const float *w, const float *b,
  * db[Out]    += sum over rows of dy       (db may be NULL: no bias) */
 void nn_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                         const float *w, int B, int In, int Out);
+/* The scalar head (value or reward): v[N] = h[N,C] · w[C] + b (b a pointer to one float, or
+ * NULL), one number per row of hidden states: nn_linear_* with Out = 1. Backward:
+ * dh[N,C] = dv ⊗ w (written; NULL: not wanted), dw[C] += Σ_n dv_n h_n, *db += Σ dv. */
+void nn_scalar_head_forward(float *v, const float *h, const float *w, const float *b, int N,
+                            int C);
+void nn_scalar_head_backward(float *dh, float *dw, float *db, const float *dv, const float *h,
+                             const float *w, int N, int C);
 
 /* ---- activations.c: elementwise nonlinearities; y may alias x, dx may alias dy ---- */
 /* relu: y = max(x, 0). Backward reads x (or y: both are > 0 at the same places). */
@@ -60,6 +108,10 @@ void nn_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
 /* silu: y = x · σ(x). Backward reads the input x. */
 void nn_silu_forward(float *y, const float *x, size_t n);
 void nn_silu_backward(float *dx, const float *dy, const float *x, size_t n);
+/* tanh: y = tanh(x), within 2e-7 of libm's and vectorisable. The backward reads the OUTPUT
+ * y (dx = dy · (1 - y²)), so it may run in place on the forward's buffer. */
+void nn_tanh_forward(float *y, const float *x, size_t n);
+void nn_tanh_backward(float *dx, const float *dy, const float *y, size_t n);
 
 /* ---- softmax.c: row-wise softmax (attention uses it; the loss has its own fused one) ---- */
 /* y[B,C] = softmax over each row of x[B,C]; y may alias x. */
@@ -82,14 +134,52 @@ void nn_softmax_ce_backward(float *dlogits, const float *probs, const int *targe
  * logits. */
 float nn_softmax_ce(float *dlogits, const float *logits, const int *targets, int B, int C,
                     float dloss);
+/* The same with a token mask and per-row weights (RL, and padded batches): loss =
+ * Σ_r keep_r · w_r · CE_r / n, keep_r = mask[r] != 0 (mask NULL: every row), w_r = weight[r]
+ * (NULL: 1; any sign: an advantage-weighted likelihood is one), n = rows kept (none: 0).
+ * dlogits[B,C] = dloss · keep_r · w_r · (softmax - onehot) / n, zero on dropped rows, whose
+ * targets are not read (-1 for padding is fine). dlogits may alias logits. */
+float nn_softmax_ce_masked(float *dlogits, const float *logits, const int *targets,
+                           const unsigned char *mask, const float *weight, int B, int C,
+                           float dloss);
+/* Σ_i keep_i x_i / Σ_i keep_i over x[n] (mask NULL: the plain mean; nothing kept: 0), the
+ * reduction of any per-token term; backward: dx[n] = dloss · keep_i / Σ keep (written). */
+float nn_masked_mean(const float *x, const unsigned char *mask, size_t n);
+void nn_masked_mean_backward(float *dx, const unsigned char *mask, size_t n, float dloss);
 /* Mean squared error over all n elements: mean((pred - target)²). */
 float nn_mse_forward(const float *pred, const float *target, size_t n);
 /* dpred[n] = dloss · 2 (pred - target) / n; dpred may alias pred. */
 void nn_mse_backward(float *dpred, const float *pred, const float *target, size_t n,
                      float dloss);
 
+/* ---- logprob.c: log-probabilities of a policy's logits, and KL estimators (RL) ----
+ * B rows of C logits (tokens or actions); a mask [B] (NULL: every row) drops rows: they give
+ * 0 and get no gradient, and their tokens are not read. */
+/* y[B,C] = log softmax(x) per row (y may alias x); stable for any finite x. */
+void nn_log_softmax_forward(float *y, const float *x, int B, int C);
+/* dx[B,C] = dy - softmax(x) · rowsum(dy), from the forward's output y (dx may alias dy). */
+void nn_log_softmax_backward(float *dx, const float *dy, const float *y, int B, int C);
+/* lp[B] = log softmax(logits[r])[tokens[r]]: the log-probability of the token taken. */
+void nn_logprob_forward(float *lp, const float *logits, const int *tokens,
+                        const unsigned char *mask, int B, int C);
+/* dlogits[B,C] = dlp[r] · (onehot(tokens[r]) - softmax(logits[r])) (written; may alias
+ * logits: the policy gradient's score function). */
+void nn_logprob_backward(float *dlogits, const float *dlp, const float *logits,
+                         const int *tokens, const unsigned char *mask, int B, int C);
+/* Per-token estimators of KL(p ‖ q) from lp = log p(x) and lq = log q(x) of tokens x drawn
+ * from p (the policy that sampled; q e.g. the reference model), d = lp - lq:
+ * k1 = d, k2 = d²/2, k3 = e^{-d} - 1 + d (Schulman's note: k1 and k3 unbiased, k3 >= 0). */
+typedef enum { NN_KL_K1 = 1, NN_KL_K2 = 2, NN_KL_K3 = 3 } nn_kl_kind;
+void nn_kl_forward(float *kl, const float *lp, const float *lq, const unsigned char *mask,
+                   size_t n, nn_kl_kind k);
+/* dlp[n] = dkl · ∂k/∂lp, dlq[n] = dkl · ∂k/∂lq = -dlp (written; either may be NULL). */
+void nn_kl_backward(float *dlp, float *dlq, const float *dkl, const float *lp, const float *lq,
+                    const unsigned char *mask, size_t n, nn_kl_kind k);
+const char *nn_kl_name(nn_kl_kind k);     /* "k1", "k2", "k3" */
+
 /* ---- norm.c: RMSNorm and LayerNorm over the last dimension D of x[B,D] ---- */
-/* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved. */
+/* RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ g. rstd[B] = 1/sqrt(mean(x²)+eps) is saved (rstd
+ * may be NULL: inference keeps nothing). y may alias x. */
 void nn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int D,
                         float eps);
 /* dx[B,D] = (written); dg[D] += sum over rows of dy ⊙ x̂. dx must not alias x. */
@@ -195,6 +285,16 @@ void nn_init_linear(float *w, size_t n, int fan_in, mlsys_rng *r);
 void nn_init_xavier_uniform(float *w, size_t n, int fan_in, int fan_out, mlsys_rng *r);
 void nn_init_normal(float *w, size_t n, float mean, float std, mlsys_rng *r);
 void nn_init_const(float *w, size_t n, float value);
+/* Orthogonal (torch.nn.init.orthogonal_): w[rows,cols] with orthonormal rows (rows <= cols)
+ * or orthonormal columns (rows >= cols), times gain: Q of the QR of a Gaussian matrix, its
+ * columns' signs fixed by R's diagonal so that Q is uniform over orthogonal matrices. */
+void nn_init_orthogonal(float *w, int rows, int cols, float gain, mlsys_rng *r);
+
+/* ---- sample.c: a draw from a discrete distribution ---- */
+/* An index in [0,n) drawn with probability p[i] / Σp, from one uniform of r (inverse CDF).
+ * p need not sum to 1; an index of weight 0 is never returned. Returns -1 when an entry is
+ * negative or NaN, or no entry is positive (r is left untouched then). */
+int nn_sample_categorical(const float *p, int n, mlsys_rng *r);
 
 /* ---- gradcheck.c: compare an analytic gradient with central finite differences ---- */
 /* The scalar loss at the current contents of the buffers ctx describes. Compute it as

@@ -5,7 +5,10 @@
 #include "nn.h"
 #include <math.h>
 
-/* RMSNorm: r = 1/sqrt(mean(x²) + eps), x̂ = x·r, y = x̂ ⊙ g. No mean is subtracted. */
+/* RMSNorm: r = 1/sqrt(mean(x²) + eps), x̂ = x·r, y = x̂ ⊙ g. No mean is subtracted, unlike
+ * LayerNorm: only the row's scale is normalised. The sum of squares is taken in double, so
+ * the result does not depend on how the row's D elements happen to be grouped. Each row is
+ * normalised on its own: training and inference (core/llm/infer.c) share it. */
 void nn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int D,
                         float eps)
 {
@@ -18,7 +21,8 @@ void nn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, i
         float r = (float)(1.0 / sqrt(ss / D + eps));
         for (int i = 0; i < D; i++)
             yr[i] = xr[i] * r * g[i];
-        rstd[b] = r;
+        if (rstd)
+            rstd[b] = r;
     }
 }
 

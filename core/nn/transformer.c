@@ -1,14 +1,15 @@
-/* transformer.c - the lab's Llama-style model, forward and backward, straight on the weights
- * of core/llm/model.h (llama2.c's layout). Per layer: RMSNorm → Q,K,V projections → RoPE on
+/* transformer.c - the lab's Llama-style model, forward and backward, straight on its weights
+ * (llm_weights, weights.c: llama2.c's layout). Per layer: RMSNorm → Q,K,V projections → RoPE on
  * Q and K → causal GQA attention → Wo → residual add; RMSNorm → SwiGLU MLP (W1 gate, W3 up,
  * W2 down) → residual add. Then the final RMSNorm and the classifier (tied or not) feed a
- * softmax cross-entropy. The backward walks the same list in reverse. */
+ * softmax cross-entropy. The backward walks the same list in reverse, from the
+ * cross-entropy's gradient or from any other that arrives at the logits or at the final
+ * hidden state (RL: a policy gradient, a KL penalty, a value or reward head). */
 #include "transformer.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define TF_EPS 1e-5f      /* llama2.c's RMSNorm epsilon */
 
 /* Offsets into the layer-major activation tensors: layer l of a family holding `per` floats
  * per layer (sized for the largest batch, so one forward may use a smaller B or T). */
@@ -49,9 +50,9 @@ int nn_tf_init(nn_tf *m, const llm_config *cfg, int B, int T)
 
     /* activation gradients: one layer's worth, reused by every layer on the way down */
     float **dslot[] = {&m->d_resid, &m->d_xn, &m->d_tmp, &m->dq, &m->dk, &m->dv, &m->d_h1,
-                       &m->d_h3, &m->d_hg, &m->d_att};
+                       &m->d_h3, &m->d_hg, &m->d_att, &m->d_hidden};
     size_t dsize[] = {N * C, N * C, N * C, N * C, N * KV, N * KV, N * H, N * H, N * H,
-                      (size_t)T * T};
+                      (size_t)T * T, N * C};
     n = 0;
     count = sizeof dsize / sizeof dsize[0];
     for (size_t i = 0; i < count; i++)
@@ -173,7 +174,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
 
         /* attention half: xm = x + Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)) */
         nn_rmsnorm_forward(xn, AT(m->rstd_att, l, NM), x, w->rms_att + (size_t)l * C, N, C,
-                           TF_EPS);
+                           NN_TF_RMS_EPS);
         nn_linear_forward(q, xn, w->wq + (size_t)l * C * C, NULL, N, C, C);
         nn_linear_forward(k, xn, w->wk + (size_t)l * KV * C, NULL, N, C, KV);
         nn_linear_forward(v, xn, w->wv + (size_t)l * KV * C, NULL, N, C, KV);
@@ -186,7 +187,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
 
         /* MLP half: xout = xm + W2·(silu(W1·n(xm)) ⊙ W3·n(xm)) */
         nn_rmsnorm_forward(xn2, AT(m->rstd_ffn, l, NM), xm, w->rms_ffn + (size_t)l * C, N, C,
-                           TF_EPS);
+                           NN_TF_RMS_EPS);
         nn_linear_forward(h1, xn2, w->w1 + (size_t)l * H * C, NULL, N, C, H);
         nn_linear_forward(h3, xn2, w->w3 + (size_t)l * H * C, NULL, N, C, H);
         nn_swiglu_forward(hg, h1, h3, (size_t)N * H);
@@ -195,7 +196,7 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
             xout[i] += xm[i];
     }
     nn_rmsnorm_forward(m->xn_final, m->rstd_final, AT(m->resid, L, sC), w->rms_final, N, C,
-                       TF_EPS);
+                       NN_TF_RMS_EPS);
     nn_linear_forward(m->logits, m->xn_final, w->wcls, NULL, N, C, V);
     m->last_B = B;
     m->last_T = T;
@@ -204,11 +205,24 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
     return nn_softmax_ce_forward(m->logits, m->logits, targets, N, V);
 }
 
-/* Backward of the last forward (which had targets): g (same layout as w, from
- * llm_weights_alloc) accumulates dloss·∂loss/∂w — zero it before the first micro-batch.
- * hook(u, i) is called as tensor i (nn_tf_tensor) is complete. */
+/* Backward of the last forward (which had targets): the cross-entropy's gradient is written
+ * over the probabilities in m->logits, and the rest is the backward from those logits. */
 void nn_tf_backward(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
                     const int *targets, float dloss, nn_tf_grad_hook hook, void *u)
+{
+    int N = m->last_B * m->last_T;
+    nn_softmax_ce_backward(m->logits, m->logits, targets, N, m->c.vocab_size, dloss);
+    nn_tf_backward_from(m, w, g, ids, m->logits, NULL, hook, u);
+}
+
+/* Backward of the last forward from any gradient arriving at its outputs: dlogits [B,T,V]
+ * (a policy-gradient term, a KL penalty, a cross-entropy with a mask...) and/or dhidden
+ * [B,T,C] at the final hidden state m->xn_final (what a value or reward head reads). g (same
+ * layout as w, from llm_weights_alloc) accumulates ∂loss/∂w — zero it before the first
+ * micro-batch. hook(u, i) is called as tensor i (nn_tf_tensor) is complete. */
+void nn_tf_backward_from(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
+                         const float *dlogits, const float *dhidden, nn_tf_grad_hook hook,
+                         void *u)
 {
     const llm_config *c = &m->c;
     int L = c->n_layers, C = c->dim, KV = c->kv_dim, H = c->hidden_dim, V = c->vocab_size;
@@ -219,9 +233,15 @@ void nn_tf_backward(nn_tf *m, const llm_weights *w, llm_weights *g, const int *i
     size_t nC = (size_t)N * C;
     float *dx = m->d_resid, *dxn = m->d_xn, *dt = m->d_tmp;
 
-    /* loss → logits → final norm: dx is now the gradient of the residual stream's end */
-    nn_softmax_ce_backward(m->logits, m->logits, targets, N, V, dloss);
-    nn_linear_backward(dxn, g->wcls, NULL, m->logits, m->xn_final, w->wcls, N, C, V);
+    /* logits → the final hidden state (+ what the heads send there) → the final norm: dx is
+     * then the gradient of the residual stream's end */
+    if (dlogits)
+        nn_linear_backward(dxn, g->wcls, NULL, dlogits, m->xn_final, w->wcls, N, C, V);
+    else
+        memset(dxn, 0, nC * sizeof(float));
+    if (dhidden)
+        for (size_t i = 0; i < nC; i++)
+            dxn[i] += dhidden[i];
     nn_rmsnorm_backward(dx, g->rms_final, dxn, AT(m->resid, L, sC), w->rms_final,
                         m->rstd_final, N, C);
     if (hook) {

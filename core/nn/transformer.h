@@ -88,8 +88,20 @@ void nn_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, in
 /* dx [B,T,NX·HS] in place: the rotation backwards (a rotation's transpose). */
 void nn_rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int T, int NX,
                       int HS);
+/* x [N,NX·HS] rotated in place, row i by position pos[i] (a table of at least max pos + 1
+ * rows): the same rotation, for rows of many sequences at any positions (inference). */
+void nn_rope_rows(float *x, const float *cos_t, const float *sin_t, const int *pos, int N,
+                  int NX, int HS);
 
 /* ---- attention.c: causal attention with grouped key/value heads (NKV divides NH) ---- */
+/* One query row q [NH·HS] attends to npos key and value rows: row t of keys (values) at
+ * k + r·ld (v + r·ld), r = rows[t] (rows NULL: r = t), each [NKV·HS]. out [NH·HS] =
+ * softmax(q·kᵀ/√HS)·v per head; head h's probabilities [npos] land at att + h·att_stride.
+ * The one attention: nn_attention_forward runs it on every row, inference on each row of a
+ * step over the KV cache's slots (rows = the slots of positions 0..pos). */
+void nn_attention_row(float *out, float *att, size_t att_stride, const float *q,
+                      const float *k, const float *v, size_t ld, const int *rows, int npos,
+                      int NH, int NKV, int HS);
 /* out [B,T,NH·HS] = softmax(Q·Kᵀ/√HS, causal)·V per head; att [B,NH,T,T] keeps the
  * probabilities (zero above the diagonal). q [B,T,NH·HS], k and v [B,T,NKV·HS]. */
 void nn_attention_forward(float *out, float *att, const float *q, const float *k,
@@ -100,12 +112,14 @@ void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
                            int B, int T, int NH, int NKV, int HS);
 
 /* ---- swiglu.c: the gate of the MLP, y[n] = silu(a) ⊙ b ---- */
+/* y may alias a or b (inference writes the gate over itself). */
 void nn_swiglu_forward(float *y, const float *a, const float *b, size_t n);
 /* da[n], db[n] written (may alias dy, not each other). */
 void nn_swiglu_backward(float *da, float *db, const float *dy, const float *a, const float *b,
                         size_t n);
 
 /* ---- transformer.c: the whole model ---- */
+#define NN_TF_RMS_EPS 1e-5f   /* llama2.c's RMSNorm epsilon, in training and inference */
 /* Called by the backward as tensor i (see nn_tf_tensor) holds its final gradient. */
 typedef void (*nn_tf_grad_hook)(void *u, int i);
 
@@ -129,13 +143,16 @@ typedef struct nn_tf {
     float *xn_ffn;            /* [L, B,T,C] */
     float *h1, *h3, *hg;      /* [L, B,T,H] gate W1·x, up W3·x, silu(h1) ⊙ h3 */
     float *rstd_final;        /* [B,T] */
-    float *xn_final;          /* [B,T,C] */
+    float *xn_final;          /* [B,T,C] the final hidden state: the final RMSNorm's output,
+                                 which the classifier (and a value or reward head) reads */
     float *logits;            /* [B,T,V] logits; probabilities after a forward with targets,
                                  then the logits' gradient during the backward */
     float *d_resid, *d_xn, *d_tmp, *dq;  /* [B,T,C] backward scratch, one layer's worth */
     float *dk, *dv;           /* [B,T,KVD] */
     float *d_h1, *d_h3, *d_hg;           /* [B,T,H] */
     float *d_att;             /* [T,T] */
+    float *d_hidden;          /* [B,T,C] free for the caller: where a head writes the gradient
+                                 of the final hidden state for nn_tf_backward_from */
     float *act_mem, *grad_mem;           /* the two allocations */
     size_t act_floats, act_bytes, grad_floats, grad_bytes;
 } nn_tf;
@@ -153,6 +170,14 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
  * be NULL. Order of completion: rms_final, wcls, then layer L-1 .. 0, the embedding last. */
 void nn_tf_backward(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
                     const int *targets, float dloss, nn_tf_grad_hook hook, void *u);
+/* Backward of the last forward (with or without targets) from any loss on its outputs: RL's.
+ * dlogits [B,T,V] = ∂loss/∂logits (may be m->logits, which a forward without targets left
+ * holding the logits; NULL: the loss does not read them) and dhidden [B,T,C] =
+ * ∂loss/∂xn_final (e.g. m->d_hidden from nn_scalar_head_backward; NULL: none). g +=
+ * ∂loss/∂w; hook and order as nn_tf_backward's. */
+void nn_tf_backward_from(nn_tf *m, const llm_weights *w, llm_weights *g, const int *ids,
+                         const float *dlogits, const float *dhidden, nn_tf_grad_hook hook,
+                         void *u);
 /* Tensors at the backward's granularity: 0 token_embedding, 1 + k·L + l the layer-l slice of
  * kind k (rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3), 9L+1 rms_final, 9L+2 wcls (only when
  * not shared). nn_tf_tensor gives one's offset and length in w->mem (floats) and its name

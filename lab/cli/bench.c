@@ -1,12 +1,12 @@
-/* bench.c - `mlsys-lab bench`: an nccl-tests-style benchmark of our collectives, and the
- * measuring engine labs share (bench_measure: warm-up, barrier, n calls, max over ranks, a
+/* bench.c - `mlsys-lab bench`: an nccl-tests-style benchmark of our collectives over the
+ * measuring engine in core/bench (bench_measure: warm-up, barrier, n calls, max over ranks, a
  * check outside the loop). The runner starts N ranks (fork; under mpirun with --backend mpi,
  * where "native" is MPI's own) and rank 0 prints the table (time, algbw, busbw, #wrong) with
  * the busbw factor and the algorithm that ran and why. --memcpy: the one-core ceiling. */
-#include "bench.h"
+#include "../../core/bench/bench.h"
+#include "cli.h"
 #include "../backend/mpirun.h"
 #include "../job/runner.h"
-#include "../../core/mlsys.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -19,7 +19,6 @@
 #define BENCH_MAX_SIZES 4096
 #define BENCH_MAX_RANKS 64
 #define BENCH_EXIT_WRONG 3          /* rank 0's status when some results were wrong */
-#define BENCH_SENTINEL (-4194303)   /* never a valid result: not a sum in range, not a +-2^k */
 
 /* What the runner parsed; the ranks inherit it through fork. */
 typedef struct bench_cfg {
@@ -62,527 +61,6 @@ typedef struct bench_row {
     double model_us;             /* alpha-beta prediction, < 0 when unknown */
 } bench_row;
 
-/* ---- the collective's shape: counts, buffers, busbw factor ---- */
-
-/* Collectives whose count is per rank: the table size S is the whole buffer of n blocks. */
-static int per_rank_count(mlsys_coll coll)
-{
-    return coll == MLSYS_COLL_ALLGATHER || coll == MLSYS_COLL_REDUCE_SCATTER ||
-           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER ||
-           coll == MLSYS_COLL_ALLTOALL;
-}
-
-static int is_reduction(mlsys_coll coll)
-{
-    return coll == MLSYS_COLL_ALLREDUCE || coll == MLSYS_COLL_REDUCE ||
-           coll == MLSYS_COLL_REDUCE_SCATTER;
-}
-
-static int is_rooted(mlsys_coll coll)
-{
-    return coll == MLSYS_COLL_BROADCAST || coll == MLSYS_COLL_REDUCE ||
-           coll == MLSYS_COLL_GATHER || coll == MLSYS_COLL_SCATTER;
-}
-
-/* Elements of the send and the receive buffer that one call uses. */
-static size_t send_elems(mlsys_coll coll, size_t count, int n)
-{
-    switch (coll) {
-    case MLSYS_COLL_REDUCE_SCATTER: case MLSYS_COLL_SCATTER: case MLSYS_COLL_ALLTOALL:
-        return count * (size_t)n;
-    default:
-        return count;
-    }
-}
-
-static size_t recv_elems(mlsys_coll coll, size_t count, int n)
-{
-    switch (coll) {
-    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER: case MLSYS_COLL_ALLTOALL:
-        return count * (size_t)n;
-    default:
-        return count;
-    }
-}
-
-/* busbw = algbw x factor, the nccl-tests convention (doc/PERFORMANCE.md). */
-static double busbw_factor(mlsys_coll coll, int n)
-{
-    switch (coll) {
-    case MLSYS_COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE: return 1.0;
-    default: return (double)(n - 1) / n;
-    }
-}
-
-static const char *busbw_formula(mlsys_coll coll)
-{
-    switch (coll) {
-    case MLSYS_COLL_ALLREDUCE: return "2(n-1)/n";
-    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE: return "1";
-    default: return "(n-1)/n";
-    }
-}
-
-/* Why that factor, in one line: what the busiest link must carry whatever the algorithm. */
-static const char *busbw_reason(mlsys_coll coll)
-{
-    switch (coll) {
-    case MLSYS_COLL_ALLREDUCE:
-        return "each rank must send and receive 2(n-1)/n of the buffer (a reduce-scatter, then "
-               "an all-gather), so busbw compares with the bandwidth of one link";
-    case MLSYS_COLL_ALLGATHER:
-        return "each rank must receive the n-1 blocks of S/n that it lacks";
-    case MLSYS_COLL_REDUCE_SCATTER:
-        return "each rank must receive n-1 blocks of S/n to reduce into its own block";
-    case MLSYS_COLL_ALLTOALL:
-        return "each rank keeps one block of S/n and must exchange the other n-1";
-    case MLSYS_COLL_BROADCAST:
-        return "the whole buffer must leave the root once and reach every rank";
-    case MLSYS_COLL_REDUCE:
-        return "the whole buffer must reach the root once, reduced on the way";
-    case MLSYS_COLL_GATHER:
-        return "the root's link must carry the n-1 blocks of the other ranks in";
-    case MLSYS_COLL_SCATTER:
-        return "the root's link must carry the n-1 blocks of the other ranks out";
-    default:
-        return "";
-    }
-}
-
-/* ---- the alpha-beta cost model (optional column) ---- */
-
-static int log2_ceil(int n)
-{
-    int k = 0;
-    while ((1 << k) < n)
-        k++;
-    return k;
-}
-
-/* Predicted time in us of algorithm algo for a table size of S bytes on n ranks: steps * alpha
- * plus the bytes on the busiest path / beta. Returns -1 for an algorithm we have no model of.
- * beta is in GB/s = 1e3 bytes per us. */
-static double model_us(mlsys_coll coll, const char *algo, double S, int n, double a, double b)
-{
-    double B = b * 1e3, L = log2_ceil(n), N = n;
-    if (n < 2 || !algo)
-        return 0.0;
-    int ring = !strcmp(algo, "ring"), tree = !strcmp(algo, "tree");
-    int rd = !strcmp(algo, "recursive_doubling"), rh = !strcmp(algo, "recursive_halving");
-    int direct = !strcmp(algo, "direct");
-    switch (coll) {
-    case MLSYS_COLL_ALLREDUCE:
-        if (ring) return 2 * (N - 1) * (a + S / (N * B));
-        if (tree) return 2 * L * (a + S / B);
-        if (rd) return L * (a + S / B);
-        if (rh) return 2 * L * a + 2 * (N - 1) / N * S / B;
-        break;
-    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_REDUCE_SCATTER:
-        if (ring || direct) return (N - 1) * (a + S / (N * B));
-        if (rd || rh) return L * a + (N - 1) / N * S / B;
-        break;
-    case MLSYS_COLL_ALLTOALL: case MLSYS_COLL_GATHER: case MLSYS_COLL_SCATTER:
-        if (direct) return (N - 1) * (a + S / (N * B));
-        if (tree) return L * a + (N - 1) / N * S / B;
-        break;
-    case MLSYS_COLL_BROADCAST: case MLSYS_COLL_REDUCE:
-        if (direct) return (N - 1) * (a + S / B);
-        if (tree) return L * (a + S / B);
-        if (!strcmp(algo, "scatter_allgather"))
-            return (L + N - 1) * a + 2 * (N - 1) / N * S / B;
-        break;
-    default:
-        break;
-    }
-    return -1.0;
-}
-
-/* ---- known inputs and the results they must give ----
- * Rank r's element i is a small integer, so that sums, minima and maxima are exact in every
- * type and a misplaced block or index shows: 7i + 37r mod 1021 repeats only after 1021
- * elements or ranks. PROD uses +-1 and 2 so that a product of 64 ranks stays exact. */
-
-static int64_t in_val(mlsys_op op, int r, size_t i)
-{
-    if (op == MLSYS_PROD) {
-        unsigned k = (unsigned)((i * 3 + (size_t)r * 5) % 7);
-        return k == 0 ? 2 : k == 1 ? -1 : 1;
-    }
-    return (int64_t)((i * 7 + (size_t)r * 37) % 1021) - 510;
-}
-
-static void store(void *buf, size_t i, mlsys_dtype dt, int64_t v)
-{
-    switch (dt) {
-    case MLSYS_F32: ((float *)buf)[i] = (float)v; break;
-    case MLSYS_F64: ((double *)buf)[i] = (double)v; break;
-    case MLSYS_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    default: ((int64_t *)buf)[i] = v; break;
-    }
-}
-
-/* An expected value: q for the integer types, d for the floating ones. */
-typedef struct bench_val { int64_t q; double d; } bench_val;
-
-static bench_val val_of(int64_t v)
-{
-    bench_val e = {v, (double)v};
-    return e;
-}
-
-/* Integer results wrap as the type does; the 64-bit product is reduced to 32 bits last,
- * which gives the same value as wrapping at each step. */
-static int64_t wrap(mlsys_dtype dt, uint64_t u)
-{
-    return dt == MLSYS_I32 ? (int64_t)(int32_t)(uint32_t)u : (int64_t)u;
-}
-
-/* The reduction over ranks 0..n-1 of element i, computed here, independently of the
- * runtime's kernels. */
-static bench_val expect_red(mlsys_op op, mlsys_dtype dt, int n, size_t i)
-{
-    uint64_t usum = 0, uprod = 1;
-    double dsum = 0, dprod = 1;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int r = 0; r < n; r++) {
-        int64_t v = in_val(op, r, i);
-        usum += (uint64_t)v;
-        uprod *= (uint64_t)v;
-        dsum += (double)v;
-        dprod *= (double)v;
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
-    }
-    bench_val e;
-    switch (op) {
-    case MLSYS_PROD: e.q = wrap(dt, uprod); e.d = dprod; break;
-    case MLSYS_MIN: e = val_of(lo); break;
-    case MLSYS_MAX: e = val_of(hi); break;
-    case MLSYS_AVG: e.q = wrap(dt, usum) / n; e.d = dsum / n; break;
-    default: e.q = wrap(dt, usum); e.d = dsum; break;
-    }
-    return e;
-}
-
-/* 1 when element i of buf is not e. Only AVG in floating point is inexact (one division). */
-static int differs(const void *buf, size_t i, mlsys_dtype dt, mlsys_op op, bench_val e)
-{
-    double got, tol;
-    switch (dt) {
-    case MLSYS_I32: return ((const int32_t *)buf)[i] != (int32_t)e.q;
-    case MLSYS_I64: return ((const int64_t *)buf)[i] != e.q;
-    case MLSYS_F32: got = ((const float *)buf)[i]; tol = 1e-6; break;
-    default: got = ((const double *)buf)[i]; tol = 1e-12; break;
-    }
-    if (op != MLSYS_AVG)
-        return got != e.d;
-    return !(fabs(got - e.d) <= tol * fmax(1.0, fabs(e.d)));
-}
-
-/* ---- one rank ---- */
-
-struct bench_ctx {
-    bench_call k;                /* a copy: what every measurement calls */
-    mlsys_comm *c;
-    int rank, n;
-    size_t esize;
-    void *send, *recv;
-    size_t buf_bytes;
-    mlsys_op gen_op;             /* which inputs in_val makes */
-    int inject;                  /* test hook: corrupt one checked element (MLSYS_BENCH_INJECT) */
-};
-
-static char *at(void *base, size_t elems, size_t esize)
-{
-    return (char *)base + elems * esize;
-}
-
-/* The two buffers of one call for a placement (0 out-of-place, 1 in-place), following the
- * in-place conventions of mlsys.h. Broadcast has one buffer: both placements use recv. */
-static void call_buffers(const bench_ctx *b, size_t count, int inplace, const void **s, void **r)
-{
-    mlsys_coll coll = b->k.coll;
-    *s = b->send;
-    *r = b->recv;
-    if (coll == MLSYS_COLL_BROADCAST) {
-        *s = b->recv;
-        return;
-    }
-    if (!inplace)
-        return;
-    switch (coll) {
-    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
-        *s = at(b->recv, (size_t)b->rank * count, b->esize);
-        break;
-    case MLSYS_COLL_REDUCE_SCATTER: case MLSYS_COLL_SCATTER:
-        *r = at(b->send, (size_t)b->rank * count, b->esize);
-        break;
-    default:
-        *s = b->recv;
-        break;
-    }
-}
-
-static int call(bench_ctx *b, const void *s, void *r, size_t count)
-{
-    const bench_call *g = &b->k;
-    mlsys_comm *c = b->c;
-    switch (g->coll) {
-    case MLSYS_COLL_BROADCAST: return mlsys_broadcast(c, r, count, g->dt, g->root);
-    case MLSYS_COLL_REDUCE: return mlsys_reduce(c, s, r, count, g->dt, g->op, g->root);
-    case MLSYS_COLL_ALLREDUCE: return mlsys_allreduce(c, s, r, count, g->dt, g->op);
-    case MLSYS_COLL_ALLGATHER: return mlsys_allgather(c, s, r, count, g->dt);
-    case MLSYS_COLL_REDUCE_SCATTER: return mlsys_reduce_scatter(c, s, r, count, g->dt, g->op);
-    case MLSYS_COLL_GATHER: return mlsys_gather(c, s, r, count, g->dt, g->root);
-    case MLSYS_COLL_SCATTER: return mlsys_scatter(c, s, r, count, g->dt, g->root);
-    case MLSYS_COLL_ALLTOALL: return mlsys_alltoall(c, s, r, count, g->dt);
-    default: return MLSYS_ERR_ARG;
-    }
-}
-
-static void fill_inputs(const bench_ctx *b, void *buf, size_t off, size_t n_elems, int src)
-{
-    for (size_t i = 0; i < n_elems; i++)
-        store(buf, off + i, b->k.dt, in_val(b->gen_op, src, i));
-}
-
-static void fill_sentinel(const bench_ctx *b, void *buf, size_t n_elems)
-{
-    for (size_t i = 0; i < n_elems; i++)
-        store(buf, i, b->k.dt, BENCH_SENTINEL);
-}
-
-/* Put this rank's known inputs where the call reads them and the sentinel where it writes,
- * so that a call that writes nothing cannot pass the check with an earlier result. */
-static void prepare(const bench_ctx *b, size_t count, int inplace)
-{
-    mlsys_coll coll = b->k.coll;
-    int n = b->n, me = b->rank, root = b->k.root;
-    size_t ns = send_elems(coll, count, n), nr = recv_elems(coll, count, n);
-    if (coll == MLSYS_COLL_BROADCAST) {
-        if (me == root)
-            fill_inputs(b, b->recv, 0, count, root);
-        else
-            fill_sentinel(b, b->recv, count);
-        return;
-    }
-    if (!inplace) {
-        if (coll == MLSYS_COLL_SCATTER && me != root)
-            fill_sentinel(b, b->send, ns);
-        else
-            fill_inputs(b, b->send, 0, ns, me);
-        fill_sentinel(b, b->recv, nr);
-        return;
-    }
-    switch (coll) {
-    case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
-        fill_sentinel(b, b->recv, nr);
-        for (size_t j = 0; j < count; j++)
-            store(b->recv, (size_t)me * count + j, b->k.dt, in_val(b->gen_op, me, j));
-        break;
-    case MLSYS_COLL_REDUCE_SCATTER:
-        fill_inputs(b, b->send, 0, ns, me);
-        break;
-    case MLSYS_COLL_SCATTER:
-        if (me == root)
-            fill_inputs(b, b->send, 0, ns, me);
-        else
-            fill_sentinel(b, b->send, ns);
-        break;
-    default:      /* all_reduce, reduce, all_to_all: the input is the buffer */
-        fill_inputs(b, b->recv, 0, ns, me);
-        break;
-    }
-}
-
-/* Elements of res (the call's receive pointer) that differ from what the known inputs give. */
-static uint64_t count_wrong(const bench_ctx *b, const void *res, size_t count)
-{
-    const bench_call *g = &b->k;
-    mlsys_coll coll = g->coll;
-    int n = b->n, me = b->rank, root = g->root;
-    if ((coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER) && me != root)
-        return 0;
-    size_t nr = recv_elems(coll, count, n);
-    uint64_t wrong = 0;
-    for (size_t k = 0; k < nr; k++) {
-        bench_val e;
-        switch (coll) {
-        case MLSYS_COLL_ALLREDUCE: case MLSYS_COLL_REDUCE:
-            e = expect_red(g->op, g->dt, n, k);
-            break;
-        case MLSYS_COLL_REDUCE_SCATTER:
-            e = expect_red(g->op, g->dt, n, (size_t)me * count + k);
-            break;
-        case MLSYS_COLL_BROADCAST:
-            e = val_of(in_val(b->gen_op, root, k));
-            break;
-        case MLSYS_COLL_ALLGATHER: case MLSYS_COLL_GATHER:
-            e = val_of(in_val(b->gen_op, (int)(k / count), k % count));
-            break;
-        case MLSYS_COLL_SCATTER:
-            e = val_of(in_val(b->gen_op, root, (size_t)me * count + k));
-            break;
-        default:  /* all_to_all: block s of my result is block "me" of rank s's input */
-            e = val_of(in_val(b->gen_op, (int)(k / count), (size_t)me * count + k % count));
-            break;
-        }
-        wrong += (uint64_t)differs(res, k, g->dt, g->op, e);
-    }
-    return wrong;
-}
-
-/* Which rank the test hook corrupts: one whose result is checked. */
-static int inject_rank(const bench_call *g, int n)
-{
-    mlsys_coll coll = g->coll;
-    return coll == MLSYS_COLL_REDUCE || coll == MLSYS_COLL_GATHER ? g->root : n - 1;
-}
-
-static int fail(bench_ctx *b, const char *what, uint64_t bytes, int rc)
-{
-    fprintf(stderr, "%s: rank %d: %s of %" PRIu64 " B failed (%d): %s\n",
-            b->k.who ? b->k.who : "mlsys-lab bench", b->rank, what, bytes, rc,
-            mlsys_errmsg(b->c));
-    return 1;
-}
-
-/* The bookkeeping all-reduces (max of times, sum of #wrong) run with the automatic rule, so
- * that a forced algorithm under test only times itself. */
-static int bookkeeping(bench_ctx *b, const void *s, void *r, size_t count, mlsys_dtype dt,
-                       mlsys_op op, const char *algo)
-{
-    int rc = 0;
-    if (b->k.coll == MLSYS_COLL_ALLREDUCE)
-        mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, NULL);
-    rc = mlsys_allreduce(b->c, s, r, count, dt, op);
-    if (b->k.coll == MLSYS_COLL_ALLREDUCE)
-        mlsys_set_algo(b->c, MLSYS_COLL_ALLREDUCE, algo);
-    return rc;
-}
-
-size_t bench_count(const bench_call *k, uint64_t bytes, int n, uint64_t *used)
-{
-    size_t es = mlsys_dtype_size(k->dt), div = per_rank_count(k->coll) ? (size_t)n : 1;
-    size_t count = (size_t)(bytes / es / div);
-    if (used)
-        *used = (uint64_t)count * es * div;
-    return count;
-}
-
-bench_ctx *bench_ctx_new(mlsys_comm *c, const bench_call *k, uint64_t max_bytes)
-{
-    bench_ctx *b = mlsys_xcalloc(1, sizeof *b);
-    b->k = *k;
-    b->c = c;
-    b->rank = mlsys_rank(c);
-    b->n = mlsys_size(c);
-    b->esize = mlsys_dtype_size(k->dt);
-    b->gen_op = is_reduction(k->coll) ? k->op : MLSYS_SUM;
-    const char *inj = getenv("MLSYS_BENCH_INJECT");
-    b->inject = inj && *inj && strcmp(inj, "0") != 0;
-    uint64_t biggest = 0;
-    bench_count(k, max_bytes, b->n, &biggest);
-    b->buf_bytes = biggest ? biggest : b->esize;
-    b->send = mlsys_alloc_aligned(b->buf_bytes);
-    b->recv = mlsys_alloc_aligned(b->buf_bytes);
-    return b;
-}
-
-void bench_ctx_free(bench_ctx *b)
-{
-    if (!b)
-        return;
-    mlsys_free_aligned(b->send, b->buf_bytes);
-    mlsys_free_aligned(b->recv, b->buf_bytes);
-    free(b);
-}
-
-double bench_busbw_factor(mlsys_coll coll, int n)
-{
-    return busbw_factor(coll, n);
-}
-
-double bench_model_us(mlsys_coll coll, const char *algo, double S, int n, double alpha_us,
-                      double beta_gbs)
-{
-    return model_us(coll, algo, S, n, alpha_us, beta_gbs);
-}
-
-/* One placement of one size: warm-up, barrier, n timed calls with nothing else inside the
- * loop (a clock read per call with per_call), then the max over ranks of the per-rank
- * average (and fastest call), then the check. */
-int bench_measure(bench_ctx *b, uint64_t bytes, int inplace, const char *algo, bench_result *res)
-{
-    const bench_call *g = &b->k;
-    const void *s;
-    void *r;
-    int rc;
-    memset(res, 0, sizeof *res);
-    res->algo = "none";
-    size_t count = bench_count(g, bytes, b->n, &res->bytes);
-    if (count == 0)
-        return 0;
-    if (res->bytes > b->buf_bytes) {
-        fprintf(stderr, "%s: rank %d: %" PRIu64 " B is more than the %zu B the buffers were "
-                "made for\n", g->who ? g->who : "mlsys-lab bench", b->rank, res->bytes,
-                b->buf_bytes);
-        return 1;
-    }
-    res->count = count;
-    if ((rc = mlsys_set_algo(b->c, g->coll, algo && *algo ? algo : NULL)))
-        return fail(b, "set algorithm", bytes, rc);
-    call_buffers(b, count, inplace, &s, &r);
-    prepare(b, count, inplace);
-    for (long i = 0; i < g->warmup; i++)
-        if ((rc = call(b, s, r, count)))
-            return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
-    if ((rc = mlsys_barrier(b->c)))
-        return fail(b, "barrier", res->bytes, rc);
-    uint64_t t0 = mlsys_now_ns(), t1;
-    double best = 0;
-    if (g->per_call) {
-        uint64_t prev = t0, fastest = UINT64_MAX;
-        for (long i = 0; i < g->iters; i++) {
-            if ((rc = call(b, s, r, count)))
-                return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
-            uint64_t t = mlsys_now_ns();
-            fastest = t - prev < fastest ? t - prev : fastest;
-            prev = t;
-        }
-        t1 = prev;
-        best = (double)fastest / 1e3;
-    } else {
-        for (long i = 0; i < g->iters; i++)
-            if ((rc = call(b, s, r, count)))
-                return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
-        t1 = mlsys_now_ns();
-    }
-    res->algo = mlsys_last_algo(b->c);
-    double local[2] = {(double)(t1 - t0) / 1e3 / (double)g->iters, best}, worst[2] = {0, 0};
-    if ((rc = bookkeeping(b, local, worst, 2, MLSYS_F64, MLSYS_MAX, algo)))
-        return fail(b, "time all_reduce", res->bytes, rc);
-
-    int64_t wrong = 0, total = 0;
-    if (g->check) {
-        prepare(b, count, inplace);
-        if ((rc = call(b, s, r, count)))
-            return fail(b, mlsys_coll_name(g->coll), res->bytes, rc);
-        if (b->inject && b->rank == inject_rank(g, b->n))
-            store(r, 0, g->dt, BENCH_SENTINEL);
-        wrong = (int64_t)count_wrong(b, r, count);
-        if ((rc = bookkeeping(b, &wrong, &total, 1, MLSYS_I64, MLSYS_SUM, algo)))
-            return fail(b, "check all_reduce", res->bytes, rc);
-    }
-    res->time_us = worst[0];
-    res->min_us = worst[1];
-    res->algbw = worst[0] > 0 ? (double)res->bytes / (worst[0] * 1e3) : 0.0;
-    res->busbw = res->algbw * busbw_factor(g->coll, b->n);
-    res->wrong = (uint64_t)total;
-    return 0;
-}
-
 /* ---- rank 0's output ---- */
 
 static void print_header(const bench_cfg *g, mlsys_comm *c)
@@ -593,9 +71,9 @@ static void print_header(const bench_cfg *g, mlsys_comm *c)
     mlsys_format_size(g->sizes[g->nsizes - 1], hi, sizeof hi);   /* first and last, in order */
     printf("# mlsys-lab bench: %s on %d ranks (%s backend), %s, ", mlsys_coll_name(g->coll),
            n, mlsys_backend_name(c), mlsys_dtype_name(g->dt));
-    if (is_reduction(g->coll))
+    if (bench_is_reduction(g->coll))
         printf("op %s, ", mlsys_op_name(g->op));
-    if (is_rooted(g->coll))
+    if (bench_is_rooted(g->coll))
         printf("root %d, ", g->root);
     printf("algorithm %s\n", g->algo);
     uint64_t lo_b = g->sizes[0], hi_b = g->sizes[0];
@@ -615,7 +93,7 @@ static void print_header(const bench_cfg *g, mlsys_comm *c)
     printf(" warmup iters: %ld iters: %ld validation: %d\n", g->warmup, g->iters, g->check);
     printf("# sizes %s .. %s; time = max over ranks of each rank's average over %ld calls "
            "(no barrier inside the timed loop)\n", lo, hi, g->iters);
-    if (per_rank_count(g->coll))
+    if (bench_per_rank_count(g->coll))
         printf("# size = the whole buffer of %d blocks; count = size / element size, each rank "
                "passes count/%d\n", n, n);
     if (g->coll == MLSYS_COLL_BROADCAST)
@@ -641,8 +119,8 @@ static void print_row(const bench_cfg *g, const bench_row *w)
 {
     size_t es = mlsys_dtype_size(g->dt);
     printf("%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d", w->bytes, w->bytes / es,
-           mlsys_dtype_name(g->dt), is_reduction(g->coll) ? mlsys_op_name(g->op) : "none",
-           is_rooted(g->coll) ? g->root : -1);
+           mlsys_dtype_name(g->dt), bench_is_reduction(g->coll) ? mlsys_op_name(g->op) : "none",
+           bench_is_rooted(g->coll) ? g->root : -1);
     for (int k = 0; k < 2; k++) {
         const bench_cell *x = &w->cell[k];
         printf("  %8.2f  %7.2f  %7.2f  ", x->time_us, x->algbw, x->busbw);
@@ -679,8 +157,9 @@ static uint64_t print_footer(const bench_cfg *g, const bench_row *rows, int n, c
     if (g->check)
         printf("# Out of bounds values : %" PRIu64 " %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %.3f\n", cnt ? sum / cnt : 0.0);
-    printf("# busbw = algbw x %s = algbw x %.3f for %s on %d ranks: %s\n", busbw_formula(g->coll),
-           busbw_factor(g->coll, n), mlsys_coll_name(g->coll), n, busbw_reason(g->coll));
+    printf("# busbw = algbw x %s = algbw x %.3f for %s on %d ranks: %s\n",
+           bench_busbw_formula(g->coll), bench_busbw_factor(g->coll, n),
+           mlsys_coll_name(g->coll), n, bench_busbw_reason(g->coll));
     /* group consecutive sizes that ran the same algorithm for the same reason */
     for (int i = 0; i < g->nsizes;) {
         if (!rows[i].count) {
@@ -754,13 +233,13 @@ static int write_json(const bench_cfg *g, mlsys_comm *c, const bench_row *all_ro
     fprintf(f, ",\n  \"datatype\": ");
     json_str(f, mlsys_dtype_name(g->dt));
     fprintf(f, ",\n  \"op\": ");
-    json_str(f, is_reduction(g->coll) ? mlsys_op_name(g->op) : "none");
+    json_str(f, bench_is_reduction(g->coll) ? mlsys_op_name(g->op) : "none");
     fprintf(f, ",\n  \"root\": %d,\n  \"iters\": %ld,\n  \"warmup_iters\": %ld,\n"
-            "  \"check\": %d,\n  \"busbw_formula\": ", is_rooted(g->coll) ? g->root : -1,
+            "  \"check\": %d,\n  \"busbw_formula\": ", bench_is_rooted(g->coll) ? g->root : -1,
             g->iters, g->warmup, g->check);
-    json_str(f, busbw_formula(g->coll));
+    json_str(f, bench_busbw_formula(g->coll));
     fprintf(f, ",\n  \"busbw_factor\": %.6g,\n  \"tables\": [",
-            busbw_factor(g->coll, mlsys_size(c)));
+            bench_busbw_factor(g->coll, mlsys_size(c)));
     for (int t = 0; t < g->nalgos; t++) {
         const bench_row *rows = all_rows + (size_t)t * (size_t)g->nsizes;
         double sum = 0;
@@ -865,8 +344,10 @@ static int bench_rank_main(mlsys_comm *c, void *arg)
                 row.why = "";
             if (strcmp(ran[0], ran[1]) && me == 0)
                 printf("# %" PRIu64 " B: in-place ran %s\n", row.bytes, ran[1]);
-            row.model_us = g->alpha_us > 0 ? model_us(g->coll, row.algo, (double)row.bytes, n,
-                                                      g->alpha_us, g->beta_gbs) : -1;
+            row.model_us = g->alpha_us > 0 ? bench_model_us(g->coll, row.algo,
+                                                            (double)row.bytes, n, g->alpha_us,
+                                                            g->beta_gbs)
+                                           : -1;
             if (me == 0) {
                 rows[i] = row;
                 print_row(g, &row);

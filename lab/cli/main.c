@@ -4,10 +4,9 @@
 #include "../job/runner.h"
 #include "../exercise/exercise.h"
 #include "../ui/ui.h"
-#include "train.h"
 #include "generate.h"
-#include "bench.h"
 #include "cli.h"
+#include "../../core/nn/nn.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +169,7 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    nn_gemm_start(argv);    /* BLAS threads and the GEMM kernel, once, before anything else */
     if (argc < 2 || ui_is_flag(argv[1]))
         return ui_is_terminal() ? ui_main(argc, argv) : cmd_list(1, argv);
     const char *name = argv[1];

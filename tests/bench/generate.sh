@@ -1,7 +1,8 @@
 #!/bin/sh
 # generate.sh - decode throughput of the lab's model: tokens/s at batch 1 (no cache and with
-# the KV cache), batched decode at 16 sequences (goal: >= 8x batch 1), and the peak RSS of each
-# run. Uses the shipped model when it exists, else a random one of the same size (dim 128,
+# the KV cache), batched decode at 16 sequences (goal: >= 8x batch 1), the same with the
+# batch-invariant GEMM (MLSYS_GEMM=invariant) beside the default kernel, and the peak RSS of
+# each run. Uses the shipped model when it exists, else a random one of the same size (dim 128,
 # 4 layers, 4/2 heads, hidden 352, vocab 512, seq 256). Figures are reported, never asserted.
 # Usage: generate.sh BUILD_DIR   (env BENCH_REPEAT: runs per point, median taken, default 3;
 # BENCH_STEPS: new tokens per sequence, default 128)
@@ -42,7 +43,7 @@ point() {
     : >"$tmp/cpu"
     i=0
     while [ $i -lt "$repeat" ]; do
-        "$bin" generate --model "$model" --tokenizer "$tok" -n "$steps" --ignore-eos \
+        env ${gemm:+MLSYS_GEMM=$gemm} "$bin" generate --model "$model" --tokenizer "$tok" -n "$steps" --ignore-eos \
             --temperature 0 --batch "$batch" "$@" >/dev/null 2>"$tmp/err" || {
             cat "$tmp/err" >&2
             exit 1
@@ -69,6 +70,19 @@ printf '  %-22s %9s tokens/s wall %9s per CPU s   peak RSS %s MiB\n' "batch 16, 
 # on a shared machine the CPU-time ratio is the fair one: wall time also counts other jobs
 awk -v a="$r16" -v b="$r1" -v ca="$c16" -v cb="$c1" 'BEGIN { if (b > 0 && cb > 0)
     printf "  batch 16 / batch 1: %.1fx wall, %.1fx per CPU second (goal >= 8x)\n", a / b, ca / cb }'
+# the batch-invariant GEMM (MLSYS_GEMM=invariant: a row's logits do not depend on its batch)
+# against the default kernel, side by side
+gemm=invariant
+point 1
+ri1=$rate ci1=$cpu
+printf '  %-22s %9s tokens/s wall %9s per CPU s   peak RSS %s MiB\n' "batch 1, invariant" "$rate" "$cpu" "$rss"
+point 16
+printf '  %-22s %9s tokens/s wall %9s per CPU s   peak RSS %s MiB\n' "batch 16, invariant" "$rate" "$cpu" "$rss"
+awk -v a="$ri1" -v b="$r1" -v ca="$ci1" -v cb="$c1" -v d="$rate" -v e="$r16" -v cd="$cpu" \
+    -v ce="$c16" 'BEGIN { if (b > 0 && cb > 0 && e > 0 && ce > 0)
+    printf "  invariant / default GEMM: batch 1 %.2fx, batch 16 %.2fx per CPU second (%.2fx, %.2fx wall)\n",
+        ca / cb, cd / ce, a / b, d / e }'
+gemm=
 
 # The same engine on a model too large for the caches (57 M parameters, 228 MB): decoding one
 # sequence then waits on memory for every weight, and batching pays for those reads once per

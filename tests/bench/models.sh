@@ -3,7 +3,8 @@
 # Parts II and III, each figure next to its reference in the same run: the chapter-5 MLP step
 # (ours, reference kernel and OpenBLAS, against PyTorch on one thread), DDP's buckets and
 # overlap against the hand-written loop, pipeline bubbles measured against predicted, the
-# language model's training against PyTorch with its 2-rank scaling, and decode throughput.
+# language model's training against PyTorch with its 2-rank scaling, decode throughput, and
+# PPO on CartPole against PyTorch (steps/s, steps and seconds to a return of 475).
 # Figures are reported, never asserted. Usage: models.sh BUILD_DIR
 set -u
 build=${1:-build}
@@ -27,6 +28,9 @@ sh "$here/ddp.sh" "$build"
 
 section "Pipeline schedules on real ranks: measured bubble against predicted"
 sh "$here/pipeline.sh" "$build"
+
+section "PPO on CartPole: ch12/ppo-cartpole against PyTorch (CleanRL's defaults)"
+sh "$here/ppo.sh" "$build"
 
 for s in train generate serve; do
     if [ -f "$here/$s.sh" ]; then

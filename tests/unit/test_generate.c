@@ -217,6 +217,7 @@ START_TEST(forward_matches_naive)
 {
     check_vs_naive(1, NN_GEMM_REF);
     check_vs_naive(0, NN_GEMM_REF);
+    check_vs_naive(0, NN_GEMM_INVARIANT);
     if (nn_have_blas()) {
         check_vs_naive(1, NN_GEMM_BLAS);
         check_vs_naive(0, NN_GEMM_BLAS);
@@ -224,27 +225,163 @@ START_TEST(forward_matches_naive)
 }
 END_TEST
 
-/* The trainer's forward (core/nn/transformer.c) and ours are two codes for one model. */
-START_TEST(forward_matches_training_forward)
+/* ---- one forward: the training forward, the uncached and the cached inference ----
+ * They share every kernel, so with a batch-invariant GEMM (the reference kernel, or
+ * NN_GEMM_INVARIANT) a row's logits are the same bits however the rows are grouped into
+ * calls: the training forward over B sequences, a fresh prefill of one (nocache), token by
+ * token, chunked prefills, and random mixes of prefill and decode rows of several sequences
+ * in one call (continuous batching, a speculative verify). */
+
+/* [B, T] logits of the training forward over B sequences (tok [B,T]). */
+static float *tf_logits(const llm_config *c, const llm_weights *w, const int *tok, int B, int T)
 {
+    nn_tf m;
+    ck_assert(nn_tf_init(&m, c, B, T) == 0);
+    nn_tf_forward(&m, w, tok, NULL, B, T);
+    float *out = malloc(sizeof(float) * B * T * c->vocab_size);
+    memcpy(out, m.logits, sizeof(float) * B * T * c->vocab_size);
+    nn_tf_fini(&m);
+    return out;
+}
+
+static void check_one_forward(nn_gemm_kernel kern, int generic, int shared)
+{
+    enum { B = 3, T = 20 };
     llm_config c;
     llm_weights w;
-    nn_set_gemm_kernel(NN_GEMM_REF);
-    make_model(&c, &w, 32, 72, 2, 4, 2, 41, 16, 1, 5, 0.25f);
-    int T = c.seq_len, V = c.vocab_size, tok[16];
+    char err[256];
+    ck_assert(nn_set_gemm_kernel(kern) == 0);
+    nn_gemm_invariant_generic(generic);
+    make_model(&c, &w, 32, 72, 2, 4, 2, 41, T, shared, 5 + shared, 0.25f);
+    int V = c.vocab_size, tok[B * T];
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 31);
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int)(mlsys_rng_u64(&r) % V);
+    size_t row = sizeof(float) * V;
+    float *ref = tf_logits(&c, &w, tok, B, T), *got = malloc(row * B * T);
+
+    /* the uncached reference, one sequence at a time */
+    for (int b = 0; b < B; b++) {
+        ck_assert(llm_forward_nocache(&c, &w, tok + b * T, T, 0, got) == 0);
+        ck_assert_msg(!memcmp(got, ref + (size_t)b * T * V, row * T),
+                      "%s: nocache differs from the training forward (sequence %d)",
+                      nn_gemm_kernel_name(kern), b);
+    }
+    /* the cache, rows grouped at random: every call takes 1..9 of the rows not yet run,
+     * each sequence's rows in order, sequences interleaved; engines of 4 and 16 rows */
+    for (int trial = 0; trial < 6; trial++) {
+        llm_engine e;
+        llm_kv kv;
+        ck_assert(llm_engine_init(&e, &c, &w, trial % 2 ? 4 : 16, err, sizeof err) == 0);
+        ck_assert(llm_kv_init_contiguous(&kv, &c, B, 0, err, sizeof err) == 0);
+        for (int b = 0; b < B; b++)
+            ck_assert(kv.ops->reserve(&kv, b, T) == 0);
+        int next[B] = {0}, done = 0;
+        while (done < B * T) {
+            int n = trial == 0 ? 1 : trial == 1 ? B * T : 1 + (int)(mlsys_rng_u64(&r) % 9);
+            int seq[B * T], pos[B * T], tk[B * T], m = 0;
+            while (m < n && done + m < B * T) {
+                int b = (int)(mlsys_rng_u64(&r) % B);
+                if (next[b] == T)
+                    continue;
+                seq[m] = b, pos[m] = next[b]++, tk[m] = tok[b * T + pos[m]];
+                m++;
+            }
+            ck_assert_msg(llm_forward(&e, &kv, m, seq, pos, tk, NULL, got, err, sizeof err) == 0,
+                          "%s", err);
+            for (int i = 0; i < m; i++)
+                ck_assert_msg(!memcmp(got + (size_t)i * V,
+                                      ref + ((size_t)seq[i] * T + pos[i]) * V, row),
+                              "%s%s, trial %d: sequence %d position %d (in a call of %d "
+                              "rows) differs from the training forward",
+                              nn_gemm_kernel_name(kern), generic ? " (plain C)" : "", trial,
+                              seq[i], pos[i], m);
+            done += m;
+        }
+        llm_kv_free(&kv);
+        llm_engine_fini(&e);
+    }
+    printf("one forward (%s%s, %s): training forward = nocache = cached in any grouping of "
+           "rows, bit for bit OK\n", nn_gemm_kernel_name(kern), generic ? ", plain C" : "",
+           shared ? "shared" : "separate wcls");
+    nn_gemm_invariant_generic(0);
+    free(ref);
+    free(got);
+    llm_weights_free(&w);
+}
+
+START_TEST(one_forward_bitwise)
+{
+    for (int shared = 0; shared < 2; shared++) {
+        check_one_forward(NN_GEMM_REF, 0, shared);
+        check_one_forward(NN_GEMM_INVARIANT, 0, shared);
+        check_one_forward(NN_GEMM_INVARIANT, 1, shared);
+    }
+}
+END_TEST
+
+/* Under OpenBLAS the same rows in the same GEMMs still give the same bits (the training
+ * forward of one sequence and its uncached prefill multiply the same T rows), and the only
+ * difference left between decoding and prefilling has one cause: BLAS rounds a one-row GEMM
+ * differently from a many-row one. Changing that one thing (the GEMM kernel for the
+ * invariant one, everything else as it was) makes the difference vanish. */
+START_TEST(blas_difference_is_the_gemm)
+{
+    if (!nn_have_blas())
+        return;
+    enum { T = 20 };
+    llm_config c;
+    llm_weights w;
+    char err[256];
+    make_model(&c, &w, 32, 72, 2, 4, 2, 41, T, 1, 5, 0.25f);
+    int V = c.vocab_size, tok[T];
     for (int t = 0; t < T; t++)
         tok[t] = (t * 7 + 3) % V;
-    nn_tf m;
-    ck_assert(nn_tf_init(&m, &c, 1, T) == 0);
-    nn_tf_forward(&m, &w, tok, NULL, 1, T);
-    float *got = malloc(sizeof(float) * T * V);
-    ck_assert(llm_forward_nocache(&c, &w, tok, T, 0, got) == 0);
-    double d = rel_diff(got, m.logits, (size_t)T * V);
-    printf("forward vs the trainer's nn_tf_forward: max rel diff %.2g %s\n", d,
-           d < 1e-5 ? "OK" : "NOT OK");
-    ck_assert(d < 1e-5);
-    free(got);
-    nn_tf_fini(&m);
+    float *pre = malloc(sizeof(float) * T * V), *dec = malloc(sizeof(float) * T * V);
+    double diff[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        ck_assert(nn_set_gemm_kernel(k ? NN_GEMM_INVARIANT : NN_GEMM_BLAS) == 0);
+        float *tf = tf_logits(&c, &w, tok, 1, T);
+        ck_assert(llm_forward_nocache(&c, &w, tok, T, 0, pre) == 0);
+        ck_assert_msg(!memcmp(tf, pre, sizeof(float) * T * V), "%s: training forward and "
+                      "prefill of the same rows differ", nn_gemm_kernel_name(nn_get_gemm_kernel()));
+        free(tf);
+        llm_engine e;
+        llm_kv kv;
+        ck_assert(llm_engine_init(&e, &c, &w, 4, err, sizeof err) == 0);
+        ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
+        ck_assert(kv.ops->reserve(&kv, 0, T) == 0);
+        for (int t = 0, s0 = 0; t < T; t++)
+            ck_assert(llm_forward(&e, &kv, 1, &s0, &t, &tok[t], NULL, dec + (size_t)t * V, err,
+                                  sizeof err) == 0);
+        for (int i = 0; i < T * V; i++)
+            diff[k] = fmax(diff[k], fabs((double)dec[i] - pre[i]));
+        llm_kv_free(&kv);
+        llm_engine_fini(&e);
+    }
+    /* and the GEMM alone shows it: one row through x·Wᵀ alone and among T rows */
+    ck_assert(nn_set_gemm_kernel(NN_GEMM_BLAS) == 0);
+    float *x = malloc(sizeof(float) * T * c.dim), *yb = malloc(sizeof(float) * T * V);
+    float *y1 = malloc(sizeof(float) * V);
+    for (int i = 0; i < T * c.dim; i++)
+        x[i] = sinf(0.37f * i);
+    nn_linear_forward(yb, x, w.wcls, NULL, T, c.dim, V);
+    int rows = 0;
+    for (int t = 0; t < T; t++) {
+        nn_linear_forward(y1, x + (size_t)t * c.dim, w.wcls, NULL, 1, c.dim, V);
+        rows += memcmp(y1, yb + (size_t)t * V, sizeof(float) * V) != 0;
+    }
+    printf("decode vs prefill logits: blas max diff %.2g (a one-row GEMM rounds differently: "
+           "%d of %d rows of x·Wᵀ differ alone), invariant %.2g %s\n", diff[0], rows, T,
+           diff[1], diff[1] == 0 && diff[0] < 1e-4 ? "OK" : "NOT OK");
+    ck_assert(diff[1] == 0.0);
+    ck_assert(diff[0] < 1e-4);
+    free(x);
+    free(yb);
+    free(y1);
+    free(pre);
+    free(dec);
     llm_weights_free(&w);
 }
 END_TEST
@@ -318,14 +455,15 @@ START_TEST(greedy_cache_equals_nocache)
 }
 END_TEST
 
-/* On the reference GEMM every row is computed alone, so the cached logits must equal the
- * recomputed ones bit for bit, step after step. */
-START_TEST(cache_logits_bitwise_on_ref)
+/* On a batch-invariant GEMM (the reference kernel, the invariant one) every row is computed
+ * as if alone, so the cached logits must equal the recomputed ones bit for bit, step after
+ * step, with greedy tokens fed back. */
+static void check_cache_bitwise(nn_gemm_kernel kern)
 {
     llm_config c;
     llm_weights w;
     char err[256];
-    nn_set_gemm_kernel(NN_GEMM_REF);
+    nn_set_gemm_kernel(kern);
     make_model(&c, &w, 32, 64, 2, 4, 1, 29, 24, 0, 13, 0.3f);
     int V = c.vocab_size, tok[24], seq = 0;
     llm_engine e;
@@ -338,7 +476,8 @@ START_TEST(cache_logits_bitwise_on_ref)
         ck_assert(kv.ops->reserve(&kv, 0, t + 1) == 0);
         ck_assert(llm_forward(&e, &kv, 1, &seq, &t, &tok[t], NULL, a, err, sizeof err) == 0);
         ck_assert(llm_forward_nocache(&c, &w, tok, t + 1, 1, b) == 0);
-        ck_assert_msg(!memcmp(a, b, sizeof(float) * V), "position %d differs", t);
+        ck_assert_msg(!memcmp(a, b, sizeof(float) * V), "%s: position %d differs",
+                      nn_gemm_kernel_name(kern), t);
         tok[t + 1] = llm_argmax(a, V);
     }
     free(a);
@@ -346,6 +485,12 @@ START_TEST(cache_logits_bitwise_on_ref)
     llm_kv_free(&kv);
     llm_engine_fini(&e);
     llm_weights_free(&w);
+}
+
+START_TEST(cache_logits_bitwise_on_ref)
+{
+    check_cache_bitwise(NN_GEMM_REF);
+    check_cache_bitwise(NN_GEMM_INVARIANT);
 }
 END_TEST
 
@@ -403,6 +548,7 @@ START_TEST(batched_equals_one_at_a_time)
 {
     check_batched(NN_GEMM_REF, 0.0f);
     check_batched(NN_GEMM_REF, 1.0f);    /* sampled too: each sequence has its own stream */
+    check_batched(NN_GEMM_INVARIANT, 1.0f);
     if (nn_have_blas())
         check_batched(NN_GEMM_BLAS, 0.0f);
 }
@@ -690,6 +836,83 @@ START_TEST(cli_model_info)
 END_TEST
 
 /* The model that ships (when it does): `model info` quality stays above what was measured. */
+/* The shipped model under the batch-invariant GEMM: 16 sequences decoded in one forward per
+ * step give each the logits, bit for bit, that it gets decoded alone, and a prompt prefilled
+ * in one call the logits of feeding it token by token: "identical to greedy" holds exactly on
+ * the lab's own model, whatever the batch (what the serving engine and speculative decoding
+ * test on this path). */
+START_TEST(shipped_model_batch_invariant)
+{
+    const char *root = getenv("MLSYS_LAB_ROOT");
+    char mp[512];
+    snprintf(mp, sizeof mp, "%s/assets/models/model.bin", root ? root : ".");
+    if (access(mp, R_OK)) {
+        printf("shipped model: %s not there yet, skipped\n", mp);
+        return;
+    }
+    enum { NS = 16, P = 12, STEPS = 20 };
+    llm_config c;
+    llm_weights w;
+    char err[512];
+    ck_assert_msg(llm_checkpoint_read(mp, &c, &w, err, sizeof err) == 0, "%s", err);
+    ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
+    int V = c.vocab_size;
+    llm_engine e;
+    llm_kv kv;
+    ck_assert(llm_engine_init(&e, &c, &w, 64, err, sizeof err) == 0);
+    ck_assert(llm_kv_init_contiguous(&kv, &c, 2 * NS, 0, err, sizeof err) == 0);
+    /* sequences 0..15 together (prefills in one call each, then decode steps of 16 rows);
+     * sequences 16..31 the same tokens one row per call */
+    int tok[NS][P + STEPS], seq[NS], pos[NS], cur[NS];
+    float *lg = malloc(sizeof(float) * NS * P * V), *one = malloc(sizeof(float) * V);
+    unsigned char want[P];
+    for (int b = 0; b < NS; b++)
+        for (int t = 0; t < P; t++)
+            tok[b][t] = t == 0 ? 1 : 3 + (b * 31 + t * 7) % (V - 3);
+    int differ = 0;
+    for (int b = 0; b < NS; b++) {
+        int sq[P], ps[P];
+        for (int t = 0; t < P; t++)
+            sq[t] = b, ps[t] = t, want[t] = 1;
+        ck_assert(kv.ops->reserve(&kv, b, P) == 0 && kv.ops->reserve(&kv, NS + b, P) == 0);
+        ck_assert(llm_forward(&e, &kv, P, sq, ps, tok[b], want, lg, err, sizeof err) == 0);
+        for (int t = 0; t < P; t++) {
+            int s1 = NS + b;
+            ck_assert(llm_forward(&e, &kv, 1, &s1, &t, &tok[b][t], NULL, one, err,
+                                  sizeof err) == 0);
+            differ += memcmp(one, lg + (size_t)t * V, sizeof(float) * V) != 0;
+        }
+        tok[b][P] = llm_argmax(lg + (size_t)(P - 1) * V, V);
+    }
+    ck_assert_msg(!differ, "%d prompt positions: prefill differs from token by token", differ);
+    for (int step = 0; step < STEPS - 1; step++) {
+        int p = P + step;
+        for (int b = 0; b < NS; b++) {
+            seq[b] = b, pos[b] = p, cur[b] = tok[b][p];
+            ck_assert(kv.ops->reserve(&kv, b, p + 1) == 0);
+            ck_assert(kv.ops->reserve(&kv, NS + b, p + 1) == 0);
+        }
+        ck_assert(llm_forward(&e, &kv, NS, seq, pos, cur, NULL, lg, err, sizeof err) == 0);
+        for (int b = 0; b < NS; b++) {
+            int s1 = NS + b;
+            ck_assert(llm_forward(&e, &kv, 1, &s1, &p, &cur[b], NULL, one, err,
+                                  sizeof err) == 0);
+            differ += memcmp(one, lg + (size_t)b * V, sizeof(float) * V) != 0;
+            tok[b][p + 1] = llm_argmax(lg + (size_t)b * V, V);
+        }
+    }
+    printf("shipped model, invariant GEMM: prefill = token by token (%d positions), decode "
+           "of %d together = alone (%d steps), logits bit for bit %s\n", NS * P, NS,
+           STEPS - 1, differ ? "NOT OK" : "OK");
+    ck_assert_msg(!differ, "%d decode rows differ from the same row alone", differ);
+    free(lg);
+    free(one);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
+    llm_weights_free(&w);
+}
+END_TEST
+
 START_TEST(shipped_model_quality)
 {
     const char *root = getenv("MLSYS_LAB_ROOT");
@@ -783,14 +1006,17 @@ static void fixtures(void)
     fclose(f);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    nn_gemm_start(argv);      /* BLAS threads and MLSYS_GEMM, as every program of the lab */
     fixtures();
     Suite *s = suite_create("generate");
     TCase *tc = tcase_create("forward");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, forward_matches_naive);
-    tcase_add_test(tc, forward_matches_training_forward);
+    tcase_add_test(tc, one_forward_bitwise);
+    tcase_add_test(tc, blas_difference_is_the_gemm);
     tcase_add_test(tc, greedy_cache_equals_nocache);
     tcase_add_test(tc, cache_logits_bitwise_on_ref);
     tcase_add_test(tc, batched_equals_one_at_a_time);
@@ -808,6 +1034,7 @@ int main(void)
     tcase_add_test(tcl, cli_generate_streams_and_agrees);
     tcase_add_test(tcl, cli_model_info);
     tcase_add_test(tcl, shipped_model_quality);
+    tcase_add_test(tcl, shipped_model_batch_invariant);
     suite_add_tcase(s, tcl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

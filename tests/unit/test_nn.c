@@ -1,5 +1,6 @@
-/* test_nn.c - core/nn's numerics against independent references: the reference GEMM against
- * OpenBLAS and a double-precision triple loop (all transposes, odd shapes, strides); every
+/* test_nn.c - core/nn's numerics against independent references: the GEMM kernels (reference,
+ * OpenBLAS, batch-invariant) against a double-precision triple loop (all transposes, odd
+ * shapes, strides), and the batch-invariant ones bit for bit against themselves; every
  * layer's forward against its definition in double and its backward against central finite
  * differences, under both GEMM kernels; the cross-entropy on huge logits; a small MLP's whole
  * gradient, and its loss falling under SGD. */
@@ -9,9 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 /* ---- helpers ---- */
 
@@ -66,28 +64,37 @@ static double at(const float *X, int trans, int ld, int r, int c)
     return trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c];
 }
 
-/* Runs one GEMM shape under both kernels and checks each against a double triple loop.
- * The tolerance scales with Σ|alpha·a·b| + |beta·c|, the size of what was summed. */
+/* Runs one GEMM shape under every kernel (reference, BLAS, the batch-invariant one on this
+ * CPU's instructions and in plain C) and checks each against a double triple loop. The
+ * tolerance scales with Σ|alpha·a·b| + |beta·c|, the size of what was summed. */
+#define NKERN 4
 static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
                        mlsys_rng *r)
 {
+    static const char *names[NKERN] = {"ref", "blas", "invariant", "invariant (plain C)"};
     int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
     int arows = ta ? K : M, brows = tb ? N : K;
+    size_t nc = (size_t)M * ldc;
     float *A = vec((size_t)arows * lda + 1), *B = vec((size_t)brows * ldb + 1);
-    float *C0 = vec((size_t)M * ldc + 1), *Cref = vec((size_t)M * ldc + 1);
-    float *Cblas = vec((size_t)M * ldc + 1);
+    float *C0 = vec(nc + 1), *Ck[NKERN];
     fill(A, (size_t)arows * lda, -1, 1, r);
     fill(B, (size_t)brows * ldb, -1, 1, r);
-    fill(C0, (size_t)M * ldc, -1, 1, r);
+    fill(C0, nc, -1, 1, r);
     if (beta == 0.0f)           /* beta = 0 must not read C: NaN there must not survive */
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
+        for (size_t i = 0; i < nc; i++)
             C0[i] = NAN;
-    memcpy(Cref, C0, (size_t)M * ldc * sizeof(float));
-    memcpy(Cblas, C0, (size_t)M * ldc * sizeof(float));
-
-    nn_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cref, ldc);
+    for (int k = 0; k < NKERN; k++) {
+        Ck[k] = vec(nc + 1);
+        memcpy(Ck[k], C0, nc * sizeof(float));
+    }
+    nn_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Ck[0], ldc);
     ck_assert_int_eq(nn_set_gemm_kernel(nn_have_blas() ? NN_GEMM_BLAS : NN_GEMM_REF), 0);
-    nn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cblas, ldc);
+    nn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Ck[1], ldc);
+    ck_assert_int_eq(nn_set_gemm_kernel(NN_GEMM_INVARIANT), 0);
+    nn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Ck[2], ldc);
+    nn_gemm_invariant_generic(1);
+    nn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Ck[3], ldc);
+    nn_gemm_invariant_generic(0);
 
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
@@ -100,28 +107,27 @@ static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float b
             double c0 = beta == 0.0f ? 0.0 : C0[(size_t)i * ldc + j];
             double want = alpha * s + beta * c0;
             double tol = 1e-5 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-6;
-            double gr = Cref[(size_t)i * ldc + j], gb = Cblas[(size_t)i * ldc + j];
-            ck_assert_msg(fabs(gr - want) <= tol,
-                          "ref gemm ta=%d tb=%d M=%d N=%d K=%d: C[%d,%d] = %g, want %g",
-                          ta, tb, M, N, K, i, j, gr, want);
-            ck_assert_msg(fabs(gb - want) <= tol,
-                          "blas gemm ta=%d tb=%d M=%d N=%d K=%d: C[%d,%d] = %g, want %g",
-                          ta, tb, M, N, K, i, j, gb, want);
-            ck_assert_msg(fabs(gr - gb) <= 2 * tol, "ref and blas differ at [%d,%d]", i, j);
+            for (int k = 0; k < NKERN; k++) {
+                double got = Ck[k][(size_t)i * ldc + j];
+                ck_assert_msg(fabs(got - want) <= tol,
+                              "%s gemm ta=%d tb=%d M=%d N=%d K=%d: C[%d,%d] = %g, want %g",
+                              names[k], ta, tb, M, N, K, i, j, got, want);
+            }
         }
         /* padding columns past N belong to someone else: untouched */
         for (int j = N; j < ldc; j++)
-            ck_assert(memcmp(&Cref[(size_t)i * ldc + j], &C0[(size_t)i * ldc + j], 4) == 0 &&
-                      memcmp(&Cblas[(size_t)i * ldc + j], &C0[(size_t)i * ldc + j], 4) == 0);
+            for (int k = 0; k < NKERN; k++)
+                ck_assert_msg(memcmp(&Ck[k][(size_t)i * ldc + j], &C0[(size_t)i * ldc + j],
+                                     4) == 0, "%s gemm wrote past N", names[k]);
     }
     free(A);
     free(B);
     free(C0);
-    free(Cref);
-    free(Cblas);
+    for (int k = 0; k < NKERN; k++)
+        free(Ck[k]);
 }
 
-START_TEST(test_gemm_ref_vs_blas)
+START_TEST(test_gemm_kernels)
 {
     static const int shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 17, 13, 9 }, { 33, 65, 31 },
                                      { 64, 64, 64 }, { 5, 1, 129 }, { 1, 37, 2 },
@@ -161,23 +167,105 @@ END_TEST
 
 START_TEST(test_gemm_kernel_choice)
 {
-    /* CK_FORK gives this test a fresh process: the environment is read at first use */
+    /* CK_FORK gives this test a fresh process: nn_gemm_start reads the environment (argv
+     * NULL: it lowers OpenBLAS's thread count instead of starting the program again) */
+    ck_assert_int_eq(nn_get_gemm_kernel(), nn_have_blas() ? NN_GEMM_BLAS : NN_GEMM_REF);
     setenv("MLSYS_GEMM", "ref", 1);
+    nn_gemm_start(NULL);
     ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_REF);
+    setenv("MLSYS_GEMM", "invariant", 1);
+    nn_gemm_start(NULL);
+    ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_INVARIANT);
+    setenv("MLSYS_GEMM", "fastest", 1);          /* unknown: said on stderr, kernel kept */
+    nn_gemm_start(NULL);
+    ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_INVARIANT);
     ck_assert_str_eq(nn_gemm_kernel_name(NN_GEMM_REF), "ref");
     ck_assert_str_eq(nn_gemm_kernel_name(NN_GEMM_BLAS), "blas");
+    ck_assert_str_eq(nn_gemm_kernel_name(NN_GEMM_INVARIANT), "invariant");
     if (nn_have_blas()) {
         ck_assert_int_eq(nn_set_gemm_kernel(NN_GEMM_BLAS), 0);
         ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_BLAS);
-#ifdef HAVE_OPENBLAS
-        if (!getenv("OPENBLAS_NUM_THREADS"))
-            ck_assert_int_eq(openblas_get_num_threads(), 1);
-#endif
+        const char *nt = getenv("OPENBLAS_NUM_THREADS");
+        ck_assert_int_eq(nn_blas_threads(), nt && atoi(nt) > 0 ? atoi(nt) : 1);
     } else {
         ck_assert_int_eq(nn_set_gemm_kernel(NN_GEMM_BLAS), -1);
-        ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_REF);
+        ck_assert_int_eq(nn_get_gemm_kernel(), NN_GEMM_INVARIANT);
+        ck_assert_int_eq(nn_blas_threads(), 0);
     }
     ck_assert_int_eq(nn_set_gemm_kernel((nn_gemm_kernel)7), -1);
+}
+END_TEST
+
+/* The batch-invariant kernel's promise, bit for bit: row i of A multiplied alone gives the
+ * row that it gives inside any batch of 1..128 rows, at the batch's first, middle or last
+ * position, for the model's shapes (N x K of every projection of the lab's model and of the
+ * test models) and odd ones, in every layout, on this CPU's instructions and in plain C.
+ * The reference kernel makes the same promise and is held to it too. BLAS makes none: how
+ * many rows it rounds differently is printed, not asserted. */
+static int rows_differ(nn_gemm_kernel k, int ta, int tb, int N, int K, int Mmax, int Mstep,
+                       const float *A, const float *B, float *Cb, float *C1)
+{
+    int lda = ta ? Mmax : K, ldb = tb ? K : N, bad = 0;
+    ck_assert_int_eq(nn_set_gemm_kernel(k), 0);
+    for (int M = 1; M <= Mmax; M += (M < 17 ? 1 : Mstep)) {
+        nn_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, Cb, N);
+        int probe[3] = {0, M / 2, M - 1};
+        for (int p = 0; p < 3; p++) {
+            int i = probe[p];
+            /* the row alone: for op(A) = Aᵀ, column i of the stored [K, Mmax] matrix */
+            nn_gemm(ta, tb, 1, N, K, 1.0f, ta ? A + i : A + (size_t)i * lda, lda, B, ldb, 0.0f,
+                    C1, N);
+            bad += memcmp(C1, Cb + (size_t)i * N, (size_t)N * sizeof(float)) != 0;
+        }
+    }
+    return bad;
+}
+
+START_TEST(test_gemm_batch_invariant)
+{
+    static const int nk[][2] = {{128, 128}, {64, 128}, {352, 128}, {128, 352}, {512, 128},
+                                {41, 32}, {72, 32}, {7, 13}, {1, 1}, {33, 9}, {16, 100}};
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 77);
+    int Mmax = 128;
+    float *A = vec((size_t)Mmax * 512), *B = vec(512 * 512), *Cb = vec((size_t)Mmax * 512);
+    float *C1 = vec(512);
+    fill(A, (size_t)Mmax * 512, -1, 1, &r);
+    fill(B, 512 * 512, -1, 1, &r);
+    int blas_bad = 0, blas_total = 0;
+    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++) {
+        int N = nk[s][0], K = nk[s][1];
+        for (int t = 0; t < 4; t++) {
+            int ta = t >> 1, tb = t & 1;
+            int big = (size_t)N * K > 20000;
+            /* every M from 1 to 16, then steps of 7 (1, 2, ..., 16, 17, 24, ..., 122, 128 is
+             * reached through Mstep 1 on the fast kernel for the NT layout) */
+            int step = !ta && tb ? 1 : 7;
+            ck_assert_msg(!rows_differ(NN_GEMM_INVARIANT, ta, tb, N, K, Mmax, step, A, B, Cb,
+                                       C1), "invariant (%s) N=%d K=%d ta=%d tb=%d: a row "
+                          "differs from itself alone", nn_gemm_invariant_isa(), N, K, ta, tb);
+            nn_gemm_invariant_generic(1);
+            ck_assert_msg(!rows_differ(NN_GEMM_INVARIANT, ta, tb, N, K, big ? 33 : Mmax,
+                                       big ? 16 : 7, A, B, Cb, C1),
+                          "invariant (plain C) N=%d K=%d ta=%d tb=%d: a row differs", N, K,
+                          ta, tb);
+            nn_gemm_invariant_generic(0);
+            if (!big)
+                ck_assert_msg(!rows_differ(NN_GEMM_REF, ta, tb, N, K, Mmax, 7, A, B, Cb, C1),
+                              "ref N=%d K=%d ta=%d tb=%d: a row differs", N, K, ta, tb);
+            if (nn_have_blas() && !ta && tb) {
+                blas_bad += rows_differ(NN_GEMM_BLAS, ta, tb, N, K, Mmax, 1, A, B, Cb, C1);
+                blas_total += 3 * Mmax;
+            }
+        }
+    }
+    printf("batch invariance: invariant (%s) and ref rows identical alone and in 1..128 rows "
+           "OK; blas (x·Wᵀ): %d of %d probed rows differ\n", nn_gemm_invariant_isa(),
+           blas_bad, blas_total);
+    free(A);
+    free(B);
+    free(Cb);
+    free(C1);
 }
 END_TEST
 
@@ -703,9 +791,10 @@ static Suite *nn_suite(void)
 {
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("gemm");
-    tcase_add_test(tc, test_gemm_ref_vs_blas);
+    tcase_add_test(tc, test_gemm_kernels);
     tcase_add_test(tc, test_gemm_degenerate);
     tcase_add_test(tc, test_gemm_kernel_choice);
+    tcase_add_test(tc, test_gemm_batch_invariant);
     suite_add_tcase(s, tc);
     tc = tcase_create("gradcheck");
     tcase_add_loop_test(tc, test_layer_forward, 0, 2 * OP_COUNT);
@@ -721,8 +810,10 @@ static Suite *nn_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    nn_gemm_start(argv);      /* BLAS threads and MLSYS_GEMM, as every program of the lab */
     SRunner *sr = srunner_create(nn_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

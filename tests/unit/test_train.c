@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../../lab/cli/train.h"
+#include "../../lab/cli/cli.h"
+#include "../../core/llm/trainer.h"
 #include "run_bin.h"
 
 #define TINY "--dim 32 --layers 2 --heads 4 --kv-heads 2 --hidden 64 --seq-len 32 --vocab 300 " \
@@ -134,12 +135,9 @@ START_TEST(deterministic_and_resume_bit_identical)
     for (char *tok = strtok_r(flags, " ", &save); tok && argc < 63;
          tok = strtok_r(NULL, " ", &save))
         argv[argc++] = tok;
-    train_opts o;
+    train_lm_opts o;
     char err[512], why[256];
     ck_assert(train_parse(&o, argc, argv, err, sizeof err) == 0);
-    /* pin OpenBLAS to one thread before the fork, as the command does (see train.c) */
-    float one = 1.0f, prod;
-    nn_gemm(0, 0, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &prod, 1);
     ck_assert_msg(mlsys_run_fn(2, 30000, lab_rank, &o, why, sizeof why) == 0, "%s", why);
     snprintf(z, sizeof z, "%s/lab/model.bin", g_dir);
     ck_assert(same_file(a, z));
@@ -204,7 +202,7 @@ END_TEST
 /* ---- in-process: the trainer's pieces ---- */
 
 static llm_datakit g_kit;
-static train_opts g_o;
+static train_lm_opts g_o;
 
 static void tiny_setup(int batch, float lr, long warmup)
 {
@@ -213,11 +211,11 @@ static void tiny_setup(int batch, float lr, long warmup)
                     "--hidden", "64", "--seq-len", "32", "--vocab", "300", "--data-bytes",
                     "64K"};
     ck_assert(train_parse(&g_o, 17, argv, err, sizeof err) == 0);
-    g_o.batch = batch;
-    g_o.lr = lr;
-    g_o.min_lr = lr / 10;
-    g_o.warmup = warmup;
-    g_o.steps = 30;
+    g_o.t.batch = batch;
+    g_o.t.lr = lr;
+    g_o.t.min_lr = lr / 10;
+    g_o.t.warmup = warmup;
+    g_o.t.steps = 30;
     llm_datakit_opts ko = {.seed = 1, .train_bytes = g_o.data_bytes, .vocab_size = 300};
     ck_assert_msg(llm_datakit_build(&g_kit, &ko, err, sizeof err) == 0, "%s", err);
     g_o.cfg.vocab_size = g_kit.tok.vocab_size;
@@ -226,10 +224,13 @@ static void tiny_setup(int batch, float lr, long warmup)
 START_TEST(loss_decreases)
 {
     tiny_setup(8, 1e-2f, 0);
+    train_lm m;
     train_ctx t;
     char err[512];
-    ck_assert_msg(train_ctx_init(&t, NULL, &g_o, &g_kit, &g_o.cfg, NULL, NULL, err,
-                                 sizeof err) == 0, "%s", err);
+    ck_assert_msg(train_lm_init(&m, &g_o.cfg, &g_kit, g_o.t.batch, g_o.t.batch, g_o.seed,
+                                g_o.data_seed, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(train_ctx_init(&t, NULL, &g_o.t, &m.base, NULL, err, sizeof err) == 0, "%s",
+                  err);
     float first = 0, last = 0, loss, lr, loss0 = 0;
     for (int s = 0; s < 30; s++) {
         ck_assert(train_step(&t, &loss, &lr) == 0);
@@ -249,6 +250,7 @@ START_TEST(loss_decreases)
     ck_assert_msg(last < first - 1.0, "loss %f -> %f", first, last);
     ck_assert(val < first - 1.0);
     train_ctx_fini(&t);
+    train_lm_fini(&m);
     llm_datakit_free(&g_kit);
 }
 END_TEST
@@ -280,34 +282,41 @@ typedef struct dp_arg {
 static int dp_rank(mlsys_comm *c, void *u)
 {
     dp_arg *a = u;
-    train_opts o = g_o;
-    o.sync = a->sync;
+    train_lm_opts o = g_o;
+    o.t.sync = a->sync;
     o.world = mlsys_size(c);
-    o.bucket_bytes = 4096;        /* many buckets: overlap really happens */
+    o.t.bucket_bytes = 4096;      /* many buckets: overlap really happens */
+    train_lm m;
     train_ctx t;
     char err[512];
-    if (train_ctx_init(&t, c, &o, &g_kit, &o.cfg, NULL, NULL, err, sizeof err) != 0)
+    if (train_lm_init(&m, &o.cfg, &g_kit, o.t.batch, o.t.batch / o.world, o.seed, o.data_seed,
+                      NULL, NULL, err, sizeof err) != 0)
+        return 1;
+    if (train_ctx_init(&t, c, &o.t, &m.base, NULL, err, sizeof err) != 0)
         return 1;
     float loss;
     int rc = train_grad(&t, &loss);
     if (!rc && mlsys_rank(c) == 0) {
-        memcpy(a->out, t.g.mem, a->n * sizeof(float));
+        memcpy(a->out, m.g.mem, a->n * sizeof(float));
         a->out[a->n] = loss;
     }
     train_ctx_fini(&t);
+    train_lm_fini(&m);
     return rc ? 1 : 0;
 }
 
 START_TEST(dp_two_ranks_equal_one_on_the_doubled_batch)
 {
     tiny_setup(8, 1e-3f, 0);
+    train_lm m1;
     train_ctx one;
     char err[512], why[256];
-    ck_assert(train_ctx_init(&one, NULL, &g_o, &g_kit, &g_o.cfg, NULL, NULL, err,
-                             sizeof err) == 0);
+    ck_assert(train_lm_init(&m1, &g_o.cfg, &g_kit, g_o.t.batch, g_o.t.batch, g_o.seed,
+                            g_o.data_seed, NULL, NULL, err, sizeof err) == 0);
+    ck_assert(train_ctx_init(&one, NULL, &g_o.t, &m1.base, NULL, err, sizeof err) == 0);
     float loss1;
     ck_assert(train_grad(&one, &loss1) == 0);
-    size_t n = one.g.n_floats;
+    size_t n = m1.g.n_floats;
     float *shared = mmap(NULL, (n + 1) * sizeof(float), PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert(shared != MAP_FAILED);
@@ -316,8 +325,8 @@ START_TEST(dp_two_ranks_equal_one_on_the_doubled_batch)
         ck_assert_msg(mlsys_run_fn(2, 30000, dp_rank, &a, why, sizeof why) == 0, "%s", why);
         double worst = 0, gmax = 0;
         for (size_t i = 0; i < n; i++) {
-            worst = fmax(worst, fabs(shared[i] - one.g.mem[i]));
-            gmax = fmax(gmax, fabs(one.g.mem[i]));
+            worst = fmax(worst, fabs(shared[i] - m1.g.mem[i]));
+            gmax = fmax(gmax, fabs(m1.g.mem[i]));
         }
         printf("DP 2 ranks (%s) vs 1 rank: max |diff| %.3g (largest gradient %.3g), loss %.6f "
                "vs %.6f %s\n", sync ? "allreduce" : "ddp", worst, gmax, shared[n], loss1,
@@ -328,12 +337,15 @@ START_TEST(dp_two_ranks_equal_one_on_the_doubled_batch)
     }
     munmap(shared, (n + 1) * sizeof(float));
     train_ctx_fini(&one);
+    train_lm_fini(&m1);
     llm_datakit_free(&g_kit);
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    nn_gemm_start(argv);      /* one BLAS thread from the start, as the command has */
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);

@@ -549,8 +549,10 @@ START_TEST(kernels_agree)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    nn_gemm_start(argv);      /* BLAS threads and MLSYS_GEMM, as every program of the lab */
     Suite *s = suite_create("transformer");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);

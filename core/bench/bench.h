@@ -1,12 +1,12 @@
-/* bench.h - `mlsys-lab bench`, an nccl-tests-style benchmark of the collectives: one table
- * per algorithm with time, algbw, busbw and #wrong for out-of-place and in-place calls, on
- * the shm backend (fork) or under mpirun (--backend mpi). lab/main.c dispatches
- * `mlsys-lab bench ...` to bench_main with argv[0] = "bench". The measuring engine below is
- * shared with the labs that time collectives (ch04/benchmark-algorithms). */
-#ifndef MLSYS_LAB_BENCH_H
-#define MLSYS_LAB_BENCH_H
+/* bench.h - measuring and modelling collectives, nccl-tests' way: one measurement of one
+ * size (measure.c), and what a size means and should cost (model.c: counts, busbw factor,
+ * alpha-beta model). `mlsys-lab bench` (lab/cli/bench.c) prints tables from it; the labs that
+ * time collectives (ch04/benchmark-algorithms) use the same engine. Table of contents:
+ * prototypes sit under the file that has them. */
+#ifndef MLSYS_BENCH_H
+#define MLSYS_BENCH_H
 
-#include "../../core/mlsys.h"
+#include "../mlsys.h"
 
 /* What one measurement calls: the collective and its arguments, and how it is timed. */
 typedef struct bench_call {
@@ -33,11 +33,7 @@ typedef struct bench_result {
 
 typedef struct bench_ctx bench_ctx;
 
-/* bench.c */
-/* Parse the flags, run the job, print the table. Exit status: 0 fine, 1 the job failed or
- * some results were wrong, 2 a bad flag or value (one line on stderr). */
-int bench_main(int argc, char **argv);
-
+/* ---- measure.c ---- */
 /* The count argument for a requested size of bytes on n ranks, and the S it really uses
  * (rounded down to whole elements, and to n blocks for per-rank collectives). */
 size_t bench_count(const bench_call *k, uint64_t bytes, int n, uint64_t *used);
@@ -51,9 +47,21 @@ void bench_ctx_free(bench_ctx *b);
  * inplace: 0 out-of-place, 1 in-place (the conventions of mlsys.h). Returns 0, or 1 after
  * one line on stderr naming the rank, the call and the size. */
 int bench_measure(bench_ctx *b, uint64_t bytes, int inplace, const char *algo, bench_result *r);
+
+/* ---- model.c ---- */
+/* Collectives whose count is per rank (the table size S is the whole buffer of n blocks);
+ * those that reduce; those with a root. */
+int bench_per_rank_count(mlsys_coll coll);
+int bench_is_reduction(mlsys_coll coll);
+int bench_is_rooted(mlsys_coll coll);
+/* Elements of the send and of the receive buffer that one call of count uses on n ranks. */
+size_t bench_send_elems(mlsys_coll coll, size_t count, int n);
+size_t bench_recv_elems(mlsys_coll coll, size_t count, int n);
 /* busbw = algbw x this (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, ..., 1
- * broadcast and reduce). */
+ * broadcast and reduce); the formula as text; why, in one line. */
 double bench_busbw_factor(mlsys_coll coll, int n);
+const char *bench_busbw_formula(mlsys_coll coll);
+const char *bench_busbw_reason(mlsys_coll coll);
 /* The alpha-beta prediction in us of algo for a size of S bytes on n ranks, alpha in us per
  * message, beta in GB/s per link; -1 when there is no model of that algorithm. It is linear
  * in alpha and 1/beta. */

@@ -1,0 +1,213 @@
+/* test_ch14.c - chapter 14's calculators through the real program. memory-timeline
+ * --faithful against every golden of the curriculum (§14.2: phase totals for 7B, 13B, 70B and
+ * 405B, bars, sort order, the scaling split with its bug, the batch table, the advice and its
+ * TP cap); the corrected default against its own definitions (real parameter counts, grouped
+ * KV heads, fixed + scaling = total, the batch table's row equal to the total, the ceiling of
+ * GPUs). weight-update-demo against §14.3's goldens at 140 and 14 GB, its filters and
+ * iteration timelines, and a real broadcast measured on 2 ranks. */
+#include "run_bin.h"
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The number after the first occurrence of key at or after from. */
+static double after(const char *from, const char *key)
+{
+    const char *p = strstr(from, key);
+    ck_assert_msg(p != NULL, "missing: %s", key);
+    return strtod(p + strlen(key), NULL);
+}
+
+/* The TOTAL of the phase whose title starts with name. */
+static double phase_total(const char *out, const char *name)
+{
+    const char *p = strstr(out, name);
+    ck_assert_msg(p != NULL, "no phase %s", name);
+    return after(p, "TOTAL");
+}
+
+START_TEST(memory_faithful_goldens)
+{
+    struct { const char *m; double gen, score, train, fixed, scaling, full; } g[] = {
+        {"70b", 443.5, 161.5, 1227.4, 560.0, 968.8, 1528.8},
+        {"7b", 48.3, 18.3, 133.5, 56.0, 109.8, 165.8},
+        {"13b", 86.7, 32.7, 241.6, 104.0, 196.3, 300.3},
+        {"405b", 2499.6, 877.6, 6818.2, 3240.0, 5265.9, 8505.9},
+    };
+    for (int i = 0; i < 4; i++) {
+        bin_result b = run_bin("run ch14/memory-timeline --faithful -m %s", g[i].m);
+        ck_assert_msg(b.status == 0, "%s: exit %d: %s", g[i].m, b.status, b.err);
+        ck_assert(fabs(phase_total(b.out, "GENERATION") - g[i].gen) < 0.051);
+        ck_assert(fabs(phase_total(b.out, "SCORING") - g[i].score) < 0.051);
+        ck_assert(fabs(phase_total(b.out, "TRAINING") - g[i].train) < 0.051);
+        ck_assert(fabs(after(b.out, "fixed (optimizer states):") - g[i].fixed) < 0.051);
+        ck_assert(fabs(after(b.out, "weights and gradients):") - g[i].scaling) < 0.051);
+        ck_assert(fabs(after(b.out, "required with everything resident:") - g[i].full) <
+                  0.051);
+        bin_result_free(&b);
+    }
+    /* the fits / exceeds lines, 7B and 70B */
+    bin_result b = run_bin("run ch14/memory-timeline --faithful -m 7b");
+    ck_assert(strstr(b.out, "✓ fits in one GPU (80 GB): 60% of it"));
+    ck_assert(strstr(b.out, "✓ fits in one GPU (80 GB): 23% of it"));
+    ck_assert(strstr(b.out, "needs 1.7× that"));
+    /* 7B batch table (S = 2048): KV, activations, total, fits */
+    const char *rows7[] = {"1       1.1          5.4       62.4  ✓", "2       2.1         10.7 "
+                           "      68.9  ✓", "4       4.3         21.5       81.8  ✗",
+                           "32      34.4        171.8      262.2  ✗"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(strstr(b.out, rows7[i]), "7b row: %s", rows7[i]);
+    ck_assert(strstr(b.out, "tensor parallel: 1\n  data/pipeline parallel: 8"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/memory-timeline --faithful");
+    ck_assert(strstr(b.out, "needs 5.5× that") && strstr(b.out, "needs 2.0× that") &&
+              strstr(b.out, "needs 15.3× that"));
+    const char *rows70[] = {"1       5.4         26.8      592.2  ✗", "16      85.9        "
+                            "429.5     1075.4  ✗", "32     171.8        859.0     1590.8  ✗"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(strstr(b.out, rows70[i]), "70b row: %s", rows70[i]);
+    ck_assert(strstr(b.out, "available: 640.0 GB") && strstr(b.out, "needs 19 GPUs of 80 GB"));
+    /* bars: ⌊GB·50 / (1.1·1227.4)⌋: 140 → 5, 560 → 20, 107.4 → 3, 21.5 → 0; sorted, the
+     * equal sizes in their order */
+    ck_assert(strstr(b.out, "  Optimizer states            560.0 GB ████████████████████\n"
+                            "  Actor weights               140.0 GB █████\n"
+                            "  Critic weights              140.0 GB █████\n"));
+    ck_assert(strstr(b.out, "  Activations                 107.4 GB ███\n"));
+    ck_assert(strstr(b.out, "  KV cache                     21.5 GB \n"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/memory-timeline --faithful -m 13b");
+    ck_assert(strstr(b.out, "tensor parallel: 2\n  data/pipeline parallel: 4"));
+    bin_result_free(&b);
+    /* rounded, not the ceiling: 165.8 / 80 = 2.07 prints 2 */
+    b = run_bin("run ch14/memory-timeline --faithful -m 7b -n 2");
+    ck_assert(strstr(b.out, "needs 2 GPUs of 80 GB"));
+    bin_result_free(&b);
+    /* the TP cap: 405B on 128 GPUs wants ⌊8505.9/80·0.7⌋ = 74, capped at 8 */
+    b = run_bin("run ch14/memory-timeline --faithful -m 405b -n 128");
+    ck_assert(strstr(b.out, "tensor parallel: 8\n  data/pipeline parallel: 16"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/memory-timeline --faithful -g 80.0");
+    ck_assert(strstr(b.out, "GPU memory: 80.0 GB x 8 GPUs"));
+    bin_result_free(&b);
+}
+END_TEST
+
+START_TEST(memory_corrected)
+{
+    /* real parameter counts, from the shapes */
+    struct { const char *m; const char *params; double kv_token; } r[] = {
+        {"7b", "6.74B", 524288}, {"13b", "13.02B", 819200}, {"70b", "68.98B", 327680},
+        {"405b", "405.85B", 516096},
+    };
+    for (int i = 0; i < 4; i++) {
+        bin_result b = run_bin("run ch14/memory-timeline -m %s -b 8 -s 1024", r[i].m);
+        ck_assert_int_eq(b.status, 0);
+        char key[64];
+        snprintf(key, sizeof key, "(%s parameters", r[i].params);
+        ck_assert_msg(strstr(b.out, key), "%s: %s", r[i].m, key);
+        ck_assert(fabs(after(b.out, "KV cache\n") - r[i].kv_token) < 0.5);
+        double fixed = after(b.out, "optimizer state):"), scaling = after(b.out,
+                                                                          "activations):");
+        double total = after(b.out, "  total:"), need = after(b.out, "resident:");
+        ck_assert(fabs(fixed + scaling - total) < 0.11 && fabs(total - need) < 0.051);
+        /* the table's row at the run's batch (8) is that same total */
+        const char *row = strstr(b.out, "\n       8 ");
+        ck_assert(row != NULL);
+        double kv, act, tot;
+        ck_assert(sscanf(row, " %*d %lf %lf %lf", &kv, &act, &tot) == 3);
+        ck_assert_msg(fabs(tot - total) < 0.051, "%s: row %g total %g", r[i].m, tot, total);
+        bin_result_free(&b);
+    }
+    /* 7B (6.74B): 4 bf16 copies 53.9 + 2 x 12 bytes x 6.74B of Adam 161.7 + 2 gradient
+     * copies 27.0 + KV 4.3 + activations 21.5 = 268.4 GB: on 2 x 80 it needs ⌈3.35⌉ = 4 */
+    bin_result b = run_bin("run ch14/memory-timeline -m 7b -n 2");
+    ck_assert(fabs(after(b.out, "resident:") - 268.4) < 0.11);
+    ck_assert(strstr(b.out, "needs 4 GPUs of 80 GB even with perfect sharding"));
+    /* per GPU with perfect sharding: generation on 2 GPUs */
+    double gen = phase_total(b.out, "GENERATION");
+    char want[96];
+    snprintf(want, sizeof want, "sharded perfectly over 2 GPUs: %.1f GB each", gen / 2);
+    ck_assert_msg(strstr(b.out, want), "%s", want);
+    bin_result_free(&b);
+}
+END_TEST
+
+START_TEST(weight_update_goldens)
+{
+    bin_result b = run_bin("run ch14/weight-update-demo --no-measure");
+    ck_assert_msg(b.status == 0, "exit %d: %s", b.status, b.err);
+    const char *lines[] = {"NVMe SSD                                20.10 s  acceptable",
+                           "HDD / NFS                              11.7 min  slow",
+                           "NCCL over NVLink                         0.32 s  excellent",
+                           "NCCL over InfiniBand (400 Gb/s)          2.85 s  good",
+                           "NCCL over 100 Gb/s Ethernet             11.30 s  acceptable",
+                           "CUDA IPC handle                          1.0 ms  zero copy"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(strstr(b.out, lines[i]), "missing: %s", lines[i]);
+    /* across nodes: SSD, HDD, IB, Ethernet only */
+    const char *cross = strstr(b.out, "across nodes");
+    const char *next = strstr(cross, "CUDA IPC: SHARE");
+    ck_assert(cross && next);
+    int n = 0;
+    for (const char *p = cross; (p = strstr(p, "\n  ")) && p < next; p++)
+        n++;
+    ck_assert_int_eq(n, 5);                 /* the header and four methods */
+    ck_assert(!strstr(cross, "NVLink          ") || strstr(cross, "NVLink          ") > next);
+    ck_assert(strstr(b.out, "iteration           50.00 s   transfers are 0.0 % of it"));
+    ck_assert(strstr(b.out, "weights -> engine    2.85 s"));
+    ck_assert(strstr(b.out, "iteration           55.70 s   transfers are 10.2 % of it"));
+    ck_assert(strstr(b.out, "new actor weights: 140 GB"));
+    ck_assert(!strstr(b.out, "MEASURED HERE"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/weight-update-demo --no-measure -m 14");
+    const char *l14[] = {"2.10 s  good", "1.2 min  slow", "41.1 ms  excellent",
+                         "0.33 s  excellent", "1.22 s  good", "1.0 ms  zero copy"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(strstr(b.out, l14[i]), "14 GB: %s", l14[i]);
+    ck_assert(strstr(b.out, "new actor weights: 14.0 GB"));
+    bin_result_free(&b);
+}
+END_TEST
+
+START_TEST(weight_update_measured)
+{
+    bin_result b = run_bin("run ch14/weight-update-demo -w 2 --measure-bytes 1M --iters 3");
+    ck_assert_msg(b.status == 0, "exit %d: %s", b.status, b.err);
+    const char *m = strstr(b.out, "MEASURED HERE: rank 0 broadcasts to 1 rank (shm backend)");
+    ck_assert_ptr_nonnull(m);
+    for (int k = 0; k < 2; k++) {
+        const char *row = strstr(m, k ? "\n       1 MiB" : "\n       4 MiB");
+        ck_assert_msg(row != NULL, "no row %d", k);
+        double ms, gbps;
+        char unit[8];
+        ck_assert(sscanf(row, " %*d %7s %lf ms %lf", unit, &ms, &gbps) == 3);
+        ck_assert(ms > 0 && gbps > 0 && isfinite(gbps));
+    }
+    ck_assert(strstr(m, "NCCL and CUDA IPC: not measured, no GPU here") ||
+              strstr(m, "GPU here: --backend nccl") || strstr(m, "GPUs here: --backend nccl"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/weight-update-demo -w 1");
+    ck_assert_int_eq(b.status, 0);
+    ck_assert(strstr(b.out, "needs a receiver"));
+    bin_result_free(&b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ch14");
+    TCase *tc = tcase_create("ch14");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, memory_faithful_goldens);
+    tcase_add_test(tc, memory_corrected);
+    tcase_add_test(tc, weight_update_goldens);
+    tcase_add_test(tc, weight_update_measured);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
