@@ -1,5 +1,5 @@
 /* test_serve_engine.c - the serving engine (core/llm/serve.c, sched.c, runner.c, seq.c) on the
- * shipped model, on the batch-invariant reference GEMM: a request's tokens are the same alone
+ * shipped model, on the batch-invariant GEMM (NN_GEMM_INVARIANT): a request's tokens are the same alone
  * and inside a busy batch with chunked prefill (greedy and seeded sampling); preempted
  * requests resume with unchanged output; finish reasons (EOS, max_tokens, the context, stop
  * strings with held-back text); cancel frees blocks at once, also from a callback; bad
@@ -28,7 +28,7 @@ static void load(void)
     char err[256];
     ck_assert_msg(llm_checkpoint_read(MODEL, &g_c, &g_w, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(llm_tokfile_read(TOKENIZER, 0, &g_t, err, sizeof err) == 0, "%s", err);
-    nn_set_gemm_kernel(NN_GEMM_REF);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
 }
 
 static void unload(void)
@@ -718,7 +718,7 @@ static int events_rank(mlsys_comm *c, void *arg)
     llm_weights w;
     if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
         return 1;
-    nn_set_gemm_kernel(NN_GEMM_REF);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
     /* a pool of 10 blocks of 8 for 3 seats: shares, evictions and preemptions all happen */
     llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c};
     llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
