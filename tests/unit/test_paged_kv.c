@@ -545,14 +545,14 @@ int main(void)
 {
     Suite *s = suite_create("paged_kv");
     TCase *tu = tcase_create("units");
-    tcase_set_timeout(tu, 120);
+    tcase_set_timeout(tu, 300);
     tcase_add_test(tu, lru_allocator_order);
     tcase_add_test(tu, cow_and_eviction);
     tcase_add_test(tu, checker_catches_corruption);
     tcase_add_test(tu, property_random_ops);
     suite_add_tcase(s, tu);
     TCase *tm = tcase_create("model");
-    tcase_set_timeout(tm, 300);
+    tcase_set_timeout(tm, 600);
     tcase_add_test(tm, forward_paged_bitwise_equals_contiguous);
     tcase_add_test(tm, greedy_paged_equals_contiguous);
     tcase_add_test(tm, greedy_prefix_sharing_equals_contiguous);
