@@ -82,11 +82,13 @@ $(BUILD)/%.o: %.c $(FEATURES_STAMP)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
+# Each archive is written afresh: `ar rcs` on an old one keeps the members of sources that
+# were moved or deleted, and --whole-archive then links their stale code.
 $(BUILD)/libmlsys.a: $(CORE_OBJ)
-	$(Q)ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/liblab.a: $(LAB_OBJ)
-	$(Q)ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
 	@$(if $(Q),echo "  LD $@")
