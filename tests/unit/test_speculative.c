@@ -1,6 +1,6 @@
 /* test_speculative.c - speculative decoding (core/llm/speculative.c) on the shipped target and
  * draft: greedy output equal to the target's own greedy decoding token for token on 120
- * prompts under the batch-invariant GEMM (and 40 under the reference kernel), the acceptance rule against the distribution it
+ * prompts under the batch-invariant GEMM (and 24 under the reference kernel), the acceptance rule against the distribution it
  * must produce (chi-square, fixed seeds; a wrong rule must fail the same test), the whole
  * engine sampling (first two tokens' joint distribution against the target's, computed
  * without a cache), the bookkeeping identities, the expected-tokens formula, bad input. */
@@ -145,7 +145,7 @@ END_TEST
 
 START_TEST(greedy_equals_target_ref)
 {
-    greedy_equal(NN_GEMM_REF, 40);
+    greedy_equal(NN_GEMM_REF, 24);
 }
 END_TEST
 
@@ -322,8 +322,9 @@ START_TEST(engine_samples_target)
     if (!load_pair(&p))
         return;
     ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
-    /* a name comes next: many likely first tokens, then the rest of the name */
-    const char *text = "Once upon a time, there was a girl named";
+    /* a name comes next: many likely first tokens, then the rest of the name (a two-token
+     * prompt, so each run's prefill is one row: the runs cost little under a sanitizer) */
+    const char *text = "named";
     long N = 3000, refusals;
     int df;
     double chi = engine_chi2(&p, text, NULL, N, &df, &refusals);
@@ -336,7 +337,7 @@ START_TEST(engine_samples_target)
     ck_assert_msg(chi < crit, "joint law of two tokens: chi2 %.2f >= %.2f (df %d)", chi, crit,
                   df);
     /* the same measurement tells a wrong rule inside the engine */
-    chi = engine_chi2(&p, text, rule_resample_p, N, &df, &refusals);
+    chi = engine_chi2(&p, text, rule_resample_p, N / 2, &df, &refusals);
     printf("engine, resampling from p: chi2 %.2f, crit %.2f\n", chi, chi2_crit(df, 3.72));
     ck_assert_msg(chi > chi2_crit(df, 3.72), "a wrong rule passed: chi2 %.2f", chi);
     free_pair(&p);
