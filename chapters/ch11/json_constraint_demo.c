@@ -21,10 +21,10 @@ static const lab_flag json_flags[] = {
     {"seed", 0, FLAG_INT, "42", NULL, 0, 1L << 40, "random seed"},
     {"simulate", 0, FLAG_BOOL, NULL, NULL, 0, 0, "the original's simulation: a 17-token "
      "vocabulary and uniform choices, no model"},
-    {"prompt", 0, FLAG_STR, "", NULL, 0, 0, "text before the JSON (empty: start of a document; "
-     "text that opens JSON itself, like {\"name\": \", is continued)"},
-    {"schema", 0, FLAG_STR, "", NULL, 0, 0, "an object with these keys and types, e.g. "
-     "name:string,age:integer,active:boolean (empty: any JSON object or array)"},
+    {"prompt", 0, FLAG_STR, NULL, NULL, 0, 0, "text before the JSON (unset: the start of a "
+     "document; text that opens JSON itself, like {\"name\": \", is continued)"},
+    {"schema", 0, FLAG_STR, NULL, NULL, 0, 0, "an object with these keys and types, e.g. "
+     "name:string,age:integer,active:boolean (unset: any JSON object or array)"},
     {"max-tokens", 0, FLAG_INT, "48", NULL, 4, 120, "token budget of one output"},
     {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, 0, "sampling temperature (0: greedy)"},
     {"runs", 0, FLAG_INT, "200", NULL, 0, 100000, "seeds x prompts measured, with and without "
@@ -401,6 +401,8 @@ static int run_real(const lab_args *a)
     memset(&x, 0, sizeof x);
     char err[512];
     const char *schema_spec = lab_arg_str(a, "schema"), *prompt = lab_arg_str(a, "prompt");
+    if (!prompt)
+        prompt = "";                   /* unset: the start of a document */
     llm_json_schema sc;
     if (schema_spec && *schema_spec && llm_json_schema_parse(&sc, schema_spec, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: --schema %s\n", LAB_ID, err);
