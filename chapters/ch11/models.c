@@ -143,5 +143,7 @@ const char *ch11_set_gemm(const char *choice)
         nn_set_gemm_kernel(NN_GEMM_REF);
     else if (choice && !strcmp(choice, "blas"))
         nn_set_gemm_kernel(NN_GEMM_BLAS);
+    else if (choice && !strcmp(choice, "invariant"))
+        nn_set_gemm_kernel(NN_GEMM_INVARIANT);
     return nn_gemm_kernel_name(nn_get_gemm_kernel());
 }

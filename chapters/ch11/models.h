@@ -36,7 +36,7 @@ void ch11_models_free(ch11_models *m);
 int ch11_prompt(const ch11_models *m, int i, int *ids, char *text, size_t cap);
 /* Token id as printable text: newlines as "\n", other control bytes as "\xNN". */
 const char *ch11_tok_text(const ch11_models *m, int id, char *buf, size_t n);
-/* "--gemm auto|ref|blas": set the kernel; returns its name. */
+/* "--gemm auto|ref|blas|invariant": set the kernel (auto: the process's); returns its name. */
 const char *ch11_set_gemm(const char *choice);
 
 #endif

@@ -35,8 +35,8 @@ static const lab_flag spec_flags[] = {
      "tokens); > 0: sampling (the target's distribution)"},
     {"sweep", 0, FLAG_INT, "8", NULL, 0, LLM_SPEC_MAX_K, "measure k = 1..N as well (plot "
      "view); 0: no sweep"},
-    {"gemm", 0, FLAG_CHOICE, "auto", "auto|ref|blas", 0, 0, "matrix kernel: ref computes a "
-     "row the same alone or in a batch, blas does not"},
+    {"gemm", 0, FLAG_CHOICE, "invariant", "invariant|ref|blas|auto", 0, 0, "matrix kernel: "
+     "invariant and ref compute a row the same alone or in a batch, blas does not"},
     {"model", 0, FLAG_STR, CH11_MODEL, NULL, 0, 0, "target model"},
     {"draft", 0, FLAG_STR, CH11_DRAFT, NULL, 0, 0, "draft model (same tokenizer)"},
     {"tokenizer", 0, FLAG_STR, CH11_TOKENIZER, NULL, 0, 0, "tokenizer of both"},
@@ -460,9 +460,9 @@ static int run_real(mlsys_comm *c, const lab_args *a)
            "(%d ids)\n",
            lab_arg_str(a, "draft"), thousands(llm_param_count(&x.m.dc), pd, sizeof pd),
            x.m.dc.dim, x.m.dc.n_layers, x.m.tc.vocab_size);
-    printf("GEMM    %s (%s)\n", gemm, !strcmp(gemm, "ref") ? "batch-invariant: a row is "
-           "computed the same alone and among k + 1 rows" : "OpenBLAS: one row and k + 1 rows "
-           "may round differently");
+    printf("GEMM    %s (%s)\n", gemm, strcmp(gemm, "blas") ? "batch-invariant: a row is "
+           "computed\n        the same alone and among k + 1 rows" : "OpenBLAS: one row and "
+           "k + 1 rows\n        may round differently");
     if (x.temperature == 0.0f)
         printf("decoding greedy (temperature 0): the output must be the target's own\n");
     else

@@ -3,11 +3,13 @@
  * on the original's built-in 8-token response, then a sweep of β and four KL scenarios.
  * The rewards come from core/rl's rl_token_rewards (the seam a learner's exercise
  * replaces). Beyond the original: the summary's KL penalty carries one sign convention, not
- * two; --spread shows the score shared over the tokens (same total); and a second β sweep
- * runs on a response that really drifted (positive KL), where the original's example, whose
- * KL is negative, turns the "penalty" into a bonus. */
+ * two; the non-negative k3 estimate of the same KL beside the log-ratios' sum; --spread
+ * shows the score shared over the tokens (same total); and a second β sweep runs on a
+ * response that really drifted (positive KL), where the original's example, whose KL is
+ * negative, turns the "penalty" into a bonus. */
 #include "../common/common.h"
 #include "../../core/rl/rl.h"
+#include "../../core/nn/nn.h"
 #include <math.h>
 #include <string.h>
 
@@ -110,6 +112,12 @@ static int rc_main(const lab_args *a)
     printf("total KL ΣKL_t           %+.4f\n", skl);
     printf("KL penalty β·ΣKL_t       %+.4f   (subtracted from the score)\n", beta * skl);
     printf("net reward Σr_t          %+.4f   = %+.4f − (%+.4f)\n", sr, rm, beta * skl);
+    /* the same divergence by Schulman's k3 = e^(-d) - 1 + d, d = the log-ratio: unbiased
+     * too, and never negative (core/nn's estimator) */
+    float k3[8];
+    nn_kl_forward(k3, resp_actor, resp_ref, NULL, 8, NN_KL_K3);
+    printf("KL by the k3 estimator   %+.4f   (e^−d − 1 + d per token: never negative)\n",
+           sum(k3, 8));
     printf("\nThe score arrives %s; the KL part, %+.4f in all, is spread over the\n"
            "tokens that caused it. A negative total KL (this response is, token for token, "
            "less\nlikely under the actor than under the reference) turns the penalty into a "
@@ -139,14 +147,14 @@ static int rc_main(const lab_args *a)
         {"less confident", {-2.0f, -2.5f, -2.0f}, {-1.0f, -1.0f, -1.0f}},
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-        float k3[3], r3[3];
-        rl_token_rewards(r3, k3, sc[i].a, sc[i].f, 3, 0.02f, 0.5f, RL_REWARD_END);
-        double s = sum(k3, 3);
+        float kl3[3], r3[3];
+        rl_token_rewards(r3, kl3, sc[i].a, sc[i].f, 3, 0.02f, 0.5f, RL_REWARD_END);
+        double s = sum(kl3, 3);
         printf("\n%s\n", sc[i].name);
         printf("  actor     %+.2f %+.2f %+.2f\n", sc[i].a[0], sc[i].a[1], sc[i].a[2]);
         printf("  reference %+.2f %+.2f %+.2f\n", sc[i].f[0], sc[i].f[1], sc[i].f[2]);
-        printf("  KL_t      %+.2f %+.2f %+.2f   ΣKL %+.4f   penalty %+.4f   net %.4f\n", k3[0],
-               k3[1], k3[2], s, 0.02 * s, sum(r3, 3));
+        printf("  KL_t      %+.2f %+.2f %+.2f   ΣKL %+.4f   penalty %+.4f   net %.4f\n", kl3[0],
+               kl3[1], kl3[2], s, 0.02 * s, sum(r3, 3));
     }
 
     printf("\n%s\n WHAT TO TAKE AWAY\n%s\n", rule, rule);

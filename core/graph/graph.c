@@ -85,8 +85,8 @@ int graph_mlp_init(graph_model *m, const int *dims, int n_dims, uint64_t seed)
     for (int l = 0; l + 1 < n_dims; l++) {
         int in = dims[l], out = dims[l + 1], last = l + 2 == n_dims;
         char *wn = m->names[nn++], *bn = m->names[nn++];
-        snprintf(wn, 16, "fc%d.weight", l + 1);
-        snprintf(bn, 16, "fc%d.bias", l + 1);
+        snprintf(wn, sizeof m->names[0], "fc%d.weight", (l + 1) % 100);
+        snprintf(bn, sizeof m->names[0], "fc%d.bias", (l + 1) % 100);
         graph_param *w = &m->params[m->n_params++], *b = &m->params[m->n_params++];
         *w = (graph_param){wn, out, in, p};
         p += (size_t)out * in;

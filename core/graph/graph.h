@@ -34,7 +34,7 @@ typedef struct graph_model {
     graph_op ops[GRAPH_MAX_OPS];
     graph_param params[GRAPH_MAX_PARAMS];
     int n_dims, dims[GRAPH_MAX_LAYERS + 1];   /* features in, hidden..., out */
-    char names[GRAPH_MAX_OPS * 2][16];        /* storage for the generated names */
+    char names[GRAPH_MAX_OPS * 2][24];        /* storage for the generated names */
     float *mem;                               /* the parameters, one allocation */
 } graph_model;
 

@@ -51,12 +51,13 @@ static double now(const llm_serve *s)
     return s->o.clock ? s->o.clock(s->o.clock_u) : mlsys_now_s();
 }
 
-static void flow(llm_serve *s, int from, int to, int count, int seq, int spare)
+/* One request moving between roles (see serve.h for what count and phase carry). */
+static void flow(llm_serve *s, int from, int to, int seq, int count, int phase)
 {
     if (!s->o.comm)
         return;
-    mlsys_flow_info f = {(int16_t)from, (int16_t)to, MLSYS_FLOW_REQUESTS, -1, count,
-                         (int32_t)s->step_no, seq, spare};
+    mlsys_flow_info f = {(int16_t)from, (int16_t)to, MLSYS_FLOW_REQUESTS, (int16_t)phase,
+                         count, (int32_t)s->step_no, seq, 0};
     mlsys_emit_flow(s->o.comm, &f, 0, NULL);
 }
 
@@ -211,6 +212,7 @@ static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
         q->on_event(q->u, &ev);
     if (why == LLM_FINISH_NONE)
         return;
+    flow(s, ROLE_MODEL, ROLE_CLIENT, q->id, q->st.n_out, -1);
     note_finished(s, q->id);
     pthread_mutex_lock(&s->mu);
     s->busy--;
@@ -259,9 +261,9 @@ static void take_in(llm_serve *s)
     }
     pthread_mutex_unlock(&s->mu);
     if (in.n) {
-        flow(s, ROLE_CLIENT, ROLE_QUEUE, in.n, in.head->id, 0);
         while (in.head) {
             llm_seq *q = in.head;
+            flow(s, ROLE_CLIENT, ROLE_QUEUE, q->id, q->n_prompt, -1);
             llm_queue_remove(&in, q);
             llm_queue_push_back(&s->sc.waiting, q);
         }
@@ -338,11 +340,13 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
         return 0;
     }
     s->step_no++;
-    if (sc->n_admitted)
-        flow(s, ROLE_QUEUE, ROLE_SCHED, sc->n_admitted, sc->items[sc->n_items - 1].s->id, 0);
-    if (sc->n_preempted)
-        flow(s, ROLE_SCHED, ROLE_QUEUE, sc->n_preempted, sc->preempted[0], 0);
-    flow(s, ROLE_SCHED, ROLE_MODEL, sc->n_items, sc->items[0].s->id, rows);
+    for (int i = 0; i < sc->n_preempted; i++)
+        flow(s, ROLE_SCHED, ROLE_QUEUE, sc->preempted[i], 0, -1);
+    for (int i = sc->n_items - sc->n_admitted; i < sc->n_items; i++)
+        flow(s, ROLE_QUEUE, ROLE_SCHED, sc->items[i].s->id, sc->items[i].s->n_computed, -1);
+    for (int i = 0; i < sc->n_items; i++)
+        flow(s, ROLE_SCHED, ROLE_MODEL, sc->items[i].s->id, sc->items[i].n,
+             sc->items[i].prefill);
     char label[32] = "";
     if (s->o.comm) {
         step_label(sc, label, sizeof label);
@@ -365,7 +369,6 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
         for (int i = 0; i < n_items; i++)
             deliver(s, sc->items[i].s, -1, LLM_FINISH_ERROR);
     } else {
-        int done = 0;
         for (int i = 0; i < n_items; i++) {
             llm_seq *q = sc->items[i].s;
             q->n_computed += q->n_sched;
@@ -374,11 +377,8 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);
             s->m.generated_tokens++;
-            done += why != LLM_FINISH_NONE;
             deliver(s, q, s->next[i], why);
         }
-        if (done)
-            flow(s, ROLE_SCHED, ROLE_CLIENT, done, s->finished[0], 0);
     }
     take_in(s);           /* cancels the callbacks asked for */
     publish(s);

@@ -301,11 +301,24 @@ typedef struct llm_serve_opts {
     void *admit_u;
     const llm_block_alloc_ops *alloc;   /* NULL: llm_block_alloc_lru */
     const llm_tokenizer *tok;     /* output text and stop strings; may be NULL (no text) */
-    mlsys_comm *comm;             /* events (memory: pool 0; flow: requests; compute spans) */
+    mlsys_comm *comm;             /* events, emitted by the stepping thread; NULL: none */
     double (*clock)(void *u);     /* seconds, thread-safe; NULL: mlsys_now_s */
     void *clock_u;
 } llm_serve_opts;
 
+/* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
+ * caption):
+ *   memory  pool 0, the paged cache (paged.c): POOL once, OWNER per admission (owner =
+ *           request id, label "req N"), ALLOC, SHARE, FREE (cached), EVICT, COW
+ *   flow    MLSYS_FLOW_REQUESTS between roles 0 clients, 1 queue, 2 scheduler, 3 model
+ *           (named by ROLE records at create); seq = the request id, version = the step:
+ *             clients -> queue       submitted       count = prompt tokens
+ *             queue -> scheduler     admitted        count = tokens found in the prefix cache
+ *             scheduler -> model     in this step    count = rows, phase 1 prefill / 0 decode
+ *             scheduler -> queue     preempted       count = 0
+ *             model -> clients       finished        count = tokens generated
+ *   compute one span per step around the forward, label "P3:24 P5:8 D0,1,2" (request 3
+ *           prefills 24 rows, 5 prefills 8, 0..2 decode) */
 /* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen);

@@ -4,8 +4,7 @@
  *   loss = policy loss  +  vf_coef · value loss  -  ent_coef · entropy
  * The policy loss is PPO's clipped surrogate, the value loss a squared error to the GAE
  * returns, and the entropy bonus keeps the policy from turning deterministic too early.
- * The categorical policy's log-softmax lives here as a private helper until core/nn has
- * its own. */
+ * The log-softmax of the categorical policy is core/nn's (logprob.c). */
 #include "rl.h"
 #include <math.h>
 
@@ -76,26 +75,12 @@ double rl_value_loss(float *dv, const float *v, const float *v_old, const float 
     return n ? sum / n : 0.0;
 }
 
-/* log p_a = z_a - max - log Σ exp(z_b - max), in double for the sum */
-static void log_softmax_row(float *out, const float *z, int A)
-{
-    float m = z[0];
-    for (int a = 1; a < A; a++)
-        m = z[a] > m ? z[a] : m;
-    double s = 0.0;
-    for (int a = 0; a < A; a++)
-        s += exp((double)z[a] - m);
-    double lse = m + log(s);
-    for (int a = 0; a < A; a++)
-        out[a] = (float)(z[a] - lse);
-}
-
 void rl_categorical_forward(float *logp_all, float *logp, float *entropy,
                             const float *logits, const int *actions, int n, int A)
 {
+    nn_log_softmax_forward(logp_all, logits, n, A);
     for (int i = 0; i < n; i++) {
-        float *lp = logp_all + (size_t)i * A;
-        log_softmax_row(lp, logits + (size_t)i * A, A);
+        const float *lp = logp_all + (size_t)i * A;
         if (logp && actions)
             logp[i] = lp[actions[i]];
         if (entropy) {

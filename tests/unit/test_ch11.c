@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef HAVE_CJSON
 #include <cjson/cJSON.h>
+#endif
 #include "run_bin.h"
 
+#ifdef HAVE_CJSON
 static double num_after(const char *s, const char *key)
 {
     const char *p = strstr(s, key);
@@ -234,8 +237,14 @@ START_TEST(json_real)
 }
 END_TEST
 
+#endif
+
 int main(void)
 {
+#ifndef HAVE_CJSON
+    printf("skipped: built without cJSON (libcjson-dev), which checks the outputs\n");
+    return 0;
+#else
     Suite *s = suite_create("ch11");
     TCase *tc = tcase_create("labs");
     tcase_set_timeout(tc, 300);
@@ -250,4 +259,5 @@ int main(void)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed != 0;
+#endif
 }

@@ -37,6 +37,13 @@ static int numbers_after(const char *out, const char *key, double *v, int n)
     return -1;
 }
 
+static double after_key(const char *out, const char *key)
+{
+    const char *p = strstr(out, key);
+    ck_assert_msg(p != NULL, "missing: %s", key);
+    return strtod(p + strlen(key), NULL);
+}
+
 START_TEST(token_table_golden)
 {
     bin_result b = run_bin("run ch13/reward-calculator");
@@ -44,7 +51,7 @@ START_TEST(token_table_golden)
     const double kl[8] = {-0.2, 0.2, -0.3, 0.1, -0.1, 0.1, 0.3, -0.3};
     const double r[8] = {0.0040, -0.0040, 0.0060, -0.0020, 0.0020, -0.0020, -0.0060, 0.5060};
     for (int t = 0; t < 8; t++) {
-        char key[8];
+        char key[16];
         double v[6];
         snprintf(key, sizeof key, "%d ", t);
         ck_assert_msg(numbers_after(b.out, key, v, 6) == 0, "row %d", t);
@@ -58,6 +65,11 @@ START_TEST(token_table_golden)
               fabs(tot[2] - 0.5) < 1e-9 && fabs(tot[3] - 0.504) < 1e-9);
     ck_assert(strstr(b.out, "KL penalty β·ΣKL_t       -0.0040"));
     ck_assert(strstr(b.out, "net reward Σr_t          +0.5040"));
+    /* k3 = e^(-d) - 1 + d summed over the log-ratios d: positive though Σd < 0 */
+    double k3 = 0;
+    for (int t = 0; t < 8; t++)
+        k3 += exp(-kl[t]) - 1 + kl[t];
+    ck_assert(fabs(after_key(b.out, "KL by the k3 estimator") - k3) < 1e-4 && k3 > 0.19);
     bin_result_free(&b);
 }
 END_TEST

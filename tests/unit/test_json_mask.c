@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef HAVE_CJSON
 #include <cjson/cJSON.h>
+#endif
 #include "../../core/llm/llm.h"
 #include "../../core/nn/nn.h"
 
+#ifdef HAVE_CJSON                 /* every test checks outputs with cJSON */
 /* Single-byte vocabulary: token t is byte t (t = 0..255), token 256 is EOS. */
 static char g_bytes[256][1];
 static const char *g_bp[257];
@@ -524,8 +527,14 @@ START_TEST(schema_parse)
 }
 END_TEST
 
+#endif
+
 int main(void)
 {
+#ifndef HAVE_CJSON
+    printf("skipped: built without cJSON (libcjson-dev), which checks the outputs\n");
+    return 0;
+#else
     Suite *s = suite_create("json_mask");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
@@ -543,4 +552,5 @@ int main(void)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed != 0;
+#endif
 }

@@ -1,5 +1,5 @@
 /* test_serve_engine.c - the serving engine (core/llm/serve.c, sched.c, runner.c, seq.c) on the
- * shipped model, on the batch-invariant reference GEMM: a request's tokens are the same alone
+ * shipped model, on the batch-invariant GEMM (NN_GEMM_INVARIANT): a request's tokens are the same alone
  * and inside a busy batch with chunked prefill (greedy and seeded sampling); preempted
  * requests resume with unchanged output; finish reasons (EOS, max_tokens, the context, stop
  * strings with held-back text); cancel frees blocks at once, also from a callback; bad
@@ -28,7 +28,7 @@ static void load(void)
     char err[256];
     ck_assert_msg(llm_checkpoint_read(MODEL, &g_c, &g_w, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(llm_tokfile_read(TOKENIZER, 0, &g_t, err, sizeof err) == 0, "%s", err);
-    nn_set_gemm_kernel(NN_GEMM_REF);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
 }
 
 static void unload(void)
@@ -626,6 +626,9 @@ END_TEST
 typedef struct shadow {
     int refs[512], cached[512], pool_blocks, pool_bs, bad, n_ev, n_cow, n_share, n_evict;
     int steps_compute, flows;
+    int moves[4][4];          /* flow records by (from, to) */
+    long rows;                /* scheduler -> model rows */
+    int first[16], last[16];  /* per request: its first and last move, as from*4 + to */
     char first_bad[160];
 } shadow;
 static shadow g_sh;
@@ -644,8 +647,19 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
         const mlsys_event *e = &ev[i];
         if (e->kind == MLSYS_EV_COMPUTE_BEGIN)
             g_sh.steps_compute++;
-        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_REQUESTS)
+        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_REQUESTS) {
+            const mlsys_flow_info *f = &e->flow;
             g_sh.flows++;
+            if (f->from >= 0 && f->from < 4 && f->to >= 0 && f->to < 4 && f->seq >= 0 &&
+                f->seq < 16) {
+                g_sh.moves[f->from][f->to]++;
+                if (f->from == 2 && f->to == 3)
+                    g_sh.rows += f->count;
+                if (!g_sh.first[f->seq])
+                    g_sh.first[f->seq] = 1 + f->from * 4 + f->to;
+                g_sh.last[f->seq] = 1 + f->from * 4 + f->to;
+            }
+        }
         if (e->kind != MLSYS_EV_MEM)
             continue;
         const mlsys_mem_info *m = &e->mem;
@@ -704,7 +718,7 @@ static int events_rank(mlsys_comm *c, void *arg)
     llm_weights w;
     if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
         return 1;
-    nn_set_gemm_kernel(NN_GEMM_REF);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
     /* a pool of 10 blocks of 8 for 3 seats: shares, evictions and preemptions all happen */
     llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c};
     llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
@@ -753,6 +767,17 @@ START_TEST(memory_events_rebuild_the_cache)
     ck_assert_int_gt(g_sh.flows, g_sh.steps_compute);
     for (int b = 0; b < 16; b++)
         ck_assert_int_eq(g_sh.refs[b], 0);
+    /* the requests' flow: each arrives once, is admitted (again after a preemption), runs,
+     * and finishes once */
+    ck_assert_int_eq(g_sh.moves[0][1], 9);
+    ck_assert_int_eq(g_sh.moves[3][0], 9);
+    ck_assert_int_gt(g_sh.moves[2][1], 0);
+    ck_assert_int_eq(g_sh.moves[1][2], 9 + g_sh.moves[2][1]);
+    ck_assert_int_gt(g_sh.rows, 9 * 20);
+    for (int i = 0; i < 9; i++) {
+        ck_assert_int_eq(g_sh.first[i], 1 + 0 * 4 + 1);
+        ck_assert_int_eq(g_sh.last[i], 1 + 3 * 4 + 0);
+    }
 }
 END_TEST
 
