@@ -238,12 +238,17 @@ START_TEST(server_flow)
     flow(-1, -1, MLSYS_FLOW_PHASE, 0, 0, 1, 0, "schedule", NAN);
     flow(0, 1, MLSYS_FLOW_REQUESTS, 0, 3, 1, 0, NULL, NAN);
     flow(1, 2, MLSYS_FLOW_REQUESTS, 0, 2, 1, 0, NULL, NAN);
+    /* one request of the serving engine: seq = its id, count its own (tokens, rows) */
+    mlsys_event e = base(MLSYS_EV_FLOW, 0);
+    e.flow = (mlsys_flow_info){2, 0, MLSYS_FLOW_REQUESTS, -1, 24, 1, 3, 0};
+    sm_event(sm, &e);
     sm_finish(sm);
     char *f = render_at(1, 100, 20, 0, 1.0);
     golden("flow_server", f);
     ck_assert_msg(strstr(f, "queue → scheduler: 3 requests") &&
                   strstr(f, "scheduler → model: 2 requests"), "%s", f);
     ck_assert_ptr_nonnull(strstr(f, "12 MiB"));
+    ck_assert_msg(strstr(f, "model → queue: req 3: 24"), "%s", f);
     free(f);
     done();
 }

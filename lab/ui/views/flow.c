@@ -33,7 +33,7 @@ typedef struct role {
 } role;
 
 typedef struct move {
-    int from, to, what, count, version, frame;
+    int from, to, what, count, version, seq, frame;
     uint64_t bytes;
     double val;                     /* NaN: none */
 } move;
@@ -242,8 +242,8 @@ static void flow_event(void *data, const mlsys_event *e, int frame)
         memmove(f->mv, f->mv + 1, (FLOW_MOVES - 1) * sizeof f->mv[0]);
         f->nmv--;
     }
-    f->mv[f->nmv++] = (move){w->from, w->to, w->what, w->count, w->version, frame, e->bytes,
-                             e->val[0]};
+    f->mv[f->nmv++] = (move){w->from, w->to, w->what, w->count, w->version, w->seq, frame,
+                             e->bytes, e->val[0]};
     f->moved_total += e->bytes;
     f->have_moves = 1;
 }
@@ -340,6 +340,9 @@ static void move_text(const move *m, char *out, size_t n, int longer)
     if (m->what == MLSYS_FLOW_WEIGHTS)
         snprintf(out, n, "weights v%d%s%s%s", m->version, sz ? " (" : "", sz ? b : "",
                  sz ? ")" : "");
+    else if (m->what == MLSYS_FLOW_REQUESTS && m->seq >= 0)
+        snprintf(out, n, "req %d: %d%s%s%s", m->seq, m->count, sz ? " (" : "", sz ? b : "",
+                 sz ? ")" : "");       /* one request; the count is the lab's (tokens, rows) */
     else
         snprintf(out, n, "%d %s%s%s%s%s", m->count, what_word(m->what, m->count), v,
                  sz ? " (" : "", sz ? b : "", sz ? ")" : "");
