@@ -10,6 +10,7 @@
 
 #define WSYNC_MAGIC 0x434e595357534c4dull     /* "MLSWSYNC" */
 #define HDR_WORDS 6                            /* magic, version, count, bucket, blob, status */
+#define INLINE_WORDS 512                       /* a blob up to 4 KiB rides in the header */
 
 enum { ST_OK, ST_BAD_TENSOR, ST_NAME, ST_SIZE, ST_COUNT, ST_VERSION, ST_HEADER, ST_ROOT_ARGS };
 
@@ -282,13 +283,16 @@ int rl_wsync(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t buc
     int me = mlsys_rank(comm), is_root = me == root;
     if (mlsys_size(comm) == 1)
         return 0;
-    uint64_t h[HDR_WORDS] = {WSYNC_MAGIC, *version, (uint64_t)n_tensors, bucket_bytes, 0, 0};
-    uint64_t *blob = NULL;
+    uint64_t hb[HDR_WORDS + INLINE_WORDS] = {WSYNC_MAGIC, *version, (uint64_t)n_tensors,
+                                             bucket_bytes, 0, 0};
+    uint64_t *h = hb, *blob = NULL;
     size_t blob_bytes = 0;
     char rootwhy[256] = "";
     if (is_root) {
         blob = blob_build(t, n_tensors, &blob_bytes);
         h[4] = blob_bytes;
+        if (blob_bytes <= INLINE_WORDS * 8)
+            memcpy(hb + HDR_WORDS, blob, blob_bytes);
         if (bucket_bytes < sizeof(float)) {
             snprintf(rootwhy, sizeof rootwhy, "bucket of %zu B holds no float", bucket_bytes);
             h[5] = ST_ROOT_ARGS;
@@ -299,16 +303,19 @@ int rl_wsync(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t buc
                 h[5] = ST_ROOT_ARGS;
             }
     }
-    int rc = mlsys_broadcast(comm, h, HDR_WORDS, MLSYS_I64, root);
+    /* one broadcast when the sizes and names fit in the header (the usual case), two else */
+    int rc = mlsys_broadcast(comm, hb, HDR_WORDS + INLINE_WORDS, MLSYS_I64, root);
     if (rc == 0 && !is_root) {
         if (h[0] != WSYNC_MAGIC || h[4] > (1ull << 30) || h[4] % 8) {
-            h[0] = 0;       /* refuse below; still take part in the blob broadcast */
+            h[0] = 0;       /* refuse below; the root sends no blob after a bad header */
             h[4] = 0;
         }
         blob_bytes = (size_t)h[4];
         blob = mlsys_xcalloc(blob_bytes / 8 ? blob_bytes / 8 : 1, 8);
+        if (blob_bytes <= INLINE_WORDS * 8)
+            memcpy(blob, hb + HDR_WORDS, blob_bytes);
     }
-    if (rc == 0 && blob_bytes)
+    if (rc == 0 && blob_bytes > INLINE_WORDS * 8)
         rc = mlsys_broadcast(comm, blob, blob_bytes / 8, MLSYS_I64, root);
     if (rc != 0) {
         seterr(err, errlen, "rank %d: weight sync: header broadcast from root %d failed: %s",

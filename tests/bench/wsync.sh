@@ -1,9 +1,9 @@
 #!/bin/sh
 # wsync.sh - the RLHF weight sync (core/rl/wsync.c) against `mlsys-lab bench broadcast` at the
-# same size, side by side in one run: ch14/weight-update-demo hands the shipped actor's weights
-# (1 copy: 3.8 MiB; 16 copies: 60 MiB) from rank 0 to the others per bucket size, then the
-# bench broadcasts the same bytes; runs alternate, median of BENCH_REPEAT (3). Reported, not
-# asserted (goal: sync >= 0.8x the bench's bandwidth). Usage: wsync.sh BUILD_DIR
+# same size, side by side: ch14/weight-update-demo hands the actor's weights (1 copy 3.8 MiB,
+# 16 copies 60 MiB) from rank 0 to the others per bucket size, then the bench broadcasts the
+# same bytes; alternating, median of BENCH_REPEAT (3) runs. Reported, not asserted (goal:
+# sync >= 0.8x the bench's bandwidth). Usage: wsync.sh BUILD_DIR (env WSYNC_BUCKETS)
 set -u
 build=${1:-build}
 bin="$build/mlsys-lab"
