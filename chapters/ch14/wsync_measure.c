@@ -136,48 +136,59 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* One bucket size: iters timed syncs, each beside a timed broadcast of the same bytes. */
+/* The trainer's step: the weights change, the version advances. */
+static void train_step(actor *ac, const float *first, uint64_t *version)
+{
+    ++*version;
+    for (int k = 0; k < ac->nt; k++)
+        if (ac->t[k].n)
+            ac->t[k].data[0] = first[k] + (float)*version * 1e-3f;
+}
+
+/* One bucket size, timed as `mlsys-lab bench` times a collective: per round, iters syncs back
+ * to back, a barrier, then iters plain broadcasts of the same bytes and a barrier; the
+ * average call of each, the median over ROUNDS rounds (after one warm-up call of each). */
+#define ROUNDS 3
 static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plain,
                        size_t bucket, int iters, uint64_t *version, double *ts, double *tb,
                        char *err, size_t errlen)
 {
-    int root = mlsys_rank(c) == 0;
-    double *a = mlsys_xcalloc((size_t)iters, sizeof *a), *b = mlsys_xcalloc((size_t)iters,
-                                                                              sizeof *b);
-    int rc = 0;
-    for (int i = -1; i < iters && rc == 0; i++) {
-        if (root) {     /* the trainer's step: the weights change, the version advances */
-            ++*version;
-            for (int k = 0; k < ac->nt; k++)
-                if (ac->t[k].n)
-                    ac->t[k].data[0] = first[k] + (float)*version * 1e-3f;
-        }
+    int root = mlsys_rank(c) == 0, rc = 0;
+    double a[ROUNDS], b[ROUNDS];
+    if (root)
+        train_step(ac, first, version);
+    rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
+    if (rc == 0)
+        rc = mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
+    for (int r = 0; r < ROUNDS && rc == 0; r++) {
         if ((rc = mlsys_barrier(c)) != 0)
             break;
         double t0 = mlsys_now_s();
-        rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
+        for (int i = 0; i < iters && rc == 0; i++) {
+            if (root)
+                train_step(ac, first, version);
+            rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
+        }
         if (rc == 0)
             rc = mlsys_barrier(c);
         double t1 = mlsys_now_s();
-        if (rc == 0)
+        for (int i = 0; i < iters && rc == 0; i++)
             rc = mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
         if (rc == 0)
             rc = mlsys_barrier(c);
-        double t2 = mlsys_now_s();
-        if (rc != 0 && !err[0])
-            snprintf(err, errlen, "rank %d: %s", mlsys_rank(c), mlsys_errmsg(c));
-        if (i >= 0) {
-            a[i] = t1 - t0;
-            b[i] = t2 - t1;
-        }
+        a[r] = (t1 - t0) / iters;
+        b[r] = (mlsys_now_s() - t1) / iters;
     }
-    qsort(a, (size_t)iters, sizeof *a, cmp_double);
-    qsort(b, (size_t)iters, sizeof *b, cmp_double);
-    *ts = a[iters / 2];
-    *tb = b[iters / 2];
-    free(a);
-    free(b);
-    return rc;
+    if (rc != 0) {
+        if (!err[0])
+            snprintf(err, errlen, "rank %d: %s", mlsys_rank(c), mlsys_errmsg(c));
+        return rc;
+    }
+    qsort(a, ROUNDS, sizeof *a, cmp_double);
+    qsort(b, ROUNDS, sizeof *b, cmp_double);
+    *ts = a[ROUNDS / 2];
+    *tb = b[ROUNDS / 2];
+    return 0;
 }
 
 int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
@@ -214,8 +225,9 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
                separate ? "each tensor in its own allocation"
                         : "back to back in one page-aligned block");
         printf("  rl_wsync: version header checked on every generator, then the floats in "
-               "buckets;\n  beside it one plain broadcast of the same bytes (median of %d "
-               "each)\n\n", iters);
+               "buckets;\n  beside it a plain broadcast of the same bytes. Time: the average "
+               "of %d calls back\n  to back (as mlsys-lab bench times), median of %d "
+               "rounds\n\n", iters, ROUNDS);
         printf("  %9s %8s %7s %11s %10s %11s %10s %7s\n", "bucket", "buckets", "staged",
                "sync", "sync GB/s", "broadcast", "bcast GB/s", "ratio");
     }

@@ -10,7 +10,8 @@
 
 #define WSYNC_MAGIC 0x434e595357534c4dull     /* "MLSWSYNC" */
 #define HDR_WORDS 6                            /* magic, version, count, bucket, blob, status */
-#define INLINE_WORDS 512                       /* a blob up to 4 KiB rides in the header */
+#define INLINE_WORDS 250       /* a blob up to 2000 B rides in the header: 2 KiB in all, what
+                                * the shm transport carries inline in a slot */
 
 enum { ST_OK, ST_BAD_TENSOR, ST_NAME, ST_SIZE, ST_COUNT, ST_VERSION, ST_HEADER, ST_ROOT_ARGS };
 

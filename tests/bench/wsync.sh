@@ -23,10 +23,11 @@ median() {
 }
 echo
 echo "== weight sync (rl_wsync, ch14/weight-update-demo) against mlsys-lab bench broadcast"
-echo "   sync: barrier, rl_wsync (header, verdict all-reduce, buckets), barrier; median of 10"
-echo "   (5 at 60 MiB) per run. lab bcast: the lab's plain broadcast of the same bytes, timed the"
-echo "   same way in the same run. bench: mlsys-lab bench broadcast --sizes BYTES (average of n"
-echo "   back-to-back calls, no barrier between them). GB/s = bytes / time. median of $repeat runs."
+echo "   sync: rl_wsync (header, verdict all-reduce, buckets) called back to back, then a barrier;"
+echo "   average per call, median of the lab's 3 rounds of 10 calls (5 at 60 MiB). lab bcast: the"
+echo "   lab's plain broadcast of the same bytes timed the same way in the same run. bench: mlsys-lab"
+echo "   bench broadcast --sizes BYTES (average of n back-to-back calls, max over ranks)."
+echo "   GB/s = bytes / time per call; each figure the median of $repeat runs, alternating."
 echo "   $(nproc) cores, load average $(load) at the start"
 printf '%-5s %9s %7s %10s %11s %11s %12s %12s\n' ranks size bucket "sync GB/s" \
     "lab bcast" "bench GB/s" "sync/bench" "goal >= 0.8"
@@ -66,6 +67,7 @@ for n in 2 4; do
             l=$(median <"$tmp/l.$b")
             awk -v n="$n" -v sz="${bytes:-0}" -v b="$b" -v s="$s" -v l="$l" -v g="$bg" 'BEGIN {
                 r = (g + 0 > 0 && s != "nan") ? s / g : -1
+                if (r >= 0) r = sprintf("%.2f", r) + 0      # the verdict as the ratio prints
                 printf "%-5s %8.1fM %7s %10s %11s %11.4g %11s %12s\n", n, sz / 1048576, b, s, l,
                        g, r < 0 ? "n/a" : sprintf("%.2fx", r),
                        r < 0 ? "n/a" : (r >= 0.8 ? "met" : "NOT met") }'

@@ -222,7 +222,7 @@ START_TEST(weight_sync_measured)
         }
         ck_assert(strstr(m, k ? "generators bit-identical to the trainer: 2 of 2"
                               : "generators bit-identical to the trainer: 1 of 1"));
-        ck_assert(strstr(m, "version 9)"));     /* 3 sizes x (1 warm-up + 2) */
+        ck_assert(strstr(m, "version 21)"));    /* 3 sizes x (1 warm-up + 3 rounds x 2) */
         bin_result_free(&b);
     }
     bin_result b = run_bin("run ch14/weight-update-demo -w 2 --bucket-size 2");
