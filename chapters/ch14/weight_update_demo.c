@@ -21,7 +21,9 @@ static const lab_flag wu_flags[] = {
      "weights to move, GB (140: a 70B model in bf16; the original's -m: -m is "
      "--microbatches in every lab)"},
     {"measure-bytes", 0, FLAG_SIZE, "256M", NULL, 8, 1L << 40, "size of the buffer broadcast for real"},
-    {"iters", 0, FLAG_INT, "5", NULL, 1, 1000, "timed broadcasts per size (the median counts)"},
+    {"iters", 0, FLAG_INT, "5", NULL, 1, 1000,
+     "timed calls per size: the buffer's broadcast, median of N; the weight sync and its "
+     "broadcast, average of N back to back, median of 3 rounds"},
     {"no-measure", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print the estimates only"},
     {"world-size", 'w', FLAG_INT, "2", NULL, 1, 64,
      "ranks: rank 0 is the trainer, the others receive"},
