@@ -37,6 +37,8 @@ static const lab_flag wu_flags[] = {
      "hand over this many copies of the actor at once (a bigger model of the same tensors)"},
     {"separate", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "each tensor in its own allocation: small tensors are packed through the staging buffer"},
+    {"fresh-weights", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "the trainer rewrites every weight before each sync, as an optimizer step does"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 

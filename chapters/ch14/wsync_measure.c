@@ -136,48 +136,66 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* The trainer's step: the weights change, the version advances. */
-static void train_step(actor *ac, const float *first, uint64_t *version)
+/* The trainer's step: the weights change, the version advances. fresh: every weight is
+ * rewritten (its sign flipped), as an optimizer step does; else only each tensor's first. */
+static void train_step(actor *ac, const float *first, uint64_t *version, int fresh)
 {
     ++*version;
-    for (int k = 0; k < ac->nt; k++)
-        if (ac->t[k].n)
-            ac->t[k].data[0] = first[k] + (float)*version * 1e-3f;
+    for (int k = 0; k < ac->nt; k++) {
+        if (!ac->t[k].n)
+            continue;
+        if (fresh)
+            for (size_t j = 1; j < ac->t[k].n; j++)
+                ac->t[k].data[j] = -ac->t[k].data[j];
+        ac->t[k].data[0] = first[k] + (float)*version * 1e-3f;
+    }
 }
 
 /* One bucket size, timed as `mlsys-lab bench` times a collective: per round, iters syncs back
  * to back, a barrier, then iters plain broadcasts of the same bytes and a barrier; the
- * average call of each, the median over ROUNDS rounds (after one warm-up call of each). */
+ * average call of each, the median over ROUNDS rounds (after one warm-up call of each).
+ * fresh: the trainer rewrites every weight (and the plain buffer) before each call, outside
+ * the clock: each call is timed alone, from a barrier to a barrier. */
 #define ROUNDS 3
 static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plain,
-                       size_t bucket, int iters, uint64_t *version, double *ts, double *tb,
-                       char *err, size_t errlen)
+                       size_t bucket, int iters, int fresh, uint64_t *version, double *ts,
+                       double *tb, char *err, size_t errlen)
 {
     int root = mlsys_rank(c) == 0, rc = 0;
     double a[ROUNDS], b[ROUNDS];
     if (root)
-        train_step(ac, first, version);
+        train_step(ac, first, version, 0);
     rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
     if (rc == 0)
         rc = mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
     for (int r = 0; r < ROUNDS && rc == 0; r++) {
-        if ((rc = mlsys_barrier(c)) != 0)
-            break;
-        double t0 = mlsys_now_s();
-        for (int i = 0; i < iters && rc == 0; i++) {
-            if (root)
-                train_step(ac, first, version);
-            rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
+        for (int which = 0; which < 2 && rc == 0; which++) {
+            double acc = 0, t0;
+            if ((rc = mlsys_barrier(c)) != 0)
+                break;
+            t0 = mlsys_now_s();
+            for (int i = 0; i < iters && rc == 0; i++) {
+                if (fresh) {
+                    if (root && which == 0)
+                        train_step(ac, first, version, 1);
+                    else if (root)
+                        for (size_t j = 0; j < ac->floats; j++)
+                            plain[j] = -plain[j];
+                    if ((rc = mlsys_barrier(c)) != 0)
+                        break;
+                    t0 = mlsys_now_s();
+                } else if (root && which == 0) {
+                    train_step(ac, first, version, 0);
+                }
+                rc = which == 0 ? rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen)
+                                : mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
+                if (fresh && rc == 0 && (rc = mlsys_barrier(c)) == 0)
+                    acc += mlsys_now_s() - t0;
+            }
+            if (!fresh && rc == 0 && (rc = mlsys_barrier(c)) == 0)
+                acc = mlsys_now_s() - t0;
+            (which == 0 ? a : b)[r] = acc / iters;
         }
-        if (rc == 0)
-            rc = mlsys_barrier(c);
-        double t1 = mlsys_now_s();
-        for (int i = 0; i < iters && rc == 0; i++)
-            rc = mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
-        if (rc == 0)
-            rc = mlsys_barrier(c);
-        a[r] = (t1 - t0) / iters;
-        b[r] = (mlsys_now_s() - t1) / iters;
     }
     if (rc != 0) {
         if (!err[0])
@@ -195,7 +213,7 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
 {
     int me = mlsys_rank(c), n = mlsys_size(c), root = me == 0, rc = 1;
     int iters = (int)lab_arg_int(a, "iters"), copies = (int)lab_arg_int(a, "copies");
-    int separate = lab_arg_bool(a, "separate");
+    int separate = lab_arg_bool(a, "separate"), fresh = lab_arg_bool(a, "fresh-weights");
     uint64_t bk[16];
     int nbk = ch14_bucket_list(lab_arg_str(a, "bucket-size"), bk, 16);
     char path[1024], err[512] = "";
@@ -226,15 +244,19 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
                         : "back to back in one page-aligned block");
         printf("  rl_wsync: version header checked on every generator, then the floats in "
                "buckets;\n  beside it a plain broadcast of the same bytes. Time: the average "
-               "of %d calls back\n  to back (as mlsys-lab bench times), median of %d "
-               "rounds\n\n", iters, ROUNDS);
+               "of %d calls %s,\n  median of %d rounds\n", iters,
+               fresh ? "each from a barrier to a barrier" : "back to back (as mlsys-lab bench "
+               "times)", ROUNDS);
+        printf("  %s\n\n", fresh ? "before each call the trainer rewrites every weight (and "
+               "the broadcast its buffer)" : "the trainer changes one float per tensor "
+               "between calls (--fresh-weights: all)");
         printf("  %9s %8s %7s %11s %10s %11s %10s %7s\n", "bucket", "buckets", "staged",
                "sync", "sync GB/s", "broadcast", "bcast GB/s", "ratio");
     }
     for (int i = 0; i < nbk; i++) {
         double ts, tb;
         err[0] = 0;
-        if (measure_one(c, &ac, first, plain, bk[i], iters, &version, &ts, &tb, err,
+        if (measure_one(c, &ac, first, plain, bk[i], iters, fresh, &version, &ts, &tb, err,
                         sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err[0] ? err : mlsys_errmsg(c));
             goto done;

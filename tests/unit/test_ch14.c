@@ -201,9 +201,10 @@ END_TEST
 /* The model's bytes: 28-byte header, then floats; the RoPE tables are not sent. */
 START_TEST(weight_sync_measured)
 {
-    for (int k = 0; k < 2; k++) {
+    static const char *const extra[3] = {"", " --separate", " --fresh-weights"};
+    for (int k = 0; k < 3; k++) {
         bin_result b = run_bin("run ch14/weight-update-demo -w %d --measure-bytes 1M --iters 2 "
-                               "--bucket-size 4K,1M,64M%s", k ? 3 : 2, k ? " --separate" : "");
+                               "--bucket-size 4K,1M,64M%s", k == 1 ? 3 : 2, extra[k]);
         ck_assert_msg(b.status == 0, "exit %d: %s", b.status, b.err);
         const char *m = strstr(b.out, "MEASURED HERE: the actor's weights");
         ck_assert_ptr_nonnull(m);
@@ -220,8 +221,10 @@ START_TEST(weight_sync_measured)
             ck_assert(sscanf(r, " %*d %*s %*d %*d %lf ms %lf", &ms, &gbps) == 2);
             ck_assert(ms > 0 && gbps > 0);
         }
-        ck_assert(strstr(m, k ? "generators bit-identical to the trainer: 2 of 2"
-                              : "generators bit-identical to the trainer: 1 of 1"));
+        ck_assert(strstr(m, k == 1 ? "generators bit-identical to the trainer: 2 of 2"
+                                   : "generators bit-identical to the trainer: 1 of 1"));
+        ck_assert(strstr(m, k == 2 ? "the trainer rewrites every weight"
+                                   : "the trainer changes one float per tensor"));
         ck_assert(strstr(m, "version 21)"));    /* 3 sizes x (1 warm-up + 3 rounds x 2) */
         bin_result_free(&b);
     }
