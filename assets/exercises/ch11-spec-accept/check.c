@@ -95,7 +95,8 @@ static void sampling(harness *h, int c)
                    n, x, y, V - 1);
         } else if (!(p[y] > q[y])) {
             h_fail(h, "draw %ld: token %d refused, replacement token %d has p = %.4f <= q = "
-                   "%.4f: max(0, p - q) is 0 there, it can never be drawn", n, x, y, (double)p[y], (double)q[y]);
+                   "%.4f: max(0, p - q) is 0 there, it can never be drawn", n, x, y,
+                   (double)p[y], (double)q[y]);
         } else {
             count[y]++;
         }
