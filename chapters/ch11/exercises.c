@@ -1,7 +1,8 @@
 /* exercises.c - Chapter 11's exercises: the speculative acceptance rule (greedy exactly,
  * sampling statistically) and the JSON mask step, both the learner's version of a core/llm
  * seam; the speed-up of a draft length and cost (predict); acceptance, tokens per target
- * call and the best k measured on speculative-demo's simulator (experiment). */
+ * call and the best k measured on speculative-demo's simulator (experiment); viable-prefix
+ * recognisers for three grammars (implement). */
 #include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
@@ -283,10 +284,45 @@ static const exercise ch11_acceptance_k = {
     .check = check_acceptance,
 };
 
+/* ---- ch11-grammars (implement) ---- */
+
+static const char *const grammar_hints[] = {
+    "After \"def\", what may come next, and what may not? Draw the states of the Python "
+    "header as boxes and its bytes as arrows: how many boxes do you need?",
+    "Which states are matches, and which only viable? Can any state you reach by valid bytes "
+    "be a dead end?",
+    "The e-mail's last label must be letters only, at least two. What do you have to remember "
+    "about the label you are in, beyond which state you are in?",
+    "The phone numbers come in four fixed shapes. Is the input a prefix of at least one of "
+    "them, or equal to one?",
+    NULL
+};
+
+static const ex_implement grammar_impl = {
+    .function = "grammar_check", .world_sizes = sizes_1, .timeout_ms = 5000, .limit_ms = 30000,
+};
+
+static const exercise ch11_grammars = {
+    .id = "ch11-grammars",
+    .chapter = 11,
+    .kind = EX_IMPLEMENT,
+    .title = "Grammars for constrained decoding: a Python header, an e-mail, a phone number",
+    .task = "Write grammar_check(): for a Python function header, an e-mail address and a US "
+            "phone number, say whether a partial output is dead, still viable, or a match - "
+            "what a constrained decoder needs after every token.",
+    .hints = grammar_hints,
+    .lab = "ch11/json-constraint-demo",
+    .starter = "starter.c",
+    .solution = "solution.c",
+    .workfile = "grammars.c",
+    .impl = &grammar_impl,
+};
+
 const exercise *const ch11_exercises[] = {
     &ch11_predict_speedup,
     &ch11_spec_accept,
     &ch11_acceptance_k,
     &ch11_json_mask,
+    &ch11_grammars,
     NULL
 };
