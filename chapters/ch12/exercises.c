@@ -1,7 +1,7 @@
 /* exercises.c - Chapter 12's exercises: GAE and discounted returns, PPO's clipped objective
- * and its gradient (both the learner's version of a core/rl seam), an advantage by hand
- * (predict), and what PPO learns on CartPole against the original's loop that never updates
- * (experiment on ppo-cartpole). */
+ * and its gradient (both the learner's version of a core/rl seam), an advantage by hand and
+ * what a baseline does to REINFORCE's variance (predict), and what PPO learns on CartPole
+ * against the original's loop that never updates (experiment on ppo-cartpole). */
 #include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
@@ -131,6 +131,56 @@ static const exercise ch12_predict_gae = {
     .draw = draw_gae,
 };
 
+/* ---- ch12-predict-baseline (predict) ---- */
+
+static void draw_baseline(uint64_t seed, ex_question *q)
+{
+    mlsys_rng g;
+    mlsys_rng_seed(&g, seed);
+    static const int cs[] = {10, 20, 50, 100, 200};
+    static const int sds[] = {5, 10, 20, 40};
+    int c = cs[ex_draw_int(&g, 0, 4)], sd = sds[ex_draw_int(&g, 0, 3)];
+    double f = 1.0 + (double)c * c / ((double)sd * sd);
+    snprintf(q->text, sizeof q->text,
+             "REINFORCE on a policy with two actions: the score d log pi(a) / d theta of the "
+             "sampled action is +1 or -1 with equal probability, whatever the return. The "
+             "episode's return G has mean %d and standard deviation %d, independent of the "
+             "action. The gradient estimate is g = score x G, or with a baseline b equal to "
+             "the expected return, g = score x (G - %d). By what factor does the baseline "
+             "divide the variance of g?", c, sd, c);
+    q->answer = f;
+    q->rel_tol = 0.01;
+    q->abs_tol = 0.0;
+    snprintf(q->unit, sizeof q->unit, "x");
+    snprintf(q->explain, sizeof q->explain,
+             "Both estimates have mean 0 here (the score averages to 0). Without the baseline "
+             "E[g^2] = E[score^2] E[G^2] = %d^2 + %d^2 = %d; with it E[score^2] E[(G - %d)^2] = "
+             "%d^2 = %d. Factor %d / %d = %.4g: the baseline removes the mean return, which "
+             "only adds noise. A learned V(s) does the same per state, and GAE's A_t = G_t - "
+             "V(s_t) at lambda = 1 is that estimate.", c, sd, c * c + sd * sd, c, sd, sd * sd,
+             c * c + sd * sd, sd * sd, f);
+}
+
+static const char *const baseline_hints[] = {
+    "What is the mean of score x G when the score is +1 or -1 with equal probability, "
+    "independent of G?",
+    "With mean 0, the variance is E[g^2]. What is E[G^2] for a mean c and standard deviation "
+    "s, and what is E[(G - c)^2]?",
+    NULL
+};
+
+static const exercise ch12_predict_baseline = {
+    .id = "ch12-predict-baseline",
+    .chapter = 12,
+    .kind = EX_PREDICT,
+    .title = "What a baseline does to the variance of REINFORCE",
+    .task = "Predict by what factor subtracting the expected return divides the variance of a "
+            "REINFORCE gradient estimate, for a drawn mean and spread of the return.",
+    .hints = baseline_hints,
+    .lab = "ch12/gae-visualizer",
+    .draw = draw_baseline,
+};
+
 /* ---- ch12-ppo-learning (experiment) ---- */
 
 #define PPO_CMD "mlsys-lab run ch12/ppo-cartpole"
@@ -258,5 +308,6 @@ const exercise *const ch12_exercises[] = {
     &ch12_gae,
     &ch12_ppo_clip,
     &ch12_ppo_learning,
+    &ch12_predict_baseline,
     NULL
 };

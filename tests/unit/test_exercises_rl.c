@@ -106,6 +106,7 @@ START_TEST(test_coverage_ch11_14)
         {"ch11-grammars", EX_IMPLEMENT},
         {"ch12-predict-gae", EX_PREDICT}, {"ch12-gae", EX_IMPLEMENT},
         {"ch12-ppo-clip", EX_IMPLEMENT}, {"ch12-ppo-learning", EX_EXPERIMENT},
+        {"ch12-predict-baseline", EX_PREDICT},
         {"ch13-predict-shapes", EX_PREDICT}, {"ch13-token-rewards", EX_IMPLEMENT},
         {"ch13-beta", EX_EXPERIMENT}, {"ch13-rm-loss", EX_IMPLEMENT},
         {"ch14-predict-transfer", EX_PREDICT}, {"ch14-weight-sync", EX_IMPLEMENT},
@@ -129,6 +130,20 @@ START_TEST(test_coverage_ch11_14)
         snprintf(tick, sizeof tick, "(`%s`", want[i].id);
         ck_assert_msg(strstr(sec, tick) != NULL, "ch%02d.md's Exercises section does not name "
                       "%s", ex->chapter, want[i].id);
+        if (ex->kind == EX_EXPERIMENT) {
+            /* and every answer key of its starter, backticked */
+            snprintf(p, sizeof p, "%s/assets/exercises/%s/%s", cx.src, ex->id, ex->starter);
+            char *st = read_or_fail(p), *save = NULL;
+            for (char *line = strtok_r(st, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char k[64], key[80];
+                if (line[0] == '#' || sscanf(line, "%63[A-Za-z0-9_] =", k) != 1)
+                    continue;
+                snprintf(key, sizeof key, "`%s`", k);
+                ck_assert_msg(strstr(sec, key) != NULL, "%s: ch%02d.md never names the answer "
+                              "key %s", ex->id, ex->chapter, k);
+            }
+            free(st);
+        }
         free(md);
     }
     for (int ch = 11; ch <= 14; ch++) {
@@ -183,6 +198,39 @@ START_TEST(test_predict_gae_matches_rl_gae)
         rl_gae(adv, r, v, NULL, 0.0f, 3, (float)gm, (float)lm);
         ck_assert_msg(fabs(q.answer - adv[0]) < 1e-5, "seed %llu: %g, rl_gae gives %g",
                       (unsigned long long)seed, q.answer, (double)adv[0]);
+    }
+}
+END_TEST
+
+/* The baseline's factor against a simulation: the variance of score x G and of
+ * score x (G - c) over 200,000 draws, within 3 %. */
+START_TEST(test_predict_baseline_simulated)
+{
+    const exercise *ex = ex_find("ch12-predict-baseline");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int c, sd;
+        const char *p = strstr(q.text, "has mean ");
+        ck_assert(p && sscanf(p, "has mean %d and standard deviation %d", &c, &sd) == 2);
+        mlsys_rng r;
+        mlsys_rng_seed(&r, 1000 + seed);
+        double s0 = 0, q0 = 0, s1 = 0, q1 = 0;
+        const int n = 200000;
+        for (int i = 0; i < n; i++) {
+            double score = mlsys_rng_uniform(&r) < 0.5 ? -1.0 : 1.0;
+            double g = c + sd * mlsys_rng_normal(&r);
+            double a = score * g, b = score * (g - c);
+            s0 += a;
+            q0 += a * a;
+            s1 += b;
+            q1 += b * b;
+        }
+        double v0 = q0 / n - (s0 / n) * (s0 / n), v1 = q1 / n - (s1 / n) * (s1 / n);
+        ck_assert_msg(fabs(v0 / v1 - q.answer) < 0.03 * q.answer, "seed %llu: simulated factor "
+                      "%g, the question's answer %g", (unsigned long long)seed, v0 / v1,
+                      q.answer);
     }
 }
 END_TEST
@@ -287,6 +335,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_coverage_ch11_14);
     tcase_add_test(t, test_predict_speedup_matches_library);
     tcase_add_test(t, test_predict_gae_matches_rl_gae);
+    tcase_add_test(t, test_predict_baseline_simulated);
     tcase_add_test(t, test_rl_variants_named);
     tcase_add_test(t, test_decoding_variants_named);
     tcase_add_test(t, test_weight_sync_variants_named);
