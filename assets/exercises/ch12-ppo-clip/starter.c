@@ -8,7 +8,7 @@
  * clipped, (0.7, +1) -> 0.7, (0.7, -1) -> -0.8 clipped, (1.5, -1) -> -1.5, (1.1, +-1) ->
  * +-1.1, with their derivatives, and the edges r = 1 +- eps; then 2000 seeded (r, A, eps)
  * against core/rl's rl_ppo_term; then 12 seeded batches of 1..256 samples against
- * rl_ppo_policy_loss (the loss within 1e-6, dlogp per sample within 1e-6) and your own loss's
+ * rl_ppo_policy_loss (the loss and dlogp per sample within 1e-5 relative) and your own loss's
  * central finite differences against your dlogp. Failures name the case and the sample.
  *
  *   mlsys-lab check ch12-ppo-clip      mlsys-lab hint ch12-ppo-clip */

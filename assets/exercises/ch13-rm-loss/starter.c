@@ -7,7 +7,8 @@
  * The check (one rank): hand values (margin 0 -> log 2 = 0.693147, gradients -/+ 0.5/n),
  * then 20 seeded batches of 1..512 pairs, some with margins past +-1000 (where exp overflows
  * even a double and log(1 + exp(x)) written naively is inf), against a stable reference
- * within 1e-6, and your gradient against central differences (h = 1e-2) of your own loss.
+ * within 1e-5, and your gradient against central differences (h = 1e-2) of your own loss
+ * where the margins are moderate.
  * Failures name the batch and the pair. The seed is printed.
  *
  *   mlsys-lab check ch13-rm-loss      mlsys-lab hint ch13-rm-loss */
