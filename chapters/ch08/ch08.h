@@ -43,4 +43,7 @@ typedef struct ch08_sim_result {
 /* Run it, printing the step log and the report to out; r gets the counts. */
 int ch08_simulate(FILE *out, const ch08_sim_opts *o, ch08_sim_result *r);
 
+/* serve_http.c: --serve [ADDR:]PORT (the HTTP server; its exit status) */
+int ch08_serve(const lab_args *a);
+
 #endif
