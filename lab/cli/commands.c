@@ -5,5 +5,5 @@
 
 const lab_command *const cli_declared[] = {
     &train_command, &generate_command, &model_info_command, &model_init_command,
-    &bench_command, &doctor_command, NULL
+    &bench_command, &doctor_command, &loadgen_command, NULL
 };
