@@ -84,6 +84,8 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
            (double)(m->generated_tokens + side->generated_tokens));
     metric(&b, "mlsys_preemptions_total", "counter",
            "Requests preempted (blocks taken back, recomputed).", (double)m->preemptions);
+    metric(&b, "mlsys_requests_cancelled_total", "counter",
+           "Requests cancelled in the engine (client gone, shutdown).", (double)m->cancelled);
     metric(&b, "mlsys_engine_steps_total", "counter", "Engine steps (forwards).",
            (double)m->steps);
     metric(&b, "mlsys_side_requests_total", "counter",
