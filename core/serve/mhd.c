@@ -312,6 +312,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             pthread_mutex_unlock(&s->mu);
         }
         srv_job_unref(cx->job);
+        pthread_mutex_lock(&s->mu);
+        s->open_jobs--;
+        pthread_mutex_unlock(&s->mu);
     }
     if (s->o.log_requests)
         fprintf(stderr, "serve: request done: status %d%s\n", cx->status,

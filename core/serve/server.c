@@ -107,6 +107,7 @@ int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_j
     uint64_t seed = r.seed;
     pthread_mutex_lock(&s->mu);
     long serial = ++s->serial;
+    s->open_jobs++;               /* until its response is done (mhd.c's on_completed) */
     pthread_mutex_unlock(&s->mu);
     if (!r.has_seed)
         seed = mlsys_now_ns() ^ ((uint64_t)serial * 0x9e3779b97f4a7c15ull);
@@ -117,11 +118,20 @@ int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_j
     return 0;
 }
 
+static int open_jobs(srv_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->open_jobs;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int srv_drain(srv_server *s, double drain_s)
 {
     s->draining = 1;
     double t0 = mlsys_now_s();
-    while (srv_loop_in_flight(s->loop) > 0 && mlsys_now_s() - t0 < drain_s)
+    /* the engine done with them, and their responses written out */
+    while ((srv_loop_in_flight(s->loop) > 0 || open_jobs(s) > 0) && mlsys_now_s() - t0 < drain_s)
         usleep(10000);
     int left = srv_loop_in_flight(s->loop);
     if (left > 0) {

@@ -146,6 +146,7 @@ struct srv_server {
     long created;                 /* unix seconds at start: /v1/models */
     pthread_mutex_t mu;           /* counters and serial */
     long serial;
+    int open_jobs;                /* jobs made whose response is not finished (under mu) */
     srv_http_counters http;
 };
 int srv_http_start(srv_server *s, char *err, size_t errlen);
