@@ -4,13 +4,13 @@
  * and cancelled in the engine at once. Built without libmicrohttpd: srv_http_start says so. */
 #include "srv_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef HAVE_MHD
 #include <errno.h>
 #include <microhttpd.h>
-#include <stdio.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
