@@ -169,11 +169,17 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory deps-rule
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory ui-test
+	$(Q)$(MAKE) --no-print-directory serve-test
 	$(Q)$(MAKE) --no-print-directory mpi-tests
 
 .PHONY: ui-test
 ui-test: $(BIN)
 	$(Q)sh tests/ui/ui_test.sh $(BUILD)
+
+# The official OpenAI Node client against --serve (npm installs it under $(BUILD); offline: skip)
+.PHONY: serve-test
+serve-test: $(BIN)
+	$(Q)sh tests/serve/openai.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory deps
