@@ -262,12 +262,14 @@ mpi-tests: all
 	$(Q)bash tests/mpi/run.sh $(BUILD)
 	$(Q)bash tests/mpi/netns.sh $(BUILD)
 
-.PHONY: gpu fuzz-topo fuzz-llm
+.PHONY: gpu fuzz-topo fuzz-llm fuzz-serve
 gpu:
 	$(Q)sh tests/gpu/run $(BUILD)-gpu
 fuzz-topo:
 	$(Q)sh tests/fuzz/run_topo.sh 60 $(BUILD)
 fuzz-llm: all
 	$(Q)sh tests/fuzz/run_llm.sh 60 $(BUILD)
+fuzz-serve:
+	$(Q)sh tests/fuzz/run_serve.sh 60 $(BUILD)
 
 -include $(CORE_OBJ:.o=.d) $(LAB_OBJ:.o=.d) $(BUILD)/lab/cli/main.d
