@@ -26,10 +26,11 @@ static const lab_flag loadgen_flags[] = {
      "TTFT is then the first token's arrival"},
     {"chat", 0, FLAG_BOOL, NULL, NULL, 0, 0, "POST /v1/chat/completions instead of "
      "/v1/completions"},
-    {"temperature", 0, FLAG_DOUBLE, "0", NULL, 0, 2, "sampling temperature (0: greedy)"},
+    {"temperature", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "sampling temperature in [0, 2] (0: "
+     "greedy)"},
     {"seed", 0, FLAG_INT, "42", NULL, 0, 1L << 40, "prompts, lengths, disconnects; request "
      "i samples with seed + i"},
-    {"disconnect", 0, FLAG_DOUBLE, "0", NULL, 0, 1, "share of requests the client abandons "
+    {"disconnect", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "share of requests the client abandons "
      "after its first token (streamed) or once sent"},
     {"model", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "the model the requests name"},
     {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "sent as 'Authorization: Bearer KEY'"},
@@ -349,6 +350,12 @@ int loadgen_main(int argc, char **argv)
     g.timeout = lab_arg_double(&a, "timeout");
     int max = (int)lab_arg_int(&a, "max-tokens"), vary = lab_arg_bool(&a, "vary-output");
     double disc = lab_arg_double(&a, "disconnect");
+    if (!(g.temperature >= 0 && g.temperature <= 2) || !(disc >= 0 && disc <= 1)) {
+        fprintf(stderr, "mlsys-lab loadgen: --temperature %g must lie in [0, 2], --disconnect "
+                "%g in [0, 1]\n", g.temperature, disc);
+        lab_args_free(&a);
+        return 2;
+    }
     g.req = mlsys_xcalloc((size_t)g.n, sizeof *g.req);
     mlsys_rng rng;
     mlsys_rng_seed(&rng, (uint64_t)g.seed);
