@@ -58,6 +58,11 @@ int ch08_serve(const lab_args *a)
     }
     int rc = 2;
     if (k > 0) {
+        /* greedy requests must get the target's own greedy tokens: a verify forward of k + 1
+         * rows must compute each row as a one-row forward would, which the batch-invariant
+         * GEMM guarantees and BLAS does not (MLSYS_GEMM picks another kernel on purpose) */
+        if (!getenv("MLSYS_GEMM"))
+            nn_set_gemm_kernel(NN_GEMM_INVARIANT);
         common_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
         if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err)) {
             fprintf(stderr, "%s: --speculative: %s\n", me, err);

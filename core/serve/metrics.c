@@ -90,6 +90,8 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
            (double)m->steps);
     metric(&b, "mlsys_side_requests_total", "counter",
            "Requests decoded one at a time (JSON mode, speculative).", (double)side->requests);
+    metric(&b, "mlsys_spec_rounds_total", "counter",
+           "Speculative rounds (one target forward each).", (double)side->spec_rounds);
     metric(&b, "mlsys_spec_draft_tokens_total", "counter", "Speculative tokens drafted.",
            (double)side->spec_drafted);
     metric(&b, "mlsys_spec_accepted_tokens_total", "counter", "Speculative tokens kept.",
