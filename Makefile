@@ -54,7 +54,7 @@ CFLAGS += -DHAVE_OPENBLAS $(shell pkg-config --cflags openblas)
 LDLIBS += $(shell pkg-config --libs openblas)
 endif
 ifeq ($(HAVE_MHD),1)
-CFLAGS += -DHAVE_MHD
+CFLAGS += -DHAVE_MHD $(shell pkg-config --cflags libmicrohttpd)
 LDLIBS += $(shell pkg-config --libs libmicrohttpd)
 endif
 ifeq ($(HAVE_HWLOC),1)
