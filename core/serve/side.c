@@ -1,11 +1,12 @@
 /* side.c - the requests the batched engine cannot run, decoded one at a time on the engine
  * thread with a single-sequence engine of their own: response_format json_object under the
- * JSON mask (core/llm/json_mask.c, the whole request in one go), and every request of a
- * server started with --speculative K (core/llm/speculative.c, one round per turn of the
- * loop, so a cancel lands between rounds). Text and stop strings go through an llm_seq. */
+ * JSON mask (core/llm/json_mask.c's automaton, one token per turn of the loop), and every
+ * request of a server started with --speculative K (core/llm/speculative.c, one round per
+ * turn), so batched requests step in between and a cancel lands at the next turn. Text and stop strings go through an llm_seq. */
 #include "srv_internal.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,11 @@ struct srv_side {
     llm_finish fin;               /* set by a stop string or max_tokens */
     int spec_on;                  /* llm_spec started */
     llm_spec sp;
+    int json_on;                  /* a JSON-mode request: one token per turn */
+    llm_json_state js;
+    int json_cap, json_n;         /* tokens it may take, taken */
+    float *logits;                /* [V] the next token's */
+    unsigned char *allowed;       /* [V] the mask */
     pthread_mutex_t mu;           /* st */
     srv_side_stats st;
 };
@@ -56,6 +62,8 @@ srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_t
     if (llm_json_grammar_init_tok(&sd->g, t, NULL, err, errlen))
         goto fail;
     sd->have_g = 1;
+    sd->logits = mlsys_xmalloc((size_t)c->vocab_size * sizeof(float));
+    sd->allowed = mlsys_xmalloc((size_t)c->vocab_size);
     if (spec_k > 0) {
         if (!dc || !dw || dc->vocab_size != c->vocab_size || dc->seq_len != c->seq_len) {
             snprintf(err, errlen, "--speculative needs a draft model with the target's "
@@ -82,6 +90,8 @@ void srv_side_free(srv_side *sd)
     if (sd->spec_on)
         llm_spec_end(&sd->sp);
     llm_seq_free(sd->seq);
+    free(sd->logits);
+    free(sd->allowed);
     if (sd->have_g)
         llm_json_grammar_fini(&sd->g);
     if (sd->have_dkv)
@@ -115,6 +125,43 @@ static void on_token(void *u, int seq, int prev, int tok)
     srv_job_deliver(sd->j, text, n, sd->seq->n_tok - sd->seq->n_prompt, LLM_FINISH_NONE, 0);
 }
 
+/* JSON mode: the prompt prefilled, the automaton at its start. 0, or -1 with j failed. */
+static int json_begin(srv_side *sd, srv_job *j)
+{
+    char err[256];
+    int n = j->n_prompt, room = sd->c->seq_len - n + 1;
+    sd->json_cap = j->max_tokens < room ? j->max_tokens : room;
+    sd->json_n = 0;
+    llm_json_start(&sd->g, &sd->js);
+    int need = llm_json_min_close(&sd->g, &sd->js);
+    int *rows = mlsys_xmalloc((size_t)n * 3 * sizeof(int));
+    unsigned char *want = mlsys_xcalloc((size_t)n, 1);
+    for (int i = 0; i < n; i++)
+        rows[i] = 0, rows[n + i] = i, rows[2 * n + i] = j->prompt[i];
+    want[n - 1] = 1;
+    int rc = -1;
+    if (sd->json_cap < need)
+        snprintf(err, sizeof err, "response_format json_object: %d tokens cannot hold the "
+                 "shortest JSON text (%d bytes)", sd->json_cap, need);
+    else if (sd->tkv.ops->reserve(&sd->tkv, 0, n) != 0)
+        snprintf(err, sizeof err, "no room in the cache for %d positions", n);
+    else
+        rc = llm_forward(&sd->te, &sd->tkv, n, rows, rows + n, rows + 2 * n, want, sd->logits,
+                         err, sizeof err);
+    free(rows);
+    free(want);
+    if (rc) {
+        sd->tkv.ops->release(&sd->tkv, 0);
+        srv_job_fail(j, err);
+        llm_seq_free(sd->seq);
+        sd->seq = NULL;
+        sd->j = NULL;
+        return -1;
+    }
+    sd->json_on = 1;
+    return 0;
+}
+
 int srv_side_begin(srv_side *sd, srv_job *j)
 {
     char err[256];
@@ -135,7 +182,7 @@ int srv_side_begin(srv_side *sd, srv_job *j)
     sd->j = j;
     sd->fin = LLM_FINISH_NONE;
     if (j->req.json_mode || sd->k == 0)
-        return 0;
+        return json_begin(sd, j);
     llm_spec_opts o = {
         .k = sd->k, .max_new = j->max_tokens, .stop_at_eos = !j->req.ignore_eos,
         .temperature = r.temperature, .top_k = r.top_k, .top_p = r.top_p == 0 ? 1 : r.top_p,
@@ -186,9 +233,56 @@ static void finish(srv_side *sd, llm_finish f)
     if (sd->spec_on)
         llm_spec_end(&sd->sp);
     sd->spec_on = 0;
+    if (sd->json_on)
+        sd->tkv.ops->release(&sd->tkv, 0);
+    sd->json_on = 0;
     llm_seq_free(sd->seq);
     sd->seq = NULL;
     sd->j = NULL;
+}
+
+/* JSON mode, one token: mask, draw, feed the automaton, then the forward for the next.
+ * 1 while it goes on, 0 once finished. */
+static int json_step(srv_side *sd)
+{
+    char err[256];
+    srv_job *j = sd->j;
+    int V = sd->c->vocab_size;
+    int n_ok = llm_json_mask(&sd->g, &sd->js, sd->json_cap - sd->json_n, sd->allowed);
+    if (n_ok <= 0) {
+        fprintf(stderr, "mlsys-lab serve: json request %ld: no token may follow (state %s)\n",
+                j->serial, llm_json_mode_name(&sd->js));
+        finish(sd, LLM_FINISH_ERROR);
+        return 0;
+    }
+    for (int t = 0; t < V; t++)
+        if (!sd->allowed[t])
+            sd->logits[t] = -INFINITY;
+    int tok = llm_sample(&sd->seq->sampler, sd->logits);
+    if (!sd->allowed[tok] || llm_json_feed_token(&sd->g, &sd->js, tok)) {
+        fprintf(stderr, "mlsys-lab serve: json request %ld: the sampler drew a masked token\n",
+                j->serial);
+        finish(sd, LLM_FINISH_ERROR);
+        return 0;
+    }
+    sd->json_n++;
+    on_token(sd, 0, 0, tok);
+    if (llm_json_done(&sd->js)) {           /* a complete value is a natural end */
+        finish(sd, LLM_FINISH_STOP);
+        return 0;
+    }
+    if (sd->fin != LLM_FINISH_NONE || sd->json_n >= sd->json_cap) {
+        finish(sd, sd->fin != LLM_FINISH_NONE ? sd->fin : LLM_FINISH_LENGTH);
+        return 0;
+    }
+    int pos = j->n_prompt + sd->json_n - 1, s0 = 0;
+    if (sd->tkv.ops->reserve(&sd->tkv, 0, pos + 1) != 0 ||
+        llm_forward(&sd->te, &sd->tkv, 1, &s0, &pos, &tok, NULL, sd->logits, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab serve: json request %ld: the forward failed\n", j->serial);
+        finish(sd, LLM_FINISH_ERROR);
+        return 0;
+    }
+    return 1;
 }
 
 /* Why a decoder that stopped by itself stopped: a stop string or max_tokens (fin), else
@@ -212,30 +306,8 @@ int srv_side_advance(srv_side *sd)
         finish(sd, LLM_FINISH_CANCEL);
         return 0;
     }
-    if (!sd->spec_on) {           /* the JSON mask: the whole request now */
-        llm_json_gen_opts o = {.max_new = j->max_tokens, .on_token = on_token, .u = sd};
-        int room = sd->c->seq_len - j->n_prompt + 1;
-        if (o.max_new > room)
-            o.max_new = room;
-        int *out = mlsys_xmalloc((size_t)(o.max_new > 0 ? o.max_new : 1) * sizeof(int));
-        int n_out = 0;
-        llm_json_gen_stats st;
-        int rc = o.max_new < 1 ? -1 :
-            llm_json_generate(&sd->te, &sd->tkv, &sd->seq->sampler, &sd->g, j->prompt,
-                              j->n_prompt, &o, out, &n_out, &st, err, sizeof err);
-        sd->tkv.ops->release(&sd->tkv, 0);
-        free(out);
-        if (rc) {
-            fprintf(stderr, "mlsys-lab serve: json request %ld: %s\n", j->serial,
-                    o.max_new < 1 ? "no room left in the context" : err);
-            finish(sd, LLM_FINISH_ERROR);
-        } else {
-            /* a complete value is a natural end, even on the last token allowed */
-            finish(sd, st.done ? LLM_FINISH_STOP
-                       : sd->fin != LLM_FINISH_NONE ? sd->fin : LLM_FINISH_LENGTH);
-        }
-        return 0;
-    }
+    if (sd->json_on)
+        return json_step(sd);
     int rc = sd->fin != LLM_FINISH_NONE ? 0 : llm_spec_round(&sd->sp, NULL, err, sizeof err);
     if (rc > 0 && sd->fin == LLM_FINISH_NONE)
         return 1;

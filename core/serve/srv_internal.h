@@ -80,7 +80,7 @@ srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_t
 void srv_side_free(srv_side *sd);
 /* Start job j (the side holds one at a time). 0, or -1 with the job failed. */
 int srv_side_begin(srv_side *sd, srv_job *j);
-/* One round (speculative) or the whole request (JSON mask); delivers the output. Returns 1
+/* One round (speculative) or one token (JSON mask); delivers the output. Returns 1
  * while j goes on, 0 once it got its final event (the side is free again). */
 int srv_side_advance(srv_side *sd);
 srv_job *srv_side_current(const srv_side *sd);

@@ -495,6 +495,48 @@ START_TEST(json_object_parses)
         free(t);
         free(r.body);
     }
+    /* greedy, streamed: the text of llm_json_generate itself, token for token */
+    reply r = http("POST", "/v1/completions", "{\"prompt\":\"The cat\",\"max_tokens\":48,"
+                   "\"temperature\":0,\"stream\":true,\"response_format\":{\"type\":"
+                   "\"json_object\"}}", NULL);
+    ck_assert_int_eq(r.status, 200);
+    char got[4096] = "";
+    for (char *p = strstr(r.body, "data: {"); p; p = strstr(p + 1, "data: {")) {
+        char *e = strstr(p, "\n\n");
+        *e = 0;
+        cJSON *o = cJSON_Parse(p + 6);
+        cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
+                                       "text");
+        strncat(got, t->valuestring, sizeof got - strlen(got) - 1);
+        cJSON_Delete(o);
+        *e = '\n';
+    }
+    free(r.body);
+    char err[256];
+    int ids[64], out[64], n_out = 0, np = (int)llm_bpe_encode_prompt(&g_t, "The cat", 7, 1, ids);
+    llm_engine e;
+    llm_kv kv;
+    llm_sampler sm;
+    llm_json_grammar g;
+    llm_json_gen_stats st;
+    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
+    ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
+    ck_assert(llm_json_grammar_init_tok(&g, &g_t, NULL, err, sizeof err) == 0);
+    llm_json_gen_opts jo = {.max_new = 48};
+    ck_assert_msg(llm_json_generate(&e, &kv, &sm, &g, ids, np, &jo, out, &n_out, &st, err,
+                                    sizeof err) == 0, "%s", err);
+    char want[4096] = "";
+    for (int i = 0, prev = ids[np - 1]; i < n_out; prev = out[i++]) {
+        int n;
+        const char *b = llm_bpe_token_bytes(&g_t, prev, out[i], &n);
+        strncat(want, b, (size_t)n);
+    }
+    ck_assert_str_eq(got, want);
+    llm_json_grammar_fini(&g);
+    llm_sampler_fini(&sm);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
     stop();
 }
 END_TEST
