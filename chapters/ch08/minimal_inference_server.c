@@ -118,7 +118,7 @@ static int mis_before(const lab_args *a)
     if (lab_arg_bool(a, "simulate"))
         return -1;
     if (lab_arg_given(a, "serve"))
-        return ch08_serve(a);
+        return ch08_serve_here() ? ch08_serve(a, NULL) : -1;
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = (int)lab_arg_int(a, "batch-size");
@@ -279,6 +279,8 @@ out:
 
 static int mis_rank(mlsys_comm *c, const lab_args *a)
 {
+    if (lab_arg_given(a, "serve") && !lab_arg_bool(a, "simulate"))
+        return ch08_serve(a, c);
     if (!lab_arg_bool(a, "simulate"))
         return mis_real(c, a);
     double eos = lab_arg_double(a, "eos-prob");

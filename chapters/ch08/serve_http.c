@@ -1,13 +1,16 @@
 /* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the same engine behind
  * the OpenAI-compatible HTTP server of core/serve/ (127.0.0.1 unless an address is given;
  * port 0 takes a free one). It prints the URL and a ready line, serves until SIGINT or
- * SIGTERM, drains the requests in flight within --drain-timeout and exits 0. */
+ * SIGTERM, drains the requests in flight within --drain-timeout and exits 0. Headless it
+ * runs in the runner's own process (before the ranks); in the front end, in the rank, with
+ * the engine's events for the views (the launcher's stop then bounds the drain). */
 #include "ch08.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* "8000", "0.0.0.0:8000", "localhost:0" -> addr, port. 0, or -1. */
 static int split_addr(const char *spec, char *addr, size_t n, int *port)
@@ -26,7 +29,19 @@ static int split_addr(const char *spec, char *addr, size_t n, int *port)
     return 0;
 }
 
-int ch08_serve(const lab_args *a)
+int ch08_serve_here(void)
+{
+    /* the front end runs before() with stdout in a memfd it reads afterwards: a server that
+     * never returns must not run there, but in the lab's rank (events for the live views) */
+    char link[256];
+    ssize_t n = readlink("/proc/self/fd/1", link, sizeof link - 1);
+    if (n <= 0)
+        return 1;
+    link[n] = 0;
+    return strstr(link, "memfd:") == NULL;
+}
+
+int ch08_serve(const lab_args *a, mlsys_comm *comm)
 {
     const char *me = "mlsys-lab: ch08/minimal-inference-server";
     char err[512], addr[256], mpath[4096], tpath[4096], dpath[4096];
@@ -81,6 +96,7 @@ int ch08_serve(const lab_args *a)
             .max_num_batched_tokens = (int)lab_arg_int(a, "max-num-batched-tokens"),
             .block_size = (int)lab_arg_int(a, "block-size"),
             .n_blocks = (int)lab_arg_int(a, "kv-blocks"),
+            .comm = comm,
         },
         .speculative_k = k, .draft_c = k > 0 ? &dc : NULL, .draft_w = k > 0 ? &dw : NULL,
     };
