@@ -23,6 +23,7 @@ struct srv_loop {
     int wake, stop, in_flight, cancel_all;
     srv_job *active;              /* engine thread only: taken in, not finished */
     srv_job *sq_head, *sq_tail;   /* engine thread only: side jobs waiting their turn */
+    int side_running, side_waiting;   /* written by the engine thread, read by /metrics */
 };
 
 static void active_add(srv_loop *l, srv_job *j)
@@ -174,6 +175,11 @@ static void *loop_main(void *arg)
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
         forward_cancels(l);
         side_turn(l);
+        int sw = 0;
+        for (srv_job *j = l->sq_head; j; j = j->qnext)
+            sw++;
+        __atomic_store_n(&l->side_running, srv_side_current(l->side) != NULL, __ATOMIC_RELAXED);
+        __atomic_store_n(&l->side_waiting, sw, __ATOMIC_RELAXED);
         if (llm_serve_has_work(l->eng) && llm_serve_step(l->eng, NULL) < 0)
             fprintf(stderr, "mlsys-lab serve: an engine step failed; its requests got an "
                     "error\n");
@@ -267,6 +273,8 @@ void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side)
 {
     llm_serve_metrics_get(l->eng, m);
     srv_side_stats_get(l->side, side);
+    side->running = __atomic_load_n(&l->side_running, __ATOMIC_RELAXED);
+    side->waiting = __atomic_load_n(&l->side_waiting, __ATOMIC_RELAXED);
 }
 
 void srv_loop_stop(srv_loop *l)

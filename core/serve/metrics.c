@@ -60,9 +60,11 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
     buf b = {mlsys_xmalloc(4096), 0, 4096};
     b.p[0] = 0;
     metric(&b, "mlsys_num_requests_running", "gauge",
-           "Requests in the engine's running batch.", m->running);
+           "Requests being decoded (the engine's batch, and the one-at-a-time decoder's).",
+           m->running + side->running);
     metric(&b, "mlsys_num_requests_waiting", "gauge",
-           "Requests waiting for a seat in the batch.", m->waiting);
+           "Requests waiting for a seat (in the batch, or their turn at the one-at-a-time "
+           "decoder).", m->waiting + side->waiting);
     metric(&b, "mlsys_kv_blocks_total", "gauge", "KV-cache blocks in the pool.", m->kv_blocks);
     metric(&b, "mlsys_kv_blocks_used", "gauge",
            "KV-cache blocks referenced by a running request.", m->kv_used);

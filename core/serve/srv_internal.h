@@ -91,6 +91,7 @@ typedef struct srv_side_stats {
     double ttft_sum, tpot_sum;
     long ttft_count, tpot_count;
     long spec_rounds, spec_drafted, spec_accepted;
+    int running, waiting;         /* now: the one being decoded, those queued for the side */
 } srv_side_stats;
 void srv_side_stats_get(srv_side *sd, srv_side_stats *st);   /* any thread */
 /* The histogram bucket of x seconds (llm_serve_hist_bounds). */

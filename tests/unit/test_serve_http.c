@@ -159,6 +159,8 @@ static char *greedy_reference(const char *prompt, int max_new, int *n_out)
     return text;
 }
 
+static int run_loadgen(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static const char *prompts[] = {"Once upon a time", "Tom and Lily went to the park",
                                 "The little dog was sad because", "One day, a girl"};
 
@@ -442,6 +444,22 @@ static char *get_metrics(void)
     return r.body;
 }
 
+/* /metrics once nothing runs or waits (the server notices a client that left within
+ * 50 ms); 30 s at most. */
+static char *wait_idle(void)
+{
+    double t0 = mlsys_now_s();
+    for (;;) {
+        char *m = get_metrics();
+        if (metric(m, "mlsys_num_requests_running") == 0 &&
+            metric(m, "mlsys_num_requests_waiting") == 0)
+            return m;
+        free(m);
+        ck_assert_msg(mlsys_now_s() - t0 < 30, "requests still running after 30 s");
+        usleep(50000);
+    }
+}
+
 START_TEST(metrics_parse_and_count)
 {
     start(0, NULL, 0);
@@ -561,6 +579,12 @@ START_TEST(speculative_greedy_exact)
     char *m = get_metrics();
     ck_assert_double_gt(metric(m, "mlsys_spec_draft_tokens_total"), 0);
     free(m);
+    /* one at a time, some clients walking away: the decoder is free again afterwards */
+    ck_assert_int_eq(run_loadgen("--url %s --concurrency 8 --requests 24 --max-tokens 64 "
+                                 "--ignore-eos --stream --disconnect 0.5 --seed 5", g_url), 0);
+    m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_side_requests_total"), 4 + 24);
+    free(m);
     stop();
 }
 END_TEST
@@ -593,17 +617,7 @@ START_TEST(disconnects_free_blocks)
     run_loadgen("--url %s --concurrency 16 --requests %d --max-tokens 48 --vary-output "
                 "--ignore-eos --disconnect 0.5 --seed 4", g_url, n - n / 2);
     /* the engine frees the abandoned requests' blocks when it cancels them */
-    double t0 = mlsys_now_s();
-    char *m;
-    for (;;) {
-        m = get_metrics();
-        if (metric(m, "mlsys_num_requests_running") == 0 &&
-            metric(m, "mlsys_num_requests_waiting") == 0)
-            break;
-        free(m);
-        ck_assert_msg(mlsys_now_s() - t0 < 30, "requests still running after 30 s");
-        usleep(50000);
-    }
+    char *m = wait_idle();
     ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
     ck_assert_double_gt(metric(m, "mlsys_http_client_disconnects_total"), 0);
     /* and they were stopped in the engine, not left to run to their max_tokens */
