@@ -76,7 +76,10 @@ void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finis
         j->t_final = now;
         j->n_cached = n_cached;
     }
-    pthread_cond_broadcast(&j->cv);
+    /* a non-streamed answer's thread waits for the end only: waking it at every token
+     * would cost a context switch per token per request, on the engine thread's cores */
+    if (j->done || j->req.stream)
+        pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -142,11 +142,10 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
     for (;;) {
         pthread_mutex_lock(&j->mu);
         int done = j->done;
-        size_t len = j->len;
         pthread_mutex_unlock(&j->mu);
         if (done)
             break;
-        if (!srv_job_wait(j, len, 0.05) && client_gone(cx->fd))
+        if (!srv_job_wait(j, (size_t)-1, 0.05) && client_gone(cx->fd))
             return MHD_NO;          /* completed() cancels it */
     }
     if (j->failed)

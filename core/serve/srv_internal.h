@@ -67,7 +67,8 @@ void srv_job_unref(srv_job *j);
 void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
                      int n_cached);
 void srv_job_fail(srv_job *j, const char *err);
-/* Wait until the job has output past `have` bytes, or is done, or timeout_s passes.
+/* Wait until the job has output past `have` bytes (a streamed job), or is done, or timeout_s
+ * passes (have = (size_t)-1: the end only).
  * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
 int srv_job_wait(srv_job *j, size_t have, double timeout_s);
 

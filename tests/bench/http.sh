@@ -42,7 +42,7 @@ url=http://127.0.0.1:$port
 
 # The engine alone: 16 sequences of 100 tokens, prefill and decode (end to end), and the
 # server: 16 at once (lengths 25..100), then 64 at 16 at a time (a seat refilled as soon as
-# one frees: continuous batching keeps the batch full)
+# one frees: continuous batching keeps the batch full), answered whole and streamed
 r=0
 while [ $r -lt "$repeat" ]; do
     "$bin" generate --batch 16 -n 100 --temperature 0 --ignore-eos --prompt "Once upon a time" \
@@ -55,16 +55,22 @@ while [ $r -lt "$repeat" ]; do
             --vary-output --ignore-eos --temperature 0 --seed 1 >"$tmp/lg.out" 2>&1
         awk '/^Output token throughput/ { print $NF }' "$tmp/lg.out" >>"$tmp/srv$n"
     done
+    "$bin" loadgen --url "$url" --concurrency 16 --requests 64 --max-tokens 100 \
+        --vary-output --ignore-eos --temperature 0 --seed 1 --stream >"$tmp/lg.out" 2>&1
+    awk '/^Output token throughput/ { print $NF }' "$tmp/lg.out" >>"$tmp/srvst"
     r=$((r + 1))
 done
 gen=$(median <"$tmp/gen")
 s16=$(median <"$tmp/srv16")
 s64=$(median <"$tmp/srv64")
+sst=$(median <"$tmp/srvst")
 printf '  %-58s %10.0f tokens/s\n' "engine: generate --batch 16 -n 100 (prefill + decode)" "$gen"
 printf '  %-58s %10.0f tokens/s  (%.2fx)\n' "server: 16 requests at once, lengths 25..100" "$s16" \
     "$(echo "$s16 $gen" | awk '{ print $1 / $2 }')"
 printf '  %-58s %10.0f tokens/s  (%.2fx)\n' "server: 64 requests, 16 at a time, lengths 25..100" \
     "$s64" "$(echo "$s64 $gen" | awk '{ print $1 / $2 }')"
+printf '  %-58s %10.0f tokens/s  (%.2fx)\n' "server: the same, streamed (an event per token)" \
+    "$sst" "$(echo "$sst $gen" | awk '{ print $1 / $2 }')"
 
 # One token, not streamed, one request at a time: what HTTP adds to the engine's time
 "$bin" loadgen --url "$url" --concurrency 1 --requests 300 --max-tokens 1 --temperature 0 \
