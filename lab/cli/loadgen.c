@@ -368,7 +368,7 @@ int loadgen_main(int argc, char **argv)
     }
     pthread_mutex_init(&g.mu, NULL);
     printf("loadgen: %d requests, %d at a time, to http://%s:%d%s (max_tokens %d%s%s%s)\n",
-           g.n, g.conc, g.url.host, g.url.port, g.path, max, vary ? " varied" : "",
+           g.n, g.conc < g.n ? g.conc : g.n, g.url.host, g.url.port, g.path, max, vary ? " varied" : "",
            g.stream ? ", streamed" : "", g.ignore_eos ? ", ignore_eos" : "");
     fflush(stdout);
     double t0 = mlsys_now_s();
