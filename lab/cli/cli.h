@@ -16,6 +16,10 @@ int bench_main(int argc, char **argv);
 extern const lab_command doctor_command;
 int doctor_main(int argc, char **argv);
 
+/* loadgen.c: `mlsys-lab loadgen` against an OpenAI-compatible server */
+extern const lab_command loadgen_command;
+int loadgen_main(int argc, char **argv);
+
 /* generate.c, model.c (and what `model info` measures: generate.h) */
 extern const lab_command generate_command, model_info_command, model_init_command;
 int generate_main(int argc, char **argv);
