@@ -323,7 +323,7 @@ static char *exercise_paragraph(const char *raw, const char *id)
 static int check_rank_lists(const char *id, const char *para, const int *sizes)
 {
     regex_t re;
-    ck_assert_int_eq(regcomp(&re, "([0-9]+)((, [0-9]+)*)( and ([0-9]+))? ranks", REG_EXTENDED), 0);
+    ck_assert_int_eq(regcomp(&re, "([0-9]+)((, [0-9]+)*)( and ([0-9]+))? ranks?", REG_EXTENDED), 0);
     int lists = 0;
     const char *p = para;
     regmatch_t m[6];
