@@ -32,7 +32,7 @@ static const exercise ch09_block_alloc = {
     .id = "ch09-block-alloc",
     .chapter = 9,
     .kind = EX_IMPLEMENT,
-    .title = "The block allocator of the paged KV cache: LRU over cached blocks",
+    .title = "The paged cache's block allocator: LRU over cached blocks",
     .task = "Write the allocator the paged cache calls (put, take, get, count): hand out an "
             "uncached block first, else evict the cached block released longest ago; the "
             "cache keeps the reference counts and copies shared blocks on write.",

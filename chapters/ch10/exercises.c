@@ -110,7 +110,7 @@ static const exercise ch10_predict_launch = {
     .id = "ch10-predict-launch",
     .chapter = 10,
     .kind = EX_PREDICT,
-    .title = "Launch overhead against one graph, and scheduling overlapped with compute",
+    .title = "Launch overhead, one graph launch, overlapped scheduling",
     .task = "Predict an eager step's time and a CUDA graph's speed-up from launch and kernel "
             "times, or the speed-up of overlapping CPU scheduling with GPU compute.",
     .hints = launch_hints,
