@@ -1,7 +1,8 @@
 /* exercises.c - Chapter 10's exercises: serving any batch size with graphs captured for a
  * few (implement, assets/exercises/ch10-graph-buckets/), launch overhead against one graph
  * launch and scheduling overlapped with compute (predict), and the dispatch work a captured
- * plan removes, measured on cuda-graph-simple's CPU analogue (experiment, ex_dispatch.c). */
+ * plan removes, measured on cuda-graph-simple's CPU analogue (experiment, ex_dispatch.c), and
+ * scheduling overlapped with compute on two threads (implement, ch10-overlap). */
 #include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
@@ -118,11 +119,46 @@ static const exercise ch10_predict_launch = {
     .draw = draw_launch,
 };
 
+/* ---- ch10-overlap (implement) ---- */
+
+static const char *const overlap_hints[] = {
+    "While the GPU computes batch i, what is the CPU doing in the starter? What could it "
+    "prepare instead?",
+    "If compute runs on a thread of its own, how does the CPU thread hand it batch i, and "
+    "how does it learn that batch i is done?",
+    "Post-processing needs batch i's result: when may the CPU call post(i), and must it wait "
+    "before scheduling batch i+1?",
+    "After the last batch, what must happen to the thread you started before returning?",
+    NULL
+};
+
+static const ex_implement overlap_impl = {
+    .function = "run_overlapped", .world_sizes = sizes_1, .timeout_ms = 5000,
+    .limit_ms = 30000,
+};
+
+static const exercise ch10_overlap = {
+    .id = "ch10-overlap",
+    .chapter = 10,
+    .kind = EX_IMPLEMENT,
+    .title = "Overlap scheduling with compute: two threads",
+    .task = "Run batches with the GPU's compute on a thread of its own, so that the CPU "
+            "schedules batch i+1 while batch i computes, then post-processes batch i: each "
+            "batch costs max(schedule, compute) + post instead of their sum.",
+    .hints = overlap_hints,
+    .lab = "ch10/cuda-graph-simple",
+    .starter = "starter.c",
+    .solution = "solution.c",
+    .workfile = "overlap.c",
+    .impl = &overlap_impl,
+};
+
 extern const exercise ch10_dispatch;    /* ex_dispatch.c */
 
 const exercise *const ch10_exercises[] = {
     &ch10_predict_launch,
     &ch10_dispatch,
     &ch10_graph_buckets,
+    &ch10_overlap,
     NULL
 };

@@ -24,7 +24,7 @@ START_TEST(test_kinds_per_chapter)
         "ch06-tp-linear", "ch07-1f1b", "ch08-admission", "ch08-predict-kv-size",
         "ch08-trace-request", "ch09-block-alloc", "ch09-block-hash", "ch09-predict-kv-bytes",
         "ch09-prefix-sharing", "ch10-graph-buckets", "ch10-predict-launch",
-        "ch10-dispatch-overhead", NULL};
+        "ch10-dispatch-overhead", "ch10-overlap", NULL};
     for (int i = 0; ids[i]; i++) {
         const exercise *ex = ex_find(ids[i]);
         ck_assert_msg(ex != NULL, "missing %s", ids[i]);
