@@ -1,9 +1,8 @@
 /* ex_dispatch.c - Chapter 10's experiment: the dispatch work a captured plan removes, read
- * from cuda-graph-simple's CPU analogue (--force-cpu): the small model's eager and replayed
- * times, the speed-up, the work removed per op and its share, against the large model's
- * share. (The scheduling-overhead benchmark of the curriculum's 10.3 is not in the lab yet;
- * this measures the same kind of per-step CPU overhead.) The answers must follow from each
- * other; the lab is run again to see that its printed figures do too. */
+ * from cuda-graph-simple's CPU analogue (--force-cpu), small model against large. (The
+ * curriculum's scheduling-overhead benchmark is not in the lab yet; this measures the same
+ * kind of per-step CPU overhead.) The answers must follow from each other, within the lab's
+ * rounding; the lab is run again to see that its own figures do too. */
 #include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>

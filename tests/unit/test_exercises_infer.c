@@ -1,9 +1,8 @@
-/* test_exercises_infer.c - the exercises of chapters 6-10 beside what they teach: every
- * chapter has an implement exercise and 8-10 all three kinds; the 1F1B reference solution
- * builds exactly the lab's 1F1B schedule and the block-hash solution is the engine's hash
- * (both compiled in here from assets/exercises/); predict answers recomputed from the
- * question text; experiment answers that break the chapter's formulas are refused, with a
- * message naming why. (dev-check, in test_exercises, proves starters fail, solutions pass.) */
+/* test_exercises_infer.c - chapters 6-10's exercises beside what they teach: the kinds each
+ * chapter has; the 1F1B solution is the lab's schedule and the block-hash solution the
+ * engine's hash (compiled in from assets/exercises/); predict answers recomputed from the
+ * question text; experiment answers that break the formulas refused, naming the rule.
+ * (dev-check, in test_exercises, proves that starters fail and solutions pass.) */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

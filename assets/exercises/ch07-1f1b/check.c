@@ -1,9 +1,8 @@
-/* check.c - ch07-1f1b, one rank (see ../harness.h). For P and M drawn from the seed, the
- * learner's schedule is checked against the rules of a pipeline and of 1F1B, each failure
- * naming the stage, slot and micro-batch: every (stage, micro-batch) has one F and one B;
- * a stage's slots increase (one task per slot); F after the previous stage's F, B after the
- * next stage's B (the last stage: after its F); at most min(P - s, M) micro-batches in
- * flight on stage s; and 2(M + P - 1) slots in all, the bubble (P - 1)/(M + P - 1). */
+/* check.c - ch07-1f1b, one rank (see ../harness.h). For P and M drawn from the seed, each
+ * failure naming the stage, slot and micro-batch: one F and one B per (stage, micro-batch);
+ * one task per slot, in order; F after the previous stage's F, B after the next stage's B
+ * (the last stage: after its F); at most min(P - s, M) micro-batches in flight on stage s;
+ * 2(M + P - 1) slots in all, the bubble (P - 1)/(M + P - 1). */
 #include "harness.h"
 #include "api.h"
 

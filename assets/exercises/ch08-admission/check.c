@@ -1,10 +1,8 @@
-/* check.c - ch08-admission, one rank (see ../harness.h). The real serving engine
- * (core/llm/serve.h) on a small model with seeded weights runs seeded workloads (prompts of
- * drawn lengths, some sharing a prefix, submitted over the first steps) with the learner's
- * rule. Every call is compared with the reference rule on the same query, and named by the
- * step and the request (the check keeps its own copy of the waiting queue: submissions at
- * the back, admissions out, preempted requests back at the front); after every step the
- * batch limit, the token budget and the KV pool's invariants (llm_paged_check) must hold. */
+/* check.c - ch08-admission, one rank (see ../harness.h). The real serving engine on a small
+ * seeded model runs seeded workloads with the learner's rule; every call is compared with the
+ * reference rule and named by step and request (the check mirrors the waiting queue:
+ * submissions at the back, admissions out, preempted requests back at the front). After each
+ * step: the batch limit, the token budget and llm_paged_check; then drawn queries alone. */
 #include "harness.h"
 #include "api.h"
 

@@ -1,10 +1,8 @@
-/* check.c - ch09-block-alloc, one rank (see ../harness.h). Part 1: the learner's functions
- * alone against a model of the pool (which blocks are in it, cached or not, and when each
- * was put) on a drawn sequence of put/take/get, every result and count() compared. Part 2:
- * two real paged caches (core/llm/paged.c), one with the learner's allocator, one with the
- * reference, driven in lockstep by a drawn workload of prompts that share prefixes: the same
- * prefix hits, reservations and evictions are required, and the cache's own invariant
- * checker (llm_paged_check) runs after every operation. */
+/* check.c - ch09-block-alloc, one rank (see ../harness.h). The learner's functions alone
+ * against a model of the pool on drawn put/take/get sequences; the curriculum's LRU scenario
+ * on a real paged cache of 3 blocks; then two real caches (core/llm/paged.c), the learner's
+ * allocator and the reference, in lockstep on a drawn workload: the same hits, reservations
+ * and evictions, and llm_paged_check after every operation. */
 #include "harness.h"
 #include "api.h"
 

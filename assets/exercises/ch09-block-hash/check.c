@@ -1,9 +1,8 @@
-/* check.c - ch09-block-hash, one rank (see ../harness.h). Part 1, on drawn blocks: the hash
- * is deterministic and changes with each token, a swap of two different tokens and the
- * parent. Part 2, the real paged cache (core/llm/paged.c) with 4-token blocks: drawn prompts
- * from families sharing blocks (also the same block after a different prefix) are
- * registered; for each drawn query, the learner's chain of hashes over the registered
- * prompts' blocks must predict exactly the tokens llm_paged_match finds. */
+/* check.c - ch09-block-hash, one rank (see ../harness.h). On drawn blocks: deterministic, and
+ * changed by each token, a swap of two tokens and the parent. Then a real paged cache with
+ * 4-token blocks registers drawn prompts sharing blocks (also after different prefixes); for
+ * each drawn query the learner's chain of hashes must predict exactly the tokens
+ * llm_paged_match finds. */
 #include "harness.h"
 #include "api.h"
 #include "llm/serve.h"

@@ -1,9 +1,8 @@
-/* check.c - ch10-graph-buckets, one rank (see ../harness.h). A seeded MLP and plans captured
- * for drawn sets of batch sizes; for every batch from 1 to 4 above the largest: the bucket
- * against the smallest size that holds it, the output against the eager interpreter's
- * (1e-5), a guard past y, and the plans' static input buffers (set to a sentinel before the
- * call): the chosen plan holds the batch's rows and zeros after them, every other plan is
- * untouched, and above the largest size all are. */
+/* check.c - ch10-graph-buckets, one rank (see ../harness.h). A seeded MLP, plans captured for
+ * drawn sets of sizes, and every batch from 1 to 4 above the largest: the bucket, the output
+ * against the eager interpreter's (1e-5), a guard past y, and the plans' static inputs (set
+ * to a sentinel first): the chosen plan holds the batch's rows then zeros, no other plan is
+ * touched, and above the largest size none is. */
 #include "harness.h"
 #include "api.h"
 

@@ -1,10 +1,8 @@
-/* check.c - ch10-overlap, one rank (see ../harness.h). The three phases are stubs that
- * sleep for drawn lengths and log under a lock: the first broken rule (a phase twice or out
- * of order, compute before its schedule ended or beside another compute, post before its
- * compute ended, a wrong result handed on) is named with its batch. Overlap is required,
- * not timed: compute(i) waits up to 1 s for schedule(i+1) to begin, so a run that schedules
- * only after computing is caught at the batch where it happens. The run's time is printed
- * beside the sequential and overlapped formulas, for information. */
+/* check.c - ch10-overlap, one rank (see ../harness.h). The phases are stubs that sleep and
+ * log under a lock; the first broken rule (a phase twice or out of order, compute before its
+ * schedule ended, post before its compute, a wrong result) is named with its batch. Overlap
+ * is required, not timed: compute(i) waits up to 1 s for schedule(i+1) to begin. The run's
+ * time is printed beside the sequential and overlapped formulas, for information. */
 #include "harness.h"
 #include "api.h"
 #include <errno.h>
