@@ -135,8 +135,8 @@ static void st_post(void *u, int i)
 
 static void one_case(harness *h, int n, int s_us, int c_us, int p_us)
 {
-    h_case(h, "%d batches, schedule %.1f ms, compute %.1f ms, post %.1f ms", n, s_us / 1e3,
-           c_us / 1e3, p_us / 1e3);
+    h_case(h, "%d batch%s, schedule %.1f ms, compute %.1f ms, post %.1f ms", n,
+           n == 1 ? "" : "es", s_us / 1e3, c_us / 1e3, p_us / 1e3);
     run *r = calloc(1, sizeof *r);
     if (!r)
         abort();
@@ -163,9 +163,10 @@ static void one_case(harness *h, int n, int s_us, int c_us, int p_us)
     if (!h->failed) {
         double s = s_us / 1e3, c = c_us / 1e3, p = p_us / 1e3;
         double seq = n * (s + c + p), ovl = (s + c + p) + (n - 1) * (fmax(s, c) + p);
-        h_info(h, "%d batches (s %.1f, c %.1f, p %.1f ms): yours %.1f ms; sequential N(s+c+p) "
+        h_info(h, "%d batch%s (s %.1f, c %.1f, p %.1f ms): yours %.1f ms; sequential N(s+c+p) "
                "= %.1f, overlapped (s+c+p) + (N-1)(max(s,c)+p) = %.1f: speed-up %.2fx of the "
-               "formula's %.2fx", n, s, c, p, ms, seq, ovl, seq / ms, seq / ovl);
+               "formula's %.2fx (sleeps overshoot on a busy machine)", n, n == 1 ? "" : "es",
+               s, c, p, ms, seq, ovl, seq / ms, seq / ovl);
     }
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
