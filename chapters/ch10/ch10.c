@@ -3,6 +3,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch10_cuda_graph_simple_lab;
+extern const struct exercise *const ch10_exercises[];   /* exercises.c */
 
 static const lab *const ch10_labs[] = {
     &ch10_cuda_graph_simple_lab,
@@ -15,4 +16,5 @@ const chapter ch10_chapter = {
     .title = "Advanced Scheduling and CUDA Graphs",
     .text_asset = "assets/chapters/ch10.md",
     .labs = ch10_labs,
+    .exercises = ch10_exercises,
 };
