@@ -205,16 +205,16 @@ static void serve_draw(void *data, grid *g, int x, int y, int w, int h, const vi
     for (int st = 0; st < 3; st++)
         if (1 + svm_count(m, st) > need)
             need = 1 + svm_count(m, st);
-    int qh = need < 6 ? 6 : need, recent = 0;
-    if (m->nhist && left >= qh + 4) {         /* the recent steps take what is left */
+    /* the queues take what they need, up to three fifths; the recent steps the rest */
+    int qh = need < 6 ? 6 : need, cap = left * 3 / 5 < 6 ? 6 : left * 3 / 5, recent = 0;
+    if (qh > cap)
+        qh = cap;
+    if (qh > left)
+        qh = left;
+    if (m->nhist && left - qh - 1 >= 2) {
         recent = left - qh - 1;
         if (recent > m->nhist + 1)
             recent = m->nhist + 1;
-    } else if (m->nhist && left >= 10) {      /* many requests: a few steps still */
-        recent = 3;
-        qh = left - 4;
-    } else {
-        qh = left;
     }
     if (qh >= 2)
         draw_queues(g, x, cy, w, qh, m, ascii);
