@@ -2,8 +2,9 @@
  * (MLSYS_EV_MEM). Each rank's pools (a KV cache, a gradient buffer, ZeRO's shards) are rows
  * of blocks: a block is coloured and lettered by the owner that holds it (a sequence, a
  * bucket, a tensor), a shared block shows its reference count, free and cached blocks are
- * marked, an eviction or a copy on write shows in the step it happens, and a block with a
- * value (a gradient's mean) is shaded by it. Beside the map, the selected pool's block
+ * marked, an eviction or a copy on write shows in the step it happens (and a line says what
+ * happened to a KV cache in that step), and a block with a value (a gradient's mean) is shaded
+ * by it. Beside the map, the selected pool's block
  * tables: which blocks each owner holds, in order. Pools without blocks are gauges of bytes
  * in use. Everything is rebuilt from the records up to the frame shown. */
 #include "view.h"
@@ -603,7 +604,11 @@ static int draw_tables(grid *g, int x, int y, int w, int h, const bpool *p, cons
         if (p->o[i].ntable && l > nw)
             nw = l > 12 ? 12 : l;
     }
-    for (int i = 0; i < p->no && rows < h; i++) {
+    int total = 0;
+    for (int i = 0; i < p->no; i++)
+        total += p->o[i].ntable > 0;
+    int limit = total > h && h > 1 ? h - 1 : h;     /* the last line says how many more */
+    for (int i = 0; i < p->no && rows < limit; i++) {
         const bowner *o = &p->o[i];
         if (!o->ntable)
             continue;
@@ -631,6 +636,12 @@ static int draw_tables(grid *g, int x, int y, int w, int h, const bpool *p, cons
             cx += tw + 1;
         }
         rows++;
+    }
+    if (rows < total && rows < h) {
+        char t[64];
+        snprintf(t, sizeof t, "+%d more table%s (a taller terminal shows them)",
+                 total - rows, total - rows == 1 ? "" : "s");
+        view_put_clipped(g, x, y + rows++, w, t, GRID_DIM);
     }
     return rows;
 }
@@ -845,11 +856,13 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         char lab[64], who[96] = "", v[32] = "";
         pool_label(b, sp, lab, sizeof lab);
         size_t wu = 0;
-        for (int i = 0; i < bk->nown && wu < sizeof who; i++)
+        /* every owner by name up to four; more: three by name and how many others */
+        int names = bk->refs > 4 && bk->nown > 3 ? 3 : bk->nown;
+        for (int i = 0; i < names && wu < sizeof who; i++)
             wu += (size_t)snprintf(who + wu, sizeof who - wu, "%s%s", i ? ", " : "",
                                    sp->o[bk->own[i]].name);
-        if (bk->refs > bk->nown && bk->nown && wu < sizeof who)
-            snprintf(who + wu, sizeof who - wu, " and %d more", bk->refs - bk->nown);
+        if (bk->refs > names && names && wu < sizeof who)
+            snprintf(who + wu, sizeof who - wu, " and %d more", bk->refs - names);
         if (bk->has_val) {
             char t[24];
             view_fmt_value(bk->val, t, sizeof t);

@@ -52,6 +52,25 @@ static const char *idle_gate(const view_ctx *ctx)
     return f && !strncmp(f->label, "engine idle", 11) ? f->label : NULL;
 }
 
+/* Text over at most h lines of w cells, broken at spaces (ASCII text). */
+static void wrap(grid *g, int x, int y, int w, int h, const char *s, grid_attr a)
+{
+    for (int row = 0; row < h && *s && w > 0; row++) {
+        int n = (int)strlen(s);
+        if (n > w) {
+            n = w;
+            while (n > 0 && s[n] != ' ')
+                n--;
+            if (n == 0)
+                n = w;
+        }
+        grid_putn(g, x, y + row, s, (size_t)n, a);
+        s += n;
+        while (*s == ' ')
+            s++;
+    }
+}
+
 /* ids as "req 3, 5, 7" into out (empty when n is 0). */
 static void id_list(const char *what, const int *ids, int n, char *out, size_t len)
 {
@@ -65,12 +84,9 @@ static void id_list(const char *what, const int *ids, int n, char *out, size_t l
 static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const svm_req *q,
                      int ascii)
 {
-    int in_batch = 0, prefill = 0;
+    int in_batch = 0;
     for (int i = 0; i < m->nbatch; i++)
-        if (m->batch[i].id == q->id) {
-            in_batch = 1;
-            prefill = m->batch[i].prefill;
-        }
+        in_batch |= m->batch[i].id == q->id;
     char t[96];
     grid_attr a = UI_RANK_ATTR(q->id);
     if (q->state == SVM_WAITING) {
@@ -82,8 +98,7 @@ static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const s
         if (q->prompt > 0 && q->pos < q->prompt)
             snprintf(t, sizeof t, "req %-3d prefill %d/%d", q->id, q->pos, q->prompt);
         else
-            snprintf(t, sizeof t, "req %-3d %s %d out", q->id, prefill ? "prefilled," :
-                     in_batch ? "decode," : "waits,", q->out);
+            snprintf(t, sizeof t, "req %-3d %d out", q->id, q->out);
         if (q->cached > 0) {
             size_t l = strlen(t);
             snprintf(t + l, sizeof t - l, ", %d cached", q->cached);
@@ -122,8 +137,8 @@ static void draw_queues(grid *g, int x, int y, int w, int h, const serve_model *
 /* The last steps, newest last, one line each, with tokens per step as a bar. */
 static void draw_recent(grid *g, int x, int y, int w, int h, const serve_model *m, int ascii)
 {
-    view_put_clipped(g, x, y, w, "recent steps: rows, tokens out, time, the batch "
-                     "(P3:24 = req 3 prefills 24 tokens; D0,1 = reqs 0 and 1 decode)", GRID_DIM);
+    view_put_clipped(g, x, y, w, "recent steps (P3:24: req 3 prefills 24 tokens; D0,1: "
+                     "reqs 0 and 1 decode)", GRID_DIM);
     int n = h - 1 < m->nhist ? h - 1 : m->nhist, maxt = 1;
     for (int i = 0; i < m->nhist; i++)
         if (m->hist[i].tokens > maxt)
@@ -155,10 +170,10 @@ static void serve_draw(void *data, grid *g, int x, int y, int w, int h, const vi
         view_put_clipped(g, x + 2, y + 2, w - 2, idle ? "the engine is idle: no request has "
                          "come yet" : "the engine has taken in no request yet",
                          idle ? GRID_PAIR(UI_PAIR_WARN) : GRID_DIM);
-        view_put_clipped(g, x + 2, y + 3, w - 2, "This view draws a serving engine's queue "
-                         "(waiting, running, finished), each step's batch and the throughput, "
-                         "from the engine's own records (chapter 8's server, chapter 9's cache "
-                         "demo; also while HTTP clients send requests).", GRID_DIM);
+        wrap(g, x + 2, y + 3, w - 3, h - 3, "This view draws a serving engine's queue "
+             "(waiting, running, finished), each step's batch and the throughput, from the "
+             "engine's own records: chapter 8's server, chapter 9's cache demo, and requests "
+             "that HTTP clients send.", GRID_DIM);
         grid_unclip(g);
         return;
     }
@@ -169,8 +184,8 @@ static void serve_draw(void *data, grid *g, int x, int y, int w, int h, const vi
     view_put_clipped(g, x, y, w, line, GRID_BOLD);
     int cy = y + 1;
     if (idle) {
-        snprintf(line, sizeof line, "%s: the engine waits for requests%s", idle,
-                 ctx->gate_step ? " (n lets it look again)" : "");
+        snprintf(line, sizeof line, "%s%s", idle, ctx->gate_step ? " (the engine waits at "
+                 "its gate: n lets it look for requests again)" : "");
         view_put_clipped(g, x, cy++, w, line, GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD);
     }
     /* the step's batch, in words, over two lines when it needs them */
