@@ -90,8 +90,11 @@ static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const s
     char t[96];
     grid_attr a = UI_RANK_ATTR(q->id);
     if (q->state == SVM_WAITING) {
-        snprintf(t, sizeof t, "req %-3d prompt %d%s", q->id, q->prompt,
-                 q->preempted ? (ascii ? " (preempted)" : " ↺ preempted") : "");
+        if (q->preempted)
+            snprintf(t, sizeof t, "req %-3d %s %d out, preempted", q->id, ascii ? "<-" : "↺",
+                     q->out);
+        else
+            snprintf(t, sizeof t, "req %-3d prompt %d", q->id, q->prompt);
         if (q->preempted)
             a = GRID_PAIR(UI_PAIR_WARN);
     } else if (q->state == SVM_RUNNING) {
