@@ -230,7 +230,7 @@ static void typed_name(const mlsys_event *e, char *name, size_t n)
         return;
     }
     const mlsys_flow_info *f = &e->flow;
-    if (f->what == MLSYS_FLOW_ROLE || f->what == MLSYS_FLOW_PHASE)
+    if (f->what == MLSYS_FLOW_ROLE || f->what == MLSYS_FLOW_PHASE || f->what == MLSYS_FLOW_STEP)
         snprintf(name, n, "%s %s", mlsys_flow_what_name(f->what), e->label);
     else
         snprintf(name, n, "%s %d->%d%s%s", mlsys_flow_what_name(f->what), f->from, f->to,
