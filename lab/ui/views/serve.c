@@ -81,8 +81,7 @@ static void id_list(const char *what, const int *ids, int n, char *out, size_t l
 }
 
 /* One request in a column of w cells. */
-static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const svm_req *q,
-                     int ascii)
+static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const svm_req *q)
 {
     int in_batch = 0;
     for (int i = 0; i < m->nbatch; i++)
@@ -91,8 +90,7 @@ static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const s
     grid_attr a = UI_RANK_ATTR(q->id);
     if (q->state == SVM_WAITING) {
         if (q->preempted)
-            snprintf(t, sizeof t, "req %-3d %s %d out, preempted", q->id, ascii ? "<-" : "↺",
-                     q->out);
+            snprintf(t, sizeof t, "req %-3d %d out, preempted", q->id, q->out);
         else
             snprintf(t, sizeof t, "req %-3d prompt %d", q->id, q->prompt);
         if (q->preempted)
@@ -116,7 +114,7 @@ static void draw_req(grid *g, int x, int y, int w, const serve_model *m, const s
 }
 
 /* The three queues side by side in rows y .. y+h-1. */
-static void draw_queues(grid *g, int x, int y, int w, int h, const serve_model *m, int ascii)
+static void draw_queues(grid *g, int x, int y, int w, int h, const serve_model *m)
 {
     static const char *const names[] = {"waiting", "running", "finished"};
     int cw = (w - 2) / 3;
@@ -129,7 +127,7 @@ static void draw_queues(grid *g, int x, int y, int w, int h, const serve_model *
             grid_vline(g, cx - 1, y, h, GRID_PAIR(UI_PAIR_DIM));
         int rows = h - 1, shown = n <= rows ? n : rows - 1;
         for (int i = 0; i < shown; i++)
-            draw_req(g, cx, y + 1 + i, cw, m, svm_nth(m, s, i), ascii);
+            draw_req(g, cx, y + 1 + i, cw, m, svm_nth(m, s, i));
         if (shown < n && rows > 0) {
             snprintf(t, sizeof t, "+%d more", n - shown);
             view_put_clipped(g, cx, y + 1 + shown, cw, t, GRID_DIM);
@@ -235,7 +233,7 @@ static void serve_draw(void *data, grid *g, int x, int y, int w, int h, const vi
             recent = m->nhist + 1;
     }
     if (qh >= 2)
-        draw_queues(g, x, cy, w, qh, m, ascii);
+        draw_queues(g, x, cy, w, qh, m);
     if (recent && m->nhist)
         draw_recent(g, x, cy + qh + 1, w, recent, m, ascii);
     grid_unclip(g);
