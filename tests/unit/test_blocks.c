@@ -508,6 +508,26 @@ START_TEST(many_owners_and_the_step_line)
     ck_assert_msg(strstr(f, "in this step: 3 allocated, 11 taken by one more owner (prefix "
                             "hits), 2 released (2 kept cached)"), "%s", f);
     free(f);
+    /* the shared block's two cells: the colours of its first two owners (req 0, req 1) */
+    sm_sink sk = {b_rewind, b_event, NULL, NULL};
+    sm_sync(sm, &cur, 1, &sk);
+    view_ctx ctx = {.nranks = 1, .anim = 1.0, .ascii = 1, .sm = sm, .frame = 1};
+    grid *g = grid_create(99, 24);
+    view_blocks_class.draw(bv, g, 0, 0, 99, 24, &ctx);
+    int found = 0;
+    for (int y = 0; y < 24 && !found; y++) {
+        char row[256];
+        grid_row_text(g, y, row, sizeof row);
+        const char *p = strstr(row, " 12 ");
+        if (!p || strncmp(row, "  ", 2))
+            continue;
+        int x = (int)(p - row) + 1;
+        ck_assert_int_eq(GRID_PAIR_OF(grid_get(g, x, y)->attr), UI_PAIR_CELL0 + 0);
+        ck_assert_int_eq(GRID_PAIR_OF(grid_get(g, x + 1, y)->attr), UI_PAIR_CELL0 + 1);
+        found = 1;
+    }
+    ck_assert_msg(found, "no map row with the count 12");
+    grid_free(g);
     f = render_at(2, 99, 24, 1, 0);
     ck_assert_msg(strstr(f, "in this step: 2 evicted (blocks 5, 6), copy on write: req 1's "
                             "block 0 copied to 9"), "%s", f);

@@ -490,6 +490,19 @@ static void draw_block(grid *g, int x, int y, const bpool *p, int k, const look 
             grid_put(g, x, y, "−", a);
         return;
     }
+    if (bk->state == B_USED && bk->refs >= 2 && bk->nown >= 2 && w >= 2 &&
+        !(bk->evicted == lk->frame && lk->frame >= 0)) {
+        /* shared: its cells in its owners' colours (the first w of them), the count on top;
+         * selected or in flight: reversed as any block */
+        grid_attr extra = a & (GRID_UNDERLINE | GRID_BOLD | GRID_REVERSE);
+        int gw = (int)strlen(gl), at = (w - gw) / 2;
+        for (int c = 0; c < w; c++) {
+            grid_attr ca = UI_CELL_ATTR(bk->own[c % bk->nown]) | GRID_BOLD | extra;
+            char one[2] = {c >= at && c < at + gw ? gl[c - at] : ' ', 0};
+            grid_put(g, x + c, y, one, ca);
+        }
+        return;
+    }
     grid_fill(g, x, y, w, 1, ' ', a);
     grid_put(g, x + (w - 1) / 2, y, gl, a);
 }
@@ -937,14 +950,15 @@ static const ui_key_help blocks_keys[] = {
 static const char *const *blocks_notes(int ascii)
 {
     static const char *const utf8[] = {
-        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
-        "is a block shared by that many owners; ○ cached (free, contents kept), · free, x evicted "
-        "in this step, * in a block table: copied on write in this step.",
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a number "
+        "is a block shared by that many owners (in its first owners' colours); ○ cached (free, "
+        "contents kept), · free, x evicted in this step, * in a block table: copied on write in "
+        "this step.",
         "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "
         "see a block before it changed.", NULL
     };
     static const char *const plain[] = {
-        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a number "
         "is a block shared by that many owners; o cached (free, contents kept), . free, x evicted "
         "in this step, * in a block table: copied on write in this step.",
         "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "
