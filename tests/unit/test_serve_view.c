@@ -132,6 +132,14 @@ START_TEST(model_decodes_the_engine_records)
     ck_assert_int_eq((int)m.tokens_total, 4);
     ck_assert(fabs(svm_tokens_per_s(&m, NULL) - 4 / 0.005) < 1e-9);
     svm_free(&m);
+    /* a batch larger than the model keeps: the rest is counted */
+    for (int i = 0; i < SVM_BATCH + 6; i++)
+        req(model_feed, &m, 2, 3, i, 1, 0, 7);
+    char big[4096];
+    svm_batch_text(&m, big, sizeof big);
+    ck_assert_msg(strstr(big, ", 63 (and 6 more)"), "%s", big);
+    ck_assert_int_eq(m.last.decode_rows, SVM_BATCH + 6);
+    svm_free(&m);
 }
 END_TEST
 

@@ -59,7 +59,7 @@ static void open_step(serve_model *m, long step)
     if (m->last.step == step)
         return;
     m->last = (svm_step){.step = step, .secs = NAN};
-    m->nbatch = m->nadmitted = m->npreempted = m->nfinished = 0;
+    m->nbatch = m->nbatch_all = m->nadmitted = m->npreempted = m->nfinished = 0;
 }
 
 /* The batch in short: "P3:24 P5:8 D0,1,2" (prefills first, as the engine's compute span). */
@@ -142,6 +142,7 @@ void svm_event(serve_model *m, const mlsys_event *e)
             q->out = q->pos - q->prompt + 1;
         if (m->nbatch < SVM_BATCH)
             m->batch[m->nbatch++] = (svm_item){q->id, f->count, f->phase == 1};
+        m->nbatch_all++;
         if (f->phase == 1)
             m->last.prefill_rows += f->count;
         else
@@ -214,6 +215,8 @@ void svm_batch_text(const serve_model *m, char *out, size_t n)
             k++;
         }
     }
+    if (m->nbatch_all > m->nbatch)
+        PUT(" (and %d more)", m->nbatch_all - m->nbatch);
 #undef PUT
     if (len >= n && n > 4)
         memcpy(out + n - 4, "...", 4);

@@ -42,8 +42,8 @@ typedef struct serve_model {
     int seen;                       /* any of the engine's records came */
     svm_req *r;                     /* by id order of arrival */
     int nr, cap;
-    svm_item batch[SVM_BATCH];      /* the last step's items */
-    int nbatch;
+    svm_item batch[SVM_BATCH];      /* the last step's items (the first SVM_BATCH) */
+    int nbatch, nbatch_all;         /* kept, and all of them */
     svm_step last;                  /* the last step (step 0: none yet) */
     svm_step hist[SVM_HIST];        /* the last SVM_HIST steps, oldest first */
     int nhist;
