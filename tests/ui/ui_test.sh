@@ -736,7 +736,7 @@ check "each sequence's block table beside the map (the shared prompt first)" \
 check "a shared block shows its count (16 requests hold the system prompt)" \
     wait_for "^ +16 16 16 16 16 " 20
 check "the step's line says what happened to the blocks" \
-    wait_for "in this step: [0-9]+ allocated, [0-9]+ taken by one more owner" 20
+    wait_for "in this step: [0-9]+ allocated, [0-9]+ shared \\(prefix hits\\)" 20
 check "the selected block says who holds it" \
     wait_for "kv cache, block 0: shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
 keys 7

@@ -40,7 +40,9 @@ typedef struct bowner {
 /* What happened to a pool in one frame (the newest it was fed), for the line that says it. */
 typedef struct bstep {
     int frame;                  /* -1: nothing yet */
-    int alloc, share, freed, kept, evict, cow;
+    int alloc, share, evict, cow;
+    int let_go, held, kept, freed;      /* FREE records: still held by others, cached, free */
+    int freers[8], nfreers;             /* who let go (the first 8 owners; more: 9) */
     int evicted[4];             /* the first blocks evicted */
     int cow_owner, cow_from, cow_to;    /* the first copy on write (owner index, blocks) */
 } bstep;
@@ -237,6 +239,14 @@ static void take(bblock *bk, int oi)
         bk->own[bk->nown++] = oi;
 }
 
+static int seen_freer(const bstep *t, int owner)
+{
+    for (int i = 0; i < t->nfreers && i < 8; i++)
+        if (t->freers[i] == owner)
+            return 1;
+    return 0;
+}
+
 /* Count what a block record does in its frame (a new frame starts the counts afresh). */
 static void tally(bpool *p, const mlsys_mem_info *m, int frame)
 {
@@ -249,7 +259,14 @@ static void tally(bpool *p, const mlsys_mem_info *m, int frame)
     switch (m->op) {
     case MLSYS_MEM_ALLOC: t->alloc++; break;
     case MLSYS_MEM_SHARE: t->share++; break;
-    case MLSYS_MEM_FREE: t->freed += m->refs <= 0; t->kept += m->refs <= 0 && m->cached; break;
+    case MLSYS_MEM_FREE:
+        t->let_go++;
+        t->held += m->refs > 0;
+        t->kept += m->refs <= 0 && m->cached;
+        t->freed += m->refs <= 0 && !m->cached;
+        if (!seen_freer(t, m->owner))
+            t->nfreers < 8 ? (void)(t->freers[t->nfreers++] = m->owner) : (void)(t->nfreers = 9);
+        break;
     case MLSYS_MEM_EVICT:
         if (t->evict < 4)
             t->evicted[t->evict] = m->block;
@@ -560,11 +577,28 @@ static void step_text(const bpool *p, int frame, char *out, size_t n)
     if (t->alloc)
         ADD("%s%d allocated", k ? ", " : "", t->alloc);
     if (t->share)
-        ADD("%s%d taken by one more owner (prefix hits)", k ? ", " : "", t->share);
-    if (t->freed)
-        ADD("%s%d released", k ? ", " : "", t->freed);
-    if (t->kept)
-        ADD(" (%d kept cached)", t->kept);
+        ADD("%s%d shared (prefix hits)", k ? ", " : "", t->share);
+    if (t->let_go) {
+        /* who let go (one owner: finished, cancelled or preempted), and what became of them */
+        const char *who = NULL;
+        for (int i = 0; i < p->no && t->nfreers == 1; i++)
+            if (p->o[i].id == t->freers[0])
+                who = p->o[i].name;
+        if (who)
+            ADD("%s%s let go of %d", k ? ", " : "", who, t->let_go);
+        else
+            ADD("%s%s%d owners let go of %d", k ? ", " : "", t->nfreers > 8 ? "over " : "",
+                t->nfreers > 8 ? 8 : t->nfreers, t->let_go);
+        const char *sep = " (";
+        if (t->held)
+            ADD("%s%d still held by others", sep, t->held), sep = ", ";
+        if (t->kept)
+            ADD("%s%d kept cached", sep, t->kept), sep = ", ";
+        if (t->freed)
+            ADD("%s%d freed", sep, t->freed), sep = ", ";
+        if (sep[0] == ',')
+            ADD(")");
+    }
     if (t->evict) {
         ADD("%s%d evicted (block", k ? ", " : "", t->evict);
         for (int i = 0; i < t->evict && i < 4; i++)
