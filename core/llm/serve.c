@@ -3,8 +3,9 @@
  * for a plan, runs it through the model runner, streams every new token to its request's
  * callback and retires what finished. Metrics are a snapshot taken at the end of each step.
  * Events (optional): flow records between the roles client, queue, scheduler and model, a
- * compute span per step saying who prefills how much and who decodes, and the paged cache's
- * memory records. */
+ * compute span per step saying who prefills how much and who decodes, a STEP record per
+ * step in numbers, the paged cache's memory records, and a gate (mlsys_step) before each
+ * step, or "engine idle" while there is nothing to do. */
 #include "serve.h"
 
 #include <errno.h>
@@ -44,6 +45,8 @@ struct llm_serve {
     llm_step_item *items;     /* [max_num_seqs] */
     int *finished;            /* ids finished this step */
     int n_finished, cap_finished;
+    int gates;                /* gates emitted (mlsys_step's step number) */
+    int idle_said;            /* an "engine idle" gate since the last forward */
 };
 
 static double now(const llm_serve *s)
@@ -59,6 +62,49 @@ static void flow(llm_serve *s, int from, int to, int seq, int count, int phase)
     mlsys_flow_info f = {(int16_t)from, (int16_t)to, MLSYS_FLOW_REQUESTS, (int16_t)phase,
                          count, (int32_t)s->step_no, seq, 0};
     mlsys_emit_flow(s->o.comm, &f, 0, NULL);
+}
+
+/* Is anything queued, running or submitted? (under mu) */
+static int work_locked(const llm_serve *s)
+{
+    return s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
+}
+
+/* The gate before a step with work ("engine step N"), or while there is none ("engine
+ * idle"): gated, the stepping thread waits there for the viewer, once per call; not gated,
+ * an idle gate is said once per idle period (a frame that says the engine had nothing). */
+static void gate(llm_serve *s, int idle)
+{
+    if (!s->o.comm || (idle && s->idle_said && !mlsys_gated(s->o.comm)))
+        return;
+    char label[48];
+    if (idle)
+        snprintf(label, sizeof label, "engine idle: no requests");
+    else
+        snprintf(label, sizeof label, "engine step %ld", s->step_no + 1);
+    s->idle_said = idle;
+    mlsys_step(s->o.comm, ++s->gates, label);
+}
+
+/* The step in numbers (MLSYS_FLOW_STEP, core/mlsys.h). */
+static void step_record(llm_serve *s, int rows, int tokens, double secs)
+{
+    if (!s->o.comm || !mlsys_tracing(s->o.comm))
+        return;
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_FLOW;
+    e.flow = (mlsys_flow_info){ROLE_MODEL, -1, MLSYS_FLOW_STEP, -1, rows, (int32_t)s->step_no,
+                               -1, tokens};
+    e.coll = e.algo = e.op = -1;
+    e.step = (int32_t)s->step_no;
+    e.chunk = -1;
+    e.val[0] = secs;
+    e.val[1] = s->m.waiting;
+    e.val[2] = s->m.running;
+    e.val[3] = (double)s->m.finished;
+    snprintf(e.label, sizeof e.label, "step %ld", s->step_no);
+    mlsys_emit(s->o.comm, &e);
 }
 
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
@@ -322,6 +368,12 @@ static void step_label(const llm_sched *sc, char *out, size_t n)
 int llm_serve_step(llm_serve *s, llm_step_info *info)
 {
     char err[256];
+    if (s->o.comm) {
+        pthread_mutex_lock(&s->mu);
+        int idle = !work_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        gate(s, idle);
+    }
     double t0 = now(s);
     s->n_finished = 0;
     take_in(s);
@@ -368,7 +420,9 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
         fprintf(stderr, "serve: step %ld: %s\n", s->step_no, err);
         for (int i = 0; i < n_items; i++)
             deliver(s, sc->items[i].s, -1, LLM_FINISH_ERROR);
-    } else {
+    }
+    int drawn = 0;
+    if (!rc) {
         for (int i = 0; i < n_items; i++) {
             llm_seq *q = sc->items[i].s;
             q->n_computed += q->n_sched;
@@ -377,11 +431,14 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);
             s->m.generated_tokens++;
+            drawn++;
             deliver(s, q, s->next[i], why);
         }
     }
     take_in(s);           /* cancels the callbacks asked for */
     publish(s);
+    s->idle_said = 0;
+    step_record(s, rows, drawn, now(s) - t0);
     if (info) {
         info->step = s->step_no;
         info->n_items = n_items;
@@ -416,10 +473,22 @@ int llm_serve_wait(llm_serve *s, double timeout_s)
     ts.tv_sec += (time_t)(ns / 1000000000LL);
     ts.tv_nsec = (long)(ns % 1000000000LL);
     pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    while (!(s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0) && rc != ETIMEDOUT)
+    int rc = 0, w = work_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (!w && mlsys_gated(s->o.comm)) {
+        /* gated: the engine waits for the viewer at an idle gate, never silently */
+        gate(s, 1);
+        pthread_mutex_lock(&s->mu);
+        w = work_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        return w;
+    }
+    if (!w)
+        gate(s, 1);
+    pthread_mutex_lock(&s->mu);
+    while (!work_locked(s) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    int w = s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
+    w = work_locked(s);
     pthread_mutex_unlock(&s->mu);
     return w;
 }
