@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LAB_ID "ch13/rlhf-loop"
 
@@ -26,8 +27,8 @@ static const lab_flag loop_flags[] = {
     {"max-new", 0, FLAG_INT, "4", NULL, 1, 12, "tokens of an answer at most"},
     {"max-operand", 0, FLAG_INT, "9", NULL, 0, 49, "operands 0..N"},
     {"temperature", 0, FLAG_DOUBLE, "1.0", NULL, 0, 10, "sampling temperature"},
-    {"kl-coef", 0, FLAG_DOUBLE, "0.02", NULL, 0, 100, "β of the KL penalty"},
-    {"lr", 0, FLAG_DOUBLE, "3e-5", NULL, 0, 1, "the actor's AdamW learning rate"},
+    {"kl-coef", 0, FLAG_DOUBLE, "0.1", NULL, 0, 100, "β of the KL penalty"},
+    {"lr", 0, FLAG_DOUBLE, "1e-4", NULL, 0, 1, "the actor's AdamW learning rate"},
     {"critic-lr", 0, FLAG_DOUBLE, "1e-4", NULL, 0, 1, "the critic's"},
     {"epochs", 0, FLAG_INT, "2", NULL, 1, 100, "passes over each batch"},
     {"minibatches", 0, FLAG_INT, "2", NULL, 1, 4096, "per pass, per rank"},
@@ -152,8 +153,12 @@ static int simulate(const lab_args *a)
 
 /* ---- the real loop ---- */
 
-static rl_rm g_rm;                  /* trained or loaded once, before the ranks fork */
+/* The reward model trained by before() goes to the ranks (separate processes) as a file
+ * named by this variable; a rank without it trains its own (the same one: it is seeded). */
+#define RM_ENV "MLSYS_RLHF_REWARD_MODEL"
+static rl_rm g_rm;
 static int g_have_rm;
+static char g_rm_tmp[64];
 
 static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tokenizer *t,
                        int quiet)
@@ -173,6 +178,8 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
     if (g_have_rm)
         return 0;
     const char *rmp = lab_arg_text(a, "reward-model");
+    if (!rmp && getenv(RM_ENV))
+        rmp = getenv(RM_ENV);
     if (rmp) {
         if (rl_rm_load(&g_rm, rmp, err, sizeof err)) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
@@ -219,6 +226,14 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
         printf("  held-out preference accuracy %.1f%% (%.1f s); `mlsys-lab train "
                "--reward-model` keeps one in a file\n", 100.0 * rep.heldout_acc, rep.seconds);
     g_have_rm = 1;
+    if (!quiet) {
+        /* for the ranks: they are processes of their own */
+        snprintf(g_rm_tmp, sizeof g_rm_tmp, "/tmp/mlsys-rlhf-rm-%d.bin", (int)getpid());
+        if (rl_rm_save(&g_rm, g_rm_tmp, err, sizeof err) == 0)
+            setenv(RM_ENV, g_rm_tmp, 1);
+        else
+            g_rm_tmp[0] = '\0';
+    }
     return 0;
 fail:
     llm_tokenizer_free(t);
@@ -294,7 +309,9 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
                "ratio0", "s/it", "generate/score/advantage/train/sync");
         fflush(stdout);
     }
-    double first_reward = 0, first_right = 0, sum_s = 0;
+    /* the first and the last W iterations' means: one iteration's batch is a small sample */
+    int W = iters >= 10 ? 5 : iters / 2 > 0 ? iters / 2 : 1;
+    double head[3] = {0}, tail[3] = {0}, sum_s = 0, ph_s[RL_PH_COUNT] = {0};
     rl_rlhf_stats st;
     for (int i = 0; i < iters; i++) {
         if ((rc = rl_rlhf_iterate(h, &st, err, sizeof err)) != 0) {
@@ -302,11 +319,16 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
             rc = 1;
             goto out;
         }
-        if (i == 0) {
-            first_reward = st.reward;
-            first_right = st.right;
+        double v[3] = {st.reward, st.right, st.kl};
+        for (int q = 0; q < 3; q++) {
+            if (i < W)
+                head[q] += v[q] / W;
+            if (i >= iters - W)
+                tail[q] += v[q] / W;
         }
         sum_s += st.total_s;
+        for (int p = 0; p < RL_PH_COUNT; p++)
+            ph_s[p] += st.phase_s[p];
         if (!root)
             continue;
         mlsys_emit_point(c, "mean reward", st.iteration, st.reward);
@@ -327,10 +349,14 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
         printf("\nLast answers (rank 0's):");
         for (int j = 0; j < n; j++)
             printf("%s %s", j % 3 ? "  |" : "\n ", lines[j]);
-        printf("\n\nMean reward %+.3f -> %+.3f, right sums %.1f%% -> %.1f%% over %d "
-               "iterations, KL %.4f nats per answer at the end; %.2f s per iteration\n",
-               first_reward, st.reward, 100.0 * first_right, 100.0 * st.right, iters, st.kl,
-               sum_s / iters);
+        printf("\n\nMeans of the first and the last %d iteration%s: reward %+.3f -> %+.3f, right "
+               "sums %.1f%% -> %.1f%%,\nKL to the reference %.4f -> %.4f nats per answer; "
+               "%.2f s per iteration\n", W, W == 1 ? "" : "s", head[0], tail[0],
+               100.0 * head[1], 100.0 * tail[1], head[2], tail[2], sum_s / iters);
+        printf("Phases, all iterations (the first trainer's clock):");
+        for (int p = 0; p < RL_PH_COUNT; p++)
+            printf(" %s %.1f%%", rl_phase_name(p), 100.0 * ph_s[p] / (sum_s > 0 ? sum_s : 1));
+        printf("\n");
         printf("ratio0 is max |π/π_old - 1| of each iteration's first update: old and new "
                "log-probs come from the same forward, so it is 0\n");
     }
@@ -340,6 +366,14 @@ out:
     llm_tokenizer_free(&t);
     llm_weights_free(&w);
     return rc;
+}
+
+static void loop_after(const lab_args *a, int status)
+{
+    (void)a;
+    (void)status;
+    if (g_rm_tmp[0])
+        unlink(g_rm_tmp);
 }
 
 const lab ch13_rlhf_loop_lab = {
@@ -352,5 +386,6 @@ const lab ch13_rlhf_loop_lab = {
     .max_ranks = 64,
     .before = loop_before,
     .rank_main = loop_rank,
+    .after = loop_after,
     .view = "flow",
 };

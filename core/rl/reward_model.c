@@ -159,6 +159,26 @@ static int encode_line(const llm_tokenizer *tok, const char *line, int *ids)
     return k;
 }
 
+/* A line that is no sum line: the prompt with nothing, a doubled space, stray characters
+ * around the answer, or a word instead of it. */
+static void junk_line(char *line, size_t cap, const char *pr, int c, mlsys_rng *r)
+{
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyz.,:;!?\"'{}[]()+-=*#";
+    char j[4];
+    int nj = 1 + (int)(mlsys_rng_u64(r) % 3);
+    for (int i = 0; i < nj; i++)
+        j[i] = chars[mlsys_rng_u64(r) % (sizeof chars - 1)];
+    j[nj] = '\0';
+    switch (mlsys_rng_u64(r) % 6) {
+    case 0: snprintf(line, cap, "%s", pr); break;
+    case 1: snprintf(line, cap, "%s  %d", pr, c); break;
+    case 2: snprintf(line, cap, "%s %d%s", pr, c, j); break;
+    case 3: snprintf(line, cap, "%s %s", pr, j); break;
+    case 4: snprintf(line, cap, "%s%s%d", pr, j, c); break;
+    default: snprintf(line, cap, "%s %d %s", pr, c, j); break;
+    }
+}
+
 /* P pairs into ids [2P, RM_T]: problems held out or not as held_out says. */
 static void make_pairs(const llm_tokenizer *tok, int max_operand, int P, int held_out,
                        mlsys_rng *r, int *ids, int *len)
@@ -172,11 +192,10 @@ static void make_pairs(const llm_tokenizer *tok, int max_operand, int P, int hel
         rl_sum_prompt(&p, pr, sizeof pr);
         snprintf(line, sizeof line, "%s %d", pr, rl_sum_answer(&p));
         len[i] = encode_line(tok, line, ids + (size_t)i * RM_T);
-        /* a quarter of the rejected lines are not sum lines at all: the rule ranks them last */
-        static const char *const junk[4] = {"", " =", " .", " +"};
-        uint64_t k = mlsys_rng_u64(r) % 16;
-        if (k < 4)
-            snprintf(line, sizeof line, "%s%s%s", pr, k == 0 ? "" : " 1", junk[k]);
+        /* three in eight rejected lines are no sum line at all: the rule ranks them last */
+        uint64_t k = mlsys_rng_u64(r) % 8;
+        if (k < 3)
+            junk_line(line, sizeof line, pr, rl_sum_answer(&p), r);
         else
             snprintf(line, sizeof line, "%s %d", pr, rl_sum_wrong(&p, r));
         len[P + i] = encode_line(tok, line, ids + (size_t)(P + i) * RM_T);

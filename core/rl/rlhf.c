@@ -45,11 +45,11 @@ void rl_rlhf_defaults(rl_rlhf_config *k)
     k->max_new = 4;
     k->max_operand = 9;
     k->temperature = 1.0f;
-    k->beta = 0.02f;
+    k->beta = 0.1f;
     k->gamma = 1.0f;
     k->lambda = 0.95f;
     k->clip = 0.2f;
-    k->lr = 3e-5f;
+    k->lr = 1e-4f;
     k->critic_lr = 1e-4f;
     k->epochs = 2;
     k->minibatches = 2;
