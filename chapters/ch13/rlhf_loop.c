@@ -158,6 +158,7 @@ static int simulate(const lab_args *a)
 #define RM_ENV "MLSYS_RLHF_REWARD_MODEL"
 static rl_rm g_rm;
 static int g_have_rm;
+static int g_rm_steps = -1, g_rm_maxop = -1;    /* what the kept one was trained with */
 static char g_rm_tmp[64];
 
 static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tokenizer *t,
@@ -175,11 +176,16 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
         llm_weights_free(w);
         return 2;
     }
-    if (g_have_rm)
-        return 0;
     const char *rmp = lab_arg_text(a, "reward-model");
-    if (!rmp && getenv(RM_ENV))
-        rmp = getenv(RM_ENV);
+    if (!rmp && quiet && getenv(RM_ENV))
+        rmp = getenv(RM_ENV);                   /* a rank: the one before() trained */
+    int steps = (int)lab_arg_int(a, "rm-steps"), maxop = (int)lab_arg_int(a, "max-operand");
+    /* the front end runs before() in one long process: a model trained for the same flags
+     * is kept; a file, or other flags, replace it */
+    if (g_have_rm && (rmp || steps != g_rm_steps || maxop != g_rm_maxop)) {
+        rl_rm_free(&g_rm);
+        g_have_rm = 0;
+    }
     if (rmp) {
         if (rl_rm_load(&g_rm, rmp, err, sizeof err)) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
@@ -196,6 +202,8 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
             printf("Reward model: %s\n", rmp);
         return 0;
     }
+    if (g_have_rm)
+        goto share;
     /* none given: the same recipe as `mlsys-lab train --reward-model`, here */
     char dp[PATH_MAX + 64];
     llm_config dc;
@@ -209,8 +217,8 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
     llm_weights_free(&dw);
     rl_rm_train_opts o;
     rl_rm_train_defaults(&o);
-    o.steps = (int)lab_arg_int(a, "rm-steps");
-    o.max_operand = (int)lab_arg_int(a, "max-operand");
+    o.steps = steps;
+    o.max_operand = maxop;
     rl_rm_report rep;
     if (!quiet) {
         printf("Reward model: none given, training one (draft.bin's body + a scalar head, %d "
@@ -226,6 +234,9 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
         printf("  held-out preference accuracy %.1f%% (%.1f s); `mlsys-lab train "
                "--reward-model` keeps one in a file\n", 100.0 * rep.heldout_acc, rep.seconds);
     g_have_rm = 1;
+    g_rm_steps = steps;
+    g_rm_maxop = maxop;
+share:
     if (!quiet) {
         /* for the ranks: they are processes of their own */
         snprintf(g_rm_tmp, sizeof g_rm_tmp, "/tmp/mlsys-rlhf-rm-%d.bin", (int)getpid());
@@ -247,6 +258,7 @@ static int loop_before(const lab_args *a)
         return -1;
     rl_rlhf_config k;
     char err[256];
+    unsetenv(RM_ENV);
     config_from(a, &k);
     if (rl_rlhf_check(&k, (int)lab_arg_int(a, "world-size"), err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);

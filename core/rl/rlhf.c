@@ -163,11 +163,12 @@ static void set_mem(rl_rlhf *h, int role, int kind, uint64_t bytes)
     mlsys_emit_mem(h->c, &m, bytes, rl_mem_kind_name(kind));
 }
 
-static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes)
+/* label NULL: the kind's name ("weights+grads" says what a trained model's weights hold) */
+static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes, const char *label)
 {
     mlsys_mem_info m = {.pool = (int16_t)(role * RL_MEM_KINDS + kind), .op = MLSYS_MEM_POOL,
                         .block = -1, .owner = role, .refs = 0, .index = -1, .aux = 1};
-    mlsys_emit_mem(h->c, &m, bytes, rl_mem_kind_name(kind));
+    mlsys_emit_mem(h->c, &m, bytes, label ? label : rl_mem_kind_name(kind));
     set_mem(h, role, kind, bytes);
 }
 
@@ -267,9 +268,9 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
             goto fail;
         }
         h->have_gen = 1;
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, h->kv.bytes);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, h->kv.bytes, NULL);
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
     }
     if (h->train) {
@@ -311,17 +312,19 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         h->judge = mlsys_xcalloc((size_t)h->Nl, sizeof(int));
         uint64_t rmb = (uint64_t)rm->w.n_floats * sizeof(float);
         int grpo = k->algo == RL_ALGO_GRPO;
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes);       /* weights + grads */
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes);
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes);
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes, NULL);
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes,
+                    NULL);
         set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
-        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes);
+        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes, NULL);
         set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, 0);
         if (!grpo) {
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes);
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, h->copt.bytes + h->hopt.bytes);
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, h->copt.bytes + h->hopt.bytes,
+                        NULL);
         }
     }
     return h;
