@@ -323,7 +323,7 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
     }
     /* the first and the last W iterations' means: one iteration's batch is a small sample */
     int W = iters >= 10 ? 5 : iters / 2 > 0 ? iters / 2 : 1;
-    double head[3] = {0}, tail[3] = {0}, sum_s = 0, ph_s[RL_PH_COUNT] = {0};
+    double head[3] = {0}, tail[3] = {0}, sum_s = 0, ph_s[RL_PH_COUNT] = {0}, sync_later = 0;
     rl_rlhf_stats st;
     for (int i = 0; i < iters; i++) {
         if ((rc = rl_rlhf_iterate(h, &st, err, sizeof err)) != 0) {
@@ -341,6 +341,8 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
         sum_s += st.total_s;
         for (int p = 0; p < RL_PH_COUNT; p++)
             ph_s[p] += st.phase_s[p];
+        if (i > 0)
+            sync_later += st.phase_s[RL_PH_SYNC];
         if (!root)
             continue;
         mlsys_emit_point(c, "mean reward", st.iteration, st.reward);
@@ -369,6 +371,15 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
         for (int p = 0; p < RL_PH_COUNT; p++)
             printf(" %s %.1f%%", rl_phase_name(p), 100.0 * ph_s[p] / (sum_s > 0 ? sum_s : 1));
         printf("\n");
+        if (k.placement == RL_PLACE_SPLIT && iters > 1 && sync_later > 0) {
+            /* the first sync also pays the first touch of the buffers: left out */
+            double mb = (double)llm_param_count(&mc) * 4.0 / 1048576.0;
+            double per = sync_later / (iters - 1);
+            printf("Weight sync: %.2f MiB (%d tensors, buckets of %zu KiB) in %.2f ms per "
+                   "iteration after the first, %.2f GB/s (compare mlsys-lab bench "
+                   "broadcast)\n", mb, nn_tf_tensor_count(&mc), k.bucket_bytes >> 10,
+                   1e3 * per, mb * 1048576.0 / per / 1e9);
+        }
         printf("ratio0 is max |π/π_old - 1| of each iteration's first update: old and new "
                "log-probs come from the same forward, so it is 0\n");
     }

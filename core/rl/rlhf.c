@@ -396,16 +396,38 @@ static int rlhf_wsync(mlsys_comm *comm, int root, rlhf_tensor *t, int n_tensors,
                  me, (long long)v, (unsigned long long)*version);
         return -1;
     }
+    /* buckets of up to bucket_bytes: a large tensor is cut, small neighbours that lie back
+     * to back in memory share one (one broadcast per bucket, not per small tensor) */
     size_t per = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
-    for (int i = 0; i < n_tensors; i++)
-        for (size_t off = 0; off < t[i].n; off += per) {
-            size_t n = t[i].n - off < per ? t[i].n - off : per;
-            if (mlsys_broadcast(comm, t[i].data + off, n, MLSYS_F32, root)) {
-                snprintf(err, errlen, "rank %d: weight sync: %s [%zu, %zu): %s", me,
-                         t[i].name, off, off + n, mlsys_errmsg(comm));
-                return -1;
+    float *run = NULL;
+    size_t len = 0;
+    int first = 0;
+    for (int i = 0; i <= n_tensors; i++) {
+        size_t off = 0;
+        while (i < n_tensors && off < t[i].n) {
+            if (run && (run + len != t[i].data + off || len == per)) {
+                if (mlsys_broadcast(comm, run, len, MLSYS_F32, root)) {
+                    snprintf(err, errlen, "rank %d: weight sync: bucket from %s (%zu floats): %s",
+                             me, t[first].name, len, mlsys_errmsg(comm));
+                    return -1;
+                }
+                run = NULL;
             }
+            if (!run) {
+                run = t[i].data + off;
+                len = 0;
+                first = i;
+            }
+            size_t take = t[i].n - off < per - len ? t[i].n - off : per - len;
+            len += take;
+            off += take;
         }
+        if (i == n_tensors && run && mlsys_broadcast(comm, run, len, MLSYS_F32, root)) {
+            snprintf(err, errlen, "rank %d: weight sync: bucket from %s (%zu floats): %s", me,
+                     t[first].name, len, mlsys_errmsg(comm));
+            return -1;
+        }
+    }
     *version = (uint64_t)v;
     return 0;
 }
