@@ -360,6 +360,33 @@ START_TEST(flag_errors)
 }
 END_TEST
 
+/* ch14/memory-timeline --measured: both placements, every role, the actor's training peak
+ * above its generation one (its activations), and each total within 25 % of the formula. */
+START_TEST(memory_timeline_measured)
+{
+    bin_result r = run_bin("run ch14/memory-timeline --measured");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *pl[2] = {"colocated placement", "split placement"};
+    for (int p = 0; p < 2; p++) {
+        const char *s = strstr(r.out, pl[p]);
+        ck_assert_ptr_nonnull(s);
+        double v[6];
+        const char *a = strstr(s, "\n  actor");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_int_eq(sscanf(a, "\n  actor %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5]), 6);
+        ck_assert_double_gt(v[3], v[0]);
+        const char *t = strstr(s, "\n  total");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(sscanf(t, "\n  total %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5]), 6);
+        ck_assert_msg(fabs(v[3] - v[5]) < 0.25 * v[5], "%s: train %g MiB, estimate %g", pl[p],
+                      v[3], v[5]);
+    }
+    bin_result_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlhf");
@@ -375,6 +402,7 @@ int main(void)
     tcase_add_test(tc, short_run_raises_the_reward);
     tcase_add_test(tc, split_and_colocated_agree_on_the_first_iteration);
     tcase_add_test(tc, flag_errors);
+    tcase_add_test(tc, memory_timeline_measured);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
