@@ -199,6 +199,37 @@ static void phase(rl_rlhf *h, int ph)
 
 /* ---- create ---- */
 
+/* Weights whose buffer lives in the communication heap (mlsys_alloc_aligned): what the
+ * all-reduce and the weight broadcast move, so that a peer copies straight out of it instead
+ * of through process_vm_readv. The same carving as llm_weights_alloc. */
+static size_t heap_bytes(const llm_weights *w)
+{
+    return (w->n_floats * sizeof(float) + 4095) & ~(size_t)4095;
+}
+
+static int heap_weights(llm_weights *w, const llm_config *c, char *err, size_t errlen)
+{
+    if (llm_weights_alloc(w, c, err, errlen))
+        return -1;
+    float *old = w->mem, *mem = mlsys_alloc_aligned(heap_bytes(w));
+    memcpy(mem, old, w->n_floats * sizeof(float));          /* the RoPE tables too */
+    float **p[] = {&w->token_embedding, &w->rms_att, &w->wq, &w->wk, &w->wv, &w->wo,
+                   &w->rms_ffn, &w->w1, &w->w2, &w->w3, &w->rms_final, &w->freq_cis_real,
+                   &w->freq_cis_imag, &w->wcls};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        *p[i] = mem + (*p[i] - old);
+    w->mem = mem;
+    free(old);
+    return 0;
+}
+
+static void heap_weights_free(llm_weights *w)
+{
+    if (w->mem)
+        mlsys_free_aligned(w->mem, heap_bytes(w));
+    memset(w, 0, sizeof *w);
+}
+
 static void copy_weights(llm_weights *dst, const llm_weights *src)
 {
     memcpy(dst->mem, src->mem, src->n_floats * sizeof(float));
@@ -255,16 +286,13 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     uint64_t wbytes = (uint64_t)actor->n_floats * sizeof(float);
     if (h->gen) {
         int rows = h->N / h->n_gen;
-        if (llm_weights_alloc(&h->gw, mc, err, errlen))
+        if (heap_weights(&h->gw, mc, err, errlen))
             goto fail;
         copy_weights(&h->gw, actor);
-        if (llm_engine_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen)) {
-            llm_weights_free(&h->gw);
+        if (llm_engine_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen))
             goto fail;
-        }
         if (llm_kv_init_contiguous(&h->kv, mc, rows, T_ROW, err, errlen)) {
             llm_engine_fini(&h->eng);
-            llm_weights_free(&h->gw);
             goto fail;
         }
         h->have_gen = 1;
@@ -274,11 +302,9 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
     }
     if (h->train) {
-        if (llm_weights_alloc(&h->aw, mc, err, errlen) ||
-            llm_weights_alloc(&h->ag, mc, err, errlen) ||
+        if (heap_weights(&h->aw, mc, err, errlen) || heap_weights(&h->ag, mc, err, errlen) ||
             llm_weights_alloc(&h->rw, mc, err, errlen) ||
-            llm_weights_alloc(&h->cw, mc, err, errlen) ||
-            llm_weights_alloc(&h->cg, mc, err, errlen))
+            llm_weights_alloc(&h->cw, mc, err, errlen) || heap_weights(&h->cg, mc, err, errlen))
             goto fail;
         copy_weights(&h->aw, actor);
         copy_weights(&h->rw, actor);
@@ -341,7 +367,7 @@ void rl_rlhf_free(rl_rlhf *h)
         llm_kv_free(&h->kv);
         llm_engine_fini(&h->eng);
     }
-    llm_weights_free(&h->gw);
+    heap_weights_free(&h->gw);
     if (h->have_train) {
         nn_tf_fini(&h->tf);
         nn_tf_fini(&h->rmtf);
@@ -349,11 +375,11 @@ void rl_rlhf_free(rl_rlhf *h)
         nn_adamw_fini(&h->copt);
         nn_adamw_fini(&h->hopt);
     }
-    llm_weights_free(&h->aw);
-    llm_weights_free(&h->ag);
+    heap_weights_free(&h->aw);
+    heap_weights_free(&h->ag);
     llm_weights_free(&h->rw);
     llm_weights_free(&h->cw);
-    llm_weights_free(&h->cg);
+    heap_weights_free(&h->cg);
     rl_rm_free(&h->rm);
     free(h->chead);
     free(h->cghead);
