@@ -1,8 +1,9 @@
 #!/bin/sh
 # rlhf.sh - timing, not a test: ch13/rlhf-loop's seconds per iteration and the share of each
 # phase (generate, score, advantage, train, sync), colocated against split on 2 ranks and on
-# one rank, side by side with one reward model (trained once here). Printed, never asserted,
-# with the load average. Usage: tests/bench/rlhf.sh BUILD_DIR [ITERATIONS (10)]
+# one rank, side by side with one reward model (trained once here); then the split weight
+# sync's bandwidth beside `mlsys-lab bench broadcast` at its bucket and whole sizes. Printed,
+# never asserted, with the load average. Usage: tests/bench/rlhf.sh BUILD_DIR [ITERATIONS (10)]
 set -u
 build=${1:-build}
 iters=${2:-10}
@@ -26,6 +27,11 @@ for p in "colocated 1" "colocated 2" "split 2" "split 3"; do
     sit=$(echo "$out" | sed -n 's/.*; \([0-9.]*\) s per iteration$/\1/p')
     ph=$(echo "$out" | sed -n 's/^Phases, all iterations[^:]*: //p')
     printf '%-22s %8s  %s\n' "$1, $2 rank(s)" "${sit:-fail}" "${ph:-}"
+    [ "$p" = "split 2" ] && sync=$(echo "$out" | sed -n 's/^Weight sync: //p')
 done
+echo "weight sync, split on 2 ranks: ${sync:-none}"
+echo "mlsys-lab bench broadcast -w 2 at the bucket (256 KiB) and the whole (4 MiB) size:"
+"$bin" bench broadcast --sizes 256K,4M -w 2 2>&1 | grep -v '^#' |
+    awk 'NF > 8 { printf "  %10d B: %9.2f us, algbw %6.2f GB/s\n", $1, $6, $7 }'
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit 0
