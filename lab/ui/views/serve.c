@@ -152,8 +152,8 @@ static void draw_recent(grid *g, int x, int y, int w, int h, const serve_model *
         for (int b = 0; b < 8; b++)
             k += (size_t)snprintf(bar + k, sizeof bar - k, "%s", b < bw ? (ascii ? "#" : "▇")
                                   : " ");
-        snprintf(t, sizeof t, "step %-4ld %4d rows %3d tok %s %7.2f ms  %s", s->step, s->rows,
-                 s->tokens, bar, isfinite(s->secs) ? s->secs * 1e3 : 0.0, s->batch);
+        snprintf(t, sizeof t, "step %-4ld %4d %s %3d tok %s %7.2f ms  %s", s->step, s->rows,
+                 s->rows == 1 ? "row " : "rows", s->tokens, bar, isfinite(s->secs) ? s->secs * 1e3 : 0.0, s->batch);
         view_put_clipped(g, x, y + 1 + i, w, t, s->step == m->last.step ? GRID_BOLD : 0);
     }
 }
