@@ -198,6 +198,13 @@ static void load_shipped(shipped *s)
                                    sizeof err) == 0, "%s", err);
 }
 
+static void free_shipped(shipped *s)
+{
+    llm_weights_free(&s->w);
+    llm_weights_free(&s->dw);
+    llm_tokenizer_free(&s->t);
+}
+
 START_TEST(ratio_is_one_before_the_first_update)
 {
     shipped s;
@@ -226,6 +233,7 @@ START_TEST(ratio_is_one_before_the_first_update)
         rl_rlhf_free(h);
     }
     rl_rm_free(&rm);
+    free_shipped(&s);
 }
 END_TEST
 
@@ -254,6 +262,7 @@ START_TEST(first_kl_is_zero_and_placement_counts)
     ck_assert_uint_ge(rl_rlhf_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER), 2 * wb - 64);
     rl_rlhf_free(h);
     rl_rm_free(&rm);
+    free_shipped(&s);
 }
 END_TEST
 
@@ -294,6 +303,7 @@ START_TEST(short_run_raises_the_reward)
     ck_assert_msg(last > first + 0.2, "reward %.3f -> %.3f", first, last);
     rl_rlhf_free(h);
     rl_rm_free(&rm);
+    free_shipped(&s);
 }
 END_TEST
 
