@@ -16,13 +16,16 @@ int mlsys_tracing(const mlsys_comm *c)
     return c->w->tracing;
 }
 
-void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
+/* t_ns = 0: stamped now */
+static void emit_at(mlsys_comm *c, const mlsys_event *ev, uint64_t t_ns)
 {
     if (!c->w->tracing)
         return;
+    if (!t_ns)
+        t_ns = mlsys_now_ns();
     if (c->w->emit) {
         mlsys_event e = *ev;
-        e.t_ns = mlsys_now_ns();
+        e.t_ns = t_ns;
         e.rank = c->w->rank;
         c->w->emit(c->w, &e);
         return;
@@ -47,9 +50,14 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
     }
     mlsys_event *slot = &shm_ring_events(ring)[head % h->ring_cap];
     *slot = *ev;
-    slot->t_ns = mlsys_now_ns();
+    slot->t_ns = t_ns;
     slot->rank = c->w->rank;
     atomic_store_explicit(&ring->head, head + 1, memory_order_release);
+}
+
+void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
+{
+    emit_at(c, ev, 0);
 }
 
 static void ev_init(mlsys_comm *c, mlsys_event *e, int kind)
@@ -99,6 +107,21 @@ void mlsys_compute_end(mlsys_comm *c, const char *label)
 {
     if (mlsys_tracing(c))
         labelled(c, MLSYS_EV_COMPUTE_END, -1, label);
+}
+
+void mlsys_compute_span(mlsys_comm *c, int row, uint64_t t0_ns, uint64_t t1_ns,
+                        const char *label)
+{
+    if (!c || !mlsys_tracing(c))
+        return;
+    mlsys_event e;
+    ev_init(c, &e, MLSYS_EV_COMPUTE_BEGIN);
+    e.tag = row;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    emit_at(c, &e, t0_ns ? t0_ns : 1);
+    e.kind = MLSYS_EV_COMPUTE_END;
+    emit_at(c, &e, t1_ns > t0_ns ? t1_ns : t0_ns ? t0_ns : 1);
 }
 
 /* In gated mode every rank counts the steps it has passed and waits until the viewer's

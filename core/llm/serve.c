@@ -2,9 +2,11 @@
  * one thread calls llm_serve_step, and each step takes in what arrived, asks the scheduler
  * for a plan, runs it through the model runner, streams every new token to its request's
  * callback and retires what finished. Metrics are a snapshot taken at the end of each step.
- * Events (optional): flow records between the roles client, queue, scheduler and model, a
- * compute span per step saying who prefills how much and who decodes, and the paged cache's
- * memory records. */
+ * Each step's time is split in phases (schedule, prepare, forward, sample, detokenize); the
+ * overlap option runs the forward on a worker thread while this thread plans the next step.
+ * Events (optional): flow records between the roles client, queue, scheduler and model, one
+ * compute span per phase (the forward on row 0, the CPU's phases on row 1), and the paged
+ * cache's memory records. */
 #include "serve.h"
 
 #include <errno.h>
@@ -44,7 +46,71 @@ struct llm_serve {
     llm_step_item *items;     /* [max_num_seqs] */
     int *finished;            /* ids finished this step */
     int n_finished, cap_finished;
+    /* the step's rows: bt[cur] runs this step; with overlap, bt[cur ^ 1] holds the next
+     * step's plan when ahead = 1 (dirty: an item left it, prepare it again) */
+    llm_batch bt[2];
+    int cur, ahead, dirty;
+    int *pre[2], n_pre[2];    /* request ids preempted by each batch's planning */
+    llm_step_stats st, last;
+    uint64_t mark;            /* where the phase being timed began */
+    /* the overlap worker: runs llm_runner_forward on w_batch */
+    pthread_t worker;
+    int worker_up;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    const llm_batch *w_batch;
+    int w_job, w_done, w_quit, w_rc;
+    uint64_t w_t0, w_t1;
+    char w_err[256];
 };
+
+static const char *const phase_names[LLM_PHASE_COUNT] = {
+    "schedule", "prepare", "forward", "token sample", "detokenize", "launch", "wait",
+    "schedule next", "prepare next",
+};
+
+const char *llm_phase_name(int phase)
+{
+    return phase >= 0 && phase < LLM_PHASE_COUNT ? phase_names[phase] : "?";
+}
+
+/* The phase p ends now; it began where the previous one ended. */
+static void phase_end(llm_serve *s, int p)
+{
+    uint64_t t = mlsys_now_ns();
+    s->st.t0[p] = s->mark;
+    s->st.t1[p] = t;
+    s->mark = t;
+}
+
+static void *worker_main(void *u)
+{
+    llm_serve *s = u;
+    char err[256];
+    pthread_mutex_lock(&s->wmu);
+    for (;;) {
+        while (!s->w_job && !s->w_quit)
+            pthread_cond_wait(&s->wcv, &s->wmu);
+        if (s->w_quit)
+            break;
+        s->w_job = 0;
+        const llm_batch *b = s->w_batch;
+        pthread_mutex_unlock(&s->wmu);
+        uint64_t t0 = mlsys_now_ns();
+        int rc = llm_runner_forward(&s->run, b, err, sizeof err);
+        uint64_t t1 = mlsys_now_ns();
+        pthread_mutex_lock(&s->wmu);
+        s->w_rc = rc;
+        s->w_t0 = t0;
+        s->w_t1 = t1;
+        if (rc)
+            snprintf(s->w_err, sizeof s->w_err, "%s", err);
+        s->w_done = 1;
+        pthread_cond_broadcast(&s->wcv);
+    }
+    pthread_mutex_unlock(&s->wmu);
+    return NULL;
+}
 
 static double now(const llm_serve *s)
 {
@@ -113,6 +179,22 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
+    for (int i = 0; i < 2; i++) {
+        llm_batch_init(&s->bt[i], d.max_num_batched_tokens, d.max_num_seqs);
+        s->pre[i] = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
+    }
+    if (d.overlap) {
+        pthread_mutex_init(&s->wmu, NULL);
+        pthread_cond_init(&s->wcv, NULL);
+        if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+            fprintf(stderr, "serve: no worker thread: the overlap scheduler is off\n");
+            s->o.overlap = 0;
+            pthread_mutex_destroy(&s->wmu);
+            pthread_cond_destroy(&s->wcv);
+        } else {
+            s->worker_up = 1;
+        }
+    }
     s->next = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
     s->items = mlsys_xcalloc((size_t)d.max_num_seqs, sizeof *s->items);
     s->m.block_size = d.block_size;
@@ -189,10 +271,28 @@ static void hist_add(long *h, double v)
     h[b]++;
 }
 
-/* Deliver an event for q (token or -1) and, when why != NONE, retire and free it. */
+/* Item index of q in b, -1. */
+static int item_of(const llm_batch *b, const llm_seq *q)
+{
+    for (int i = 0; i < b->n_items; i++)
+        if (b->items[i].s == q)
+            return i;
+    return -1;
+}
+
+/* Deliver an event for q (token or -1) and, when why != NONE, retire and free it (leaving
+ * the next step's plan first: its item there is a decode whose token is q's last one). */
 static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
 {
     double t = now(s);
+    if (why != LLM_FINISH_NONE && s->ahead) {
+        llm_batch *nb = &s->bt[s->cur ^ 1];
+        int i = item_of(nb, q);
+        if (i >= 0) {
+            llm_batch_drop(nb, i);
+            s->dirty = 1;
+        }
+    }
     if (token >= 0 && q->st.t_first == 0.0)
         q->st.t_first = t;
     if (why != LLM_FINISH_NONE) {
@@ -245,14 +345,28 @@ static llm_seq *find_live(llm_serve *s, int id)
     return NULL;
 }
 
-/* Submissions join the waiting queue; cancels free their blocks now. */
-static void take_in(llm_serve *s)
+/* q may leave the plan made ahead: it is not in it, or only as a decode of a token still to
+ * come (no block of the prefix cache waits for that row). */
+static int droppable(const llm_batch *b, const llm_seq *q)
+{
+    int row = 0;
+    for (int i = 0; i < b->n_items; row += b->items[i].n, i++)
+        if (b->items[i].s == q)
+            return b->items[i].n == 1 && !b->items[i].prefill && b->rtok[row] < 0;
+    return 1;
+}
+
+/* Submissions join the waiting queue; with cancels = 1, cancels free their blocks now,
+ * except for a request the next step's plan computes known tokens for (its rows may fill
+ * blocks the prefix cache already lists): that cancel waits for a step boundary where
+ * nothing is planned ahead (a prompt being prefilled may then run one step more). */
+static void take_in(llm_serve *s, int cancels_too)
 {
     pthread_mutex_lock(&s->mu);
     llm_seq_queue in = s->inbox;
     memset(&s->inbox, 0, sizeof s->inbox);
     s->busy += in.n;
-    int nc = s->n_cancels;
+    int nc = cancels_too ? s->n_cancels : 0;
     int *cancels = NULL;
     if (nc) {
         cancels = mlsys_xmalloc((size_t)nc * sizeof(int));
@@ -270,6 +384,10 @@ static void take_in(llm_serve *s)
     }
     for (int i = 0; i < nc; i++) {
         llm_seq *q = find_live(s, cancels[i]);
+        if (q && s->ahead && !droppable(&s->bt[s->cur ^ 1], q)) {
+            llm_serve_cancel(s, cancels[i]);
+            continue;
+        }
         if (q)
             deliver(s, q, -1, LLM_FINISH_CANCEL);
     }
@@ -298,15 +416,15 @@ static void publish(llm_serve *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* "P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the label's size). */
-static void step_label(const llm_sched *sc, char *out, size_t n)
+/* "forward P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the
+ * label's size). */
+static void step_label(const llm_batch *b, char *out, size_t n)
 {
-    size_t len = 0;
-    out[0] = 0;
+    size_t len = (size_t)snprintf(out, n, "forward");
     for (int pass = 1; pass >= 0; pass--) {
         int first = 1;
-        for (int i = 0; i < sc->n_items && len + 1 < n; i++) {
-            const llm_sched_item *it = &sc->items[i];
+        for (int i = 0; i < b->n_items && len + 1 < n; i++) {
+            const llm_sched_item *it = &b->items[i];
             if (it->prefill != pass)
                 continue;
             int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->s->id,
@@ -319,60 +437,109 @@ static void step_label(const llm_sched *sc, char *out, size_t n)
     }
 }
 
-int llm_serve_step(llm_serve *s, llm_step_info *info)
+/* Plan a step into bt[k] (schedule phase: take in, plan; prepare phase: the rows). Returns
+ * the rows planned (0: nothing to run) or -1. */
+static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep)
 {
     char err[256];
-    double t0 = now(s);
-    s->n_finished = 0;
-    take_in(s);
+    take_in(s, cancels_too);
     llm_sched *sc = &s->sc;
     int rows = llm_sched_plan(sc);
-    if (info)
-        memset(info, 0, sizeof *info);
-    if (rows == 0) {
-        publish(s);
-        if (info) {
-            info->n_finished = s->n_finished;
-            info->finished = s->finished;
-            info->t_start = t0;
-            info->t_end = now(s);
-        }
-        return 0;
-    }
-    s->step_no++;
+    s->n_pre[k] = sc->n_preempted;
+    memcpy(s->pre[k], sc->preempted, (size_t)sc->n_preempted * sizeof(int));
     for (int i = 0; i < sc->n_preempted; i++)
         flow(s, ROLE_SCHED, ROLE_QUEUE, sc->preempted[i], 0, -1);
-    for (int i = sc->n_items - sc->n_admitted; i < sc->n_items; i++)
-        flow(s, ROLE_QUEUE, ROLE_SCHED, sc->items[i].s->id, sc->items[i].s->n_computed, -1);
-    for (int i = 0; i < sc->n_items; i++)
-        flow(s, ROLE_SCHED, ROLE_MODEL, sc->items[i].s->id, sc->items[i].n,
-             sc->items[i].prefill);
-    char label[32] = "";
-    if (s->o.comm) {
-        step_label(sc, label, sizeof label);
-        mlsys_compute_begin(s->o.comm, label);
+    phase_end(s, ph_sched);
+    if (rows == 0) {
+        s->bt[k].n_items = 0;
+        return 0;
     }
-    int rc = llm_runner_run(&s->run, sc->items, sc->n_items, s->next, err, sizeof err);
-    if (s->o.comm)
-        mlsys_compute_end(s->o.comm, label);
-    s->m.prefill_tokens += sc->prefill_rows;
-    s->m.decode_tokens += sc->decode_rows;
-    /* copy the plan: retiring a sequence frees it */
-    int n_items = sc->n_items;
+    if (llm_runner_prepare(&s->run, &s->bt[k], sc->items, sc->n_items, sc->n_admitted, err,
+                           sizeof err)) {
+        fprintf(stderr, "serve: step %ld: %s\n", s->step_no + 1, err);
+        return -1;
+    }
+    phase_end(s, ph_prep);
+    return rows;
+}
+
+/* The step begins: its number and its flows (admitted, and the rows each request runs). */
+static void step_begins(llm_serve *s, const llm_batch *b)
+{
+    s->step_no++;
+    for (int i = b->n_items - b->n_admitted; i < b->n_items; i++)
+        flow(s, ROLE_QUEUE, ROLE_SCHED, b->items[i].s->id, b->items[i].s->n_computed, -1);
+    for (int i = 0; i < b->n_items; i++)
+        flow(s, ROLE_SCHED, ROLE_MODEL, b->items[i].s->id, b->items[i].n, b->items[i].prefill);
+}
+
+/* The next step may be planned while this one's forward runs: nothing can be preempted (the
+ * pool holds every running sequence's blocks up to its last token, the futures counted), no
+ * sequence of this step must stop for its length, and no cancel is waiting. */
+static int can_plan_ahead(llm_serve *s, const llm_batch *b)
+{
+    for (int i = 0; i < b->n_items; i++) {
+        const llm_seq *q = b->items[i].s;
+        if (b->samples[i] && (q->n_tok + 1 - q->n_prompt >= q->max_tokens ||
+                              q->n_tok + 1 > s->c.seq_len))
+            return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    int cancels = s->n_cancels;
+    pthread_mutex_unlock(&s->mu);
+    if (cancels)
+        return 0;
+    int bs = llm_paged_block_size(&s->kv), need = 0;
+    for (const llm_seq *q = s->sc.running.head; q; q = q->next) {
+        const int *blk;
+        int nb = 0;
+        llm_paged_table(&s->kv, q->kv_seq, &blk, &nb);
+        int want = (q->n_tok + 1 + bs - 1) / bs;    /* + 1: a future token, at most */
+        need += want > nb ? want - nb : 0;
+    }
+    return need <= llm_paged_pool_count(&s->kv);
+}
+
+static void emit_spans(llm_serve *s, const llm_batch *b)
+{
+    if (!s->o.comm)
+        return;
+    char label[32];
+    step_label(b, label, sizeof label);
+    for (int p = 0; p < LLM_PHASE_COUNT; p++) {
+        if (p == LLM_PHASE_WAIT || !s->st.t1[p])
+            continue;             /* waiting is idle time: no span */
+        const char *name = p == LLM_PHASE_FORWARD ? label
+                           : p == LLM_PHASE_SCHEDULE_NEXT ? "schedule"
+                           : p == LLM_PHASE_PREPARE_NEXT ? "prepare" : phase_names[p];
+        mlsys_compute_span(s->o.comm, p == LLM_PHASE_FORWARD ? 0 : 1, s->st.t0[p], s->st.t1[p],
+                           name);
+    }
+}
+
+/* After the forward of b: draw the tokens (sample phase), stream them and retire what
+ * finished (detokenize phase), fill info. rc != 0: the forward failed. */
+static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
+                     llm_step_info *info, int k)
+{
+    if (!rc)
+        llm_runner_sample(&s->run, b, s->next);
+    phase_end(s, LLM_PHASE_SAMPLE);
+    s->m.prefill_tokens += b->prefill_rows;
+    s->m.decode_tokens += b->decode_rows;
+    int n_items = b->n_items;
     for (int i = 0; i < n_items; i++) {
-        const llm_sched_item *it = &sc->items[i];
+        const llm_sched_item *it = &b->items[i];
         s->items[i] = (llm_step_item){it->s->id, it->start, it->n, it->prefill,
                                       rc ? -1 : s->next[i]};
     }
     if (rc) {
         fprintf(stderr, "serve: step %ld: %s\n", s->step_no, err);
         for (int i = 0; i < n_items; i++)
-            deliver(s, sc->items[i].s, -1, LLM_FINISH_ERROR);
+            deliver(s, b->items[i].s, -1, LLM_FINISH_ERROR);
     } else {
         for (int i = 0; i < n_items; i++) {
-            llm_seq *q = sc->items[i].s;
-            q->n_computed += q->n_sched;
-            q->n_sched = 0;
+            llm_seq *q = b->items[i].s;
             if (s->next[i] < 0)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);
@@ -380,24 +547,155 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
             deliver(s, q, s->next[i], why);
         }
     }
-    take_in(s);           /* cancels the callbacks asked for */
+    take_in(s, 1);        /* cancels the callbacks asked for */
     publish(s);
     if (info) {
         info->step = s->step_no;
         info->n_items = n_items;
         info->items = s->items;
-        info->rows = rows;
-        info->prefill_rows = sc->prefill_rows;
-        info->decode_rows = sc->decode_rows;
-        info->n_admitted = sc->n_admitted;
-        info->n_preempted = sc->n_preempted;
-        info->preempted = sc->preempted;
+        info->rows = b->rows;
+        info->prefill_rows = b->prefill_rows;
+        info->decode_rows = b->decode_rows;
+        info->n_admitted = b->n_admitted;
+        info->n_preempted = s->n_pre[k];
+        info->preempted = s->pre[k];
+        info->n_finished = s->n_finished;
+        info->finished = s->finished;
+        info->t_end = now(s);
+    }
+    phase_end(s, LLM_PHASE_DETOKENIZE);
+    s->st.t_end = s->mark;
+    s->st.step = s->step_no;
+    s->st.n_seqs = n_items;
+    s->st.rows = b->rows;
+    emit_spans(s, b);
+    s->last = s->st;
+    return rc ? -1 : 1;
+}
+
+static int nothing_to_run(llm_serve *s, llm_step_info *info, double t0)
+{
+    publish(s);
+    if (info) {
         info->n_finished = s->n_finished;
         info->finished = s->finished;
         info->t_start = t0;
         info->t_end = now(s);
     }
-    return rc ? -1 : 1;
+    return 0;
+}
+
+/* Without overlap: every phase in turn on this thread. */
+static int step_plain(llm_serve *s, llm_step_info *info, double t0)
+{
+    char err[256] = "";
+    int rows = plan_into(s, 0, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE);
+    if (rows < 0)
+        return -1;
+    if (rows == 0)
+        return nothing_to_run(s, info, t0);
+    llm_batch *b = &s->bt[0];
+    step_begins(s, b);
+    int rc = llm_runner_forward(&s->run, b, err, sizeof err);
+    phase_end(s, LLM_PHASE_FORWARD);
+    for (int i = 0; i < b->n_items; i++) {
+        llm_seq *q = b->items[i].s;
+        q->n_computed += q->n_sched;
+        q->n_sched = 0;
+    }
+    if (info)
+        info->t_start = t0;
+    return step_ends(s, b, rc, err, info, 0);
+}
+
+/* With overlap: launch this step's forward on the worker (planned ahead by the previous
+ * step, or now), plan and prepare the next step meanwhile, then wait, sample, stream. */
+static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
+{
+    char err[256] = "";
+    int planned = s->ahead;
+    if (planned) {
+        s->cur ^= 1;
+        s->ahead = 0;
+        if (s->bt[s->cur].n_items == 0)     /* every request in it finished meanwhile */
+            planned = 0;
+    }
+    int k = s->cur, rc = 0;
+    llm_batch *b = &s->bt[k];
+    if (!planned) {
+        s->dirty = 0;
+        int rows = plan_into(s, k, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE);
+        if (rows < 0)
+            return -1;
+        if (rows == 0)
+            return nothing_to_run(s, info, t0);
+    } else if (s->dirty) {
+        s->dirty = 0;       /* a request left the plan: its rows again */
+        rc = llm_runner_prepare(&s->run, b, b->items, b->n_items, b->n_admitted, err,
+                                sizeof err);
+    }
+    step_begins(s, b);
+    if (!rc && llm_runner_resolve(b)) {
+        rc = -1;
+        snprintf(err, sizeof err, "a token planned ahead never came");
+    }
+    if (!rc) {
+        pthread_mutex_lock(&s->wmu);
+        s->w_batch = b;
+        s->w_done = 0;
+        s->w_job = 1;
+        pthread_cond_broadcast(&s->wcv);
+        pthread_mutex_unlock(&s->wmu);
+    }
+    phase_end(s, LLM_PHASE_LAUNCH);
+    /* the rows are the worker's: the sequences move on to where its forward leaves them */
+    for (int i = 0; i < b->n_items; i++) {
+        b->items[i].s->n_computed += b->items[i].n;
+        b->items[i].s->n_sched = 0;
+    }
+    int bumped = 0;
+    if (!rc && can_plan_ahead(s, b)) {
+        /* the token each sequence is drawing now is a future (-1) until it is drawn */
+        for (int i = 0; i < b->n_items; i++)
+            if (b->samples[i]) {
+                llm_seq *q = b->items[i].s;
+                q->tok[q->n_tok++] = -1;
+            }
+        bumped = 1;
+        int rows = plan_into(s, k ^ 1, 0, LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT);
+        s->ahead = rows > 0;
+        s->st.overlapped = 1;
+    }
+    if (!rc) {
+        pthread_mutex_lock(&s->wmu);
+        while (!s->w_done)
+            pthread_cond_wait(&s->wcv, &s->wmu);
+        rc = s->w_rc;
+        if (rc)
+            snprintf(err, sizeof err, "%s", s->w_err);
+        s->st.t0[LLM_PHASE_FORWARD] = s->w_t0;
+        s->st.t1[LLM_PHASE_FORWARD] = s->w_t1;
+        pthread_mutex_unlock(&s->wmu);
+    }
+    phase_end(s, LLM_PHASE_WAIT);
+    if (bumped)
+        for (int i = 0; i < b->n_items; i++)
+            if (b->samples[i])
+                b->items[i].s->n_tok--;
+    if (info)
+        info->t_start = t0;
+    return step_ends(s, b, rc, err, info, k);
+}
+
+int llm_serve_step(llm_serve *s, llm_step_info *info)
+{
+    double t0 = now(s);
+    memset(&s->st, 0, sizeof s->st);
+    s->st.t_start = s->mark = mlsys_now_ns();
+    s->n_finished = 0;
+    if (info)
+        memset(info, 0, sizeof *info);
+    return s->o.overlap ? step_overlap(s, info, t0) : step_plain(s, info, t0);
 }
 
 int llm_serve_has_work(llm_serve *s)
@@ -443,6 +741,11 @@ void llm_serve_metrics_get(llm_serve *s, llm_serve_metrics *m)
     pthread_mutex_unlock(&s->mu);
 }
 
+void llm_serve_last_stats(const llm_serve *s, llm_step_stats *st)
+{
+    *st = s->last;
+}
+
 const llm_kv *llm_serve_kv(const llm_serve *s)
 {
     return &s->kv;
@@ -452,11 +755,25 @@ void llm_serve_free(llm_serve *s)
 {
     if (!s)
         return;
-    take_in(s);
+    s->ahead = 0;             /* a plan made ahead is dropped with its requests */
+    take_in(s, 1);
     while (s->sc.running.head)
         deliver(s, s->sc.running.head, -1, LLM_FINISH_CANCEL);
     while (s->sc.waiting.head)
         deliver(s, s->sc.waiting.head, -1, LLM_FINISH_CANCEL);
+    if (s->worker_up) {
+        pthread_mutex_lock(&s->wmu);
+        s->w_quit = 1;
+        pthread_cond_broadcast(&s->wcv);
+        pthread_mutex_unlock(&s->wmu);
+        pthread_join(s->worker, NULL);
+        pthread_mutex_destroy(&s->wmu);
+        pthread_cond_destroy(&s->wcv);
+    }
+    for (int i = 0; i < 2; i++) {
+        llm_batch_fini(&s->bt[i]);
+        free(s->pre[i]);
+    }
     llm_runner_fini(&s->run);
     llm_sched_fini(&s->sc);
     llm_kv_free(&s->kv);

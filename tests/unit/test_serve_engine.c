@@ -645,8 +645,8 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
     (void)u;
     for (size_t i = 0; i < n; i++) {
         const mlsys_event *e = &ev[i];
-        if (e->kind == MLSYS_EV_COMPUTE_BEGIN)
-            g_sh.steps_compute++;
+        if (e->kind == MLSYS_EV_COMPUTE_BEGIN && e->tag == 0)
+            g_sh.steps_compute++;     /* the forward's span (row 1: the CPU's phases) */
         if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_REQUESTS) {
             const mlsys_flow_info *f = &e->flow;
             g_sh.flows++;

