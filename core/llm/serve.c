@@ -449,6 +449,8 @@ static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_
     memcpy(s->pre[k], sc->preempted, (size_t)sc->n_preempted * sizeof(int));
     for (int i = 0; i < sc->n_preempted; i++)
         flow(s, ROLE_SCHED, ROLE_QUEUE, sc->preempted[i], 0, -1);
+    if (s->o.plan_hook && rows > 0)
+        s->o.plan_hook(s->o.plan_hook_u);
     phase_end(s, ph_sched);
     if (rows == 0) {
         s->bt[k].n_items = 0;

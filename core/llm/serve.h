@@ -340,6 +340,11 @@ typedef struct llm_serve_opts {
      * for its length; a sequence that stops on a token it drew leaves the plan before it
      * runs. Outputs are token for token those without overlap. */
     int overlap;
+    /* Called at the end of every planning, on the stepping thread, inside the schedule phase
+     * (NULL: none): a heavier scheduler's cost stands here (chapter 10 adds busy work to show
+     * what a Python scheduler's milliseconds do to a step, with and without overlap). */
+    void (*plan_hook)(void *u);
+    void *plan_hook_u;
 } llm_serve_opts;
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "../../core/llm/serve.h"
 #include "../../core/nn/nn.h"
+#include "run_bin.h"
 
 #define MODEL "assets/models/model.bin"
 #define TOKENIZER "assets/models/tokenizer.bin"
@@ -200,6 +201,78 @@ START_TEST(overlap_same_tokens_small_pool)
 }
 END_TEST
 
+/* ---- the lab ---- */
+
+START_TEST(simulate_goldens)
+{
+    bin_result r = run_bin("run ch10/scheduling-overhead-benchmark --simulate");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    /* N(s+c+p) = 20 x 13 = 260 ms; (s+c+p) + (N-1)(max(s,c)+p) = 13 + 19 x 11 = 222 ms */
+    ck_assert_msg(strstr(r.out, "SIMULATION"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "sequential  260.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "overlapped  222.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "76.92 batches/s"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "90.09 batches/s"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "speedup 1.17x"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "saved 38.00 ms (14.6%)"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "overhead 23.1%"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "reduction 67%"), "%s", r.out);
+    /* the drawing: 4 batches, 2 characters per ms: 104 characters sequential, 92 overlapped,
+     * the overlapped CPU line opening with 8 S */
+    const char *cpu = strstr(r.out, "  CPU |");
+    ck_assert_ptr_nonnull(cpu);
+    const char *e = strchr(cpu + 7, '|');
+    ck_assert_int_eq((int)(e - cpu - 7), 104);
+    const char *ocpu = strstr(e, "  CPU |");
+    ck_assert_ptr_nonnull(ocpu);
+    ck_assert(!strncmp(ocpu + 7, "SSSSSSSS.", 9));
+    e = strchr(ocpu + 7, '|');
+    ck_assert_int_eq((int)(e - ocpu - 7), 92);
+    bin_result_free(&r);
+    /* s > c: overlapped per batch = s + p */
+    r = run_bin("run ch10/scheduling-overhead-benchmark --simulate --scheduling-ms 12 "
+                "--compute-ms 5 --postprocess-ms 1 --batches 10");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    /* sequential 10 x 18 = 180; overlapped 18 + 9 x 13 = 135 */
+    ck_assert_msg(strstr(r.out, "sequential  180.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "overlapped  135.00 ms"), "%s", r.out);
+    bin_result_free(&r);
+}
+END_TEST
+
+START_TEST(flag_errors)
+{
+    static const char *const bad[][2] = {
+        {"--batch-sizes 0", "--batch-sizes '0'"}, {"--batch-sizes 1,x", "--batch-sizes '1,x'"},
+        {"--batch-sizes 1,,2", "comma-separated"}, {"--batch-sizes ''", "needs a value"},
+        {"--batches 0", "--batches"}, {"--scheduling-ms -1", "--scheduling-ms"},
+        {"--steps 0", "--steps"}, {"--steps 100 --prompt-len 64", "context of"},
+        {"--bogus", "unknown flag '--bogus'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bin_result r = run_bin("run ch10/scheduling-overhead-benchmark %s", bad[i][0]);
+        ck_assert_msg(r.status == 2, "%s: status %d", bad[i][0], r.status);
+        /* one line, naming the lab and what is wrong; nothing on stdout */
+        ck_assert_msg(strstr(r.err, "mlsys-lab: ch10/scheduling-overhead-benchmark: ") == r.err &&
+                      strstr(r.err, bad[i][1]) && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                      "%s: %s", bad[i][0], r.err);
+        ck_assert_msg(!strstr(r.out, "WITHOUT OVERLAP"), "%s", r.out);
+        bin_result_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(lab_runs_small)
+{
+    bin_result r = run_bin("run ch10/scheduling-overhead-benchmark --batch-sizes 1,2 "
+                           "--steps 4 --rounds 1");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "schedule") && strstr(r.out, "forward") &&
+                  strstr(r.out, "detokenize") && strstr(r.out, "same tokens"), "%s", r.out);
+    ck_assert_msg(!strstr(r.out, "DIFFER"), "%s", r.out);
+    bin_result_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sched_overhead");
@@ -208,6 +281,12 @@ int main(void)
     tcase_add_test(tc, overlap_same_tokens);
     tcase_add_test(tc, overlap_same_tokens_small_pool);
     suite_add_tcase(s, tc);
+    TCase *lab = tcase_create("lab");
+    tcase_set_timeout(lab, 300);
+    tcase_add_test(lab, simulate_goldens);
+    tcase_add_test(lab, flag_errors);
+    tcase_add_test(lab, lab_runs_small);
+    suite_add_tcase(s, lab);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
