@@ -207,6 +207,9 @@ static void json_str(FILE *f, const char *s)
  * "<algo> async"): it overlaps the caller's compute spans without nesting in them, so it gets
  * a track of its own, TRACE_ASYNC_TID + rank, named "rank R async" (replay maps it back). */
 #define TRACE_ASYNC_TID 1000
+/* A compute span of the rank's second thread (tag 1, mlsys_compute_span) overlaps its
+ * compute the same way: track TRACE_HOST_TID + rank. */
+#define TRACE_HOST_TID 2000
 
 static int trace_async_coll(const mlsys_event *e)
 {
@@ -334,7 +337,9 @@ int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t
         json_str(f, name);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":0,\"tid\":%d",
                 async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts,
-                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank : e->rank);
+                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank
+                : (e->kind == MLSYS_EV_COMPUTE_BEGIN || e->kind == MLSYS_EV_COMPUTE_END) &&
+                          e->tag == 1 ? TRACE_HOST_TID + e->rank : e->rank);
         if (async)
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')

@@ -508,9 +508,19 @@ static void emit_spans(llm_serve *s, const llm_batch *b)
         return;
     char label[32];
     step_label(b, label, sizeof label);
+    int order[LLM_PHASE_COUNT], n = 0;
     for (int p = 0; p < LLM_PHASE_COUNT; p++) {
         if (p == LLM_PHASE_WAIT || !s->st.t1[p])
             continue;             /* waiting is idle time: no span */
+        int k = n++;
+        while (k > 0 && s->st.t0[order[k - 1]] > s->st.t0[p]) {
+            order[k] = order[k - 1];        /* in time order: the views draw them so */
+            k--;
+        }
+        order[k] = p;
+    }
+    for (int i = 0; i < n; i++) {
+        int p = order[i];
         const char *name = p == LLM_PHASE_FORWARD ? label
                            : p == LLM_PHASE_SCHEDULE_NEXT ? "schedule"
                            : p == LLM_PHASE_PREPARE_NEXT ? "prepare" : phase_names[p];

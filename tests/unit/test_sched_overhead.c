@@ -201,6 +201,108 @@ START_TEST(overlap_same_tokens_small_pool)
 }
 END_TEST
 
+/* ---- the phase spans the engine emits (the timeline's two rows) ---- */
+
+typedef struct spans {
+    uint64_t f0[256], f1[256];          /* the forwards (row 0) */
+    int nf, n_host, inside, bad;
+    uint64_t open[2];
+    char names[512];
+} spans;
+static spans g_sp;
+
+static void span_sink(void *u, const mlsys_event *ev, size_t n)
+{
+    (void)u;
+    for (size_t i = 0; i < n; i++) {
+        const mlsys_event *e = &ev[i];
+        if (e->kind != MLSYS_EV_COMPUTE_BEGIN && e->kind != MLSYS_EV_COMPUTE_END)
+            continue;
+        if (e->tag != 0 && e->tag != 1) {
+            g_sp.bad++;
+            continue;
+        }
+        if (e->kind == MLSYS_EV_COMPUTE_BEGIN) {
+            g_sp.open[e->tag] = e->t_ns;
+            continue;
+        }
+        if (e->tag == 0 && g_sp.nf < 256) {
+            g_sp.f0[g_sp.nf] = g_sp.open[0];
+            g_sp.f1[g_sp.nf++] = e->t_ns;
+            g_sp.bad += strncmp(e->label, "forward ", 8) != 0;
+        } else if (e->tag == 1) {
+            g_sp.n_host++;
+            if (!strstr(g_sp.names, e->label) && strlen(g_sp.names) + strlen(e->label) + 2 <
+                                                     sizeof g_sp.names) {
+                strcat(g_sp.names, e->label);
+                strcat(g_sp.names, ",");
+            }
+            /* a schedule inside a forward's interval: overlap, visible */
+            if (!strcmp(e->label, "schedule"))
+                for (int k = 0; k < g_sp.nf; k++)
+                    g_sp.inside += g_sp.open[1] >= g_sp.f0[k] && e->t_ns <= g_sp.f1[k];
+        }
+    }
+}
+
+static int spans_rank(mlsys_comm *c, void *arg)
+{
+    char err[256];
+    llm_config cfg;
+    llm_weights w;
+    if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
+        return 1;
+    /* 8 requests of 12 tokens: 12 steps (one prefill step, 11 decodes) */
+    llm_serve_opts o = {.max_num_seqs = 8, .comm = c, .overlap = *(int *)arg};
+    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    if (!s)
+        return 1;
+    int p[8];
+    for (int i = 0; i < 8; i++)
+        p[i] = 3 + i * 17;
+    for (int i = 0; i < 8; i++) {
+        llm_request r = {.prompt = p, .n_prompt = 8, .max_tokens = 12, .ignore_eos = 1};
+        p[0] = 3 + i;
+        if (llm_serve_submit(s, &r, err, sizeof err) < 0)
+            return 1;
+    }
+    long steps = llm_serve_run(s);
+    llm_serve_free(s);
+    llm_weights_free(&w);
+    return steps == 12 ? 0 : 2;
+}
+
+static void spans_of(int overlap)
+{
+    memset(&g_sp, 0, sizeof g_sp);
+    char why[512] = "";
+    mlsys_launch_opts o = {.world_size = 1, .timeout_ms = 60000, .trace_capacity = 8192};
+    mlsys_job *j = mlsys_job_start(&o, NULL, spans_rank, &overlap, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    mlsys_job_sink sink = {NULL, span_sink, NULL};
+    ck_assert_msg(mlsys_job_wait(j, &sink, -1, why, sizeof why) == 0, "%s", why);
+    mlsys_job_free(j);
+}
+
+START_TEST(phase_spans)
+{
+    spans_of(0);
+    ck_assert_int_eq(g_sp.bad, 0);
+    ck_assert_int_eq(g_sp.nf, 12);                /* one forward span per step */
+    ck_assert_int_eq(g_sp.n_host, 12 * 4);        /* schedule, prepare, sample, detokenize */
+    ck_assert_int_eq(g_sp.inside, 0);             /* nothing beside a forward */
+    ck_assert_msg(strstr(g_sp.names, "schedule,") && strstr(g_sp.names, "prepare,") &&
+                  strstr(g_sp.names, "token sample,") && strstr(g_sp.names, "detokenize,"),
+                  "%s", g_sp.names);
+    spans_of(1);
+    ck_assert_int_eq(g_sp.bad, 0);
+    ck_assert_int_eq(g_sp.nf, 12);
+    ck_assert_msg(strstr(g_sp.names, "launch,"), "%s", g_sp.names);
+    printf("  overlapped: %d of 12 steps' schedule spans lie inside the forward before them\n",
+           g_sp.inside);
+}
+END_TEST
+
 /* ---- the lab ---- */
 
 START_TEST(simulate_goldens)
@@ -280,6 +382,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, overlap_same_tokens);
     tcase_add_test(tc, overlap_same_tokens_small_pool);
+    tcase_add_test(tc, phase_spans);
     suite_add_tcase(s, tc);
     TCase *lab = tcase_create("lab");
     tcase_set_timeout(lab, 300);
