@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LAB_ID "ch10/scheduling-overhead-benchmark"
 #define MAX_SIZES 16
@@ -140,6 +141,18 @@ static int run_engine(const llm_config *c, const llm_weights *w, const llm_token
     return 0;
 }
 
+static double load_now(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static double ms(double ns, long n)
 {
     return n > 0 ? ns / (double)n / 1e6 : 0.0;
@@ -231,26 +244,28 @@ static int soh_main(mlsys_comm *comm, const lab_args *a)
            "detokenize     | step ms\n");
     for (int i = 0; i < ns; i++)
         print_plain_row(sizes[i], &plain[i]);
-    printf("\nWITH OVERLAP: the next step scheduled and prepared while this forward runs\n");
-    printf("  batch | plain step  overlap step   saved         | CPU in the way  hidden   "
-           "| tokens\n");
+    printf("\nWITH OVERLAP: the worker thread schedules and prepares the next step while "
+           "this one's forward runs\n");
+    printf("  batch | plain step  overlap step   saved           | forward  CPU on path  "
+           "waiting | beside | tokens\n");
     for (int i = 0; i < ns; i++) {
         const run_sum *p = &plain[i], *o = &ovl[i];
         double sp = ms(p->step, p->steps), so = ms(o->step, o->steps);
-        double in_way = ms(o->ph[LLM_PHASE_SCHEDULE] + o->ph[LLM_PHASE_PREPARE] +
-                           o->ph[LLM_PHASE_LAUNCH] + o->ph[LLM_PHASE_SAMPLE] +
-                           o->ph[LLM_PHASE_DETOKENIZE], o->steps);
-        double cpu_plain = ms(p->ph[LLM_PHASE_SCHEDULE] + p->ph[LLM_PHASE_PREPARE] +
-                              p->ph[LLM_PHASE_SAMPLE] + p->ph[LLM_PHASE_DETOKENIZE], p->steps);
-        printf("  %5d | %8.3f ms  %8.3f ms  %+8.3f ms %5.1f%% | %6.3f ms (%5.3f) %6.3f ms | "
+        double on_path = ms(o->ph[LLM_PHASE_SCHEDULE] + o->ph[LLM_PHASE_PREPARE] +
+                            o->ph[LLM_PHASE_LAUNCH] + o->ph[LLM_PHASE_SAMPLE] +
+                            o->ph[LLM_PHASE_DETOKENIZE], o->steps);
+        printf("  %5d | %8.3f ms  %8.3f ms  %+8.3f ms %6.1f%% | %6.3f  %8.3f  %8.3f | %6.3f | "
                "%s\n", sizes[i], sp, so, sp - so, sp > 0 ? 100.0 * (sp - so) / sp : 0.0,
-               in_way, cpu_plain, ms(o->hidden_cpu, o->steps),
+               ms(o->ph[LLM_PHASE_FORWARD], o->steps), on_path,
+               ms(o->ph[LLM_PHASE_WAIT], o->steps), ms(o->hidden_cpu, o->steps),
                memcmp(p->tok, o->tok, (size_t)sizes[i] * steps * sizeof(int)) ? "DIFFER"
                                                                               : "same tokens");
     }
-    printf("  (CPU in the way: launch, sample, detokenize, and any step planned without overlap;"
-           "\n   in brackets the plain engine's schedule + prepare + sample + detokenize; hidden:"
-           "\n   schedule + prepare of the next step, run beside the forward)\n");
+    printf("  (ms per decode step. CPU on path: launch, sample, detokenize, and any step not "
+           "planned\n   ahead; waiting: for the worker when its planning outlasted the forward;"
+           " beside:\n   the worker's schedule + prepare of the next step. The overlap saves "
+           "only when the\n   worker has a core of its own: load %.2f on %ld cores here.)\n",
+           load_now(), sysconf(_SC_NPROCESSORS_ONLN));
     double g = lab_arg_double(a, "gpu-forward-ms");
     printf("\nWHAT IF the forward took %.1f ms at every batch size (a GPU decode step): the same "
            "CPU work\n", g);

@@ -53,15 +53,13 @@ struct llm_serve {
     int *pre[2], n_pre[2];    /* request ids preempted by each batch's planning */
     llm_step_stats st, last;
     uint64_t mark;            /* where the phase being timed began */
-    /* the overlap worker: runs llm_runner_forward on w_batch */
+    /* the overlap worker: plans the next step into bt[w_k] while this thread runs the
+     * forward (w_rows: the rows it planned, -1 on an error) */
     pthread_t worker;
     int worker_up;
     pthread_mutex_t wmu;
     pthread_cond_t wcv;
-    const llm_batch *w_batch;
-    int w_job, w_done, w_quit, w_rc;
-    uint64_t w_t0, w_t1;
-    char w_err[256];
+    int w_k, w_job, w_done, w_quit, w_rows;
 };
 
 static const char *const phase_names[LLM_PHASE_COUNT] = {
@@ -74,19 +72,26 @@ const char *llm_phase_name(int phase)
     return phase >= 0 && phase < LLM_PHASE_COUNT ? phase_names[phase] : "?";
 }
 
-/* The phase p ends now; it began where the previous one ended. */
-static void phase_end(llm_serve *s, int p)
+/* The phase p ends now; it began where the previous one of its thread ended (*mark). */
+static void phase_end_at(llm_serve *s, int p, uint64_t *mark)
 {
     uint64_t t = mlsys_now_ns();
-    s->st.t0[p] = s->mark;
+    s->st.t0[p] = *mark;
     s->st.t1[p] = t;
-    s->mark = t;
+    *mark = t;
 }
+
+static void phase_end(llm_serve *s, int p)
+{
+    phase_end_at(s, p, &s->mark);
+}
+
+static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+                     uint64_t *mark);
 
 static void *worker_main(void *u)
 {
     llm_serve *s = u;
-    char err[256];
     pthread_mutex_lock(&s->wmu);
     for (;;) {
         while (!s->w_job && !s->w_quit)
@@ -94,17 +99,12 @@ static void *worker_main(void *u)
         if (s->w_quit)
             break;
         s->w_job = 0;
-        const llm_batch *b = s->w_batch;
+        int k = s->w_k;
         pthread_mutex_unlock(&s->wmu);
-        uint64_t t0 = mlsys_now_ns();
-        int rc = llm_runner_forward(&s->run, b, err, sizeof err);
-        uint64_t t1 = mlsys_now_ns();
+        uint64_t mark = mlsys_now_ns();
+        int rows = plan_into(s, k, 0, LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT, &mark);
         pthread_mutex_lock(&s->wmu);
-        s->w_rc = rc;
-        s->w_t0 = t0;
-        s->w_t1 = t1;
-        if (rc)
-            snprintf(s->w_err, sizeof s->w_err, "%s", err);
+        s->w_rows = rows;
         s->w_done = 1;
         pthread_cond_broadcast(&s->wcv);
     }
@@ -439,7 +439,8 @@ static void step_label(const llm_batch *b, char *out, size_t n)
 
 /* Plan a step into bt[k] (schedule phase: take in, plan; prepare phase: the rows). Returns
  * the rows planned (0: nothing to run) or -1. */
-static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep)
+static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+                     uint64_t *mark)
 {
     char err[256];
     take_in(s, cancels_too);
@@ -451,7 +452,7 @@ static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_
         flow(s, ROLE_SCHED, ROLE_QUEUE, sc->preempted[i], 0, -1);
     if (s->o.plan_hook && rows > 0)
         s->o.plan_hook(s->o.plan_hook_u);
-    phase_end(s, ph_sched);
+    phase_end_at(s, ph_sched, mark);
     if (rows == 0) {
         s->bt[k].n_items = 0;
         return 0;
@@ -461,7 +462,7 @@ static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_
         fprintf(stderr, "serve: step %ld: %s\n", s->step_no + 1, err);
         return -1;
     }
-    phase_end(s, ph_prep);
+    phase_end_at(s, ph_prep, mark);
     return rows;
 }
 
@@ -601,7 +602,7 @@ static int nothing_to_run(llm_serve *s, llm_step_info *info, double t0)
 static int step_plain(llm_serve *s, llm_step_info *info, double t0)
 {
     char err[256] = "";
-    int rows = plan_into(s, 0, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE);
+    int rows = plan_into(s, 0, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, &s->mark);
     if (rows < 0)
         return -1;
     if (rows == 0)
@@ -620,8 +621,9 @@ static int step_plain(llm_serve *s, llm_step_info *info, double t0)
     return step_ends(s, b, rc, err, info, 0);
 }
 
-/* With overlap: launch this step's forward on the worker (planned ahead by the previous
- * step, or now), plan and prepare the next step meanwhile, then wait, sample, stream. */
+/* With overlap: this step (planned ahead by the previous one, or now) runs its forward on
+ * this thread while the worker plans and prepares the next step; then wait for the worker
+ * (when it is slower than the forward), sample, stream. */
 static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
 {
     char err[256] = "";
@@ -636,7 +638,7 @@ static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
     llm_batch *b = &s->bt[k];
     if (!planned) {
         s->dirty = 0;
-        int rows = plan_into(s, k, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE);
+        int rows = plan_into(s, k, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, &s->mark);
         if (rows < 0)
             return -1;
         if (rows == 0)
@@ -651,49 +653,42 @@ static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
         rc = -1;
         snprintf(err, sizeof err, "a token planned ahead never came");
     }
-    if (!rc) {
+    /* the sequences move on to where this forward leaves them, the token each is drawing a
+     * future (-1) until it is drawn: the worker plans from there */
+    for (int i = 0; i < b->n_items; i++) {
+        b->items[i].s->n_computed += b->items[i].n;
+        b->items[i].s->n_sched = 0;
+    }
+    int job = !rc && can_plan_ahead(s, b);
+    if (job) {
+        for (int i = 0; i < b->n_items; i++)
+            if (b->samples[i]) {
+                llm_seq *q = b->items[i].s;
+                q->tok[q->n_tok++] = -1;
+            }
+        s->st.overlapped = 1;
         pthread_mutex_lock(&s->wmu);
-        s->w_batch = b;
+        s->w_k = k ^ 1;
         s->w_done = 0;
         s->w_job = 1;
         pthread_cond_broadcast(&s->wcv);
         pthread_mutex_unlock(&s->wmu);
     }
     phase_end(s, LLM_PHASE_LAUNCH);
-    /* the rows are the worker's: the sequences move on to where its forward leaves them */
-    for (int i = 0; i < b->n_items; i++) {
-        b->items[i].s->n_computed += b->items[i].n;
-        b->items[i].s->n_sched = 0;
-    }
-    int bumped = 0;
-    if (!rc && can_plan_ahead(s, b)) {
-        /* the token each sequence is drawing now is a future (-1) until it is drawn */
-        for (int i = 0; i < b->n_items; i++)
-            if (b->samples[i]) {
-                llm_seq *q = b->items[i].s;
-                q->tok[q->n_tok++] = -1;
-            }
-        bumped = 1;
-        int rows = plan_into(s, k ^ 1, 0, LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT);
-        s->ahead = rows > 0;
-        s->st.overlapped = 1;
-    }
-    if (!rc) {
+    if (!rc)
+        rc = llm_runner_forward(&s->run, b, err, sizeof err);
+    phase_end(s, LLM_PHASE_FORWARD);
+    if (job) {
         pthread_mutex_lock(&s->wmu);
         while (!s->w_done)
             pthread_cond_wait(&s->wcv, &s->wmu);
-        rc = s->w_rc;
-        if (rc)
-            snprintf(err, sizeof err, "%s", s->w_err);
-        s->st.t0[LLM_PHASE_FORWARD] = s->w_t0;
-        s->st.t1[LLM_PHASE_FORWARD] = s->w_t1;
+        s->ahead = s->w_rows > 0;
         pthread_mutex_unlock(&s->wmu);
-    }
-    phase_end(s, LLM_PHASE_WAIT);
-    if (bumped)
+        phase_end(s, LLM_PHASE_WAIT);
         for (int i = 0; i < b->n_items; i++)
             if (b->samples[i])
                 b->items[i].s->n_tok--;
+    }
     if (info)
         info->t_start = t0;
     return step_ends(s, b, rc, err, info, k);

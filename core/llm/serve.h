@@ -332,16 +332,16 @@ typedef struct llm_serve_opts {
     mlsys_comm *comm;             /* events, emitted by the stepping thread; NULL: none */
     double (*clock)(void *u);     /* seconds, thread-safe; NULL: mlsys_now_s */
     void *clock_u;
-    /* 1: the overlap scheduler (SGLang's overlap loop, vLLM's async scheduling): the forward
-     * of step n runs on the engine's worker thread while the stepping thread schedules step
+    /* 1: the overlap scheduler (SGLang's overlap loop, vLLM's async scheduling): while the
+     * stepping thread runs the forward of step n, the engine's worker thread schedules step
      * n+1 and prepares its rows, taking the tokens step n is drawing as futures (resolved
      * before n+1 starts). It plans on that thread only when planning cannot preempt (the
      * pool holds every running sequence's next blocks) and no sequence of step n must stop
      * for its length; a sequence that stops on a token it drew leaves the plan before it
      * runs. Outputs are token for token those without overlap. */
     int overlap;
-    /* Called at the end of every planning, on the stepping thread, inside the schedule phase
-     * (NULL: none): a heavier scheduler's cost stands here (chapter 10 adds busy work to show
+    /* Called at the end of every planning that found rows, inside the schedule phase, on the
+     * thread that plans (the stepping thread, or with overlap the worker) (NULL: none): a heavier scheduler's cost stands here (chapter 10 adds busy work to show
      * what a Python scheduler's milliseconds do to a step, with and without overlap). */
     void (*plan_hook)(void *u);
     void *plan_hook_u;
@@ -360,9 +360,9 @@ typedef struct llm_serve_opts {
  *             model -> clients       finished        count = tokens generated
  *   compute one span per phase of a step, emitted at the step's end with the times it
  *           measured (mlsys_compute_span): on row 0 the forward, label "forward P3:24 D0,1,2"
- *           (request 3 prefills 24 rows, 0..2 decode); on row 1 (the stepping thread's CPU
- *           work) "schedule", "prepare", "launch", "token sample", "detokenize" (and,
- *           overlapped, "wait": the CPU waiting for the forward) */
+ *           (request 3 prefills 24 rows, 0..2 decode); on row 1 the CPU's other work:
+ *           "schedule", "prepare", "launch", "token sample", "detokenize" (overlapped, the
+ *           next step's "schedule" and "prepare" lie beside the forward) */
 /* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen);
@@ -401,10 +401,10 @@ typedef struct llm_step_info {
  * text, stop strings, the callbacks, retiring what finished): t0[schedule] = t_start, each
  * phase starts where the one before ended, t1[detokenize] = t_end. With overlap the stepping
  * thread's phases are, in order: [schedule, prepare: when this step was not planned ahead],
- * launch (resolve the futures, hand the rows to the worker), [schedule next, prepare next:
- * the next step's, overlapped], wait (for the forward), sample, detokenize; they tile
- * [t_start, t_end] the same way, and forward (on the worker) lies inside [t0[launch],
- * t1[wait]]. A phase that did not run has t0 = t1 = 0. */
+ * launch (resolve the futures, hand the next step's planning to the worker), forward,
+ * [wait: for the worker, when it planned], sample, detokenize; they tile [t_start, t_end]
+ * the same way, and the worker's schedule next and prepare next (the next step's) lie
+ * inside [t0[launch], t1[wait]]. A phase that did not run has t0 = t1 = 0. */
 typedef enum {
     LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, LLM_PHASE_FORWARD, LLM_PHASE_SAMPLE,
     LLM_PHASE_DETOKENIZE, LLM_PHASE_LAUNCH, LLM_PHASE_WAIT,
