@@ -2,8 +2,12 @@
  * list, so that `mlsys-lab help flags` and the tests can walk every command's flags as they
  * walk every lab's. */
 #include "cli.h"
+#include "../exercise/exercise.h"
+#include "../ui/ui.h"
 
 const lab_command *const cli_declared[] = {
     &train_command, &generate_command, &model_info_command, &model_init_command,
-    &bench_command, &doctor_command, NULL
+    &bench_command, &doctor_command, &exercises_command, &check_command, &hint_command,
+    &watch_command, &reset_command, &solution_command, &dev_check_command, &ui_command,
+    &replay_command, NULL
 };

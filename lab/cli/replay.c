@@ -379,24 +379,29 @@ int replay_load(const char *path, replay_data *d, char *err, size_t errlen)
     return rc;
 }
 
+const lab_command replay_command = {
+    .name = "replay", .args = "FILE", .min_pos = 1, .max_pos = 1,
+    .missing = "which trace? (mlsys-lab replay FILE, a file written with --trace)",
+    .summary = "Play a trace written with --trace in the lab's views.",
+    .flags = ui_flags,
+};
+
 int replay_main(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "mlsys-lab: replay: which trace? (mlsys-lab replay FILE, a file "
-                "written with --trace)\n");
-        return 2;
-    }
+    lab_args a;
+    int rc = lab_command_args(&replay_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     ui_opts o;
+    ui_opts_from(&a, &o);
+    const char *path = a.pos[0];
+    lab_args_free(&a);
     char err[512];
-    if (ui_parse_opts(argc - 2, argv + 2, &o, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
     replay_data d;
-    if (replay_load(argv[1], &d, err, sizeof err) != 0) {
+    if (replay_load(path, &d, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: replay: %s\n", err);
         return 2;
     }
-    const char *base = strrchr(argv[1], '/');
-    return ui_run(&o, run_create_replay(base ? base + 1 : argv[1], &d));
+    const char *base = strrchr(path, '/');
+    return ui_run(&o, run_create_replay(base ? base + 1 : path, &d));
 }

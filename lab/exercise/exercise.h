@@ -212,6 +212,9 @@ void ex_progress_free(ex_progress *p);
 int exercise_record(const ex_context *cx, const exercise *ex, int passed, char *msg, size_t n);
 
 /* ---- exercise_cli.c: the commands (main.c's table calls these) ---- */
+/* exercise_commands.c: their flags, declared like every command's (lab.h's lab_command) */
+extern const lab_command exercises_command, check_command, hint_command, watch_command,
+    reset_command, solution_command, dev_check_command;
 int exercises_main(int argc, char **argv);      /* mlsys-lab exercises */
 int ex_check_main(int argc, char **argv);       /* mlsys-lab check [ID|--all] */
 int ex_hint_main(int argc, char **argv);        /* mlsys-lab hint ID */

@@ -135,29 +135,19 @@ static void print_verdict(FILE *out, const ex_context *cx, const exercise *ex, c
 
 int exercises_main(int argc, char **argv)
 {
-    int chapter = 0;
-    for (int i = 1; i < argc; i++) {
-        long v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: mlsys-lab exercises [--chapter N]\n");
-            return 0;
-        }
-        if ((!strcmp(argv[i], "--chapter") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
-            int known = 0;
-            if (mlsys_parse_long(argv[i + 1], &v) == 0)
-                for (int k = 0; lab_chapters[k]; k++)
-                    known |= lab_chapters[k]->number == v;
-            if (!known) {
-                fprintf(stderr, "mlsys-lab: exercises: --chapter must be the number of a "
-                        "chapter (see `mlsys-lab list`), got '%s'\n", argv[i + 1]);
-                return 2;
-            }
-            chapter = (int)v;
-            i++;
-        } else {
-            fprintf(stderr, "usage: mlsys-lab exercises [--chapter N]\n");
-            return 2;
-        }
+    lab_args a;
+    int rc = lab_command_args(&exercises_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    int chapter = lab_arg_given(&a, "chapter") ? (int)lab_arg_int(&a, "chapter") : 0;
+    int known = !chapter;
+    lab_args_free(&a);
+    for (int k = 0; lab_chapters[k]; k++)
+        known |= lab_chapters[k]->number == chapter;
+    if (!known) {
+        fprintf(stderr, "mlsys-lab exercises: --chapter must be the number of a chapter "
+                "(see `mlsys-lab list`), got %d\n", chapter);
+        return 2;
     }
     ex_context cx;
     ex_progress p;
@@ -349,33 +339,15 @@ static int check_all(const ex_context *cx)
 
 int ex_check_main(int argc, char **argv)
 {
-    const char *id = NULL, *answer = NULL;
-    uint64_t seed = 0;
-    int all = 0;
-    static const char usage[] = "usage: mlsys-lab check [ID | --all] [--seed N] [--answer VALUE]\n"
-        "  a predict question shows its number N; --seed N --answer VALUE answers that question\n";
-    for (int i = 1; i < argc; i++) {
-        long v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("%s", usage);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--all"))
-            all = 1;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
-                 mlsys_parse_long(argv[i + 1], &v) == 0 && v > 0) {
-            seed = (uint64_t)v;
-            i++;
-        }
-        else if (!strcmp(argv[i], "--answer") && i + 1 < argc)
-            answer = argv[++i];
-        else if (argv[i][0] != '-' && !id)
-            id = argv[i];
-        else {
-            fprintf(stderr, "%s", usage);
-            return 2;
-        }
-    }
+    lab_args a;
+    int rc = lab_command_args(&check_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    /* id and answer point into argv, which outlives a */
+    const char *id = a.npos ? a.pos[0] : NULL, *answer = lab_arg_text(&a, "answer");
+    uint64_t seed = (uint64_t)lab_arg_int(&a, "seed");
+    int all = lab_arg_bool(&a, "all");
+    lab_args_free(&a);
     if (all && (id || answer)) {
         fprintf(stderr, "mlsys-lab: check: --all checks every exercise: it takes no ID%s\n",
                 answer ? " and no --answer" : "");
@@ -385,7 +357,6 @@ int ex_check_main(int argc, char **argv)
     if (context(&cx) || sync_workspace(&cx))
         return 2;
     mlsys_job_install_signal_stop();
-    int rc;
     if (all) {
         rc = check_all(&cx);
         return mlsys_job_stop_requested() ? 130 : rc;
@@ -413,11 +384,13 @@ int ex_check_main(int argc, char **argv)
 
 int ex_hint_main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mlsys-lab hint ID\n");
-        return 2;
-    }
-    const exercise *ex = find_or_complain(argv[1]);
+    lab_args a;
+    int rc = lab_command_args(&hint_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const exercise *ex = find_or_complain(a.pos[0]);
+    lab_args_free(&a);
+    rc = 0;
     ex_context cx;
     ex_progress p;
     if (!ex || context(&cx) || load_progress(&cx, &p))
@@ -426,7 +399,6 @@ int ex_hint_main(int argc, char **argv)
     while (ex->hints && ex->hints[nh])
         nh++;
     ex_progress_entry *e = ex_progress_get(&p, ex->id, 1);
-    int rc = 0;
     if (nh == 0) {
         printf("%s has no hints\n", ex->id);
     } else if (e->hints < nh) {
@@ -478,12 +450,19 @@ static int reset_one(const ex_context *cx, ex_progress *p, const exercise *ex)
 
 int ex_reset_main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mlsys-lab reset ID|--all\n");
+    lab_args a;
+    int rc = lab_command_args(&reset_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    int all = lab_arg_bool(&a, "all");
+    const char *id = a.npos ? a.pos[0] : NULL;
+    lab_args_free(&a);
+    if (all == !!id) {
+        fprintf(stderr, "mlsys-lab reset: %s\n", all ? "--all resets every exercise: it "
+                "takes no ID" : "which exercise? (an ID, or --all)");
         return 2;
     }
-    int all = !strcmp(argv[1], "--all");
-    const exercise *ex = all ? NULL : find_or_complain(argv[1]);
+    const exercise *ex = all ? NULL : find_or_complain(id);
     ex_context cx;
     ex_progress p;
     if ((!all && !ex) || context(&cx) || load_progress(&cx, &p))
@@ -501,20 +480,13 @@ int ex_reset_main(int argc, char **argv)
 
 int ex_solution_main(int argc, char **argv)
 {
-    const char *id = NULL;
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--force"))
-            force = 1;
-        else if (!id && argv[i][0] != '-')
-            id = argv[i];
-        else
-            id = NULL, i = argc;
-    }
-    if (!id) {
-        fprintf(stderr, "usage: mlsys-lab solution ID [--force]\n");
-        return 2;
-    }
+    lab_args a;
+    int rc = lab_command_args(&solution_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *id = a.pos[0];
+    int force = lab_arg_bool(&a, "force");
+    lab_args_free(&a);
     const exercise *ex = find_or_complain(id);
     ex_context cx;
     ex_progress p;
@@ -607,22 +579,14 @@ static void sleep_ms(int ms)
 
 int ex_watch_main(int argc, char **argv)
 {
-    const char *id = NULL;
-    int poll_mode = 0;
-    long max_checks = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--poll"))
-            poll_mode = 1;
-        else if (!strcmp(argv[i], "--max-checks") && i + 1 < argc &&
-                 mlsys_parse_long(argv[i + 1], &max_checks) == 0 && max_checks > 0)
-            i++;
-        else if (!id && argv[i][0] != '-')
-            id = argv[i];
-        else {
-            fprintf(stderr, "usage: mlsys-lab watch [ID] [--poll] [--max-checks N]\n");
-            return 2;
-        }
-    }
+    lab_args a;
+    int rc = lab_command_args(&watch_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *id = a.npos ? a.pos[0] : NULL;
+    int poll_mode = lab_arg_bool(&a, "poll");
+    long max_checks = lab_arg_int(&a, "max-checks");
+    lab_args_free(&a);
     const char *env = getenv("MLSYS_WATCH_POLL");
     if (env && *env && strcmp(env, "0"))
         poll_mode = 1;
@@ -901,11 +865,11 @@ int ex_dev_check(const ex_context *cx, FILE *out)
 
 int ex_dev_check_main(int argc, char **argv)
 {
-    (void)argv;
-    if (argc != 1) {
-        fprintf(stderr, "usage: mlsys-lab dev-check\n");
-        return 2;
-    }
+    lab_args a;
+    int rc = lab_command_args(&dev_check_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    lab_args_free(&a);
     ex_context cx;
     if (context(&cx))
         return 2;

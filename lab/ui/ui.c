@@ -70,29 +70,32 @@ const ui_opts *ui_options(void)
     return &g_opts;
 }
 
-int ui_parse_opts(int argc, char **argv, ui_opts *o, char *err, size_t n)
+/* The front end's flags, shared by `mlsys-lab ui` and `mlsys-lab replay`. */
+const lab_flag ui_flags[] = {
+    {"no-color", 0, FLAG_BOOL, NULL, NULL, 0, 0, "no colours (also NO_COLOR=1)"},
+    {"no-colour", 0, FLAG_BOOL, NULL, NULL, 0, 0, NULL},
+    {"ascii", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "ASCII only (the default where the terminal is not UTF-8)"},
+    {"no-mouse", 0, FLAG_BOOL, NULL, NULL, 0, 0, "no wheel or clicks"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+
+const lab_command ui_command = {
+    .name = "ui", .args = "",
+    .summary = "Open the lab (what no command does in a terminal).",
+    .flags = ui_flags,
+};
+
+void ui_opts_from(const lab_args *a, ui_opts *o)
 {
     const char *nc = getenv("NO_COLOR");
-    o->color = !(nc && *nc);
-    o->mouse = 1;
+    o->color = !(nc && *nc) && !lab_arg_bool(a, "no-color") && !lab_arg_bool(a, "no-colour");
+    o->mouse = !lab_arg_bool(a, "no-mouse");
     setlocale(LC_ALL, "");
     const char *cs = nl_langinfo(CODESET);
-    o->ascii = !(cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8")));
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-color") || !strcmp(argv[i], "--no-colour"))
-            o->color = 0;
-        else if (!strcmp(argv[i], "--ascii"))
-            o->ascii = 1;
-        else if (!strcmp(argv[i], "--no-mouse"))
-            o->mouse = 0;
-        else {
-            snprintf(err, n, "mlsys-lab: unknown option '%s' (the lab takes --no-color, "
-                     "--ascii, --no-mouse)", argv[i]);
-            return 2;
-        }
-    }
+    o->ascii = lab_arg_bool(a, "ascii") ||
+               !(cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8")));
     g_opts = *o;
-    return 0;
 }
 
 /* ---- capture of in-process output (a lab's before/after hooks) ---- */
@@ -850,17 +853,22 @@ int ui_is_terminal(void)
 
 int ui_is_flag(const char *arg)
 {
-    return arg && (!strcmp(arg, "--no-color") || !strcmp(arg, "--no-colour") ||
-                   !strcmp(arg, "--ascii") || !strcmp(arg, "--no-mouse"));
+    if (!arg || strncmp(arg, "--", 2))
+        return 0;
+    for (const lab_flag *f = ui_flags; f->name; f++)
+        if (!strcmp(arg + 2, f->name))
+            return 1;
+    return 0;
 }
 
 int ui_main(int argc, char **argv)
 {
+    lab_args a;
+    int rc = lab_command_args(&ui_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     ui_opts o;
-    char err[256];
-    if (ui_parse_opts(argc - 1, argv + 1, &o, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
+    ui_opts_from(&a, &o);
+    lab_args_free(&a);
     return ui_run(&o, home_create());
 }

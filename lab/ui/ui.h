@@ -52,9 +52,11 @@ struct ui_screen {
 };
 
 /* ui.c: the shell */
-/* Parse --no-color --ascii --no-mouse (and NO_COLOR, the locale) from argv[from..]; an unknown
- * word is an error: 2 with a message in err. */
-int ui_parse_opts(int argc, char **argv, ui_opts *o, char *err, size_t n);
+/* The front end's flags (--no-color --ascii --no-mouse), `mlsys-lab ui` declared with them,
+ * and the options they give with NO_COLOR and the locale (kept for ui_options()). */
+extern const lab_flag ui_flags[];
+extern const lab_command ui_command;
+void ui_opts_from(const lab_args *a, ui_opts *o);
 /* Run the loop on a first screen until the last screen is gone; frees every screen. */
 int ui_run(const ui_opts *o, ui_screen *first);
 void ui_push(ui_screen *s);             /* open a screen on top (from a key handler) */
@@ -165,6 +167,7 @@ void replay_data_free(replay_data *d);
 int ui_main(int argc, char **argv);     /* mlsys-lab [--no-color] [--ascii] [--no-mouse] */
 int ui_is_terminal(void);               /* stdin and stdout are a terminal */
 int ui_is_flag(const char *arg);        /* one of the front end's own flags */
+extern const lab_command replay_command;  /* lab/cli/replay.c */
 int replay_main(int argc, char **argv); /* mlsys-lab replay FILE [ui flags] */
 
 #endif
