@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
+#include <unistd.h>
 
 enum { ROLE_CLIENT, ROLE_QUEUE, ROLE_SCHED, ROLE_MODEL, ROLE_COUNT };
 static const char *const role_names[ROLE_COUNT] = {"clients", "queue", "scheduler", "model"};
@@ -127,6 +129,24 @@ static void flow(llm_serve *s, int from, int to, int seq, int count, int phase)
     mlsys_emit_flow(s->o.comm, &f, 0, NULL);
 }
 
+/* A rank is bound to one core (core/launch.c, as mpirun binds); its threads inherit that,
+ * and a planner on the forward's core overlaps nothing: woken, it even takes the core from
+ * the forward. So the worker gets the other cores when the stepping thread is bound to
+ * some, every core when it is not (best effort: cgroups may narrow it). */
+static void place_worker(pthread_t th)
+{
+    cpu_set_t mine, other;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        return;
+    CPU_ZERO(&other);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+        if (!CPU_ISSET((int)i, &mine))
+            CPU_SET((int)i, &other);
+    if (CPU_COUNT(&other) > 0)
+        pthread_setaffinity_np(th, sizeof other, &other);
+}
+
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen)
 {
@@ -193,6 +213,7 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
             pthread_cond_destroy(&s->wcv);
         } else {
             s->worker_up = 1;
+            place_worker(s->worker);
         }
     }
     s->next = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
