@@ -4,6 +4,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch11_speculative_demo_lab, ch11_json_constraint_demo_lab;
+extern const struct exercise *const ch11_exercises[];   /* exercises.c */
 
 static const lab *const ch11_labs[] = {
     &ch11_speculative_demo_lab,
@@ -17,4 +18,5 @@ const chapter ch11_chapter = {
     .title = "Speculative and Constraint Decoding",
     .text_asset = "assets/chapters/ch11.md",
     .labs = ch11_labs,
+    .exercises = ch11_exercises,
 };

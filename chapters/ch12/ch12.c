@@ -4,6 +4,7 @@
 
 extern const lab ch12_gae_visualizer_lab;
 extern const lab ch12_ppo_cartpole_lab;
+extern const struct exercise *const ch12_exercises[];   /* exercises.c */
 
 static const lab *const ch12_labs[] = {
     &ch12_gae_visualizer_lab,
@@ -17,4 +18,5 @@ const chapter ch12_chapter = {
     .title = "RL Fundamentals for LLMs",
     .text_asset = "assets/chapters/ch12.md",
     .labs = ch12_labs,
+    .exercises = ch12_exercises,
 };

@@ -3,6 +3,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch13_reward_calculator_lab;
+extern const struct exercise *const ch13_exercises[];   /* exercises.c */
 
 static const lab *const ch13_labs[] = {
     &ch13_reward_calculator_lab,
@@ -15,4 +16,5 @@ const chapter ch13_chapter = {
     .title = "RLHF Computation Flow",
     .text_asset = "assets/chapters/ch13.md",
     .labs = ch13_labs,
+    .exercises = ch13_exercises,
 };

@@ -4,6 +4,7 @@
 
 extern const lab ch14_memory_timeline_lab;
 extern const lab ch14_weight_update_demo_lab;
+extern const struct exercise *const ch14_exercises[];   /* exercises.c */
 
 static const lab *const ch14_labs[] = {
     &ch14_memory_timeline_lab,
@@ -17,4 +18,5 @@ const chapter ch14_chapter = {
     .title = "RLHF System Architecture",
     .text_asset = "assets/chapters/ch14.md",
     .labs = ch14_labs,
+    .exercises = ch14_exercises,
 };

@@ -2,9 +2,10 @@
  * the inference engine. First the original's estimates: transfer time = size / bandwidth +
  * setup for disk, NCCL over NVLink, InfiniBand and Ethernet, and CUDA IPC (a handle, no
  * copy), for co-located, same-node and cross-node designs, then what an RLHF iteration pays
- * for it. Then a measurement: the lab's ranks broadcast a model-sized buffer from rank 0, the
- * way a trainer hands weights to generators, over our shared-memory runtime (or MPI with
- * --backend mpi). GPU paths say in one line when there is no GPU here. */
+ * for it. Then measurements: the lab's ranks broadcast a model-sized buffer from rank 0, and
+ * the real actor weights go from the trainer to the generators with rl_wsync
+ * (wsync_measure.c), over our shared-memory runtime (or MPI with --backend mpi). GPU paths
+ * say in one line when there is no GPU here. */
 #include "../common/common.h"
 #include <math.h>
 #include <stdlib.h>
@@ -12,17 +13,32 @@
 
 #define LAB_ID "ch14/weight-update-demo"
 
+int ch14_bucket_list(const char *s, uint64_t *out, int max);       /* wsync_measure.c */
+int ch14_wsync_measure(mlsys_comm *c, const lab_args *a);
+
 static const lab_flag wu_flags[] = {
     {"model-size", 0, FLAG_DOUBLE, "140", NULL, 0, 1000000,
      "weights to move, GB (140: a 70B model in bf16; the original's -m: -m is "
      "--microbatches in every lab)"},
     {"measure-bytes", 0, FLAG_SIZE, "256M", NULL, 8, 1L << 40, "size of the buffer broadcast for real"},
-    {"iters", 0, FLAG_INT, "5", NULL, 1, 1000, "timed broadcasts per size (the median counts)"},
+    {"iters", 0, FLAG_INT, "5", NULL, 1, 1000,
+     "timed calls per size: the buffer's broadcast, median of N; the weight sync and its "
+     "broadcast, average of N back to back, median of 3 rounds"},
     {"no-measure", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print the estimates only"},
     {"world-size", 'w', FLAG_INT, "2", NULL, 1, 64,
      "ranks: rank 0 is the trainer, the others receive"},
     {"backend", 'b', FLAG_CHOICE, "shm", "shm|mpi|nccl", 0, 0,
      "transport of the measured broadcast"},
+    {"model", 0, FLAG_STR, "assets/models/model.bin", NULL, 0, 0,
+     "the actor whose weights the trainer hands over (llama2.c checkpoint)"},
+    {"bucket-size", 0, FLAG_STR, "64K,1M,16M", NULL, 0, 0,
+     "weight-sync bucket sizes to measure, comma-separated (each at least 4 bytes)"},
+    {"copies", 0, FLAG_INT, "1", NULL, 1, 64,
+     "hand over this many copies of the actor at once (a bigger model of the same tensors)"},
+    {"separate", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "each tensor in its own allocation: small tensors are packed through the staging buffer"},
+    {"fresh-weights", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "the trainer rewrites every weight before each sync, as an optimizer step does"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -174,6 +190,19 @@ static int wu_before(const lab_args *a)
         printf("\nMeasuring a transfer needs a receiver: run with --world-size 2 or more.\n");
         return 0;
     }
+    uint64_t bk[16];
+    if (ch14_bucket_list(lab_arg_str(a, "bucket-size"), bk, 16) < 0) {
+        fprintf(stderr, "mlsys-lab: %s: --bucket-size %s: want up to 16 sizes of 4 B to 16 GiB "
+                "such as 64K,1M,16M\n", LAB_ID, lab_arg_str(a, "bucket-size"));
+        return 2;
+    }
+    const char *be = lab_arg_str(a, "backend");
+    char why[256];
+    if (be && !strcmp(be, "nccl") && probe_gpu_count(why, sizeof why) <= 0) {
+        printf("\n--backend nccl: nothing measured, no GPU here (%s); the CPU transports: "
+               "--backend shm or mpi.\n", why);
+        return 0;
+    }
     return common_backend_check(a, (int)lab_arg_int(a, "world-size")) ? 2 : -1;
 }
 
@@ -262,7 +291,7 @@ static int wu_rank(mlsys_comm *c, const lab_args *a)
             printf("  %d GPU%s here: --backend nccl measures the NCCL broadcast; CUDA IPC is "
                    "not measured by this lab.\n", gpus, gpus == 1 ? "" : "s");
     }
-    return 0;
+    return ch14_wsync_measure(c, a);
 }
 
 const lab ch14_weight_update_demo_lab = {

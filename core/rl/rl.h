@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "../mlsys.h"
 #include "../nn/nn.h"
+#include "wsync.h"          /* wsync.c: the weight sync (its own header) */
 
 /* Shape legend: T steps of one trajectory, E environments, A actions, B rows of a batch,
  * H hidden width, n rows handed to a loss. */

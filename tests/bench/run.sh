@@ -231,6 +231,9 @@ printf '  %-66s %8s ms\n' "mpirun: mpirun -np 4 mpi_hello (init, a line per rank
 printf '  %-66s %8s ms\n' "both: the same lab with --backend mpi (our runtime under mpirun)" \
     "$hello_ours_mpi"
 
+# ---- the RLHF weight sync against the broadcast at the same size (tests/bench/wsync.sh) ----
+sh "$(dirname "$0")/wsync.sh" "$build"
+
 # ---- the targets of the issue, reported ----
 echo
 echo "load average at the end: $(load) on $(nproc) cores; the whole run took" \

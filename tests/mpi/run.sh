@@ -107,6 +107,14 @@ expect() {   # expect NAME FILE PATTERN... : every extended regex must match a l
     done
     ok "$name"
 }
+# the RLHF weight sync (core/rl/wsync.c) over MPI: the actor's weights on every generator
+for n in 2 3; do
+    "$bin" run ch14/weight-update-demo -w $n --backend mpi --measure-bytes 1M --iters 2 \
+        --bucket-size 4K,1M --separate >"$tmp/o" 2>&1
+    expect "weight sync over MPI on $n ranks (rl_wsync, 4K and 1M buckets, staged and direct)" \
+        "$tmp/o" "MEASURED HERE: the actor's weights.*mpi backend" \
+        "generators bit-identical to the trainer: $((n - 1)) of $((n - 1))"
+done
 for n in 2 4; do
     "$cases" job p2p $n >"$tmp/o" 2>&1
     expect "p2p on $n ranks (ring sizes 0..4 MiB, recv-reduce, 16 tags, truncation, split)" \

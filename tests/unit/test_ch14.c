@@ -4,7 +4,9 @@
  * TP cap); the corrected default against its own definitions (real parameter counts, grouped
  * KV heads, fixed + scaling = total, the batch table's row equal to the total, the ceiling of
  * GPUs). weight-update-demo against §14.3's goldens at 140 and 14 GB, its filters and
- * iteration timelines, and a real broadcast measured on 2 ranks. */
+ * iteration timelines, a real broadcast measured on 2 ranks, and the actor's weights handed
+ * over with rl_wsync on 2 and 3 ranks (bucket counts from the model's size, every generator
+ * bit-identical), a bad bucket list refused, --backend nccl without a GPU in one line. */
 #include "run_bin.h"
 #include <check.h>
 #include <math.h>
@@ -196,6 +198,50 @@ START_TEST(weight_update_measured)
 }
 END_TEST
 
+/* The model's bytes: 28-byte header, then floats; the RoPE tables are not sent. */
+START_TEST(weight_sync_measured)
+{
+    static const char *const extra[3] = {"", " --separate", " --fresh-weights"};
+    for (int k = 0; k < 3; k++) {
+        bin_result b = run_bin("run ch14/weight-update-demo -w %d --measure-bytes 1M --iters 2 "
+                               "--bucket-size 4K,1M,64M%s", k == 1 ? 3 : 2, extra[k]);
+        ck_assert_msg(b.status == 0, "exit %d: %s", b.status, b.err);
+        const char *m = strstr(b.out, "MEASURED HERE: the actor's weights");
+        ck_assert_ptr_nonnull(m);
+        const char *tn = strstr(m, " tensors, ");
+        ck_assert_ptr_nonnull(tn);
+        ck_assert_int_eq((int)strtol(tn - 2, NULL, 10), 47);   /* 2 + 9 x 5 layers */
+        /* floats sent: 3954176 B / 4 -> 4K buckets hold 1024 floats */
+        const char *rows[3] = {"\n      4 KiB      966", "\n      1 MiB        4",
+                               "\n     64 MiB        1"};
+        for (int i = 0; i < 3; i++) {
+            const char *r = strstr(m, rows[i]);
+            ck_assert_msg(r != NULL, "no row %s in %s", rows[i] + 1, m);
+            double ms, gbps;
+            ck_assert(sscanf(r, " %*d %*s %*d %*d %lf ms %lf", &ms, &gbps) == 2);
+            ck_assert(ms > 0 && gbps > 0);
+        }
+        ck_assert(strstr(m, k == 1 ? "generators bit-identical to the trainer: 2 of 2"
+                                   : "generators bit-identical to the trainer: 1 of 1"));
+        ck_assert(strstr(m, k == 2 ? "the trainer rewrites every weight"
+                                   : "the trainer changes one float per tensor"));
+        ck_assert(strstr(m, "version 21)"));    /* 3 sizes x (1 warm-up + 3 rounds x 2) */
+        bin_result_free(&b);
+    }
+    bin_result b = run_bin("run ch14/weight-update-demo -w 2 --bucket-size 2");
+    ck_assert_int_eq(b.status, 2);
+    ck_assert(strstr(b.err, "--bucket-size 2"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/weight-update-demo -w 2 --backend nccl");
+    if (strstr(b.out, "no GPU here")) {
+        ck_assert_int_eq(b.status, 0);
+        ck_assert(strstr(b.out, "--backend nccl: nothing measured, no GPU here"));
+        ck_assert(!strstr(b.out, "MEASURED HERE"));
+    }
+    bin_result_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ch14");
@@ -205,6 +251,7 @@ int main(void)
     tcase_add_test(tc, memory_corrected);
     tcase_add_test(tc, weight_update_goldens);
     tcase_add_test(tc, weight_update_measured);
+    tcase_add_test(tc, weight_sync_measured);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
