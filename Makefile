@@ -3,7 +3,8 @@
 # Quiet unless V=1.
 
 PKGS_REQUIRED := build-essential pkg-config libncurses-dev libopenmpi-dev openmpi-bin check \
-                 libmd4c-dev libcjson-dev libhwloc-dev libopenblas-dev tmux iproute2
+                 libmd4c-dev libcjson-dev libhwloc-dev libopenblas-dev tmux iproute2 \
+                 libmicrohttpd-dev curl
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -g
@@ -31,6 +32,7 @@ HAVE_MD4C    := $(shell pkg-config --exists md4c && echo 1)
 HAVE_CJSON   := $(shell pkg-config --exists libcjson && echo 1)
 HAVE_HWLOC   := $(shell pkg-config --exists hwloc && echo 1)
 HAVE_BLAS    := $(shell pkg-config --exists openblas && echo 1)
+HAVE_MHD     := $(shell pkg-config --exists libmicrohttpd && echo 1)
 CUDA_HOME    ?= /usr/local/cuda
 HAVE_NCCL    := $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
 HAVE_NVCC    := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo 1)
@@ -50,6 +52,10 @@ endif
 ifeq ($(HAVE_BLAS),1)
 CFLAGS += -DHAVE_OPENBLAS $(shell pkg-config --cflags openblas)
 LDLIBS += $(shell pkg-config --libs openblas)
+endif
+ifeq ($(HAVE_MHD),1)
+CFLAGS += -DHAVE_MHD $(shell pkg-config --cflags libmicrohttpd)
+LDLIBS += $(shell pkg-config --libs libmicrohttpd)
 endif
 ifeq ($(HAVE_HWLOC),1)
 CFLAGS += -DHAVE_HWLOC
@@ -100,7 +106,8 @@ $(BUILD)/liblab.a: $(LAB_OBJ) $(SOURCES_STAMP)
 # What this build goes without, and the Debian packages that bring it (one line after linking)
 MISSING := $(if $(HAVE_NCURSES),,ncursesw:libncurses-dev) $(if $(HAVE_MD4C),,md4c:libmd4c-dev) \
            $(if $(HAVE_CJSON),,cJSON:libcjson-dev) $(if $(HAVE_HWLOC),,hwloc:libhwloc-dev) \
-           $(if $(HAVE_BLAS),,OpenBLAS:libopenblas-dev) $(if $(HAVE_MPI),,OpenMPI:libopenmpi-dev)
+           $(if $(HAVE_BLAS),,OpenBLAS:libopenblas-dev) $(if $(HAVE_MPI),,OpenMPI:libopenmpi-dev) \
+           $(if $(HAVE_MHD),,libmicrohttpd:libmicrohttpd-dev)
 MISSING := $(strip $(MISSING))
 
 $(BIN): $(BUILD)/lab/cli/main.o $(BUILD)/liblab.a $(BUILD)/libmlsys.a
@@ -132,6 +139,7 @@ features:
 	@printf '%s md4c (chapter texts)\n'       "$(if $(HAVE_MD4C),✓,✗)"
 	@printf '%s cJSON (JSON output, replay)\n' "$(if $(HAVE_CJSON),✓,✗)"
 	@printf '%s hwloc (topology)\n'           "$(if $(HAVE_HWLOC),✓,✗)"
+	@printf '%s libmicrohttpd (the HTTP server: --serve)\n' "$(if $(HAVE_MHD),✓,✗)"
 	@printf '%s OpenBLAS (cblas_sgemm for the models)\n' "$(if $(HAVE_BLAS),✓,✗)"
 	@printf '%s CUDA + NCCL ($(CUDA_HOME))\n' "$(if $(HAVE_NCCL),✓,✗)"
 	@printf '%s CUDA compiler (nvcc: chapter 10'"'"'s CUDA-graph plugin)\n' "$(if $(HAVE_NVCC),✓,✗)"
@@ -161,11 +169,17 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory deps-rule
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory ui-test
+	$(Q)$(MAKE) --no-print-directory serve-test
 	$(Q)$(MAKE) --no-print-directory mpi-tests
 
 .PHONY: ui-test
 ui-test: $(BIN)
 	$(Q)sh tests/ui/ui_test.sh $(BUILD)
+
+# The official OpenAI Node client against --serve (npm installs it under $(BUILD); offline: skip)
+.PHONY: serve-test
+serve-test: $(BIN)
+	$(Q)sh tests/serve/openai.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory deps
@@ -248,12 +262,14 @@ mpi-tests: all
 	$(Q)bash tests/mpi/run.sh $(BUILD)
 	$(Q)bash tests/mpi/netns.sh $(BUILD)
 
-.PHONY: gpu fuzz-topo fuzz-llm
+.PHONY: gpu fuzz-topo fuzz-llm fuzz-serve
 gpu:
 	$(Q)sh tests/gpu/run $(BUILD)-gpu
 fuzz-topo:
 	$(Q)sh tests/fuzz/run_topo.sh 60 $(BUILD)
 fuzz-llm: all
 	$(Q)sh tests/fuzz/run_llm.sh 60 $(BUILD)
+fuzz-serve:
+	$(Q)sh tests/fuzz/run_serve.sh 60 $(BUILD)
 
 -include $(CORE_OBJ:.o=.d) $(LAB_OBJ:.o=.d) $(BUILD)/lab/cli/main.d

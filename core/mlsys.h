@@ -241,6 +241,7 @@ typedef enum {
     MLSYS_FLOW_GRADIENTS,
     MLSYS_FLOW_WEIGHTS,  /* a weight sync: version = the weights' new version */
     MLSYS_FLOW_REQUESTS, /* requests between a server's queue, scheduler and model */
+    MLSYS_FLOW_STEP,     /* an engine iteration ended, in numbers (see below); no movement */
     MLSYS_FLOW_WHAT_COUNT
 } mlsys_flow_what;
 
@@ -253,6 +254,11 @@ typedef struct mlsys_flow_info {
     int32_t seq;        /* first sequence or request id in the batch, -1 */
     int32_t spare;      /* 0 */
 } mlsys_flow_info;
+/* MLSYS_FLOW_STEP, one per iteration of a serving engine (core/llm/serve.c), after it:
+ * from = the role that ran it, to = -1, version = the step number, count = rows computed,
+ * spare = tokens generated in it, seq = -1, phase = -1; val[0] = its seconds, val[1] =
+ * requests waiting after it, val[2] = running after it, val[3] = finished so far. Who
+ * prefilled and who decoded are that step's REQUESTS moves (same version). */
 
 /* The names the trace writer and the views use: "alloc", "tokens". */
 const char *mlsys_mem_op_name(int op);
@@ -291,6 +297,8 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev);   /* fills t_ns and rank 
 /* Mark an algorithm step boundary: emits a STEP event and, in gated mode, waits here until
  * the viewer grants the next step. */
 int mlsys_step(mlsys_comm *c, int step, const char *label);
+/* Does mlsys_step wait for the viewer (a gated job)? c may be NULL (0). */
+int mlsys_gated(const mlsys_comm *c);
 void mlsys_compute_begin(mlsys_comm *c, const char *label);
 void mlsys_compute_end(mlsys_comm *c, const char *label);
 /* A compute span measured already: a COMPUTE_BEGIN at t0_ns and a COMPUTE_END at t1_ns

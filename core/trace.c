@@ -159,6 +159,11 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
     return 0;
 }
 
+int mlsys_gated(const mlsys_comm *c)
+{
+    return c && c->w->gated && c->w->h;
+}
+
 /* Runner side: move up to max events out of the rings, rank by rank. */
 int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max)
 {
@@ -224,7 +229,7 @@ static const char *const mem_op_names[MLSYS_MEM_OP_COUNT] = {
 
 static const char *const flow_what_names[MLSYS_FLOW_WHAT_COUNT] = {
     "role", "phase", "tokens", "logprobs", "rewards", "values", "advantages", "gradients",
-    "weights", "requests",
+    "weights", "requests", "step",
 };
 
 const char *mlsys_mem_op_name(int op)
@@ -251,7 +256,7 @@ static void typed_name(const mlsys_event *e, char *name, size_t n)
         return;
     }
     const mlsys_flow_info *f = &e->flow;
-    if (f->what == MLSYS_FLOW_ROLE || f->what == MLSYS_FLOW_PHASE)
+    if (f->what == MLSYS_FLOW_ROLE || f->what == MLSYS_FLOW_PHASE || f->what == MLSYS_FLOW_STEP)
         snprintf(name, n, "%s %s", mlsys_flow_what_name(f->what), e->label);
     else
         snprintf(name, n, "%s %d->%d%s%s", mlsys_flow_what_name(f->what), f->from, f->to,

@@ -356,8 +356,11 @@ static const exercise ch06_predict_layer_allreduces = {
     .draw = draw_layer_allreduces,
 };
 
+extern const exercise ch06_tp_linear;     /* ex_tp_linear.c */
+
 const exercise *const ch06_exercises[] = {
     &ch06_column_check,
+    &ch06_tp_linear,
     &ch06_predict_layer_allreduces,
     &ch06_tp_overhead,
     NULL

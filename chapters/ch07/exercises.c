@@ -325,8 +325,11 @@ static const exercise ch07_layout = {
     .check = check_layout,
 };
 
+extern const exercise ch07_1f1b;      /* ex_1f1b.c */
+
 const exercise *const ch07_exercises[] = {
     &ch07_predict_bubble,
+    &ch07_1f1b,
     &ch07_moe_traffic,
     &ch07_layout,
     NULL

@@ -3,6 +3,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch08_minimal_inference_server_lab;
+extern const struct exercise *const ch08_exercises[];   /* exercises.c */
 
 static const lab *const ch08_labs[] = {
     &ch08_minimal_inference_server_lab,
@@ -15,4 +16,5 @@ const chapter ch08_chapter = {
     .title = "Anatomy of an LLM Inference Server",
     .text_asset = "assets/chapters/ch08.md",
     .labs = ch08_labs,
+    .exercises = ch08_exercises,
 };

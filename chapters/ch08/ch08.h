@@ -43,4 +43,10 @@ typedef struct ch08_sim_result {
 /* Run it, printing the step log and the report to out; r gets the counts. */
 int ch08_simulate(FILE *out, const ch08_sim_opts *o, ch08_sim_result *r);
 
+/* serve_http.c: --serve [ADDR:]PORT: the HTTP server until SIGINT/SIGTERM; its exit status.
+ * comm: the rank's (engine events) or NULL. ch08_serve_here: 1 when before() may serve in
+ * this process (headless), 0 inside the front end (serve in the rank). */
+int ch08_serve(const lab_args *a, mlsys_comm *comm);
+int ch08_serve_here(void);
+
 #endif

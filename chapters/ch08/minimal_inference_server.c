@@ -31,6 +31,18 @@ static const lab_flag mis_flags[] = {
      "is EOS (0: every request runs to --max-tokens)"},
     {"model", 0, FLAG_STR, "assets/models/model.bin", NULL, 0, 0, "llama2.c checkpoint"},
     {"tokenizer", 0, FLAG_STR, "assets/models/tokenizer.bin", NULL, 0, 0, "its tokenizer"},
+    {"serve", 0, FLAG_STR, NULL, NULL, 0, 0, "[ADDR:]PORT: serve the model over HTTP, "
+     "OpenAI-compatible (ADDR 127.0.0.1 unless given; port 0: a free one)"},
+    {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "--serve: requests to /v1/ need "
+     "'Authorization: Bearer KEY'"},
+    {"served-model-name", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "--serve: the model id "
+     "requests name"},
+    {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: decode with the draft model, K "
+     "tokens drafted per round (requests one at a time)"},
+    {"draft", 0, FLAG_STR, "assets/models/draft.bin", NULL, 0, 0, "--speculative: the draft "
+     "model"},
+    {"drain-timeout", 0, FLAG_DOUBLE, "10", NULL, 0, 3600, "--serve: seconds SIGINT/SIGTERM "
+     "leaves the requests in flight before cancelling them"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -105,6 +117,8 @@ static int mis_before(const lab_args *a)
     }
     if (lab_arg_bool(a, "simulate"))
         return -1;
+    if (lab_arg_given(a, "serve"))
+        return ch08_serve_here() ? ch08_serve(a, NULL) : -1;
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = (int)lab_arg_int(a, "batch-size");
@@ -222,8 +236,7 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
         char line[1024];
         step_line(&info, (info.t_end - m.t0) * 1e3, line, sizeof line);
         printf("%s\n", line);
-        fflush(stdout);
-        mlsys_step(c, (int)info.step, "engine step");
+        fflush(stdout);     /* the engine stops at a gate before each step (--gated) */
     }
     if (st < 0)
         goto done;
@@ -265,6 +278,8 @@ out:
 
 static int mis_rank(mlsys_comm *c, const lab_args *a)
 {
+    if (lab_arg_given(a, "serve") && !lab_arg_bool(a, "simulate"))
+        return ch08_serve(a, c);
     if (!lab_arg_bool(a, "simulate"))
         return mis_real(c, a);
     double eos = lab_arg_double(a, "eos-prob");
@@ -302,5 +317,5 @@ const lab ch08_minimal_inference_server_lab = {
     .max_ranks = 1,
     .before = mis_before,
     .rank_main = mis_rank,
-    .view = "log",
+    .view = "serve",
 };

@@ -4,6 +4,7 @@
 
 extern const lab ch09_kv_cache_calculator_lab;
 extern const lab ch09_prefix_sharing_demo_lab;
+extern const struct exercise *const ch09_exercises[];   /* exercises.c */
 
 static const lab *const ch09_labs[] = {
     &ch09_kv_cache_calculator_lab,
@@ -17,4 +18,5 @@ const chapter ch09_chapter = {
     .title = "KV Cache Management",
     .text_asset = "assets/chapters/ch09.md",
     .labs = ch09_labs,
+    .exercises = ch09_exercises,
 };

@@ -4,6 +4,7 @@
 
 extern const lab ch10_cuda_graph_simple_lab;
 extern const lab ch10_scheduling_overhead_benchmark_lab;
+extern const struct exercise *const ch10_exercises[];   /* exercises.c */
 
 static const lab *const ch10_labs[] = {
     &ch10_cuda_graph_simple_lab,
@@ -17,4 +18,5 @@ const chapter ch10_chapter = {
     .title = "Advanced Scheduling and CUDA Graphs",
     .text_asset = "assets/chapters/ch10.md",
     .labs = ch10_labs,
+    .exercises = ch10_exercises,
 };

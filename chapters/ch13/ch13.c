@@ -1,12 +1,14 @@
 /* ch13.c - Chapter 13, "RLHF Computation Flow": the per-token reward with its KL penalty
- * (core/rl/reward.c); the RLHF loop on the lab's own model is still to come. */
+ * (core/rl/reward.c), and the four-model RLHF loop on the lab's own model (core/rl/rlhf.c). */
 #include "../../lab/lab.h"
 
 extern const lab ch13_reward_calculator_lab;
 extern const struct exercise *const ch13_exercises[];   /* exercises.c */
+extern const lab ch13_rlhf_loop_lab;
 
 static const lab *const ch13_labs[] = {
     &ch13_reward_calculator_lab,
+    &ch13_rlhf_loop_lab,
     NULL
 };
 

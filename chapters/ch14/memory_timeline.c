@@ -4,8 +4,8 @@
  * and Llama 3.1 405B: their parameter counts from their shapes, their KV caches with grouped
  * KV heads), gives both trained models their own optimizer state, counts weights, gradients
  * and optimizer state as the fixed cost (the original counted only the optimizer) and keeps
- * the batch table's totals consistent. --faithful prints the original's numbers. The half
- * measured from the lab's own RLHF loop comes with that loop. */
+ * the batch table's totals consistent. --faithful prints the original's numbers. --measured:
+ * the lab's own RLHF loop, colocated and split, from its memory events (memory_measured.c). */
 #include "../common/common.h"
 #include <math.h>
 #include <string.h>
@@ -24,6 +24,8 @@ static const lab_flag mt_flags[] = {
     {"num-gpus", 'n', FLAG_INT, "8", NULL, 1, 1000000, "GPUs"},
     {"faithful", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "the original's estimates: nominal sizes, no grouped KV, one optimizer, its scaling bug"},
+    {"measured", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "run the lab's RLHF loop (colocated, split) and measure its memory per role and phase"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -161,8 +163,12 @@ static void gpu_text(const lab_args *a, char *buf, size_t n)
         snprintf(buf, n, "%g", g);
 }
 
+int mt_measured(const lab_args *a);     /* memory_measured.c */
+
 static int mt_main(const lab_args *a)
 {
+    if (lab_arg_bool(a, "measured"))
+        return mt_measured(a);
     int faithful = lab_arg_bool(a, "faithful");
     const char *key = lab_arg_str(a, "model-size");
     const shape *s = &shapes[0];

@@ -3,10 +3,11 @@
  * for a plan, runs it through the model runner, streams every new token to its request's
  * callback and retires what finished. Metrics are a snapshot taken at the end of each step.
  * Each step's time is split in phases (schedule, prepare, forward, sample, detokenize); the
- * overlap option runs the forward on a worker thread while this thread plans the next step.
+ * overlap option has a worker thread plan the next step while this thread runs the forward.
  * Events (optional): flow records between the roles client, queue, scheduler and model, one
- * compute span per phase (the forward on row 0, the CPU's phases on row 1), and the paged
- * cache's memory records. */
+ * compute span per phase (the forward on row 0, the CPU's phases on row 1), a STEP record
+ * per step in numbers, the paged cache's memory records, and a gate (mlsys_step) before
+ * each step, or "engine idle" while there is nothing to do. */
 #include "serve.h"
 
 #include <errno.h>
@@ -62,6 +63,8 @@ struct llm_serve {
     pthread_mutex_t wmu;
     pthread_cond_t wcv;
     int w_k, w_job, w_done, w_quit, w_rows;
+    int gates;                /* gates emitted (mlsys_step's step number) */
+    int idle_said;            /* an "engine idle" gate since the last forward */
 };
 
 static const char *const phase_names[LLM_PHASE_COUNT] = {
@@ -145,6 +148,49 @@ static void place_worker(pthread_t th)
             CPU_SET((int)i, &other);
     if (CPU_COUNT(&other) > 0)
         pthread_setaffinity_np(th, sizeof other, &other);
+}
+
+/* Is anything queued, running or submitted? (under mu) */
+static int work_locked(const llm_serve *s)
+{
+    return s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
+}
+
+/* The gate before a step with work ("engine step N"), or while there is none ("engine
+ * idle"): gated, the stepping thread waits there for the viewer, once per call; not gated,
+ * an idle gate is said once per idle period (a frame that says the engine had nothing). */
+static void gate(llm_serve *s, int idle)
+{
+    if (!s->o.comm || (idle && s->idle_said && !mlsys_gated(s->o.comm)))
+        return;
+    char label[48];
+    if (idle)
+        snprintf(label, sizeof label, "engine idle: no requests");
+    else
+        snprintf(label, sizeof label, "engine step %ld", s->step_no + 1);
+    s->idle_said = idle;
+    mlsys_step(s->o.comm, ++s->gates, label);
+}
+
+/* The step in numbers (MLSYS_FLOW_STEP, core/mlsys.h). */
+static void step_record(llm_serve *s, int rows, int tokens, double secs)
+{
+    if (!s->o.comm || !mlsys_tracing(s->o.comm))
+        return;
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_FLOW;
+    e.flow = (mlsys_flow_info){ROLE_MODEL, -1, MLSYS_FLOW_STEP, -1, rows, (int32_t)s->step_no,
+                               -1, tokens};
+    e.coll = e.algo = e.op = -1;
+    e.step = (int32_t)s->step_no;
+    e.chunk = -1;
+    e.val[0] = secs;
+    e.val[1] = s->m.waiting;
+    e.val[2] = s->m.running;
+    e.val[3] = (double)s->m.finished;
+    snprintf(e.label, sizeof e.label, "step %ld", s->step_no);
+    mlsys_emit(s->o.comm, &e);
 }
 
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
@@ -554,7 +600,7 @@ static void emit_spans(llm_serve *s, const llm_batch *b)
 /* After the forward of b: draw the tokens (sample phase), stream them and retire what
  * finished (detokenize phase), fill info. rc != 0: the forward failed. */
 static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
-                     llm_step_info *info, int k)
+                     llm_step_info *info, int k, double t0)
 {
     if (!rc)
         llm_runner_sample(&s->run, b, s->next);
@@ -571,18 +617,23 @@ static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
         fprintf(stderr, "serve: step %ld: %s\n", s->step_no, err);
         for (int i = 0; i < n_items; i++)
             deliver(s, b->items[i].s, -1, LLM_FINISH_ERROR);
-    } else {
+    }
+    int drawn = 0;
+    if (!rc) {
         for (int i = 0; i < n_items; i++) {
             llm_seq *q = b->items[i].s;
             if (s->next[i] < 0)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);
             s->m.generated_tokens++;
+            drawn++;
             deliver(s, q, s->next[i], why);
         }
     }
     take_in(s, 1);        /* cancels the callbacks asked for */
     publish(s);
+    s->idle_said = 0;
+    step_record(s, b->rows, drawn, now(s) - t0);
     if (info) {
         info->step = s->step_no;
         info->n_items = n_items;
@@ -639,7 +690,7 @@ static int step_plain(llm_serve *s, llm_step_info *info, double t0)
     }
     if (info)
         info->t_start = t0;
-    return step_ends(s, b, rc, err, info, 0);
+    return step_ends(s, b, rc, err, info, 0, t0);
 }
 
 /* With overlap: this step (planned ahead by the previous one, or now) runs its forward on
@@ -712,11 +763,17 @@ static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
     }
     if (info)
         info->t_start = t0;
-    return step_ends(s, b, rc, err, info, k);
+    return step_ends(s, b, rc, err, info, k, t0);
 }
 
 int llm_serve_step(llm_serve *s, llm_step_info *info)
 {
+    if (s->o.comm) {          /* the gate comes before the step and is not timed */
+        pthread_mutex_lock(&s->mu);
+        int idle = !work_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        gate(s, idle);
+    }
     double t0 = now(s);
     memset(&s->st, 0, sizeof s->st);
     s->st.t_start = s->mark = mlsys_now_ns();
@@ -742,10 +799,22 @@ int llm_serve_wait(llm_serve *s, double timeout_s)
     ts.tv_sec += (time_t)(ns / 1000000000LL);
     ts.tv_nsec = (long)(ns % 1000000000LL);
     pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    while (!(s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0) && rc != ETIMEDOUT)
+    int rc = 0, w = work_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (!w && mlsys_gated(s->o.comm)) {
+        /* gated: the engine waits for the viewer at an idle gate, never silently */
+        gate(s, 1);
+        pthread_mutex_lock(&s->mu);
+        w = work_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        return w;
+    }
+    if (!w)
+        gate(s, 1);
+    pthread_mutex_lock(&s->mu);
+    while (!work_locked(s) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    int w = s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
+    w = work_locked(s);
     pthread_mutex_unlock(&s->mu);
     return w;
 }

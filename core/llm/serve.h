@@ -362,7 +362,15 @@ typedef struct llm_serve_opts {
  *           measured (mlsys_compute_span): on row 0 the forward, label "forward P3:24 D0,1,2"
  *           (request 3 prefills 24 rows, 0..2 decode); on row 1 the CPU's other work:
  *           "schedule", "prepare", "launch", "token sample", "detokenize" (overlapped, the
- *           next step's "schedule" and "prepare" lie beside the forward) */
+ *           next step's "schedule" and "prepare" lie beside the forward)
+ *   flow    MLSYS_FLOW_STEP after each step that ran a forward: rows, tokens generated,
+ *           seconds, waiting / running / finished after it (core/mlsys.h)
+ *   gates   llm_serve_step calls mlsys_step first, labelled "engine step N" (N: the step it
+ *           will run) or, with nothing to do, "engine idle: no requests"; so a gated job
+ *           (--gated) runs one engine iteration per grant. llm_serve_wait with nothing to do
+ *           also stops at an "engine idle" gate when gated (and returns at once after it:
+ *           the viewer decides how long the engine waits); not gated, an idle gate is said
+ *           once per idle period, so a trace shows when the engine had nothing to do. */
 /* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen);

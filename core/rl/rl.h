@@ -191,4 +191,6 @@ typedef enum {
 void rl_token_rewards(float *rewards, float *kl, const float *logp, const float *ref_logp,
                       int T, float beta, float score, rl_reward_mode mode);
 
+/* RLHF on the lab's language model (sums.c, reward_model.c, rlhf.c): see rlhf.h. */
+
 #endif

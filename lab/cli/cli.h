@@ -16,6 +16,10 @@ int bench_main(int argc, char **argv);
 extern const lab_command doctor_command;
 int doctor_main(int argc, char **argv);
 
+/* loadgen.c: `mlsys-lab loadgen` against an OpenAI-compatible server */
+extern const lab_command loadgen_command;
+int loadgen_main(int argc, char **argv);
+
 /* generate.c, model.c (and what `model info` measures: generate.h) */
 extern const lab_command generate_command, model_info_command, model_init_command;
 int generate_main(int argc, char **argv);
@@ -25,6 +29,7 @@ int model_main(int argc, char **argv);              /* "model info FILE", "model
  * --help (printed), 2 with one line in err. */
 extern const lab_command train_command;
 int train_main(int argc, char **argv);
+int train_rm_main(int argc, char **argv);   /* train_rm.c: train --reward-model */
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen);
 
 /* commands.c: every command declared with a flag table (help, tests of the short flags) */

@@ -9,5 +9,5 @@ const lab_command *const cli_declared[] = {
     &train_command, &generate_command, &model_info_command, &model_init_command,
     &bench_command, &doctor_command, &exercises_command, &check_command, &hint_command,
     &watch_command, &reset_command, &solution_command, &dev_check_command, &ui_command,
-    &replay_command, NULL
+    &replay_command, &loadgen_command, NULL
 };

@@ -144,6 +144,7 @@ static const command commands[] = {
     {"bench", "[COLLECTIVE] [flags]", "nccl-tests-style benchmark (all_reduce by default)", cmd_bench, 0},
     {"train", "[flags]", "train the lab's language model across ranks (--help: flags)", train_main, 0},
     {"generate", "[flags]", "text from the lab's model, streamed (--help: flags)", generate_main, 0},
+    {"loadgen", "--url URL [flags]", "load an OpenAI-compatible server: TTFT, TPOT, latency, tokens/s", loadgen_main, 0},
     {"model", "info|init FILE", "a model's configuration, loss and quality; or a random one", model_main, 0},
     {"exercises", "[--chapter N]", "the exercises, with what is done", exercises_main, 0},
     {"check", "[ID|--all]", "check an exercise (or answer a predict question)", ex_check_main, 0},

@@ -53,6 +53,11 @@ static const lab_flag train_flags[] = {
     {"log-every", 0, FLAG_INT, "10", NULL, 1, 1L << 40, "steps between lines when not a terminal"},
     {"trace", 0, FLAG_STR, NULL, NULL, 0, 0, "write a Chrome trace (Perfetto) to FILE"},
     {"quiet", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print nothing but errors"},
+    {"reward-model", 0, FLAG_BOOL, NULL, NULL, 0, 0,
+     "chapter 13's reward model instead (OUT/reward.bin; steps 600, lr 5e-4, batch 32 pairs)"},
+    {"rm-init", 0, FLAG_STR, "assets/models/draft.bin", NULL, 0, 0,
+     "--reward-model: the body it starts from"},
+    {"max-operand", 0, FLAG_INT, "9", NULL, 0, 49, "--reward-model: operands 0..N"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -295,6 +300,9 @@ static int train_job_run(train_job *j)
 
 int train_main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--reward-model"))
+            return train_rm_main(argc, argv);
     train_job *j = mlsys_xcalloc(1, sizeof *j);
     char err[1024];
     int rc = train_parse(&j->o, argc, argv, err, sizeof err);

@@ -110,8 +110,10 @@ static void status_line(run *r, grid *g, int x, int y, int w)
                  "finished: every rank exited 0");
         la = r->result == 0 ? GRID_PAIR(UI_PAIR_OK) | GRID_BOLD : GRID_PAIR(UI_PAIR_ERR) | GRID_BOLD;
     } else if (r->gated && job_all_at_gate(r)) {
-        snprintf(left, sizeof left, "the ranks wait at gate %d: n lets them take it",
-                 sm_nframes(r->sm) - 1);
+        const sm_frame *gf = w >= 100 ? sm_frame_at(r->sm, sm_nframes(r->sm) - 1) : NULL;
+        snprintf(left, sizeof left, "the ranks wait at gate %d: n lets them take it%s%s%s",
+                 sm_nframes(r->sm) - 1, gf && gf->label[0] ? " (" : "",
+                 gf && gf->label[0] ? gf->label : "", gf && gf->label[0] ? ")" : "");
         la = GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD;
     } else if (r->skipped && r->frame >= last - 1) {
         snprintf(left, sizeof left, "running (skipped %d step%s to keep up: b goes back)",

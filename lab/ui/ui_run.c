@@ -209,20 +209,22 @@ void run_stats(ui_screen *s, run_stats_t *st)
 }
 
 /* The view a replay opens in: the one its trace has the most to show for (blocks changing
- * hands: blocks; flow records: flow; compute spans without collectives: the timeline; only
+ * hands: blocks; a serving engine's steps without them: serve; flow records: flow; compute spans without collectives: the timeline; only
  * output: the log; else ring). */
 static const char *replay_view(const replay_data *d)
 {
-    size_t mem = 0, flow = 0, comp = 0, coll = 0;
+    size_t mem = 0, flow = 0, comp = 0, coll = 0, serve = 0;
     for (size_t i = 0; i < d->n; i++)
         switch (d->ev[i].kind) {
         case MLSYS_EV_MEM: mem += d->ev[i].mem.op >= MLSYS_MEM_ALLOC &&
                                   d->ev[i].mem.op <= MLSYS_MEM_COW; break;
-        case MLSYS_EV_FLOW: flow++; break;
+        case MLSYS_EV_FLOW: flow++; serve += d->ev[i].flow.what == MLSYS_FLOW_STEP; break;
         case MLSYS_EV_COMPUTE_BEGIN: comp++; break;
         case MLSYS_EV_COLL_BEGIN: coll++; break;
         default: break;
         }
+    if (serve && !mem)
+        return "serve";
     if (mem)
         return "blocks";
     if (flow)

@@ -256,4 +256,7 @@ awk '$4 != "fail" && $5 != "fail" && $4 + 0 > 0 {
     END { for (c in n)
         printf "  %s: ours faster at %d of %d points, geometric mean of MPI time / ours %.2fx\n",
                c, won[c], n[c], exp(lg[c] / n[c]) }' "$tmp/results" | sort
+# the HTTP server against the engine (its own load line)
+sh tests/bench/http.sh "$build"
+sh "$(dirname "$0")/rlhf.sh" "$build"
 exit 0

@@ -47,3 +47,5 @@ fi
 echo "fuzz: ok: no crash, no hang"
 # the model's and the tokenizer's file readers: a target of their own, for as long
 sh tests/fuzz/run_llm.sh "$secs" "$build" || exit 1
+# the HTTP server's request parser, for as long
+sh tests/fuzz/run_serve.sh "$secs" "$build" || exit 1

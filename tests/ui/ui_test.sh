@@ -6,7 +6,9 @@
 # tiny terminals, NO_COLOR, --ascii, a rank killed mid-run, Ctrl-C and SIGTERM (terminal
 # sane, no process left); at 80x24 the keys (q back / quit, Q asks while a job runs, a help
 # that scrolls), log lines under their own rank, algorithm fallbacks said in the form, the
-# run screen and headless stderr, the chain relay one hop per step, one glyph per meaning. Every file the lab writes (workspace, progress) stays in a temp dir.
+# run screen and headless stderr, the chain relay one hop per step, one glyph per meaning, and
+# the serving engine (ch09 gated: the block map and the queue; ch08 at 80x24). Every file the
+# lab writes (workspace, progress) stays in a temp dir.
 # MLSYS_EX_SEED (test-only, read by lab/ui/expane.c) fixes the seeds of the pane's checks and
 # questions so that its golden frame (tests/frames/ui_expane_*.txt) is the same every run.
 # Usage: tests/ui/ui_test.sh [BUILD_DIR]   (from the repository root; default build)
@@ -714,6 +716,60 @@ check "on a file name field, q still goes back" sh -c "sleep 0.3; $T send-keys -
     sleep 0.5; ! $T capture-pane -p -t $sess | grep -q 'launch ch07/'"
 keys q
 check "q quits from home after the views, exit 0" wait_for "^EXIT=0" 30
+$T kill-session -t "$sess"
+
+# ---- serving: ch09's engine gated (one iteration per n), the block map and the queue ----
+start serve 120 40
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 9 Right j j Enter
+wait_for "launch ch09/prefix-sharing-demo" 30
+keys Up Up Space Enter
+check "gated, the engine waits at its first gate, named" \
+    wait_for "wait at gate 1: n lets them take it \\(engine step 1\\)" 150
+keys n
+check "one n: engine step 1 on the block map" wait_for "blocks: step 1: engine step 1" 100
+check "the engine then waits at the next gate: one iteration per n" \
+    wait_for "wait at gate 2: n lets them take it \\(engine step 2\\)" 100
+check "each sequence's block table beside the map (the shared prompt first)" \
+    wait_for "a req 0 +│ 0 1 2 3 4 " 20
+check "a shared block shows its count (16 requests hold the system prompt)" \
+    wait_for "^ +16 16 16 16 16 " 20
+check "the step's line says what happened to the blocks" \
+    wait_for "in this step: [0-9]+ allocated, [0-9]+ shared \\(prefix hits\\)" 20
+check "the selected block says who holds it" \
+    wait_for "kv cache, block 0: shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
+keys 7
+check "the server view: the queue in three columns" \
+    wait_for "waiting \\(84\\) +│running \\(16\\) +│finished \\(0\\)" 20
+check "the step's throughput" \
+    wait_for "step 1 \\(16 tokens out in [0-9.]+ ms, [0-9]+ tokens/s\\):" 20
+check "the step's batch: who prefills how many tokens (req 1 only its own 16: a prefix hit)" \
+    wait_for "prefill req 0 \\(96\\), req 1 \\(16\\), req 2 \\(16\\)" 20
+keys n
+check "the next n: every running request decodes" \
+    wait_for "decode req 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15" 100
+keys Q y
+check "Q y quits while the engine waits at its gate" wait_for "^EXIT=0" 60
+$T kill-session -t "$sess"
+
+# ---- serving at 80x24: ch08 opens in the server view, the queue and the recent steps ----
+start serve80 80 24
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 8 Right j Enter
+wait_for "launch ch08/minimal-inference-server" 30
+keys Enter
+check "ch08 opens in the server view: every request finished" \
+    wait_for "waiting \\(0\\) +│running \\(0\\) +│finished \\(5\\)" 150
+check "the recent steps, one line each, with tokens out" \
+    wait_for "^ step +[0-9]+ +[0-9]+ rows +[0-9]+ tok " 20
+check "the title line fits 80 columns whole (its throughput last)" \
+    wait_for "^ server . step [0-9]+ . 0 waiting . 0 running . 5 finished . [0-9]+ tokens/s\$" 20
+keys q
+sleep 0.3
+keys q q
+check "q quits from home after the server, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
 
 echo "$pass passed, $fail failed"

@@ -463,6 +463,86 @@ START_TEST(evicted_and_reused_in_one_step)
 }
 END_TEST
 
+/* Chapter 9's engine at scale: a block shared by twelve requests shows its count in two
+ * digits and its line names them all (four by name, then how many more); the line above it
+ * says what happened in the step shown (evictions with their blocks, a copy on write with its
+ * owner), and nothing in a step where nothing did. */
+static void free_cached(int block, int owner)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_MEM;
+    e.t_ns = now_t += 1000;
+    e.mem = (mlsys_mem_info){0, MLSYS_MEM_FREE, 1, block, owner, 0, -1, 0};
+    e.val[0] = NAN;
+    sm_event(sm, &e);
+}
+
+START_TEST(many_owners_and_the_step_line)
+{
+    fresh(1);
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 16, 64, 1024, "kv cache", NAN);
+    for (int o = 0; o < 12; o++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "req %d", o);
+        mem(0, 0, MLSYS_MEM_OWNER, -1, o, 0, -1, 0, 0, nm, NAN);
+    }
+    step(1, 1, "engine step 1");
+    mem(0, 0, MLSYS_MEM_ALLOC, 0, 0, 1, 0, 0, 1024, NULL, NAN);
+    for (int o = 1; o < 12; o++)
+        mem(0, 0, MLSYS_MEM_SHARE, 0, o, o + 1, 0, 0, 1024, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_ALLOC, 5, 0, 1, 1, 0, 1024, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_ALLOC, 6, 1, 1, 1, 0, 1024, NULL, NAN);
+    free_cached(5, 0);
+    free_cached(6, 1);
+    step(1, 2, "engine step 2");
+    mem(0, 0, MLSYS_MEM_EVICT, 5, -1, 0, -1, 0, 1024, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_EVICT, 6, -1, 0, -1, 0, 1024, NULL, NAN);
+    mem(0, 0, MLSYS_MEM_COW, 0, 1, 11, 0, 9, 1024, NULL, NAN);
+    step(1, 3, "engine step 3");
+    sm_finish(sm);
+    char *f = render_at(1, 99, 24, 1, 0);
+    ck_assert_msg(strstr(f, " 12 "), "a count of 12 in two digits: %s", f);
+    ck_assert_msg(strstr(f, "block 0: shared by req 0, req 1, req 2 and 9 more "
+                            "(12 references)"), "%s", f);
+    ck_assert_msg(strstr(f, "in this step: 3 allocated, 11 shared (prefix hits), 2 owners let "
+                            "go of 2 (2 kept cached)"), "%s", f);
+    free(f);
+    /* the shared block's two cells: the colours of its first two owners (req 0, req 1) */
+    sm_sink sk = {b_rewind, b_event, NULL, NULL};
+    sm_sync(sm, &cur, 1, &sk);
+    view_ctx ctx = {.nranks = 1, .anim = 1.0, .ascii = 1, .sm = sm, .frame = 1};
+    grid *g = grid_create(99, 24);
+    view_blocks_class.draw(bv, g, 0, 0, 99, 24, &ctx);
+    int found = 0;
+    for (int y = 0; y < 24 && !found; y++) {
+        char row[256];
+        grid_row_text(g, y, row, sizeof row);
+        const char *p = strstr(row, " 12 ");
+        if (!p || strncmp(row, "  ", 2))
+            continue;
+        int x = (int)(p - row) + 1;
+        ck_assert_int_eq(GRID_PAIR_OF(grid_get(g, x, y)->attr), UI_PAIR_CELL0 + 0);
+        ck_assert_int_eq(GRID_PAIR_OF(grid_get(g, x + 1, y)->attr), UI_PAIR_CELL0 + 1);
+        found = 1;
+    }
+    ck_assert_msg(found, "no map row with the count 12");
+    grid_free(g);
+    f = render_at(2, 99, 24, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: 2 evicted (blocks 5, 6), copy on write: req 1's "
+                            "block 0 copied to 9"), "%s", f);
+    ck_assert_msg(strstr(f, "(11 references)"), "%s", f);
+    char row[256];
+    line_starting(f, "b req 1 ", row, sizeof row);
+    ck_assert_msg(strstr(row, "9*"), "req 1's table shows the copy: %s", row);
+    free(f);
+    f = render_at(3, 99, 24, 1, 0);
+    ck_assert_msg(!strstr(f, "in this step:"), "nothing happened in step 3: %s", f);
+    free(f);
+    done();
+}
+END_TEST
+
 /* A pool described again starts afresh; with no blocks and no gauge it leaves the picture. */
 START_TEST(pool_described_again)
 {
@@ -495,6 +575,7 @@ static Suite *blocks_suite(void)
     tcase_add_test(tc, empty_and_tiny);
     tcase_add_test(tc, pool_described_again);
     tcase_add_test(tc, evicted_and_reused_in_one_step);
+    tcase_add_test(tc, many_owners_and_the_step_line);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -162,6 +162,8 @@ START_TEST(ppo_short_run)
         const char *cut = strchr(la + 1, '\n');        /* back to the last field's start */
         while (cut > la && cut[-1] != ' ')
             cut--;
+        while (cut > la && cut[-1] == ' ')     /* and its padding: 99,556 steps/s is wider */
+            cut--;
         ck_assert_msg(!strncmp(la, lb, (size_t)(cut - la)), "step %d differs", row);
     }
     bin_result_free(&a);

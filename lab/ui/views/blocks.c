@@ -2,8 +2,9 @@
  * (MLSYS_EV_MEM). Each rank's pools (a KV cache, a gradient buffer, ZeRO's shards) are rows
  * of blocks: a block is coloured and lettered by the owner that holds it (a sequence, a
  * bucket, a tensor), a shared block shows its reference count, free and cached blocks are
- * marked, an eviction or a copy on write shows in the step it happens, and a block with a
- * value (a gradient's mean) is shaded by it. Beside the map, the selected pool's block
+ * marked, an eviction or a copy on write shows in the step it happens (and a line says what
+ * happened to a KV cache in that step), and a block with a value (a gradient's mean) is shaded
+ * by it. Beside the map, the selected pool's block
  * tables: which blocks each owner holds, in order. Pools without blocks are gauges of bytes
  * in use. Everything is rebuilt from the records up to the frame shown. */
 #include "view.h"
@@ -36,6 +37,16 @@ typedef struct bowner {
     int cow_index, changed;     /* the entry a copy on write moved, and in which frame */
 } bowner;
 
+/* What happened to a pool in one frame (the newest it was fed), for the line that says it. */
+typedef struct bstep {
+    int frame;                  /* -1: nothing yet */
+    int alloc, share, evict, cow;
+    int let_go, held, kept, freed;      /* FREE records: still held by others, cached, free */
+    int freers[8], nfreers;             /* who let go (the first 8 owners; more: 9) */
+    int evicted[4];             /* the first blocks evicted */
+    int cow_owner, cow_from, cow_to;    /* the first copy on write (owner index, blocks) */
+} bstep;
+
 typedef struct bpool {
     int rank, id;
     char name[32];
@@ -49,6 +60,7 @@ typedef struct bpool {
     int tables;                 /* some owner has a table (an ALLOC with an index) */
     uint64_t usage, usage_max;
     int has_usage;
+    bstep st;
 } bpool;
 
 typedef struct blocks {
@@ -132,6 +144,7 @@ static bpool *pool_of(blocks *b, int rank, int id)
     memset(p, 0, sizeof *p);
     p->rank = rank;
     p->id = id;
+    p->st.frame = -1;
     snprintf(p->name, sizeof p->name, "pool %d", id);
     return p;
 }
@@ -226,6 +239,51 @@ static void take(bblock *bk, int oi)
         bk->own[bk->nown++] = oi;
 }
 
+static int seen_freer(const bstep *t, int owner)
+{
+    for (int i = 0; i < t->nfreers && i < 8; i++)
+        if (t->freers[i] == owner)
+            return 1;
+    return 0;
+}
+
+/* Count what a block record does in its frame (a new frame starts the counts afresh). */
+static void tally(bpool *p, const mlsys_mem_info *m, int frame)
+{
+    bstep *t = &p->st;
+    if (t->frame != frame) {
+        memset(t, 0, sizeof *t);
+        t->frame = frame;
+        t->cow_owner = -1;
+    }
+    switch (m->op) {
+    case MLSYS_MEM_ALLOC: t->alloc++; break;
+    case MLSYS_MEM_SHARE: t->share++; break;
+    case MLSYS_MEM_FREE:
+        t->let_go++;
+        t->held += m->refs > 0;
+        t->kept += m->refs <= 0 && m->cached;
+        t->freed += m->refs <= 0 && !m->cached;
+        if (!seen_freer(t, m->owner))
+            t->nfreers < 8 ? (void)(t->freers[t->nfreers++] = m->owner) : (void)(t->nfreers = 9);
+        break;
+    case MLSYS_MEM_EVICT:
+        if (t->evict < 4)
+            t->evicted[t->evict] = m->block;
+        t->evict++;
+        break;
+    case MLSYS_MEM_COW:
+        if (!t->cow++) {
+            t->cow_owner = m->owner;
+            t->cow_from = m->block;
+            t->cow_to = m->aux;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 static void blocks_event(void *data, const mlsys_event *e, int frame)
 {
     blocks *b = data;
@@ -278,6 +336,7 @@ static void blocks_event(void *data, const mlsys_event *e, int frame)
     if (!(bk = block_of(p, m->block)))
         return;
     int id = m->block;
+    tally(p, m, frame);
     if (m->owner >= 0 && m->op != MLSYS_MEM_EVICT)
         oi = owner_of(p, m->owner);
     bk = &p->b[id];                 /* owner_of never moves blocks, but be plain about it */
@@ -420,7 +479,7 @@ static void draw_block(grid *g, int x, int y, const bpool *p, int k, const look 
         snprintf(gl, sizeof gl, "%s", lk->ascii ? "o" : "○");
         a = GRID_PAIR(UI_PAIR_DIM);
     } else if (bk->refs >= 2) {
-        if (bk->refs > 9)
+        if (bk->refs > 99 || (bk->refs > 9 && lk->cw < 3))
             snprintf(gl, sizeof gl, "+");
         else
             snprintf(gl, sizeof gl, "%d", bk->refs);
@@ -446,6 +505,19 @@ static void draw_block(grid *g, int x, int y, const bpool *p, int k, const look 
             grid_put(g, x + c, y, gl, a);
         if (!lk->ascii && w >= 2 && bk->val < 0)
             grid_put(g, x, y, "−", a);
+        return;
+    }
+    if (bk->state == B_USED && bk->refs >= 2 && bk->nown >= 2 && w >= 2 &&
+        !(bk->evicted == lk->frame && lk->frame >= 0)) {
+        /* shared: its cells in its owners' colours (the first w of them), the count on top;
+         * selected or in flight: reversed as any block */
+        grid_attr extra = a & (GRID_UNDERLINE | GRID_BOLD | GRID_REVERSE);
+        int gw = (int)strlen(gl), at = (w - gw) / 2;
+        for (int c = 0; c < w; c++) {
+            grid_attr ca = UI_CELL_ATTR(bk->own[c % bk->nown]) | GRID_BOLD | extra;
+            char one[2] = {c >= at && c < at + gw ? gl[c - at] : ' ', 0};
+            grid_put(g, x + c, y, one, ca);
+        }
         return;
     }
     grid_fill(g, x, y, w, 1, ' ', a);
@@ -491,6 +563,66 @@ static void pool_summary(const blocks *b, const bpool *p, char *line, size_t n)
              p->nblocks, tk, bs[0] ? " (" : "", bs, bs[0] ? ")" : "", u, sh, ca, fr);
 }
 
+/* What happened to the pool in the frame shown: "in this step: 3 allocated, 2 shared (prefix
+ * hits), 4 released (2 kept cached), 1 evicted (block 5), req 2 copied block 4 to 9 on write".
+ * Empty when nothing did. */
+static void step_text(const bpool *p, int frame, char *out, size_t n)
+{
+    const bstep *t = &p->st;
+    size_t k = 0;
+    out[0] = 0;
+    if (t->frame != frame || frame < 0)
+        return;
+#define ADD(...) (k += (size_t)snprintf(out + k, k < n ? n - k : 0, __VA_ARGS__))
+    if (t->alloc)
+        ADD("%s%d allocated", k ? ", " : "", t->alloc);
+    if (t->share)
+        ADD("%s%d shared (prefix hits)", k ? ", " : "", t->share);
+    if (t->let_go) {
+        /* who let go (one owner: finished, cancelled or preempted), and what became of them */
+        const char *who = NULL;
+        for (int i = 0; i < p->no && t->nfreers == 1; i++)
+            if (p->o[i].id == t->freers[0])
+                who = p->o[i].name;
+        if (who)
+            ADD("%s%s let go of %d", k ? ", " : "", who, t->let_go);
+        else
+            ADD("%s%s%d owners let go of %d", k ? ", " : "", t->nfreers > 8 ? "over " : "",
+                t->nfreers > 8 ? 8 : t->nfreers, t->let_go);
+        const char *sep = " (";
+        if (t->held)
+            ADD("%s%d still held by others", sep, t->held), sep = ", ";
+        if (t->kept)
+            ADD("%s%d kept cached", sep, t->kept), sep = ", ";
+        if (t->freed)
+            ADD("%s%d freed", sep, t->freed), sep = ", ";
+        if (sep[0] == ',')
+            ADD(")");
+    }
+    if (t->evict) {
+        ADD("%s%d evicted (block", k ? ", " : "", t->evict);
+        for (int i = 0; i < t->evict && i < 4; i++)
+            ADD("%s %d", i ? "," : t->evict > 1 ? "s" : "", t->evicted[i]);
+        ADD("%s)", t->evict > 4 ? ", ..." : "");
+    }
+    if (t->cow) {
+        const char *who = "?";
+        for (int i = 0; i < p->no; i++)
+            if (p->o[i].id == t->cow_owner)
+                who = p->o[i].name;
+        ADD("%scopy on write: %s's block %d copied to %d", k ? ", " : "", who, t->cow_from,
+            t->cow_to);
+        if (t->cow > 1)
+            ADD(" (and %d more)", t->cow - 1);
+    }
+#undef ADD
+    if (k && k < n) {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "in this step: %s", out);
+        snprintf(out, n, "%s", tmp);
+    }
+}
+
 /* A gauge of bytes in use: "▇▇▇▇░░░ 3.8 MiB". */
 static void draw_gauge(grid *g, int x, int y, int w, const bpool *p, uint64_t max, int ascii)
 {
@@ -519,7 +651,11 @@ static int draw_tables(grid *g, int x, int y, int w, int h, const bpool *p, cons
         if (p->o[i].ntable && l > nw)
             nw = l > 12 ? 12 : l;
     }
-    for (int i = 0; i < p->no && rows < h; i++) {
+    int total = 0;
+    for (int i = 0; i < p->no; i++)
+        total += p->o[i].ntable > 0;
+    int limit = total > h && h > 1 ? h - 1 : h;     /* the last line says how many more */
+    for (int i = 0; i < p->no && rows < limit; i++) {
         const bowner *o = &p->o[i];
         if (!o->ntable)
             continue;
@@ -547,6 +683,12 @@ static int draw_tables(grid *g, int x, int y, int w, int h, const bpool *p, cons
             cx += tw + 1;
         }
         rows++;
+    }
+    if (rows < total && rows < h) {
+        char t[64];
+        snprintf(t, sizeof t, "+%d more table%s (a taller terminal shows them)",
+                 total - rows, total - rows == 1 ? "" : "s");
+        view_put_clipped(g, x, y + rows++, w, t, GRID_DIM);
     }
     return rows;
 }
@@ -593,7 +735,7 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
     if (b->sel_block >= sp->nblocks)
         b->sel_block = sp->nblocks > 0 ? sp->nblocks - 1 : 0;
     /* the legend: only what this picture has */
-    int any_val = 0, any_shared = 0, any_cached = 0, any_free = 0, any_busy = 0, any_tables = 0;
+    int max_refs = 0, any_big = 0, any_val = 0, any_shared = 0, any_cached = 0, any_free = 0, any_busy = 0, any_tables = 0;
     for (int i = 0; i < b->np; i++) {
         const bpool *p = &b->p[i];
         any_tables |= p->tables;
@@ -601,6 +743,9 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
             const bblock *bk = &p->b[k];
             any_val |= bk->has_val && bk->state == B_USED;
             any_shared |= bk->refs >= 2 && bk->state == B_USED;
+            any_big |= bk->refs > 9 && bk->state == B_USED;
+            if (bk->state == B_USED && bk->refs > max_refs)
+                max_refs = bk->refs;
             any_cached |= bk->state == B_CACHED;
             any_free |= bk->state == B_FREE;
             any_busy |= bk->busy;
@@ -618,7 +763,7 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
             "−: negative)", mx);
     }
     if (any_shared)
-        LEG("%s2: shared by 2", sep);
+        LEG("%s%d: shared by %d", sep, any_big ? max_refs : 2, any_big ? max_refs : 2);
     if (any_cached)
         LEG("%s%s cached", sep, lk.ascii ? "o" : "○");
     if (any_free)
@@ -646,11 +791,27 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
      * under a title line per pool */
     int compact = avail / maxn >= 2 || (maxn <= avail && avail / maxn >= 1);
     lk.cw = compact ? (avail / maxn >= 4 ? 4 : avail / maxn >= 3 ? 3 : avail / maxn) : 2;
+    if (compact && lk.cw < 3 && any_big) {   /* two-digit counts: rows of blocks instead */
+        compact = 0;
+        lk.cw = 2;
+    }
     int per_row = compact ? maxn : (mw - 2) / lk.cw;
     if (per_row < 1)
         per_row = 1;
-    int bottom = y + h - 1;             /* the selected block's line */
+    int sel_y = y + h - 1;              /* the selected block's line */
+    /* above it, for a cache of tokens (a KV cache), what happened in this step */
+    int bottom = sp->tables && sp->tokens > 0 && h >= 8 ? sel_y - 1 : sel_y;
     int below_tables = any_tables && sp->tables && !side;
+    if (!compact && (mw - 2) / 3 >= 1) {
+        /* three columns a block (two-digit reference counts) when the rows still fit */
+        int per3 = (mw - 2) / 3, need = 0;
+        for (int i = 0; i < b->np; i++)
+            need += 1 + (b->p[i].nblocks + per3 - 1) / per3;
+        if (y + 3 + need <= bottom - (below_tables ? 3 : 0)) {
+            lk.cw = 3;
+            per_row = per3;
+        }
+    }
     int cy = y + 3;
     if (b->top > b->sel_pool)
         b->top = b->sel_pool;
@@ -719,7 +880,7 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         snprintf(line, sizeof line, "block tables of %s", lab);
         if (side) {
             int sx = x + w - side;
-            grid_vline(g, sx - 1, y + 2, h - 3, GRID_PAIR(UI_PAIR_DIM));
+            grid_vline(g, sx - 1, y + 2, bottom - y - 2, GRID_PAIR(UI_PAIR_DIM));
             view_put_clipped(g, sx + 1, y + 2, side - 1, line, GRID_BOLD);
             draw_tables(g, sx + 1, y + 3, side - 1, bottom - y - 3, sp, &lk);
         } else if (cy + 1 < bottom) {
@@ -742,9 +903,13 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         char lab[64], who[96] = "", v[32] = "";
         pool_label(b, sp, lab, sizeof lab);
         size_t wu = 0;
-        for (int i = 0; i < bk->nown && wu < sizeof who; i++)
+        /* every owner by name up to four; more: three by name and how many others */
+        int names = bk->refs > 4 && bk->nown > 3 ? 3 : bk->nown;
+        for (int i = 0; i < names && wu < sizeof who; i++)
             wu += (size_t)snprintf(who + wu, sizeof who - wu, "%s%s", i ? ", " : "",
                                    sp->o[bk->own[i]].name);
+        if (bk->refs > names && names && wu < sizeof who)
+            snprintf(who + wu, sizeof who - wu, " and %d more", bk->refs - names);
         if (bk->has_val) {
             char t[24];
             view_fmt_value(bk->val, t, sizeof t);
@@ -757,19 +922,27 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
                      bk->busy ? ", in flight" : "", bk->evicted == lk.frame && lk.frame >= 0 ?
                      " (evicted from the cache in this step and given to it)" : "");
         else
-            snprintf(line, sizeof line, "%s, block %d: %s%s", lab, b->sel_block,
-                     st[bk->state % 3], v);
+            snprintf(line, sizeof line, "%s, block %d: %s%s%s", lab, b->sel_block,
+                     st[bk->state % 3], v, bk->state == B_CACHED ? " (nobody holds it; its "
+                     "contents stay for a prefix hit until it is evicted)" :
+                     bk->evicted == lk.frame && lk.frame >= 0 ? " (evicted from the cache in "
+                     "this step)" : "");
         if (bk->refs >= 2) {
             size_t l = strlen(line);
             snprintf(line + l, sizeof line - l, " (%d references)", bk->refs);
         }
-        view_put_clipped(g, x, bottom, w, line, 0);
+        view_put_clipped(g, x, sel_y, w, line, 0);
+        if (bottom < sel_y) {
+            step_text(sp, lk.frame, line, sizeof line);
+            view_put_clipped(g, x, bottom, w, line, sp->st.evict || sp->st.cow ?
+                             GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM);
+        }
     } else if (sp->has_usage) {
         char lab[64], t[32];
         pool_label(b, sp, lab, sizeof lab);
         view_fmt_bytes(sp->usage, t, sizeof t);
         snprintf(line, sizeof line, "%s: %s in use", lab, t);
-        view_put_clipped(g, x, bottom, w, line, 0);
+        view_put_clipped(g, x, sel_y, w, line, 0);
     }
     grid_unclip(g);
 }
@@ -811,14 +984,15 @@ static const ui_key_help blocks_keys[] = {
 static const char *const *blocks_notes(int ascii)
 {
     static const char *const utf8[] = {
-        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
-        "is a block shared by that many owners; ○ cached (free, contents kept), · free, x evicted "
-        "in this step, * in a block table: copied on write in this step.",
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a number "
+        "is a block shared by that many owners (in its first owners' colours); ○ cached (free, "
+        "contents kept), · free, x evicted in this step, * in a block table: copied on write in "
+        "this step.",
         "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "
         "see a block before it changed.", NULL
     };
     static const char *const plain[] = {
-        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a digit "
+        "A block is lettered and coloured by its owner (a sequence, a bucket, a tensor); a number "
         "is a block shared by that many owners; o cached (free, contents kept), . free, x evicted "
         "in this step, * in a block table: copied on write in this step.",
         "Blocks with a value are shaded by it on one scale for the whole run. Step back (b) to "

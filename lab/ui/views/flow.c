@@ -233,6 +233,8 @@ static void flow_event(void *data, const mlsys_event *e, int frame)
         f->phase_frame = frame;
         return;
     }
+    case MLSYS_FLOW_STEP:       /* an engine's step in numbers: the serve view's */
+        return;
     default:
         break;
     }
@@ -316,10 +318,11 @@ static void draw_curve(grid *g, int x, int y, int w, int h, const series *s, int
 static const char *what_word(int what, int count)
 {
     static const char *const one[] = {"role", "phase", "sequence", "log-probs", "rewards",
-                                      "values", "advantages", "gradients", "weights", "request"};
+                                      "values", "advantages", "gradients", "weights", "request",
+                                      "step"};
     static const char *const many[] = {"roles", "phases", "sequences", "log-probs", "rewards",
                                        "values", "advantages", "gradients", "weights",
-                                       "requests"};
+                                       "requests", "steps"};
     if (what < 0 || what >= MLSYS_FLOW_WHAT_COUNT)
         return "?";
     return count == 1 ? one[what] : many[what];

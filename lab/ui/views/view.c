@@ -10,7 +10,7 @@
 
 const view_class *const view_classes[] = {
     &view_ring_class, &view_log_class, &view_plot_class, &view_timeline_class,
-    &view_blocks_class, &view_flow_class, NULL
+    &view_blocks_class, &view_flow_class, &view_serve_class, NULL
 };
 
 int view_count(void)

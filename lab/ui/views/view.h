@@ -119,7 +119,7 @@ int view_parse_rank_values(const char *line, int *rank, double *out, int max);
 const char *view_line_rank(const char *line, int *rank);
 
 extern const view_class view_ring_class, view_log_class, view_plot_class, view_timeline_class;
-extern const view_class view_blocks_class, view_flow_class;
+extern const view_class view_blocks_class, view_flow_class, view_serve_class;
 /* How many views there are (view_classes without its NULL). */
 int view_count(void);
 

@@ -1,0 +1,137 @@
+/* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the same engine behind
+ * the OpenAI-compatible HTTP server of core/serve/ (127.0.0.1 unless an address is given;
+ * port 0 takes a free one). It prints the URL and a ready line, serves until SIGINT or
+ * SIGTERM, drains the requests in flight within --drain-timeout and exits 0. Headless it
+ * runs in the runner's own process (before the ranks); in the front end, in the rank, with
+ * the engine's events for the views (the launcher's stop then bounds the drain). */
+#include "ch08.h"
+#include "../../core/serve/http.h"
+#include "../../core/nn/nn.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* "8000", "0.0.0.0:8000", "localhost:0" -> addr, port. 0, or -1. */
+static int split_addr(const char *spec, char *addr, size_t n, int *port)
+{
+    const char *colon = strrchr(spec, ':');
+    const char *p = colon ? colon + 1 : spec;
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (!*p || *end || v < 0 || v > 65535)
+        return -1;
+    *port = (int)v;
+    if (colon && colon > spec)
+        snprintf(addr, n, "%.*s", (int)(colon - spec), spec);
+    else
+        snprintf(addr, n, "127.0.0.1");
+    return 0;
+}
+
+int ch08_serve_here(void)
+{
+    /* the front end runs before() with stdout in a memfd it reads afterwards: a server that
+     * never returns must not run there, but in the lab's rank (events for the live views) */
+    char link[256];
+    ssize_t n = readlink("/proc/self/fd/1", link, sizeof link - 1);
+    if (n <= 0)
+        return 1;
+    link[n] = 0;
+    return strstr(link, "memfd:") == NULL;
+}
+
+int ch08_serve(const lab_args *a, mlsys_comm *comm)
+{
+    const char *me = "mlsys-lab: ch08/minimal-inference-server";
+    char err[512], addr[256], mpath[4096], tpath[4096], dpath[4096];
+    int port;
+    if (!srv_available(err, sizeof err)) {
+        fprintf(stderr, "%s: --serve: %s\n", me, err);
+        return 2;
+    }
+    if (split_addr(lab_arg_str(a, "serve"), addr, sizeof addr, &port)) {
+        fprintf(stderr, "%s: --serve %s: expected [ADDR:]PORT with PORT in 0..65535\n", me,
+                lab_arg_str(a, "serve"));
+        return 2;
+    }
+    int k = (int)lab_arg_int(a, "speculative");
+    llm_config c, dc;
+    llm_weights w, dw;
+    llm_tokenizer t;
+    memset(&dw, 0, sizeof dw);
+    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
+    common_asset_path(lab_arg_str(a, "tokenizer"), tpath, sizeof tpath);
+    if (llm_checkpoint_read(mpath, &c, &w, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", me, err);
+        return 2;
+    }
+    if (llm_tokfile_read(tpath, c.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", me, err);
+        llm_weights_free(&w);
+        return 2;
+    }
+    int rc = 2;
+    if (k > 0) {
+        /* greedy requests must get the target's own greedy tokens: a verify forward of k + 1
+         * rows must compute each row as a one-row forward would, which the batch-invariant
+         * GEMM guarantees and BLAS does not (MLSYS_GEMM picks another kernel on purpose) */
+        if (!getenv("MLSYS_GEMM"))
+            nn_set_gemm_kernel(NN_GEMM_INVARIANT);
+        common_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
+        if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err)) {
+            fprintf(stderr, "%s: --speculative: %s\n", me, err);
+            goto out;
+        }
+    }
+    int seqs = (int)lab_arg_int(a, "max-num-seqs");
+    if (seqs == 0)
+        seqs = 16;
+    srv_opts o = {
+        .addr = addr, .port = port,
+        .api_key = lab_arg_str(a, "api-key"),
+        .model_name = lab_arg_str(a, "served-model-name"),
+        .engine = {
+            .max_num_seqs = seqs,
+            .max_num_batched_tokens = (int)lab_arg_int(a, "max-num-batched-tokens"),
+            .block_size = (int)lab_arg_int(a, "block-size"),
+            .n_blocks = (int)lab_arg_int(a, "kv-blocks"),
+            .comm = comm,
+        },
+        .speculative_k = k, .draft_c = k > 0 ? &dc : NULL, .draft_w = k > 0 ? &dw : NULL,
+    };
+    if (o.engine.max_num_batched_tokens < seqs)
+        o.engine.max_num_batched_tokens = seqs;
+    srv_server *s = srv_start(&c, &w, &t, &o, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "%s: --serve: %s\n", me, err);
+        goto out;
+    }
+    printf("Serving %s (dim %d, %d layers, context %d) as model \"%s\": continuous batching, "
+           "%d sequences per step, %s GEMM%s\n", mpath, c.dim, c.n_layers, c.seq_len,
+           o.model_name, seqs, nn_gemm_kernel_name(nn_get_gemm_kernel()),
+           o.api_key ? ", bearer key required" : "");
+    if (k > 0)
+        printf("Speculative decoding with %s, k = %d: requests are decoded one at a time "
+               "(not batched)\n", dpath, k);
+    printf("URL: http://%s:%d/v1  (GET /health, GET /metrics, GET /v1/models, "
+           "POST /v1/completions, POST /v1/chat/completions)\n", addr, srv_port(s));
+    printf("ready: listening on %s:%d (Ctrl-C or SIGTERM: drain and exit)\n", addr,
+           srv_port(s));
+    fflush(stdout);
+    double drain = lab_arg_double(a, "drain-timeout");
+    int sig = srv_run_until_signal(s, drain);
+    printf("signal %d: stopped accepting; draining the requests in flight (at most %g s)\n",
+           sig, drain);
+    fflush(stdout);
+    srv_stop(s);
+    printf("stopped cleanly\n");
+    fflush(stdout);
+    rc = 0;
+out:
+    if (k > 0)
+        llm_weights_free(&dw);
+    llm_tokenizer_free(&t);
+    llm_weights_free(&w);
+    return rc;
+}

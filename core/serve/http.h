@@ -1,0 +1,44 @@
+/* http.h - the server room: the serving engine (core/llm/serve.h) behind an OpenAI-compatible
+ * HTTP API on libmicrohttpd. One engine thread runs the engine loop; HTTP handler threads
+ * parse a request into an engine request, hand it over through a queue and stream the tokens
+ * back. No curses, no chapter knowledge: ch08's --serve and the tests build on this header. */
+#ifndef MLSYS_SERVE_HTTP_H
+#define MLSYS_SERVE_HTTP_H
+
+#include "../llm/serve.h"
+
+typedef struct srv_opts {
+    const char *addr;             /* IPv4 address or host name to listen on (NULL: 127.0.0.1) */
+    int port;                     /* 0: a free port the kernel picks (srv_port says which) */
+    const char *api_key;          /* NULL: none; else /v1/... need "Authorization: Bearer KEY" */
+    const char *model_name;       /* the id of /v1/models and the "model" requests must name */
+    size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
+    int max_connections;          /* 0: 512 */
+    llm_serve_opts engine;        /* the engine's options (tok is set from the tokenizer) */
+    int speculative_k;            /* 0: off; K: every request decoded speculatively with the
+                                     draft below, one request at a time */
+    const llm_config *draft_c;    /* the draft model (same vocabulary and context) */
+    const llm_weights *draft_w;
+    int log_requests;             /* 1: one line per request on stderr */
+} srv_opts;
+
+typedef struct srv_server srv_server;
+
+/* 1 when this build has the HTTP server (libmicrohttpd and cJSON), else 0 and why in err. */
+int srv_available(char *err, size_t errlen);
+/* Start the engine thread and the HTTP daemon. c, w, t (and the draft) are borrowed and must
+ * outlive the server. NULL with err (a bad address, a port in use, bad engine options). */
+srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
+                      const srv_opts *o, char *err, size_t errlen);
+int srv_port(const srv_server *s);
+/* Stop accepting work (new requests get 503), let the requests in flight finish for at most
+ * drain_s seconds, cancel what is left. Returns the requests cancelled that way. */
+int srv_drain(srv_server *s, double drain_s);
+/* Stop the daemon and the engine thread and free everything (call srv_drain first for a
+ * clean end: requests still in flight are cancelled). */
+void srv_stop(srv_server *s);
+/* Block until SIGINT or SIGTERM (installs the handlers), then srv_drain(drain_s). Returns
+ * the signal number. */
+int srv_run_until_signal(srv_server *s, double drain_s);
+
+#endif

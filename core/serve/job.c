@@ -1,0 +1,114 @@
+/* job.c - one request in flight between an HTTP handler thread and the engine thread: the
+ * output text the engine appends, the final reason, the times, and a condition variable the
+ * handler waits on. Two references (HTTP side, engine side); the last release frees it. */
+#include "srv_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial)
+{
+    srv_job *j = mlsys_xcalloc(1, sizeof *j);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    j->refs = 1;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->prompt = prompt;
+    j->n_prompt = n_prompt;
+    j->serial = serial;
+    j->engine_id = -1;
+    j->finish = LLM_FINISH_NONE;
+    return j;
+}
+
+void srv_job_unref(srv_job *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0)
+        return;
+    srv_req_free(&j->req);
+    free(j->prompt);
+    free(j->text);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
+                     int n_cached)
+{
+    double now = mlsys_now_s();
+    pthread_mutex_lock(&j->mu);
+    if (text && len > 0) {
+        if (j->len + (size_t)len + 1 > j->cap) {
+            size_t cap = (j->len + (size_t)len + 1) * 2;
+            char *t = mlsys_xmalloc(cap);
+            if (j->len)
+                memcpy(t, j->text, j->len);
+            free(j->text);
+            j->text = t;
+            j->cap = cap;
+        }
+        memcpy(j->text + j->len, text, (size_t)len);
+        j->len += (size_t)len;
+        j->text[j->len] = 0;
+    }
+    if (n_out > j->n_out) {
+        if (j->n_out == 0)
+            j->t_first = now;
+        j->n_out = n_out;
+    }
+    if (finish != LLM_FINISH_NONE && !j->done) {
+        j->finish = finish;
+        j->done = 1;
+        j->t_final = now;
+        j->n_cached = n_cached;
+    }
+    /* a non-streamed answer's thread waits for the end only: waking it at every token
+     * would cost a context switch per token per request, on the engine thread's cores */
+    if (j->done || j->req.stream)
+        pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_fail(srv_job *j, const char *err)
+{
+    pthread_mutex_lock(&j->mu);
+    j->failed = 1;
+    snprintf(j->err, sizeof j->err, "%s", err);
+    j->finish = LLM_FINISH_ERROR;
+    j->done = 1;
+    j->t_final = mlsys_now_s();
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+int srv_job_wait(srv_job *j, size_t have, double timeout_s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ns = ts.tv_nsec + (long)(timeout_s * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_mutex_lock(&j->mu);
+    int rc = 0;
+    while (!j->done && j->len <= have) {
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    rc = j->done || j->len > have;
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}

@@ -1,0 +1,303 @@
+/* loop.c - the engine thread: the only thread that drives the engine. HTTP handler threads
+ * push jobs onto a queue (and raise cancel flags); each turn the loop takes the queue in,
+ * submits plain requests to the batched engine (JSON-mode and speculative ones go to the
+ * side decoder, one at a time), forwards cancellations, runs one engine step and one side
+ * round, and sleeps on a condition variable when there is nothing to do. */
+#include "srv_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct srv_loop {
+    llm_serve *eng;
+    srv_side *side;
+    int spec;                     /* every request goes to the side decoder */
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_job *qhead, *qtail;       /* handed over, not taken in yet */
+    int wake, stop, in_flight, cancel_all;
+    srv_job *active;              /* engine thread only: taken in, not finished */
+    srv_job *sq_head, *sq_tail;   /* engine thread only: side jobs waiting their turn */
+    int side_running, side_waiting;   /* written by the engine thread, read by /metrics */
+};
+
+static void active_add(srv_loop *l, srv_job *j)
+{
+    j->aprev = NULL;
+    j->anext = l->active;
+    if (l->active)
+        l->active->aprev = j;
+    l->active = j;
+}
+
+/* j got its final event: it leaves the loop (the loop's reference goes). */
+static void job_done(srv_loop *l, srv_job *j)
+{
+    if (j->aprev)
+        j->aprev->anext = j->anext;
+    else if (l->active == j)
+        l->active = j->anext;
+    if (j->anext)
+        j->anext->aprev = j->aprev;
+    j->anext = j->aprev = NULL;
+    pthread_mutex_lock(&l->mu);
+    l->in_flight--;
+    pthread_mutex_unlock(&l->mu);
+    srv_job_unref(j);
+}
+
+static void on_event(void *u, const llm_serve_event *ev)
+{
+    srv_job *j = u;
+    srv_job_deliver(j, ev->text, ev->text_len, ev->n_out, ev->finish,
+                    ev->st ? ev->st->n_cached : 0);
+    if (ev->finish != LLM_FINISH_NONE)
+        job_done(j->loop, j);
+}
+
+static void submit(srv_loop *l, srv_job *j)
+{
+    const char *stops[LLM_MAX_STOP];
+    for (int i = 0; i < j->req.n_stop; i++)
+        stops[i] = j->req.stop[i];
+    llm_request r = {
+        .prompt = j->prompt, .n_prompt = j->n_prompt, .max_tokens = j->max_tokens,
+        .temperature = (float)j->req.temperature, .top_p = (float)j->req.top_p,
+        .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
+        .ignore_eos = j->req.ignore_eos, .on_event = on_event, .u = j,
+    };
+    char err[256];
+    j->t_submit = mlsys_now_s();
+    int id = llm_serve_submit(l->eng, &r, err, sizeof err);
+    if (id < 0) {
+        srv_job_fail(j, err);
+        job_done(l, j);
+        return;
+    }
+    j->engine_id = id;
+}
+
+static int cancelled(srv_job *j)
+{
+    return __atomic_load_n(&j->cancel, __ATOMIC_ACQUIRE);
+}
+
+/* Cancel flags raised by handler threads reach the engine (or drop a waiting side job). */
+static void forward_cancels(srv_loop *l)
+{
+    for (srv_job *j = l->active, *nx; j; j = nx) {
+        nx = j->anext;
+        if (!cancelled(j) || j->cancel_sent)
+            continue;
+        if (j->engine_id >= 0) {
+            llm_serve_cancel(l->eng, j->engine_id);
+            j->cancel_sent = 1;
+        }
+    }
+    srv_job **pp = &l->sq_head, *prev = NULL;
+    while (*pp) {
+        srv_job *j = *pp;
+        if (cancelled(j)) {
+            *pp = j->qnext;
+            if (l->sq_tail == j)
+                l->sq_tail = prev;
+            srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
+            job_done(l, j);
+        } else {
+            prev = j;
+            pp = &j->qnext;
+        }
+    }
+}
+
+static void side_turn(srv_loop *l)
+{
+    if (!srv_side_current(l->side) && l->sq_head) {
+        srv_job *j = l->sq_head;
+        l->sq_head = j->qnext;
+        if (!l->sq_head)
+            l->sq_tail = NULL;
+        j->t_submit = mlsys_now_s();
+        if (srv_side_begin(l->side, j) != 0) {
+            job_done(l, j);
+            return;
+        }
+    }
+    srv_job *cur = srv_side_current(l->side);
+    if (cur && srv_side_advance(l->side) == 0)
+        job_done(l, cur);
+}
+
+static void *loop_main(void *arg)
+{
+    srv_loop *l = arg;
+    for (;;) {
+        int busy = llm_serve_has_work(l->eng) || srv_side_current(l->side) || l->sq_head;
+        pthread_mutex_lock(&l->mu);
+        while (!busy && !l->stop && !l->qhead && !l->wake) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 100000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+                break;
+        }
+        srv_job *in = l->qhead;
+        l->qhead = l->qtail = NULL;
+        l->wake = 0;
+        int stop = l->stop, all = l->cancel_all;
+        pthread_mutex_unlock(&l->mu);
+        for (srv_job *j = in, *nx; j; j = nx) {
+            nx = j->qnext;
+            j->qnext = NULL;
+            active_add(l, j);
+            if (l->spec || j->req.json_mode) {
+                if (l->sq_tail)
+                    l->sq_tail->qnext = j;
+                else
+                    l->sq_head = j;
+                l->sq_tail = j;
+            } else {
+                submit(l, j);
+            }
+        }
+        if (stop)
+            break;
+        for (srv_job *j = l->active; all && j; j = j->anext)
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
+        forward_cancels(l);
+        side_turn(l);
+        int sw = 0;
+        for (srv_job *j = l->sq_head; j; j = j->qnext)
+            sw++;
+        __atomic_store_n(&l->side_running, srv_side_current(l->side) != NULL, __ATOMIC_RELAXED);
+        __atomic_store_n(&l->side_waiting, sw, __ATOMIC_RELAXED);
+        if (llm_serve_has_work(l->eng) && llm_serve_step(l->eng, NULL) < 0)
+            fprintf(stderr, "mlsys-lab serve: an engine step failed; its requests got an "
+                    "error\n");
+    }
+    /* the end: whatever is left gets its final event (cancelled) */
+    srv_job *cur = srv_side_current(l->side);
+    if (cur) {
+        __atomic_store_n(&cur->cancel, 1, __ATOMIC_RELEASE);
+        while (srv_side_advance(l->side) != 0)
+            ;
+        job_done(l, cur);
+    }
+    for (srv_job *j = l->active; j; j = j->anext)
+        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
+    forward_cancels(l);
+    llm_serve_free(l->eng);
+    l->eng = NULL;
+    return NULL;
+}
+
+srv_loop *srv_loop_start(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
+                         const srv_opts *o, char *err, size_t errlen)
+{
+    srv_loop *l = mlsys_xcalloc(1, sizeof *l);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    llm_serve_opts eo = o->engine;
+    eo.tok = t;
+    l->spec = o->speculative_k > 0;
+    l->eng = llm_serve_create(c, w, &eo, err, errlen);
+    if (l->eng)
+        l->side = srv_side_create(c, w, t, o->speculative_k, o->draft_c, o->draft_w, err,
+                                  errlen);
+    if (!l->eng || !l->side || pthread_create(&l->th, NULL, loop_main, l) != 0) {
+        if (l->eng && l->side)
+            snprintf(err, errlen, "cannot start the engine thread");
+        srv_loop_stop(l);
+        return NULL;
+    }
+    l->started = 1;
+    return l;
+}
+
+void srv_loop_submit(srv_loop *l, srv_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    j->loop = l;
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&l->mu);
+    if (l->qtail)
+        l->qtail->qnext = j;
+    else
+        l->qhead = j;
+    l->qtail = j;
+    l->in_flight++;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void srv_loop_cancel(srv_loop *l, srv_job *j)
+{
+    __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&l->mu);
+    l->wake = 1;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void srv_loop_cancel_all(srv_loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->cancel_all = 1;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int srv_loop_in_flight(srv_loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int n = l->in_flight;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side)
+{
+    llm_serve_metrics_get(l->eng, m);
+    srv_side_stats_get(l->side, side);
+    side->running = __atomic_load_n(&l->side_running, __ATOMIC_RELAXED);
+    side->waiting = __atomic_load_n(&l->side_waiting, __ATOMIC_RELAXED);
+}
+
+void srv_loop_stop(srv_loop *l)
+{
+    if (!l)
+        return;
+    if (l->started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_signal(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->th, NULL);
+    }
+    /* jobs handed over after the thread's last turn */
+    for (srv_job *j = l->qhead, *nx; j; j = nx) {
+        nx = j->qnext;
+        srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
+        srv_job_unref(j);
+    }
+    if (l->eng)
+        llm_serve_free(l->eng);
+    srv_side_free(l->side);
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}

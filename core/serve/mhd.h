@@ -1,0 +1,37 @@
+/* mhd.h - what the two libmicrohttpd files share (only with HAVE_MHD): a connection's
+ * state, the replies, and the completion handler. mhd.c: the daemon, the routes, the body
+ * and the end of a connection; mhd_answer.c: a completion answered whole or streamed. */
+#ifndef MLSYS_SERVE_MHD_H
+#define MLSYS_SERVE_MHD_H
+
+#include "srv_internal.h"
+
+#include <microhttpd.h>
+
+/* One connection's request, from its first byte to its end (mhd.c's on_completed). */
+typedef struct conn_ctx {
+    srv_server *s;
+    char *body;
+    size_t n, cap;
+    int too_large, status;
+    srv_job *job;
+    int fd;
+    /* streaming */
+    size_t sent;                  /* bytes of the job's text sent */
+    int first_sent, final_sent;
+    char *pend;                   /* an event not yet copied out whole */
+    size_t pend_n, pend_off;
+    double t_recv;
+} conn_ctx;
+
+/* A response from a malloc'd body (taken), counted by status. */
+enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
+                          const char *ctype, char *body);
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, conn_ctx *cx, int status,
+                                const char *msg, const char *param);
+/* POST /v1/completions or /v1/chat/completions with the whole body in cx: the job made,
+ * handed to the engine, then answered whole (waiting, the client's socket watched) or as a
+ * stream of server-sent events. */
+enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind kind);
+
+#endif

@@ -1,0 +1,180 @@
+/* mhd_answer.c - a completion request at its end, on libmicrohttpd: the job made and handed
+ * to the engine thread, then the answer whole (the handler thread waits on the job, polling
+ * the client's socket between tokens: a client gone is cancelled at once) or streamed as
+ * server-sent events (one event per batch of new text, a final chunk, then [DONE]). */
+#include "srv_internal.h"
+
+#ifdef HAVE_MHD
+#include "mhd.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The client closed its end (or the socket failed). */
+static int client_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
+                          const char *ctype, char *body)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (status == 401)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    cx->status = status;
+    srv_count(cx->s, status);
+    return ret;
+}
+
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, conn_ctx *cx, int status,
+                                const char *msg, const char *param)
+{
+    return srv_reply(c, cx, status, "application/json", srv_resp_error(status, msg, param));
+}
+
+/* ---- a streamed completion: one event per batch of new text, then [DONE] ---- */
+
+static void pend_set(conn_ctx *cx, char *ev)
+{
+    free(cx->pend);
+    cx->pend = ev;
+    cx->pend_n = strlen(ev);
+    cx->pend_off = 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    conn_ctx *cx = cls;
+    srv_job *j = cx->job;
+    srv_server *s = cx->s;
+    (void)pos;
+    for (;;) {
+        if (cx->pend && cx->pend_off < cx->pend_n) {
+            size_t k = cx->pend_n - cx->pend_off;
+            if (k > max)
+                k = max;
+            memcpy(buf, cx->pend + cx->pend_off, k);
+            cx->pend_off += k;
+            return (ssize_t)k;
+        }
+        if (cx->final_sent)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&j->mu);
+        size_t len = j->len;
+        int done = j->done, failed = j->failed;
+        char *text = NULL;
+        if (len > cx->sent) {
+            text = mlsys_xmalloc(len - cx->sent);
+            memcpy(text, j->text + cx->sent, len - cx->sent);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (!cx->first_sent || text) {
+            pend_set(cx, srv_resp_chunk(j, s->model_name, s->created, text, len - cx->sent,
+                                        !cx->first_sent, 0));
+            cx->first_sent = 1;
+            cx->sent = len;
+            free(text);
+            continue;
+        }
+        if (done) {
+            char *ev = failed ? NULL : srv_resp_chunk(j, s->model_name, s->created, NULL, 0,
+                                                       0, 1);
+            if (failed) {
+                char *e = srv_resp_error(400, j->err, "");
+                ev = mlsys_xmalloc(strlen(e) + 16);
+                sprintf(ev, "data: %s\n\n", e);
+                free(e);
+            }
+            char *all = mlsys_xmalloc(strlen(ev) + 16);
+            sprintf(all, "%sdata: [DONE]\n\n", ev);
+            free(ev);
+            pend_set(cx, all);
+            cx->final_sent = 1;
+            continue;
+        }
+        if (!srv_job_wait(j, cx->sent, 0.05) && client_gone(cx->fd))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+/* ---- a completion request at its end ---- */
+enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind kind)
+{
+    srv_server *s = cx->s;
+    char *body = NULL;
+    int rc = srv_make_job(s, kind, cx->body, cx->n, &cx->job, &body);
+    if (rc)
+        return srv_reply(c, cx, rc, "application/json", body);
+    srv_job *j = cx->job;
+    j->t_recv = cx->t_recv;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    cx->fd = ci ? ci->connect_fd : -1;
+    srv_loop_submit(s->loop, j);
+    if (j->req.stream) {
+        cx->first_sent = kind != SRV_CHAT;     /* only a chat stream opens with the role */
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+                                                                   stream_read, cx, NULL);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        cx->status = 200;
+        srv_count(s, 200);
+        return ret;
+    }
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int done = j->done;
+        pthread_mutex_unlock(&j->mu);
+        if (done)
+            break;
+        if (!srv_job_wait(j, (size_t)-1, 0.05) && client_gone(cx->fd))
+            return MHD_NO;          /* completed() cancels it */
+    }
+    if (j->failed)
+        return srv_reply_error(c, cx, 400, j->err, "");
+    if (j->finish == LLM_FINISH_ERROR)
+        return srv_reply_error(c, cx, 500, "the engine failed on this request", "");
+    char *out = srv_resp_full(j, s->model_name, s->created);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(out), out,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(out);
+        return MHD_NO;
+    }
+    double engine = j->t_final - j->t_submit, server = mlsys_now_s() - cx->t_recv;
+    char v[32];
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    snprintf(v, sizeof v, "%.4f", engine * 1e3);
+    MHD_add_response_header(r, "X-Mlsys-Engine-Ms", v);
+    snprintf(v, sizeof v, "%.4f", server * 1e3);
+    MHD_add_response_header(r, "X-Mlsys-Server-Ms", v);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    cx->status = 200;
+    srv_count(s, 200);
+    pthread_mutex_lock(&s->mu);
+    s->http.overhead_sum += server - engine;
+    s->http.overhead_count++;
+    pthread_mutex_unlock(&s->mu);
+    return ret;
+}
+
+#endif

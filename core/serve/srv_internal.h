@@ -1,0 +1,162 @@
+/* srv_internal.h - what the files of the server room share: a parsed request (req_parse.c),
+ * a job, the channel between one HTTP handler thread and the engine thread (job.c), the
+ * engine loop (loop.c), the one-at-a-time decoders for JSON and speculative requests
+ * (side.c), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
+ * (mhd.c). */
+#ifndef MLSYS_SERVE_INTERNAL_H
+#define MLSYS_SERVE_INTERNAL_H
+
+#include "http.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- req_parse.c: an OpenAI request body into a request ---- */
+typedef enum { SRV_COMPLETION, SRV_CHAT } srv_kind;
+typedef struct srv_req {
+    srv_kind kind;
+    char *prompt;                 /* the text to continue (chat: the messages, one a line) */
+    int max_tokens;               /* -1 when not given */
+    double temperature, top_p;
+    int top_k;
+    int has_seed;
+    uint64_t seed;
+    int n_stop;
+    char stop[LLM_MAX_STOP][LLM_MAX_STOP_LEN + 1];
+    int stream, include_usage, json_mode, ignore_eos;
+} srv_req;
+/* 0, or the HTTP status (400 bad JSON, types or values; 404 unknown model) with the message
+ * in err and the offending field in param (may be ""). r is filled only on 0 (free it with
+ * srv_req_free); nothing stays allocated otherwise. */
+int srv_req_parse(const char *body, size_t n, srv_kind kind, const char *model_name,
+                  srv_req *r, char *err, size_t errlen, char *param, size_t paramlen);
+void srv_req_free(srv_req *r);
+
+/* ---- job.c: one request in flight ----
+ * Two owners: the HTTP side (until its response is gone) and the engine side (until the
+ * final event); the last one to let go frees it. */
+typedef struct srv_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    srv_req req;
+    int *prompt, n_prompt, max_tokens;
+    uint64_t seed;
+    long serial;                  /* the server's request number (the response id) */
+    /* output, appended by the engine thread */
+    char *text;
+    size_t len, cap;
+    int n_out, done;
+    llm_finish finish;
+    int cancel;                   /* the HTTP side gave up (client gone, shutdown) */
+    int failed;                   /* the engine refused it: err */
+    char err[256];
+    /* times (mlsys_now_s): received in full, handed to the engine, first token, final */
+    double t_recv, t_submit, t_first, t_final;
+    int n_cached;
+    /* engine side */
+    int engine_id;                /* -1 until submitted, or for a side job */
+    int cancel_sent;
+    void *loop;                   /* the srv_loop it was handed to */
+    struct srv_job *qnext;        /* the submission queue */
+    struct srv_job *anext, *aprev;   /* the engine thread's list of jobs in flight */
+} srv_job;
+srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial);  /* takes both */
+void srv_job_unref(srv_job *j);
+/* The engine side delivers output (text may be NULL); finish != NONE ends the job. */
+void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
+                     int n_cached);
+void srv_job_fail(srv_job *j, const char *err);
+/* Wait until the job has output past `have` bytes (a streamed job), or is done, or timeout_s
+ * passes (have = (size_t)-1: the end only).
+ * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
+int srv_job_wait(srv_job *j, size_t have, double timeout_s);
+
+/* ---- side.c: requests the batched engine cannot run, decoded one at a time ---- */
+typedef struct srv_side srv_side;
+/* spec_k > 0: speculative decoding with the draft; the JSON mask is always there. */
+srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
+                          int spec_k, const llm_config *dc, const llm_weights *dw, char *err,
+                          size_t errlen);
+void srv_side_free(srv_side *sd);
+/* Start job j (the side holds one at a time). 0, or -1 with the job failed. */
+int srv_side_begin(srv_side *sd, srv_job *j);
+/* One round (speculative) or one token (JSON mask); delivers the output. Returns 1
+ * while j goes on, 0 once it got its final event (the side is free again). */
+int srv_side_advance(srv_side *sd);
+srv_job *srv_side_current(const srv_side *sd);
+/* Counters of the side path, for /metrics. */
+typedef struct srv_side_stats {
+    long requests, prompt_tokens, generated_tokens;
+    long ttft_hist[LLM_SERVE_HIST_N], tpot_hist[LLM_SERVE_HIST_N];
+    double ttft_sum, tpot_sum;
+    long ttft_count, tpot_count;
+    long spec_rounds, spec_drafted, spec_accepted;
+    int running, waiting;         /* now: the one being decoded, those queued for the side */
+} srv_side_stats;
+void srv_side_stats_get(srv_side *sd, srv_side_stats *st);   /* any thread */
+/* The histogram bucket of x seconds (llm_serve_hist_bounds). */
+int srv_hist_bucket(double x);
+
+/* ---- loop.c: the engine thread ---- */
+typedef struct srv_loop srv_loop;
+srv_loop *srv_loop_start(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
+                         const srv_opts *o, char *err, size_t errlen);
+/* Hand j over (the loop takes a reference of its own). */
+void srv_loop_submit(srv_loop *l, srv_job *j);
+/* The client is gone: the request stops and its blocks go back at the next step. */
+void srv_loop_cancel(srv_loop *l, srv_job *j);
+int srv_loop_in_flight(srv_loop *l);            /* jobs handed over and not finished */
+void srv_loop_cancel_all(srv_loop *l);
+void srv_loop_stop(srv_loop *l);                /* ends the thread, frees the engine */
+void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side);
+
+/* ---- resp.c: response bodies (malloc'd NUL-ended text) ---- */
+/* {"error": {"message", "type", "param", "code"}} for an HTTP status */
+char *srv_resp_error(int status, const char *msg, const char *param);
+/* The whole response of a finished job. */
+char *srv_resp_full(const srv_job *j, const char *model, long created);
+/* One server-sent event: "data: {chunk}\n\n" with text (first: the chat role comes too),
+ * or the final chunk with finish_reason (and usage when asked). */
+char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
+                     size_t len, int first, int final);
+char *srv_resp_models(const char *model, long created);
+const char *srv_finish_reason(llm_finish f);
+
+/* ---- metrics.c: GET /metrics ---- */
+typedef struct srv_http_counters {
+    long requests[6];             /* by status class: 2xx, 400, 401, 404, 413, other */
+    long disconnects;             /* clients gone before their request finished */
+    long overhead_count;
+    double overhead_sum;          /* server time beyond the engine, non-streamed requests */
+} srv_http_counters;
+/* Prometheus text format (malloc'd). */
+char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
+                       const srv_http_counters *h, int draining);
+
+/* ---- server.c / mhd.c: the server ---- */
+struct srv_server {
+    const llm_config *c;
+    const llm_tokenizer *t;
+    srv_opts o;
+    char model_name[128];
+    char api_key[256];
+    srv_loop *loop;
+    void *daemon;                 /* struct MHD_Daemon */
+    int listen_fd, port;
+    volatile int draining;
+    long created;                 /* unix seconds at start: /v1/models */
+    pthread_mutex_t mu;           /* counters and serial */
+    long serial;
+    int open_jobs;                /* jobs made whose response is not finished (under mu) */
+    srv_http_counters http;
+};
+int srv_http_start(srv_server *s, char *err, size_t errlen);
+void srv_http_stop(srv_server *s);
+/* A request body at the end: parse, tokenize, validate. 0 and *job, or an HTTP status with
+ * the error body in *body. */
+int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_job **job,
+                 char **body);
+void srv_count(srv_server *s, int status);
+
+#endif

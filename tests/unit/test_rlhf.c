@@ -1,0 +1,412 @@
+/* test_rlhf.c - chapter 13's RLHF engine (core/rl/rlhf.c, reward_model.c, sums.c) against
+ * independent references: the sums rule, the reward model's Bradley-Terry loss and its
+ * gradient against central finite differences, GRPO's advantages against the formula, the
+ * ratio exactly 1 before the first update, a short fixed-seed run that raises the reward, the
+ * first iteration the same under colocated and split placement, and the lab's flag errors. */
+#include "../../core/rl/rlhf.h"
+#include "../../core/llm/model.h"
+#include "run_bin.h"
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the rule ---- */
+
+START_TEST(sums_rule)
+{
+    rl_sum p = {3, 4, '+'};
+    ck_assert_int_eq(rl_sum_answer(&p), 7);
+    ck_assert_int_eq(rl_sum_judge(&p, " 7", 2), 1);
+    ck_assert_int_eq(rl_sum_judge(&p, " 7\n2 + 2 = 5", 12), 1);   /* only the first line */
+    ck_assert_int_eq(rl_sum_judge(&p, " 8", 2), 0);
+    ck_assert_int_eq(rl_sum_judge(&p, " seven", 6), -1);
+    ck_assert_int_eq(rl_sum_judge(&p, "", 0), -1);
+    rl_sum q = {9, 2, '-'};
+    ck_assert_int_eq(rl_sum_judge(&q, " 7", 2), 1);
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 3);
+    for (int i = 0; i < 2000; i++) {
+        rl_sum s;
+        rl_sum_draw(&s, 9, &r);
+        ck_assert(s.a >= 0 && s.a <= 9 && s.b >= 0 && s.b <= 9);
+        ck_assert(s.op == '+' || (s.op == '-' && s.a >= s.b));
+        int w = rl_sum_wrong(&s, &r);
+        ck_assert(w >= 0 && w != rl_sum_answer(&s));
+    }
+}
+END_TEST
+
+/* ---- GRPO ---- */
+
+START_TEST(grpo_advantages_formula)
+{
+    float R[4] = {1, 2, 3, 6}, A[4];
+    rl_grpo_advantages(A, R, 4);
+    double sd = sqrt((4.0 + 1.0 + 0.0 + 9.0) / 4.0);     /* mean 3, population std */
+    for (int i = 0; i < 4; i++)
+        ck_assert_double_eq_tol(A[i], (R[i] - 3.0) / (sd + 1e-6), 1e-6);
+    float same[3] = {0.5f, 0.5f, 0.5f}, B[3];
+    rl_grpo_advantages(B, same, 3);                    /* no spread: no signal, no NaN */
+    for (int i = 0; i < 3; i++)
+        ck_assert_float_eq(B[i], 0.0f);
+}
+END_TEST
+
+/* ---- the reward model's loss and gradient ---- */
+
+static void tiny_rm(rl_rm *m)
+{
+    llm_config c = {8, 16, 1, 2, 1, 32, 8, 1, 0, 0};
+    char err[128];
+    ck_assert_int_eq(llm_config_check(&c, err, sizeof err), 0);
+    llm_weights w;
+    ck_assert_int_eq(llm_weights_alloc(&w, &c, err, sizeof err), 0);
+    nn_tf_init_weights(&w, &c, 5);
+    ck_assert_int_eq(rl_rm_init(m, &c, &w, err, sizeof err), 0);
+    llm_weights_free(&w);
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 11);
+    nn_init_normal(m->head, (size_t)c.dim + 1, 0.0f, 0.5f, &r);
+    /* larger weights than the init's, so the finite differences see more than noise */
+    for (size_t i = 0; i < m->w.n_floats; i++)
+        m->w.mem[i] *= 8.0f;
+}
+
+START_TEST(rm_loss_is_bradley_terry)
+{
+    rl_rm m;
+    tiny_rm(&m);
+    nn_tf tf;
+    ck_assert_int_eq(nn_tf_init(&tf, &m.c, 6, 8), 0);
+    int ids[6 * 8], len[6] = {8, 5, 3, 7, 4, 2};
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 2);
+    for (int i = 0; i < 48; i++)
+        ids[i] = 3 + (int)(mlsys_rng_u64(&r) % 29);
+    float s[6];
+    rl_rm_score(&m, &tf, ids, len, 6, 8, s);
+    double want = 0.0;
+    int ok = 0;
+    for (int i = 0; i < 3; i++) {
+        want += log(1.0 + exp(-((double)s[i] - s[3 + i])));
+        ok += s[i] > s[3 + i];
+    }
+    int correct;
+    double got = rl_rm_pair_loss(&m, &tf, ids, len, 3, 8, NULL, NULL, &correct);
+    ck_assert_double_eq_tol(got, want / 3.0, 1e-6);
+    ck_assert_int_eq(correct, ok);
+    nn_tf_fini(&tf);
+    rl_rm_free(&m);
+}
+END_TEST
+
+START_TEST(rm_gradient_vs_finite_differences)
+{
+    rl_rm m;
+    tiny_rm(&m);
+    nn_tf tf;
+    ck_assert_int_eq(nn_tf_init(&tf, &m.c, 4, 8), 0);
+    int ids[4 * 8], len[4] = {6, 8, 4, 7};
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 4);
+    for (int i = 0; i < 32; i++)
+        ids[i] = 3 + (int)(mlsys_rng_u64(&r) % 29);
+    llm_weights g;
+    char err[128];
+    ck_assert_int_eq(llm_weights_alloc(&g, &m.c, err, sizeof err), 0);
+    float gh[9] = {0};
+    rl_rm_pair_loss(&m, &tf, ids, len, 2, 8, &g, gh, NULL);
+    /* the head: every parameter; the body: a spread of parameters over every tensor */
+    const double h = 1e-2;
+    int checked = 0;
+    for (int i = 0; i < 9; i++) {
+        float keep = m.head[i];
+        m.head[i] = keep + (float)h;
+        double up = rl_rm_pair_loss(&m, &tf, ids, len, 2, 8, NULL, NULL, NULL);
+        m.head[i] = keep - (float)h;
+        double dn = rl_rm_pair_loss(&m, &tf, ids, len, 2, 8, NULL, NULL, NULL);
+        m.head[i] = keep;
+        ck_assert_msg(fabs((up - dn) / (2 * h) - gh[i]) < 2e-3 + 2e-2 * fabs(gh[i]),
+                      "head %d: numeric %g analytic %g", i, (up - dn) / (2 * h), gh[i]);
+        checked++;
+    }
+    size_t off[12], ln[12];
+    int nr = llm_weights_param_ranges(&m.c, off, ln);
+    for (int k = 0; k < nr; k++)
+        for (size_t j = 0; j < ln[k]; j += ln[k] / 5 + 1) {
+            size_t i = off[k] + j;
+            float keep = m.w.mem[i];
+            m.w.mem[i] = keep + (float)h;
+            double up = rl_rm_pair_loss(&m, &tf, ids, len, 2, 8, NULL, NULL, NULL);
+            m.w.mem[i] = keep - (float)h;
+            double dn = rl_rm_pair_loss(&m, &tf, ids, len, 2, 8, NULL, NULL, NULL);
+            m.w.mem[i] = keep;
+            double num = (up - dn) / (2 * h);
+            ck_assert_msg(fabs(num - g.mem[i]) < 3e-3 + 5e-2 * fabs(num),
+                          "range %d float %zu: numeric %g analytic %g", k, j, num, g.mem[i]);
+            checked++;
+        }
+    ck_assert_int_gt(checked, 40);
+    llm_weights_free(&g);
+    nn_tf_fini(&tf);
+    rl_rm_free(&m);
+}
+END_TEST
+
+START_TEST(rm_file_round_trip)
+{
+    rl_rm m, back;
+    tiny_rm(&m);
+    char err[256], path[] = "/tmp/mlsys-test-rm-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(rl_rm_save(&m, path, err, sizeof err), 0);
+    ck_assert_int_eq(rl_rm_load(&back, path, err, sizeof err), 0);
+    ck_assert_int_eq(back.c.dim, m.c.dim);
+    ck_assert(memcmp(back.w.mem, m.w.mem, m.w.n_floats * sizeof(float)) == 0);
+    ck_assert(memcmp(back.head, m.head, 9 * sizeof(float)) == 0);
+    rl_rm_free(&back);
+    FILE *f = fopen(path, "wb");
+    fputs("not a model", f);
+    fclose(f);
+    ck_assert_int_eq(rl_rm_load(&back, path, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "MLSYSRM1"));
+    unlink(path);
+    rl_rm_free(&m);
+}
+END_TEST
+
+/* ---- the loop on the shipped model ---- */
+
+typedef struct shipped {
+    llm_config c, dc;
+    llm_weights w, dw;
+    llm_tokenizer t;
+} shipped;
+
+static void load_shipped(shipped *s)
+{
+    char err[512];
+    ck_assert_msg(llm_checkpoint_read("assets/models/model.bin", &s->c, &s->w, err,
+                                      sizeof err) == 0, "%s", err);
+    ck_assert_msg(llm_checkpoint_read("assets/models/draft.bin", &s->dc, &s->dw, err,
+                                      sizeof err) == 0, "%s", err);
+    ck_assert_msg(llm_tokfile_read("assets/models/tokenizer.bin", s->c.vocab_size, &s->t, err,
+                                   sizeof err) == 0, "%s", err);
+}
+
+START_TEST(ratio_is_one_before_the_first_update)
+{
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    for (int algo = 0; algo < 2; algo++) {
+        rl_rlhf_config k;
+        rl_rlhf_defaults(&k);
+        k.prompts = 8;
+        k.algo = algo ? RL_ALGO_GRPO : RL_ALGO_PPO;
+        k.group = algo ? 2 : 1;
+        k.lr = 1e-3f;               /* large: the second minibatch's ratios move */
+        rl_rlhf *h = rl_rlhf_create(&k, NULL, &s.c, &s.w, &rm, &s.t, err, sizeof err);
+        ck_assert_msg(h != NULL, "%s", err);
+        rl_rlhf_stats st;
+        for (int it = 0; it < 2; it++) {
+            ck_assert_msg(rl_rlhf_iterate(h, &st, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(st.ratio_dev0 == 0.0, "iteration %d: max |ratio - 1| = %g", it + 1,
+                          st.ratio_dev0);
+        }
+        /* the first iteration's KL is 0: the actor is the reference then, bit for bit */
+        ck_assert_int_eq(st.version, 2);
+        ck_assert_int_gt(st.tokens, 0);
+        rl_rlhf_free(h);
+    }
+    rl_rm_free(&rm);
+}
+END_TEST
+
+START_TEST(first_kl_is_zero_and_placement_counts)
+{
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    rl_rlhf_config k;
+    rl_rlhf_defaults(&k);
+    k.prompts = 8;
+    rl_rlhf *h = rl_rlhf_create(&k, NULL, &s.c, &s.w, &rm, &s.t, err, sizeof err);
+    ck_assert_msg(h != NULL, "%s", err);
+    rl_rlhf_stats st;
+    ck_assert_int_eq(rl_rlhf_iterate(h, &st, err, sizeof err), 0);
+    ck_assert_double_eq(st.kl, 0.0);
+    ck_assert_double_eq_tol(st.right + st.wrong + st.malformed, 1.0, 1e-9);
+    ck_assert_int_eq(st.sequences, 8);
+    /* the memory it declared: the actor's weights and gradients, Adam's two moments */
+    uint64_t wb = (uint64_t)s.w.n_floats * sizeof(float);
+    ck_assert_uint_eq(rl_rlhf_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS), 2 * wb);
+    ck_assert_uint_eq(rl_rlhf_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS), wb);
+    ck_assert_uint_eq(rl_rlhf_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS), wb);
+    ck_assert_uint_ge(rl_rlhf_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER), 2 * wb - 64);
+    rl_rlhf_free(h);
+    rl_rm_free(&rm);
+}
+END_TEST
+
+/* The fixed-seed run: a reward model trained briefly, then GRPO with the defaults; the mean
+ * reward of the last four of twelve iterations beats the first four's. */
+START_TEST(short_run_raises_the_reward)
+{
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    rl_rm_train_opts o;
+    rl_rm_train_defaults(&o);
+    o.steps = 300;
+    rl_rm_report rep;
+    ck_assert_int_eq(rl_rm_train(&rm, &s.t, &o, &rep, err, sizeof err), 0);
+    ck_assert_double_gt(rep.heldout_acc, 0.6);
+    ck_assert_double_lt(rep.last_loss, rep.first_loss);
+    rl_rlhf_config k;
+    rl_rlhf_defaults(&k);
+    k.algo = RL_ALGO_GRPO;
+    k.group = 4;
+    k.prompts = 8;
+    rl_rlhf *h = rl_rlhf_create(&k, NULL, &s.c, &s.w, &rm, &s.t, err, sizeof err);
+    ck_assert_msg(h != NULL, "%s", err);
+    const int n = 12;
+    double r[12];
+    for (int i = 0; i < n; i++) {
+        rl_rlhf_stats st;
+        ck_assert_int_eq(rl_rlhf_iterate(h, &st, err, sizeof err), 0);
+        r[i] = st.reward;
+    }
+    double first = (r[0] + r[1] + r[2] + r[3]) / 4;
+    double last = (r[n - 4] + r[n - 3] + r[n - 2] + r[n - 1]) / 4;
+    printf("short run: mean reward %.3f (iterations 1-4) -> %.3f (%d-%d)\n", first, last,
+           n - 3, n);
+    ck_assert_msg(last > first + 0.2, "reward %.3f -> %.3f", first, last);
+    rl_rlhf_free(h);
+    rl_rm_free(&rm);
+}
+END_TEST
+
+/* ---- the lab: placement and flags ---- */
+
+/* reward, right, no-sum and KL of the iteration line "   1   -1.796   15.6% ..." */
+static int first_line(const char *out, double v[4])
+{
+    const char *p = strstr(out, "generate/score/advantage/train/sync\n");
+    if (!p)
+        return -1;
+    p = strchr(p, '\n') + 1;
+    int it;
+    return sscanf(p, "%d %lf %lf%% %lf%% %lf", &it, &v[0], &v[1], &v[2], &v[3]) == 5 ? 0 : -1;
+}
+
+START_TEST(split_and_colocated_agree_on_the_first_iteration)
+{
+    const char *common = "run ch13/rlhf-loop --iterations 1 --prompts 8 --rm-steps 20";
+    bin_result a = run_bin("%s -w 1", common);
+    bin_result b = run_bin("%s --placement split -w 2", common);
+    bin_result c = run_bin("%s --placement split --gen-ranks 2 -w 3 --prompts 8", common);
+    ck_assert_msg(a.status == 0, "%s", a.err);
+    ck_assert_msg(b.status == 0, "%s", b.err);
+    ck_assert_msg(c.status == 0, "%s", c.err);
+    double va[4], vb[4], vc[4];
+    ck_assert_int_eq(first_line(a.out, va), 0);
+    ck_assert_int_eq(first_line(b.out, vb), 0);
+    ck_assert_int_eq(first_line(c.out, vc), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(va[i] == vb[i], "field %d: colocated %g, split %g", i, va[i], vb[i]);
+    /* two generators decode 4 rows each instead of 8: each sequence has its own stream, but
+     * a row's logits may round differently in a smaller batch, so only the shape is checked */
+    ck_assert(vc[1] >= 0.0 && vc[1] <= 100.0);
+    ck_assert_ptr_nonnull(strstr(b.out, "split: rank 0..0 generate"));
+    bin_result_free(&a);
+    bin_result_free(&b);
+    bin_result_free(&c);
+}
+END_TEST
+
+START_TEST(flag_errors)
+{
+    struct {
+        const char *args, *says;
+    } bad[] = {
+        {"--rl-algo grpo --group 1", "--group must be >= 2"},
+        {"--placement split -w 1", "split placement needs"},
+        {"--prompts 3 -w 2", "must split evenly"},
+        {"--reward-model /nonexistent/rm.bin", "/nonexistent/rm.bin"},
+        {"--max-new 13", "max-new"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bin_result r = run_bin("run ch13/rlhf-loop %s", bad[i].args);
+        ck_assert_msg(r.status == 2, "%s: status %d", bad[i].args, r.status);
+        ck_assert_msg(strstr(r.err, bad[i].says), "%s: said %s", bad[i].args, r.err);
+        bin_result_free(&r);
+    }
+    bin_result r = run_bin("run ch13/rlhf-loop --simulate");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "SIMULATION"));
+    ck_assert_ptr_nonnull(strstr(r.out, "clip fraction 0.00%"));
+    bin_result_free(&r);
+}
+END_TEST
+
+/* ch14/memory-timeline --measured: both placements, every role, the actor's training peak
+ * above its generation one (its activations), and each total within 25 % of the formula. */
+START_TEST(memory_timeline_measured)
+{
+    bin_result r = run_bin("run ch14/memory-timeline --measured");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *pl[2] = {"colocated placement", "split placement"};
+    for (int p = 0; p < 2; p++) {
+        const char *s = strstr(r.out, pl[p]);
+        ck_assert_ptr_nonnull(s);
+        double v[6];
+        const char *a = strstr(s, "\n  actor");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_int_eq(sscanf(a, "\n  actor %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5]), 6);
+        ck_assert_double_gt(v[3], v[0]);
+        const char *t = strstr(s, "\n  total");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(sscanf(t, "\n  total %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5]), 6);
+        ck_assert_msg(fabs(v[3] - v[5]) < 0.25 * v[5], "%s: train %g MiB, estimate %g", pl[p],
+                      v[3], v[5]);
+    }
+    bin_result_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rlhf");
+    TCase *tc = tcase_create("rlhf");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, sums_rule);
+    tcase_add_test(tc, grpo_advantages_formula);
+    tcase_add_test(tc, rm_loss_is_bradley_terry);
+    tcase_add_test(tc, rm_gradient_vs_finite_differences);
+    tcase_add_test(tc, rm_file_round_trip);
+    tcase_add_test(tc, ratio_is_one_before_the_first_update);
+    tcase_add_test(tc, first_kl_is_zero_and_placement_counts);
+    tcase_add_test(tc, short_run_raises_the_reward);
+    tcase_add_test(tc, split_and_colocated_agree_on_the_first_iteration);
+    tcase_add_test(tc, flag_errors);
+    tcase_add_test(tc, memory_timeline_measured);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,788 @@
+/* test_serve_http.c - the HTTP server (core/serve/) on the shipped model, driven with curl:
+ * each test starts a server in its own process on a free loopback port (port 0) and waits
+ * for GET /health (at most 30 s). Completions, chat, SSE streams ending in [DONE], greedy
+ * text equal to llm_generate's own greedy decoding, seed reproducibility, every error status,
+ * the bearer key, /metrics parsed line by line, json_object output that parses, speculative
+ * greedy equal to plain greedy, client disconnects leaving zero KV blocks in use (200
+ * requests; MLSYS_SERVE_LONG=1: 1000), and SIGTERM on the real program draining its
+ * requests. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
+#include <check.h>
+#include <stdio.h>
+#if defined(HAVE_CJSON) && defined(HAVE_MHD)
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../../core/serve/srv_internal.h"
+#include "../../core/nn/nn.h"
+#include "../../lab/cli/cli.h"
+#include "../../lab/cli/loadgen_http.h"
+#include "run_bin.h"
+
+#define MODEL "assets/models/model.bin"
+#define DRAFT "assets/models/draft.bin"
+#define TOKENIZER "assets/models/tokenizer.bin"
+
+static llm_config g_c, g_dc;
+static llm_weights g_w, g_dw;
+static llm_tokenizer g_t;
+static srv_server *g_s;
+static char g_url[128];
+
+static void load(void)
+{
+    char err[256];
+    ck_assert_msg(llm_checkpoint_read(MODEL, &g_c, &g_w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(llm_tokfile_read(TOKENIZER, 0, &g_t, err, sizeof err) == 0, "%s", err);
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
+}
+
+/* ---- curl ---- */
+typedef struct reply {
+    int status;
+    char *body;
+} reply;
+
+/* method path [body] [extra header]; the body goes through a file (no quoting). */
+static reply http(const char *method, const char *path, const char *body, const char *hdr)
+{
+    char bf[] = "/tmp/mlsys-srv-body-XXXXXX", of[] = "/tmp/mlsys-srv-out-XXXXXX", cmd[1024];
+    int bfd = mkstemp(bf), ofd = mkstemp(of);
+    ck_assert(bfd >= 0 && ofd >= 0);
+    if (body)
+        ck_assert(write(bfd, body, strlen(body)) == (ssize_t)strlen(body));
+    close(bfd);
+    snprintf(cmd, sizeof cmd, "curl -sN --max-time 60 -o %s -w '%%{http_code}' -X %s %s%s%s "
+             "%s%s%s '%s%s'", of, method, body ? "-H 'Content-Type: application/json' "
+             "--data-binary @" : "", body ? bf : "", body ? "" : "", hdr ? "-H '" : "",
+             hdr ? hdr : "", hdr ? "'" : "", g_url, path);
+    FILE *p = popen(cmd, "r");
+    reply r = {0, NULL};
+    ck_assert(p && fscanf(p, "%d", &r.status) == 1);
+    pclose(p);
+    r.body = slurp_fd(ofd);
+    close(ofd);
+    unlink(bf);
+    unlink(of);
+    return r;
+}
+
+static void start(int spec_k, const char *key, size_t max_body)
+{
+    char err[256];
+    load();
+    if (spec_k)
+        ck_assert_msg(llm_checkpoint_read(DRAFT, &g_dc, &g_dw, err, sizeof err) == 0, "%s", err);
+    srv_opts o = {.port = 0, .api_key = key, .model_name = "mlsys-lab", .max_body = max_body,
+                  .speculative_k = spec_k, .draft_c = spec_k ? &g_dc : NULL,
+                  .draft_w = spec_k ? &g_dw : NULL};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    /* ready when /health answers 200; 30 s is generous for a loaded machine */
+    double t0 = mlsys_now_s();
+    for (;;) {
+        reply r = http("GET", "/health", NULL, NULL);
+        free(r.body);
+        if (r.status == 200)
+            break;
+        ck_assert_msg(mlsys_now_s() - t0 < 30, "no /health within 30 s");
+        usleep(50000);
+    }
+}
+
+static void stop(void)
+{
+    ck_assert_int_eq(srv_drain(g_s, 10), 0);
+    srv_stop(g_s);
+}
+
+/* choices[0].text (or message.content) of a response, malloc'd; the finish_reason too. */
+static char *answer(const char *body, char *finish, cJSON **usage_out)
+{
+    cJSON *o = cJSON_Parse(body);
+    ck_assert_msg(o, "not JSON: %s", body);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
+    ck_assert(c);
+    cJSON *t = cJSON_GetObjectItem(c, "text");
+    if (!t)
+        t = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content");
+    ck_assert(cJSON_IsString(t));
+    cJSON *f = cJSON_GetObjectItem(c, "finish_reason");
+    if (finish)
+        snprintf(finish, 16, "%s", cJSON_IsString(f) ? f->valuestring : "null");
+    char *s = strdup(t->valuestring);
+    if (usage_out)
+        *usage_out = cJSON_DetachItemFromObject(o, "usage");
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The model's own greedy text for prompt (llm_generate, no server, no engine). */
+static char *greedy_reference(const char *prompt, int max_new, int *n_out)
+{
+    char err[256];
+    int ids[512], out[512];
+    int np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
+    llm_engine e;
+    llm_kv kv;
+    llm_sampler sm;
+    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
+    ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
+    const int *pp[1] = {ids};
+    int *op[1] = {out};
+    llm_gen_opts o = {max_new, 1, 0, NULL, NULL};
+    llm_gen_stats st;
+    ck_assert_msg(llm_generate(&e, &kv, &sm, 1, pp, &np, op, n_out, &o, &st, err,
+                               sizeof err) == 0, "%s", err);
+    char *text = calloc(1, 8192);
+    size_t len = 0;
+    int prev = ids[np - 1];
+    for (int i = 0; i < *n_out; i++) {
+        int n;
+        const char *b = llm_bpe_token_bytes(&g_t, prev, out[i], &n);
+        if (b && n > 0 && len + (size_t)n < 8191) {
+            memcpy(text + len, b, (size_t)n);
+            len += (size_t)n;
+        }
+        prev = out[i];
+    }
+    llm_sampler_fini(&sm);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
+    return text;
+}
+
+static int run_loadgen(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static const char *prompts[] = {"Once upon a time", "Tom and Lily went to the park",
+                                "The little dog was sad because", "One day, a girl"};
+
+START_TEST(completion_greedy_equals_generate)
+{
+    start(0, NULL, 0);
+    for (int i = 0; i < 4; i++) {
+        char body[256], fin[16];
+        snprintf(body, sizeof body, "{\"model\":\"mlsys-lab\",\"prompt\":\"%s\",\"max_tokens\":"
+                 "40,\"temperature\":0}", prompts[i]);
+        reply r = http("POST", "/v1/completions", body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        cJSON *u = NULL;
+        char *got = answer(r.body, fin, &u);
+        int n_ref;
+        char *want = greedy_reference(prompts[i], 40, &n_ref);
+        ck_assert_str_eq(got, want);
+        ck_assert_str_eq(fin, n_ref < 40 ? "stop" : "length");
+        int np = (int)llm_bpe_encode_prompt(&g_t, prompts[i], strlen(prompts[i]), 1,
+                                            (int[64]){0});
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "prompt_tokens")->valueint, np);
+        ck_assert_int_ge(cJSON_GetObjectItem(u, "completion_tokens")->valueint, n_ref);
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "total_tokens")->valueint,
+                         np + cJSON_GetObjectItem(u, "completion_tokens")->valueint);
+        cJSON_Delete(u);
+        free(got);
+        free(want);
+        free(r.body);
+    }
+    stop();
+}
+END_TEST
+
+START_TEST(chat_and_models)
+{
+    start(0, NULL, 0);
+    reply r = http("POST", "/v1/chat/completions", "{\"model\":\"mlsys-lab\",\"messages\":["
+                   "{\"role\":\"system\",\"content\":\"A story.\"},{\"role\":\"user\","
+                   "\"content\":[{\"type\":\"text\",\"text\":\"Tom had a dog\"}]}],"
+                   "\"max_tokens\":12,\"temperature\":0}", NULL);
+    ck_assert_int_eq(r.status, 200);
+    cJSON *o = cJSON_Parse(r.body);
+    ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring, "chat.completion");
+    cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
+                                   "message");
+    ck_assert_str_eq(cJSON_GetObjectItem(m, "role")->valuestring, "assistant");
+    /* the conversation is the text continued: one message a line */
+    int n_ref;
+    char *want = greedy_reference("A story.\nTom had a dog", 12, &n_ref);
+    ck_assert_str_eq(cJSON_GetObjectItem(m, "content")->valuestring, want);
+    free(want);
+    cJSON_Delete(o);
+    free(r.body);
+    r = http("GET", "/v1/models", NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    o = cJSON_Parse(r.body);
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "data"), 0),
+                                         "id")->valuestring, "mlsys-lab");
+    cJSON_Delete(o);
+    free(r.body);
+    stop();
+}
+END_TEST
+
+/* Every event is "data: JSON\n\n", the last "data: [DONE]\n\n"; the texts joined equal the
+ * whole response's text; the final chunk carries finish_reason (and usage when asked). */
+static void check_stream(const char *path, const char *body, const char *whole, int chat)
+{
+    reply r = http("POST", path, body, NULL);
+    ck_assert_int_eq(r.status, 200);
+    char text[8192] = "";
+    int events = 0, done = 0, finals = 0, usage = 0;
+    char *p = r.body;
+    while (*p) {
+        ck_assert_msg(!done, "data after [DONE]");
+        ck_assert_msg(!strncmp(p, "data: ", 6), "event without 'data: ': %.40s", p);
+        char *end = strstr(p, "\n\n");
+        ck_assert_msg(end, "event not ended by a blank line");
+        *end = 0;
+        if (!strcmp(p + 6, "[DONE]")) {
+            done = 1;
+        } else {
+            cJSON *o = cJSON_Parse(p + 6);
+            ck_assert_msg(o, "event not JSON: %s", p + 6);
+            ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring,
+                             chat ? "chat.completion.chunk" : "text_completion");
+            cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
+            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
+                            : cJSON_GetObjectItem(c, "text");
+            if (cJSON_IsString(t))
+                strncat(text, t->valuestring, sizeof text - strlen(text) - 1);
+            finals += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+            usage += cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+            cJSON_Delete(o);
+            events++;
+        }
+        p = end + 2;
+    }
+    ck_assert(done);
+    ck_assert_int_eq(finals, 1);
+    ck_assert_int_eq(usage, 1);
+    ck_assert_int_ge(events, 2);
+    ck_assert_str_eq(text, whole);
+    free(r.body);
+}
+
+START_TEST(stream_sse_framing)
+{
+    start(0, NULL, 0);
+    const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0}";
+    reply r = http("POST", "/v1/completions", b, NULL);
+    char *whole = answer(r.body, NULL, NULL);
+    check_stream("/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,"
+                 "\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":"
+                 "true}}", whole, 0);
+    free(whole);
+    free(r.body);
+    const char *cb = "{\"messages\":[{\"role\":\"user\",\"content\":\"Lily saw a cat\"}],"
+                     "\"max_tokens\":20,\"temperature\":0";
+    char body[512];
+    snprintf(body, sizeof body, "%s}", cb);
+    r = http("POST", "/v1/chat/completions", body, NULL);
+    whole = answer(r.body, NULL, NULL);
+    snprintf(body, sizeof body, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
+             "true}}", cb);
+    check_stream("/v1/chat/completions", body, whole, 1);
+    free(whole);
+    free(r.body);
+    stop();
+}
+END_TEST
+
+START_TEST(seed_reproducible_and_stop)
+{
+    start(0, NULL, 0);
+    char *t[3];
+    long seeds[3] = {7, 7, 8};
+    for (int i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":32,"
+                 "\"temperature\":1.0,\"top_p\":0.95,\"seed\":%ld,\"ignore_eos\":true}",
+                 seeds[i]);
+        reply r = http("POST", "/v1/completions", body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        t[i] = answer(r.body, NULL, NULL);
+        free(r.body);
+    }
+    ck_assert_str_eq(t[0], t[1]);
+    ck_assert_str_ne(t[0], t[2]);
+    /* a stop string cuts the text before it, finish_reason "stop" */
+    reply r = http("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
+                   "40,\"temperature\":0,\"stop\":[\"was\"]}", NULL);
+    char fin[16];
+    char *s = answer(r.body, fin, NULL);
+    int n_ref;
+    char *want = greedy_reference("Once upon a time", 40, &n_ref);
+    char *at = strstr(want, "was");
+    ck_assert(at);
+    *at = 0;
+    ck_assert_str_eq(s, want);
+    ck_assert_str_eq(fin, "stop");
+    free(s);
+    free(want);
+    free(r.body);
+    for (int i = 0; i < 3; i++)
+        free(t[i]);
+    stop();
+}
+END_TEST
+
+static void expect(const char *method, const char *path, const char *body, const char *hdr,
+                   int status, const char *param)
+{
+    reply r = http(method, path, body, hdr);
+    ck_assert_msg(r.status == status, "%s %s %.60s: HTTP %d, expected %d (%s)", method, path,
+                  body ? body : "", r.status, status, r.body);
+    cJSON *o = cJSON_Parse(r.body);
+    ck_assert_msg(o, "error body not JSON: %s", r.body);
+    cJSON *e = cJSON_GetObjectItem(o, "error");
+    if (status >= 400) {
+        ck_assert(cJSON_IsString(cJSON_GetObjectItem(e, "message")));
+        ck_assert(cJSON_IsString(cJSON_GetObjectItem(e, "type")));
+        if (param)
+            ck_assert_str_eq(cJSON_GetObjectItem(e, "param")->valuestring, param);
+    }
+    cJSON_Delete(o);
+    free(r.body);
+}
+
+START_TEST(error_statuses)
+{
+    start(0, NULL, 4096);
+    const char *C = "/v1/completions", *H = "/v1/chat/completions";
+    expect("POST", C, "{\"prompt\":\"x\",", NULL, 400, NULL);
+    expect("POST", C, "[1,2]", NULL, 400, NULL);
+    expect("POST", C, "{\"prompt\":\"x\"} trailing", NULL, 400, NULL);
+    expect("POST", C, "{\"prompt\":5}", NULL, 400, "prompt");
+    expect("POST", C, "{}", NULL, 400, "prompt");
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":\"ten\"}", NULL, 400, "max_tokens");
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":1.5}", NULL, 400, "max_tokens");
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":0}", NULL, 400, "max_tokens");
+    expect("POST", C, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", NULL, 400, "temperature");
+    expect("POST", C, "{\"prompt\":\"x\",\"temperature\":3}", NULL, 400, "temperature");
+    expect("POST", C, "{\"prompt\":\"x\",\"top_p\":0}", NULL, 400, "top_p");
+    expect("POST", C, "{\"prompt\":\"x\",\"seed\":\"a\"}", NULL, 400, "seed");
+    expect("POST", C, "{\"prompt\":\"x\",\"stop\":5}", NULL, 400, "stop");
+    expect("POST", C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", NULL, 400,
+           "stop");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"stream\":1}", NULL, 400, "stream");
+    expect("POST", C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", NULL,
+           400, "response_format");
+    expect("POST", H, "{\"messages\":[]}", NULL, 400, "messages");
+    expect("POST", H, "{\"messages\":[{\"role\":\"user\"}]}", NULL, 400, "messages");
+    expect("POST", H, "{\"prompt\":\"x\"}", NULL, 400, "messages");
+    /* a prompt longer than the context */
+    char *big = malloc(3000);
+    strcpy(big, "{\"prompt\":\"");
+    for (int i = 0; i < 200; i++)
+        strcat(big, "tree ");
+    strcat(big, "\"}");
+    expect("POST", C, big, NULL, 400, "prompt");
+    free(big);
+    /* a body over the limit (4096 bytes here) */
+    char *huge = malloc(9000);
+    memset(huge, ' ', 8999);
+    huge[8999] = 0;
+    huge[0] = '{';
+    huge[8998] = '}';
+    expect("POST", C, huge, NULL, 413, NULL);
+    free(huge);
+    expect("POST", C, "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", NULL, 404, "model");
+    expect("GET", "/v1/nothing", NULL, NULL, 404, NULL);
+    expect("GET", C, NULL, NULL, 405, NULL);
+    /* after all that the server still answers */
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
+    stop();
+}
+END_TEST
+
+START_TEST(api_key)
+{
+    start(0, "sesame", 0);
+    const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
+    expect("POST", "/v1/completions", b, NULL, 401, NULL);
+    expect("POST", "/v1/completions", b, "Authorization: Bearer wrong", 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: sesame", 401, NULL);
+    expect("POST", "/v1/completions", b, "Authorization: Bearer sesame", 200, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer sesame", 200, NULL);
+    stop();
+}
+END_TEST
+
+/* /metrics: "# HELP", "# TYPE" or "name[{labels}] value" with a number; the wanted names. */
+static double metric(const char *text, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    ck_assert_msg(p, "no %s in /metrics", name);
+    return atof(p + strlen(key));
+}
+
+static char *get_metrics(void)
+{
+    reply r = http("GET", "/metrics", NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    char *copy = strdup(r.body), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(l, "# HELP ", 7) || !strncmp(l, "# TYPE ", 7))
+            continue;
+        char *sp = strrchr(l, ' '), *end;
+        ck_assert_msg(sp && sp > l, "bad line: %s", l);
+        strtod(sp + 1, &end);
+        ck_assert_msg(*end == 0, "bad value: %s", l);
+        for (char *c = l; c < sp && *c != '{'; c++)
+            ck_assert_msg(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9'),
+                          "bad name: %s", l);
+    }
+    free(copy);
+    return r.body;
+}
+
+/* /metrics once nothing runs or waits (the server notices a client that left within
+ * 50 ms); 30 s at most. */
+static char *wait_idle(void)
+{
+    double t0 = mlsys_now_s();
+    for (;;) {
+        char *m = get_metrics();
+        if (metric(m, "mlsys_num_requests_running") == 0 &&
+            metric(m, "mlsys_num_requests_waiting") == 0)
+            return m;
+        free(m);
+        ck_assert_msg(mlsys_now_s() - t0 < 30, "requests still running after 30 s");
+        usleep(50000);
+    }
+}
+
+START_TEST(metrics_parse_and_count)
+{
+    start(0, NULL, 0);
+    for (int i = 0; i < 3; i++) {
+        reply r = http("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\","
+                       "\"max_tokens\":10,\"ignore_eos\":true}", NULL);
+        ck_assert_int_eq(r.status, 200);
+        free(r.body);
+    }
+    char *m = get_metrics();
+    ck_assert_double_eq(metric(m, "mlsys_num_requests_running"), 0);
+    ck_assert_double_eq(metric(m, "mlsys_num_requests_waiting"), 0);
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    ck_assert_double_ge(metric(m, "mlsys_kv_blocks_cached"), 0);
+    ck_assert_double_eq(metric(m, "mlsys_generation_tokens_total"), 30);
+    ck_assert_double_eq(metric(m, "mlsys_prompt_tokens_total"), 15);
+    /* the same prompt three times: the later ones find its full blocks cached (none here:
+     * 5 tokens fill no 16-token block) - the rate is a fraction */
+    double hr = metric(m, "mlsys_prefix_cache_hit_rate");
+    ck_assert(hr >= 0 && hr <= 1);
+    ck_assert_double_eq(metric(m, "mlsys_time_to_first_token_seconds_count"), 3);
+    ck_assert_double_eq(metric(m, "mlsys_time_per_output_token_seconds_count"), 3);
+    /* buckets cumulative, +Inf equal to the count */
+    const char *p = m;
+    double last = -1;
+    while ((p = strstr(p, "mlsys_time_to_first_token_seconds_bucket{"))) {
+        double v = atof(strchr(p, '}') + 2);
+        ck_assert(v >= last);
+        last = v;
+        p++;
+    }
+    ck_assert_double_eq(last, 3);
+    free(m);
+    stop();
+}
+END_TEST
+
+START_TEST(json_object_parses)
+{
+    start(0, NULL, 0);
+    for (int seed = 1; seed <= 4; seed++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"The cat\",\"max_tokens\":48,\"temperature\":"
+                 "0.8,\"seed\":%d,\"response_format\":{\"type\":\"json_object\"}}", seed);
+        reply r = http("POST", "/v1/completions", body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        char *t = answer(r.body, NULL, NULL);
+        cJSON *j = cJSON_Parse(t);
+        ck_assert_msg(j && (cJSON_IsObject(j) || cJSON_IsArray(j)), "not JSON: %s", t);
+        cJSON_Delete(j);
+        free(t);
+        free(r.body);
+    }
+    /* greedy, streamed: the text of llm_json_generate itself, token for token */
+    reply r = http("POST", "/v1/completions", "{\"prompt\":\"The cat\",\"max_tokens\":48,"
+                   "\"temperature\":0,\"stream\":true,\"response_format\":{\"type\":"
+                   "\"json_object\"}}", NULL);
+    ck_assert_int_eq(r.status, 200);
+    char got[4096] = "";
+    for (char *p = strstr(r.body, "data: {"); p; p = strstr(p + 1, "data: {")) {
+        char *e = strstr(p, "\n\n");
+        *e = 0;
+        cJSON *o = cJSON_Parse(p + 6);
+        cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
+                                       "text");
+        strncat(got, t->valuestring, sizeof got - strlen(got) - 1);
+        cJSON_Delete(o);
+        *e = '\n';
+    }
+    free(r.body);
+    char err[256];
+    int ids[64], out[64], n_out = 0, np = (int)llm_bpe_encode_prompt(&g_t, "The cat", 7, 1, ids);
+    llm_engine e;
+    llm_kv kv;
+    llm_sampler sm;
+    llm_json_grammar g;
+    llm_json_gen_stats st;
+    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
+    ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
+    ck_assert(llm_json_grammar_init_tok(&g, &g_t, NULL, err, sizeof err) == 0);
+    llm_json_gen_opts jo = {.max_new = 48};
+    ck_assert_msg(llm_json_generate(&e, &kv, &sm, &g, ids, np, &jo, out, &n_out, &st, err,
+                                    sizeof err) == 0, "%s", err);
+    char want[4096] = "";
+    for (int i = 0, prev = ids[np - 1]; i < n_out; prev = out[i++]) {
+        int n;
+        const char *b = llm_bpe_token_bytes(&g_t, prev, out[i], &n);
+        strncat(want, b, (size_t)n);
+    }
+    ck_assert_str_eq(got, want);
+    llm_json_grammar_fini(&g);
+    llm_sampler_fini(&sm);
+    llm_kv_free(&kv);
+    llm_engine_fini(&e);
+    stop();
+}
+END_TEST
+
+START_TEST(speculative_greedy_exact)
+{
+    start(4, NULL, 0);
+    for (int i = 0; i < 4; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":40,\"temperature\":0}",
+                 prompts[i]);
+        reply r = http("POST", "/v1/completions", body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        char *got = answer(r.body, NULL, NULL);
+        int n;
+        char *want = greedy_reference(prompts[i], 40, &n);
+        ck_assert_str_eq(got, want);
+        free(got);
+        free(want);
+        free(r.body);
+    }
+    char *m = get_metrics();
+    ck_assert_double_gt(metric(m, "mlsys_spec_draft_tokens_total"), 0);
+    free(m);
+    /* one at a time, some clients walking away: the decoder is free again afterwards */
+    ck_assert_int_eq(run_loadgen("--url %s --concurrency 8 --requests 24 --max-tokens 64 "
+                                 "--ignore-eos --stream --disconnect 0.5 --seed 5", g_url), 0);
+    m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_side_requests_total"), 4 + 24);
+    free(m);
+    stop();
+}
+END_TEST
+
+static int run_loadgen(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_loadgen(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char *argv[32], *save = NULL;
+    int argc = 0;
+    argv[argc++] = "loadgen";
+    for (char *t = strtok_r(line, " ", &save); t && argc < 31; t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    return loadgen_main(argc, argv);
+}
+
+START_TEST(disconnects_free_blocks)
+{
+    const char *lm = getenv("MLSYS_SERVE_LONG");
+    int n = lm && *lm == '1' ? 1000 : 200;
+    start(0, NULL, 0);
+    run_loadgen("--url %s --concurrency 16 --requests %d --max-tokens 48 --vary-output "
+                "--ignore-eos --stream --disconnect 0.5 --temperature 0.8 --seed 3", g_url,
+                n / 2);
+    run_loadgen("--url %s --concurrency 16 --requests %d --max-tokens 48 --vary-output "
+                "--ignore-eos --disconnect 0.5 --seed 4", g_url, n - n / 2);
+    /* the engine frees the abandoned requests' blocks when it cancels them */
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    ck_assert_double_gt(metric(m, "mlsys_http_client_disconnects_total"), 0);
+    /* and they were stopped in the engine, not left to run to their max_tokens */
+    ck_assert_double_gt(metric(m, "mlsys_requests_cancelled_total"), 0);
+    ck_assert_double_le(metric(m, "mlsys_requests_cancelled_total"),
+                        metric(m, "mlsys_http_client_disconnects_total"));
+    free(m);
+    /* and the server still serves */
+    expect("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
+    stop();
+}
+END_TEST
+
+/* One streaming client of the drain test: whole (200 and [DONE] last), refused (503), or
+ * cut (anything else). */
+typedef struct drain_client {
+    lg_url url;
+    char tail[64];
+    size_t tl;
+    int status, err;
+} drain_client;
+
+static int drain_body(void *u, const char *d, size_t n)
+{
+    drain_client *c = u;
+    for (size_t i = 0; d && i < n; i++) {
+        if (c->tl == sizeof c->tail - 1) {
+            memmove(c->tail, c->tail + 1, c->tl - 1);
+            c->tl--;
+        }
+        c->tail[c->tl++] = d[i];
+        c->tail[c->tl] = 0;
+    }
+    return 0;
+}
+
+static void *drain_main(void *u)
+{
+    drain_client *c = u;
+    lg_response r;
+    c->err = lg_post(&c->url, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\","
+                     "\"max_tokens\":110,\"ignore_eos\":true,\"stream\":true}", 60,
+                     drain_body, c, &r);
+    c->status = r.status;
+    return NULL;
+}
+
+/* The real program, one sequence a step: SIGTERM while 64 streams come in, at least half of
+ * them in the engine: newcomers get 503, every stream that got in finishes whole (ends with
+ * [DONE]), the process exits 0. */
+START_TEST(sigterm_drains)
+{
+    int out[2];
+    ck_assert(pipe(out) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        execl(bin(), bin(), "run", "ch08/minimal-inference-server", "--serve", "127.0.0.1:0",
+              "--drain-timeout", "60", "--max-num-seqs", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    char line[512];
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f))
+        sscanf(line, "ready: listening on 127.0.0.1:%d", &port);
+    ck_assert_msg(port > 0, "no ready line");
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    enum { NC = 64 };
+    static drain_client cl[NC];
+    pthread_t th[NC];
+    for (int i = 0; i < NC; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        ck_assert(pthread_create(&th[i], NULL, drain_main, &cl[i]) == 0);
+    }
+    double t0 = mlsys_now_s();
+    for (;;) {              /* until half of them are in the engine: one runs, the rest wait */
+        char *m = get_metrics();
+        double in = metric(m, "mlsys_num_requests_running") +
+                    metric(m, "mlsys_num_requests_waiting");
+        free(m);
+        if (in >= NC / 2)
+            break;
+        ck_assert_msg(mlsys_now_s() - t0 < 30, "the requests never ran");
+        usleep(2000);
+    }
+    kill(pid, SIGTERM);
+    /* the handler's flag is seen within 20 ms; one sequence a step (--max-num-seqs 1), 64
+     * streams of 110 tokens keep the drain going for thousands of engine steps */
+    int seen = 0;
+    for (int i = 0; i < 1000 && !seen; i++) {
+        reply r = http("GET", "/health", NULL, NULL);
+        free(r.body);
+        ck_assert_msg(r.status == 200 || r.status == 503, "/health: HTTP %d while draining",
+                      r.status);
+        seen = r.status == 503;
+        if (!seen)
+            usleep(2000);
+    }
+    ck_assert(seen);
+    int whole = 0, refused = 0;
+    for (int i = 0; i < NC; i++) {
+        pthread_join(th[i], NULL);
+        int ok = !cl[i].err && cl[i].status == 200 && strstr(cl[i].tail, "data: [DONE]\n\n") &&
+                 !strcmp(strstr(cl[i].tail, "data: [DONE]\n\n"), "data: [DONE]\n\n");
+        whole += ok;
+        refused += !cl[i].err && cl[i].status == 503;
+        ck_assert_msg(ok || (!cl[i].err && cl[i].status == 503), "stream %d cut: HTTP %d, "
+                      "ends with %s", i, cl[i].status, cl[i].tail);
+    }
+    ck_assert_int_ge(whole, NC / 2);    /* those in the engine finished whole */
+    printf("sigterm_drains: %d streams finished whole, %d refused with 503\n", whole, refused);
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char rest[4096];
+    size_t k = fread(rest, 1, sizeof rest - 1, f);
+    rest[k] = 0;
+    ck_assert_msg(strstr(rest, "stopped cleanly"), "%s", rest);
+    fclose(f);
+}
+END_TEST
+
+int main(void)
+{
+    char why[256];
+    if (!srv_available(why, sizeof why)) {
+        printf("test_serve_http: skipped: %s\n", why);
+        return 0;
+    }
+    if (system("curl --version >/dev/null 2>&1") != 0) {
+        printf("test_serve_http: skipped: curl not found (apt-get install curl)\n");
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("serve_http");
+    TCase *tc = tcase_create("http");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, completion_greedy_equals_generate);
+    tcase_add_test(tc, chat_and_models);
+    tcase_add_test(tc, stream_sse_framing);
+    tcase_add_test(tc, seed_reproducible_and_stop);
+    tcase_add_test(tc, error_statuses);
+    tcase_add_test(tc, api_key);
+    tcase_add_test(tc, metrics_parse_and_count);
+    tcase_add_test(tc, json_object_parses);
+    tcase_add_test(tc, speculative_greedy_exact);
+    tcase_add_test(tc, disconnects_free_blocks);
+    tcase_add_test(tc, sigterm_drains);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
+#else
+int main(void)
+{
+    printf("test_serve_http: skipped: built without libmicrohttpd or cJSON\n");
+    return 0;
+}
+#endif
