@@ -485,19 +485,19 @@ static void publish(llm_serve *s)
 
 /* "forward P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the
  * label's size). */
-static void step_label(const llm_batch *b, char *out, size_t n)
+static void step_label(const llm_step_item *items, int n_items, char *out, size_t n)
 {
     size_t len = (size_t)snprintf(out, n, "forward");
     for (int pass = 1; pass >= 0; pass--) {
         int first = 1;
-        for (int i = 0; i < b->n_items && len + 1 < n; i++) {
-            const llm_sched_item *it = &b->items[i];
+        for (int i = 0; i < n_items && len + 1 < n; i++) {
+            const llm_step_item *it = &items[i];
             if (it->prefill != pass)
                 continue;
-            int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->s->id,
+            int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->id,
                                     it->n)
                          : snprintf(out + len, n - len, "%s%d", first ? (len ? " D" : "D") : ",",
-                                    it->s->id);
+                                    it->id);
             first = 0;
             len += (size_t)k < n - len ? (size_t)k : n - len - 1;
         }
@@ -575,7 +575,8 @@ static void emit_spans(llm_serve *s, const llm_batch *b)
     if (!s->o.comm)
         return;
     char label[32];
-    step_label(b, label, sizeof label);
+    step_label(s->items, b->n_items, label, sizeof label);   /* ids: b's sequences may be
+                                                                  retired and freed by now */
     int order[LLM_PHASE_COUNT], n = 0;
     for (int p = 0; p < LLM_PHASE_COUNT; p++) {
         if (p == LLM_PHASE_WAIT || !s->st.t1[p])

@@ -238,6 +238,10 @@ static void span_sink(void *u, const mlsys_event *ev, size_t n)
             g_sp.f0[g_sp.nf] = g_sp.open[0];
             g_sp.f1[g_sp.nf++] = e->t_ns;
             g_sp.bad += strncmp(e->label, "forward ", 8) != 0;
+            /* ids and counts only (the last step's label is written after its requests
+             * finished and were freed: read from them, it said "D-180385930,1,...") */
+            for (const char *p = e->label + 8; *p; p++)
+                g_sp.bad += !strchr("PD0123456789:, ", *p);
         } else if (e->tag == 1) {
             g_sp.n_host++;
             if (!strstr(g_sp.names, e->label) && strlen(g_sp.names) + strlen(e->label) + 2 <
