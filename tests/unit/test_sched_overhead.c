@@ -119,7 +119,7 @@ static long run(const scen *sc, int overlap, seen *w)
     ck_assert_msg(s != NULL, "%s", err);
     w->s = s;
     static const char *const stops[] = {"the", ". "};
-    int p[128];
+    static int p[LLM_DOC_MAX + 2];   /* a whole document encoded */
     long ahead = 0, step = 0;
     int next = 0;
     w->cancel_at[5] = 3;
