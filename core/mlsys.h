@@ -301,6 +301,13 @@ int mlsys_step(mlsys_comm *c, int step, const char *label);
 int mlsys_gated(const mlsys_comm *c);
 void mlsys_compute_begin(mlsys_comm *c, const char *label);
 void mlsys_compute_end(mlsys_comm *c, const char *label);
+/* A compute span measured already: a COMPUTE_BEGIN at t0_ns and a COMPUTE_END at t1_ns
+ * (CLOCK_MONOTONIC, mlsys_now_ns), emitted now, with tag = row: 0 the rank's compute (the
+ * forward), 1 a second thread of the rank (the serving engine's CPU work beside the forward),
+ * which the timeline draws on the lane's second row. For spans two threads of one rank
+ * measured: one thread emits both (a rank's ring has one writer). */
+void mlsys_compute_span(mlsys_comm *c, int row, uint64_t t0_ns, uint64_t t1_ns,
+                        const char *label);
 /* Typed memory and flow records (see mlsys_mem_info, mlsys_flow_info); label may be NULL.
  * c may be NULL (nothing is emitted), so engines can take an optional communicator. */
 void mlsys_emit_mem(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes, const char *label);

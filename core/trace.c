@@ -16,13 +16,16 @@ int mlsys_tracing(const mlsys_comm *c)
     return c->w->tracing;
 }
 
-void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
+/* t_ns = 0: stamped now */
+static void emit_at(mlsys_comm *c, const mlsys_event *ev, uint64_t t_ns)
 {
     if (!c->w->tracing)
         return;
+    if (!t_ns)
+        t_ns = mlsys_now_ns();
     if (c->w->emit) {
         mlsys_event e = *ev;
-        e.t_ns = mlsys_now_ns();
+        e.t_ns = t_ns;
         e.rank = c->w->rank;
         c->w->emit(c->w, &e);
         return;
@@ -47,9 +50,14 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
     }
     mlsys_event *slot = &shm_ring_events(ring)[head % h->ring_cap];
     *slot = *ev;
-    slot->t_ns = mlsys_now_ns();
+    slot->t_ns = t_ns;
     slot->rank = c->w->rank;
     atomic_store_explicit(&ring->head, head + 1, memory_order_release);
+}
+
+void mlsys_emit(mlsys_comm *c, const mlsys_event *ev)
+{
+    emit_at(c, ev, 0);
 }
 
 static void ev_init(mlsys_comm *c, mlsys_event *e, int kind)
@@ -99,6 +107,21 @@ void mlsys_compute_end(mlsys_comm *c, const char *label)
 {
     if (mlsys_tracing(c))
         labelled(c, MLSYS_EV_COMPUTE_END, -1, label);
+}
+
+void mlsys_compute_span(mlsys_comm *c, int row, uint64_t t0_ns, uint64_t t1_ns,
+                        const char *label)
+{
+    if (!c || !mlsys_tracing(c))
+        return;
+    mlsys_event e;
+    ev_init(c, &e, MLSYS_EV_COMPUTE_BEGIN);
+    e.tag = row;
+    if (label)
+        snprintf(e.label, sizeof e.label, "%s", label);
+    emit_at(c, &e, t0_ns ? t0_ns : 1);
+    e.kind = MLSYS_EV_COMPUTE_END;
+    emit_at(c, &e, t1_ns > t0_ns ? t1_ns : t0_ns ? t0_ns : 1);
 }
 
 /* In gated mode every rank counts the steps it has passed and waits until the viewer's
@@ -189,6 +212,9 @@ static void json_str(FILE *f, const char *s)
  * "<algo> async"): it overlaps the caller's compute spans without nesting in them, so it gets
  * a track of its own, TRACE_ASYNC_TID + rank, named "rank R async" (replay maps it back). */
 #define TRACE_ASYNC_TID 1000
+/* A compute span of the rank's second thread (tag 1, mlsys_compute_span) overlaps its
+ * compute the same way: track TRACE_HOST_TID + rank. */
+#define TRACE_HOST_TID 2000
 
 static int trace_async_coll(const mlsys_event *e)
 {
@@ -316,7 +342,9 @@ int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t
         json_str(f, name);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":0,\"tid\":%d",
                 async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts,
-                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank : e->rank);
+                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank
+                : (e->kind == MLSYS_EV_COMPUTE_BEGIN || e->kind == MLSYS_EV_COMPUTE_END) &&
+                          e->tag == 1 ? TRACE_HOST_TID + e->rank : e->rank);
         if (async)
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')

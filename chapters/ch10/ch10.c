@@ -1,12 +1,14 @@
 /* ch10.c - Chapter 10, "Advanced Scheduling and CUDA Graphs": the chapter entry, one line per
- * lab. The scheduling-overhead benchmark joins when the serving engine is in. */
+ * lab. */
 #include "../../lab/lab.h"
 
 extern const lab ch10_cuda_graph_simple_lab;
+extern const lab ch10_scheduling_overhead_benchmark_lab;
 extern const struct exercise *const ch10_exercises[];   /* exercises.c */
 
 static const lab *const ch10_labs[] = {
     &ch10_cuda_graph_simple_lab,
+    &ch10_scheduling_overhead_benchmark_lab,
     NULL
 };
 

@@ -180,7 +180,7 @@ static int paged_reserve(llm_kv *kv, int seq, int n)
             return -1;        /* cannot happen: counted above */
         t->blk[t->n_blk++] = b;
     }
-    t->n_tok = n;
+    __atomic_store_n(&t->n_tok, n, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -190,7 +190,9 @@ static int paged_slot(const llm_kv *kv, int seq, int pos)
     if (seq < 0 || seq >= kv->n_seqs)
         return -1;
     const pg_table *t = &p->t[seq];
-    if (pos < 0 || pos >= t->n_tok)
+    /* the overlap scheduler's planning may extend this table (n_tok, entries past the
+     * ones read here) while a forward on another thread reads it */
+    if (pos < 0 || pos >= __atomic_load_n(&t->n_tok, __ATOMIC_RELAXED))
         return -1;
     return t->blk[pos / p->bs] * p->bs + pos % p->bs;
 }

@@ -1,12 +1,44 @@
 /* runner.c - the model runner: the step's plan becomes the rows of ONE forward (sequence,
  * position, token), so every weight matrix is read once per step whether the rows are a
  * prompt chunk, a decode, or both mixed; then each sequence whose rows reached its last
- * token draws its next token from its own sampler. The arithmetic is llm_forward's. */
+ * token draws its next token from its own sampler. Split in its phases (prepare, forward,
+ * sample) so the engine can time each and run the forward beside the next step's planning.
+ * The arithmetic is llm_forward's. */
 #include "serve.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+void llm_batch_init(llm_batch *b, int max_rows, int max_seqs)
+{
+    memset(b, 0, sizeof *b);
+    b->items = mlsys_xcalloc((size_t)max_seqs, sizeof *b->items);
+    b->samples = mlsys_xcalloc((size_t)max_seqs, 1);
+    b->rseq = mlsys_xmalloc((size_t)max_rows * 3 * sizeof(int));
+    b->rpos = b->rseq + max_rows;
+    b->rtok = b->rpos + max_rows;
+    b->want = mlsys_xmalloc((size_t)max_rows);
+}
+
+void llm_batch_fini(llm_batch *b)
+{
+    free(b->items);
+    free(b->samples);
+    free(b->rseq);
+    free(b->want);
+    memset(b, 0, sizeof *b);
+}
+
+void llm_batch_drop(llm_batch *b, int i)
+{
+    if (i < 0 || i >= b->n_items)
+        return;
+    if (i >= b->n_items - b->n_admitted)
+        b->n_admitted--;
+    memmove(&b->items[i], &b->items[i + 1], (size_t)(b->n_items - i - 1) * sizeof *b->items);
+    b->n_items--;
+}
 
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
                     int max_rows, int max_seqs, char *err, size_t errlen)
@@ -18,10 +50,8 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
         return -1;
     r->kv = kv;
     r->max_rows = max_rows;
-    r->rseq = mlsys_xmalloc((size_t)max_rows * 3 * sizeof(int));
-    r->rpos = r->rseq + max_rows;
-    r->rtok = r->rpos + max_rows;
-    r->want = mlsys_xmalloc((size_t)max_rows);
+    r->max_seqs = max_seqs;
+    llm_batch_init(&r->own, max_rows, max_seqs);
     r->logits = mlsys_xmalloc((size_t)max_seqs * c->vocab_size * sizeof(float));
     return 0;
 }
@@ -29,18 +59,26 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
 void llm_runner_fini(llm_runner *r)
 {
     llm_engine_fini(&r->e);
-    free(r->rseq);
-    free(r->want);
+    llm_batch_fini(&r->own);
     free(r->logits);
     memset(r, 0, sizeof *r);
 }
 
-int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
-                   char *err, size_t errlen)
+int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *items,
+                       int n_items, int n_admitted, char *err, size_t errlen)
 {
+    if (n_items > r->max_seqs) {
+        snprintf(err, errlen, "runner: %d items planned, room for %d", n_items, r->max_seqs);
+        return -1;
+    }
+    if (items != b->items)
+        memcpy(b->items, items, (size_t)n_items * sizeof *items);
+    b->n_items = n_items;
+    b->n_admitted = n_admitted;
+    b->rows = b->prefill_rows = b->decode_rows = b->n_future = 0;
     int n = 0;
     for (int i = 0; i < n_items; i++) {
-        const llm_sched_item *it = &items[i];
+        const llm_sched_item *it = &b->items[i];
         const llm_seq *s = it->s;
         if (n + it->n > r->max_rows) {
             snprintf(err, errlen, "runner: %d rows planned, room for %d", n + it->n,
@@ -48,22 +86,68 @@ int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int 
             return -1;
         }
         for (int k = 0; k < it->n; k++, n++) {
-            r->rseq[n] = s->kv_seq;
-            r->rpos[n] = it->start + k;
-            r->rtok[n] = s->tok[it->start + k];
+            b->rseq[n] = s->kv_seq;
+            b->rpos[n] = it->start + k;
+            b->rtok[n] = s->tok[it->start + k];
+            b->n_future += b->rtok[n] < 0;
             /* logits only where the rows reach the sequence's last token */
-            r->want[n] = k == it->n - 1 && it->start + it->n == s->n_tok;
+            b->want[n] = k == it->n - 1 && it->start + it->n == s->n_tok;
         }
+        b->samples[i] = it->start + it->n == s->n_tok;
+        if (it->prefill)
+            b->prefill_rows += it->n;
+        else
+            b->decode_rows += it->n;
     }
-    if (n > 0 && llm_forward(&r->e, r->kv, n, r->rseq, r->rpos, r->rtok, r->want, r->logits,
-                             err, errlen))
+    b->rows = n;
+    return 0;
+}
+
+int llm_runner_resolve(llm_batch *b)
+{
+    if (!b->n_future)
+        return 0;
+    int left = 0, n = 0;
+    for (int i = 0; i < b->n_items; i++) {
+        const llm_sched_item *it = &b->items[i];
+        for (int k = 0; k < it->n; k++, n++)
+            if (b->rtok[n] < 0) {
+                b->rtok[n] = it->s->tok[it->start + k];
+                left += b->rtok[n] < 0;
+            }
+    }
+    b->n_future = left;
+    return left;
+}
+
+int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errlen)
+{
+    if (b->n_future) {
+        snprintf(err, errlen, "runner: %d rows still wait for their token", b->n_future);
         return -1;
-    int V = r->e.c.vocab_size, w = 0;
-    for (int i = 0; i < n_items; i++) {
-        llm_seq *s = items[i].s;
-        next[i] = -1;
-        if (items[i].start + items[i].n == s->n_tok)
-            next[i] = llm_sample(&s->sampler, r->logits + (size_t)w++ * V);
     }
+    if (b->rows > 0 && llm_forward(&r->e, r->kv, b->rows, b->rseq, b->rpos, b->rtok, b->want,
+                                   r->logits, err, errlen))
+        return -1;
+    return 0;
+}
+
+void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next)
+{
+    int V = r->e.c.vocab_size, w = 0;
+    for (int i = 0; i < b->n_items; i++) {
+        next[i] = -1;
+        if (b->samples[i])
+            next[i] = llm_sample(&b->items[i].s->sampler, r->logits + (size_t)w++ * V);
+    }
+}
+
+int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
+                   char *err, size_t errlen)
+{
+    if (llm_runner_prepare(r, &r->own, items, n_items, 0, err, errlen) ||
+        llm_runner_forward(r, &r->own, err, errlen))
+        return -1;
+    llm_runner_sample(r, &r->own, next);
     return 0;
 }

@@ -151,7 +151,10 @@ static void add_item(llm_sched *sc, llm_seq *s, int n, int prefill)
     /* its full blocks go into the prefix cache now, before the forward that fills them: a
      * request admitted later in this step already finds them (its rows come after these
      * in the forward, which stores every row's keys before any row attends) */
-    llm_paged_commit(sc->kv, s->kv_seq, s->tok, s->n_computed + n);
+    int known = s->n_computed + n;
+    while (known > 0 && s->tok[known - 1] < 0)
+        known--;              /* the overlap scheduler's token not drawn yet: hashed later */
+    llm_paged_commit(sc->kv, s->kv_seq, s->tok, known);
     sc->rows += n;
     if (prefill)
         sc->prefill_rows += n;

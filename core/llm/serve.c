@@ -2,10 +2,12 @@
  * one thread calls llm_serve_step, and each step takes in what arrived, asks the scheduler
  * for a plan, runs it through the model runner, streams every new token to its request's
  * callback and retires what finished. Metrics are a snapshot taken at the end of each step.
- * Events (optional): flow records between the roles client, queue, scheduler and model, a
- * compute span per step saying who prefills how much and who decodes, a STEP record per
- * step in numbers, the paged cache's memory records, and a gate (mlsys_step) before each
- * step, or "engine idle" while there is nothing to do. */
+ * Each step's time is split in phases (schedule, prepare, forward, sample, detokenize); the
+ * overlap option has a worker thread plan the next step while this thread runs the forward.
+ * Events (optional): flow records between the roles client, queue, scheduler and model, one
+ * compute span per phase (the forward on row 0, the CPU's phases on row 1), a STEP record
+ * per step in numbers, the paged cache's memory records, and a gate (mlsys_step) before
+ * each step, or "engine idle" while there is nothing to do. */
 #include "serve.h"
 
 #include <errno.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
+#include <unistd.h>
 
 enum { ROLE_CLIENT, ROLE_QUEUE, ROLE_SCHED, ROLE_MODEL, ROLE_COUNT };
 static const char *const role_names[ROLE_COUNT] = {"clients", "queue", "scheduler", "model"};
@@ -45,9 +49,73 @@ struct llm_serve {
     llm_step_item *items;     /* [max_num_seqs] */
     int *finished;            /* ids finished this step */
     int n_finished, cap_finished;
+    /* the step's rows: bt[cur] runs this step; with overlap, bt[cur ^ 1] holds the next
+     * step's plan when ahead = 1 (dirty: an item left it, prepare it again) */
+    llm_batch bt[2];
+    int cur, ahead, dirty;
+    int *pre[2], n_pre[2];    /* request ids preempted by each batch's planning */
+    llm_step_stats st, last;
+    uint64_t mark;            /* where the phase being timed began */
+    /* the overlap worker: plans the next step into bt[w_k] while this thread runs the
+     * forward (w_rows: the rows it planned, -1 on an error) */
+    pthread_t worker;
+    int worker_up;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    int w_k, w_job, w_done, w_quit, w_rows;
     int gates;                /* gates emitted (mlsys_step's step number) */
     int idle_said;            /* an "engine idle" gate since the last forward */
 };
+
+static const char *const phase_names[LLM_PHASE_COUNT] = {
+    "schedule", "prepare", "forward", "token sample", "detokenize", "launch", "wait",
+    "schedule next", "prepare next",
+};
+
+const char *llm_phase_name(int phase)
+{
+    return phase >= 0 && phase < LLM_PHASE_COUNT ? phase_names[phase] : "?";
+}
+
+/* The phase p ends now; it began where the previous one of its thread ended (*mark). */
+static void phase_end_at(llm_serve *s, int p, uint64_t *mark)
+{
+    uint64_t t = mlsys_now_ns();
+    s->st.t0[p] = *mark;
+    s->st.t1[p] = t;
+    *mark = t;
+}
+
+static void phase_end(llm_serve *s, int p)
+{
+    phase_end_at(s, p, &s->mark);
+}
+
+static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+                     uint64_t *mark);
+
+static void *worker_main(void *u)
+{
+    llm_serve *s = u;
+    pthread_mutex_lock(&s->wmu);
+    for (;;) {
+        while (!s->w_job && !s->w_quit)
+            pthread_cond_wait(&s->wcv, &s->wmu);
+        if (s->w_quit)
+            break;
+        s->w_job = 0;
+        int k = s->w_k;
+        pthread_mutex_unlock(&s->wmu);
+        uint64_t mark = mlsys_now_ns();
+        int rows = plan_into(s, k, 0, LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT, &mark);
+        pthread_mutex_lock(&s->wmu);
+        s->w_rows = rows;
+        s->w_done = 1;
+        pthread_cond_broadcast(&s->wcv);
+    }
+    pthread_mutex_unlock(&s->wmu);
+    return NULL;
+}
 
 static double now(const llm_serve *s)
 {
@@ -62,6 +130,24 @@ static void flow(llm_serve *s, int from, int to, int seq, int count, int phase)
     mlsys_flow_info f = {(int16_t)from, (int16_t)to, MLSYS_FLOW_REQUESTS, (int16_t)phase,
                          count, (int32_t)s->step_no, seq, 0};
     mlsys_emit_flow(s->o.comm, &f, 0, NULL);
+}
+
+/* A rank is bound to one core (core/launch.c, as mpirun binds); its threads inherit that,
+ * and a planner on the forward's core overlaps nothing: woken, it even takes the core from
+ * the forward. So the worker gets the other cores when the stepping thread is bound to
+ * some, every core when it is not (best effort: cgroups may narrow it). */
+static void place_worker(pthread_t th)
+{
+    cpu_set_t mine, other;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        return;
+    CPU_ZERO(&other);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+        if (!CPU_ISSET((int)i, &mine))
+            CPU_SET((int)i, &other);
+    if (CPU_COUNT(&other) > 0)
+        pthread_setaffinity_np(th, sizeof other, &other);
 }
 
 /* Is anything queued, running or submitted? (under mu) */
@@ -159,6 +245,23 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
+    for (int i = 0; i < 2; i++) {
+        llm_batch_init(&s->bt[i], d.max_num_batched_tokens, d.max_num_seqs);
+        s->pre[i] = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
+    }
+    if (d.overlap) {
+        pthread_mutex_init(&s->wmu, NULL);
+        pthread_cond_init(&s->wcv, NULL);
+        if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+            fprintf(stderr, "serve: no worker thread: the overlap scheduler is off\n");
+            s->o.overlap = 0;
+            pthread_mutex_destroy(&s->wmu);
+            pthread_cond_destroy(&s->wcv);
+        } else {
+            s->worker_up = 1;
+            place_worker(s->worker);
+        }
+    }
     s->next = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
     s->items = mlsys_xcalloc((size_t)d.max_num_seqs, sizeof *s->items);
     s->m.block_size = d.block_size;
@@ -235,10 +338,28 @@ static void hist_add(long *h, double v)
     h[b]++;
 }
 
-/* Deliver an event for q (token or -1) and, when why != NONE, retire and free it. */
+/* Item index of q in b, -1. */
+static int item_of(const llm_batch *b, const llm_seq *q)
+{
+    for (int i = 0; i < b->n_items; i++)
+        if (b->items[i].s == q)
+            return i;
+    return -1;
+}
+
+/* Deliver an event for q (token or -1) and, when why != NONE, retire and free it (leaving
+ * the next step's plan first: its item there is a decode whose token is q's last one). */
 static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
 {
     double t = now(s);
+    if (why != LLM_FINISH_NONE && s->ahead) {
+        llm_batch *nb = &s->bt[s->cur ^ 1];
+        int i = item_of(nb, q);
+        if (i >= 0) {
+            llm_batch_drop(nb, i);
+            s->dirty = 1;
+        }
+    }
     if (token >= 0 && q->st.t_first == 0.0)
         q->st.t_first = t;
     if (why != LLM_FINISH_NONE) {
@@ -291,14 +412,28 @@ static llm_seq *find_live(llm_serve *s, int id)
     return NULL;
 }
 
-/* Submissions join the waiting queue; cancels free their blocks now. */
-static void take_in(llm_serve *s)
+/* q may leave the plan made ahead: it is not in it, or only as a decode of a token still to
+ * come (no block of the prefix cache waits for that row). */
+static int droppable(const llm_batch *b, const llm_seq *q)
+{
+    int row = 0;
+    for (int i = 0; i < b->n_items; row += b->items[i].n, i++)
+        if (b->items[i].s == q)
+            return b->items[i].n == 1 && !b->items[i].prefill && b->rtok[row] < 0;
+    return 1;
+}
+
+/* Submissions join the waiting queue; with cancels = 1, cancels free their blocks now,
+ * except for a request the next step's plan computes known tokens for (its rows may fill
+ * blocks the prefix cache already lists): that cancel waits for a step boundary where
+ * nothing is planned ahead (a prompt being prefilled may then run one step more). */
+static void take_in(llm_serve *s, int cancels_too)
 {
     pthread_mutex_lock(&s->mu);
     llm_seq_queue in = s->inbox;
     memset(&s->inbox, 0, sizeof s->inbox);
     s->busy += in.n;
-    int nc = s->n_cancels;
+    int nc = cancels_too ? s->n_cancels : 0;
     int *cancels = NULL;
     if (nc) {
         cancels = mlsys_xmalloc((size_t)nc * sizeof(int));
@@ -316,6 +451,10 @@ static void take_in(llm_serve *s)
     }
     for (int i = 0; i < nc; i++) {
         llm_seq *q = find_live(s, cancels[i]);
+        if (q && s->ahead && !droppable(&s->bt[s->cur ^ 1], q)) {
+            llm_serve_cancel(s, cancels[i]);
+            continue;
+        }
         if (q)
             deliver(s, q, -1, LLM_FINISH_CANCEL);
     }
@@ -344,89 +483,146 @@ static void publish(llm_serve *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* "P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the label's size). */
-static void step_label(const llm_sched *sc, char *out, size_t n)
+/* "forward P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the
+ * label's size). */
+static void step_label(const llm_step_item *items, int n_items, char *out, size_t n)
 {
-    size_t len = 0;
-    out[0] = 0;
+    size_t len = (size_t)snprintf(out, n, "forward");
     for (int pass = 1; pass >= 0; pass--) {
         int first = 1;
-        for (int i = 0; i < sc->n_items && len + 1 < n; i++) {
-            const llm_sched_item *it = &sc->items[i];
+        for (int i = 0; i < n_items && len + 1 < n; i++) {
+            const llm_step_item *it = &items[i];
             if (it->prefill != pass)
                 continue;
-            int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->s->id,
+            int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->id,
                                     it->n)
                          : snprintf(out + len, n - len, "%s%d", first ? (len ? " D" : "D") : ",",
-                                    it->s->id);
+                                    it->id);
             first = 0;
             len += (size_t)k < n - len ? (size_t)k : n - len - 1;
         }
     }
 }
 
-int llm_serve_step(llm_serve *s, llm_step_info *info)
+/* Plan a step into bt[k] (schedule phase: take in, plan; prepare phase: the rows). Returns
+ * the rows planned (0: nothing to run) or -1. */
+static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+                     uint64_t *mark)
 {
     char err[256];
-    if (s->o.comm) {
-        pthread_mutex_lock(&s->mu);
-        int idle = !work_locked(s);
-        pthread_mutex_unlock(&s->mu);
-        gate(s, idle);
-    }
-    double t0 = now(s);
-    s->n_finished = 0;
-    take_in(s);
+    take_in(s, cancels_too);
     llm_sched *sc = &s->sc;
     int rows = llm_sched_plan(sc);
-    if (info)
-        memset(info, 0, sizeof *info);
-    if (rows == 0) {
-        publish(s);
-        if (info) {
-            info->n_finished = s->n_finished;
-            info->finished = s->finished;
-            info->t_start = t0;
-            info->t_end = now(s);
-        }
-        return 0;
-    }
-    s->step_no++;
+    s->n_pre[k] = sc->n_preempted;
+    memcpy(s->pre[k], sc->preempted, (size_t)sc->n_preempted * sizeof(int));
     for (int i = 0; i < sc->n_preempted; i++)
         flow(s, ROLE_SCHED, ROLE_QUEUE, sc->preempted[i], 0, -1);
-    for (int i = sc->n_items - sc->n_admitted; i < sc->n_items; i++)
-        flow(s, ROLE_QUEUE, ROLE_SCHED, sc->items[i].s->id, sc->items[i].s->n_computed, -1);
-    for (int i = 0; i < sc->n_items; i++)
-        flow(s, ROLE_SCHED, ROLE_MODEL, sc->items[i].s->id, sc->items[i].n,
-             sc->items[i].prefill);
-    char label[32] = "";
-    if (s->o.comm) {
-        step_label(sc, label, sizeof label);
-        mlsys_compute_begin(s->o.comm, label);
+    if (s->o.plan_hook && rows > 0)
+        s->o.plan_hook(s->o.plan_hook_u);
+    phase_end_at(s, ph_sched, mark);
+    if (rows == 0) {
+        s->bt[k].n_items = 0;
+        return 0;
     }
-    int rc = llm_runner_run(&s->run, sc->items, sc->n_items, s->next, err, sizeof err);
-    if (s->o.comm)
-        mlsys_compute_end(s->o.comm, label);
-    s->m.prefill_tokens += sc->prefill_rows;
-    s->m.decode_tokens += sc->decode_rows;
-    /* copy the plan: retiring a sequence frees it */
-    int n_items = sc->n_items;
+    if (llm_runner_prepare(&s->run, &s->bt[k], sc->items, sc->n_items, sc->n_admitted, err,
+                           sizeof err)) {
+        fprintf(stderr, "serve: step %ld: %s\n", s->step_no + 1, err);
+        return -1;
+    }
+    phase_end_at(s, ph_prep, mark);
+    return rows;
+}
+
+/* The step begins: its number and its flows (admitted, and the rows each request runs). */
+static void step_begins(llm_serve *s, const llm_batch *b)
+{
+    s->step_no++;
+    for (int i = b->n_items - b->n_admitted; i < b->n_items; i++)
+        flow(s, ROLE_QUEUE, ROLE_SCHED, b->items[i].s->id, b->items[i].s->n_computed, -1);
+    for (int i = 0; i < b->n_items; i++)
+        flow(s, ROLE_SCHED, ROLE_MODEL, b->items[i].s->id, b->items[i].n, b->items[i].prefill);
+}
+
+/* The next step may be planned while this one's forward runs: nothing can be preempted (the
+ * pool holds every running sequence's blocks up to its last token, the futures counted), no
+ * sequence of this step must stop for its length, and no cancel is waiting. */
+static int can_plan_ahead(llm_serve *s, const llm_batch *b)
+{
+    for (int i = 0; i < b->n_items; i++) {
+        const llm_seq *q = b->items[i].s;
+        if (b->samples[i] && (q->n_tok + 1 - q->n_prompt >= q->max_tokens ||
+                              q->n_tok + 1 > s->c.seq_len))
+            return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    int cancels = s->n_cancels;
+    pthread_mutex_unlock(&s->mu);
+    if (cancels)
+        return 0;
+    int bs = llm_paged_block_size(&s->kv), need = 0;
+    for (const llm_seq *q = s->sc.running.head; q; q = q->next) {
+        const int *blk;
+        int nb = 0;
+        llm_paged_table(&s->kv, q->kv_seq, &blk, &nb);
+        int want = (q->n_tok + 1 + bs - 1) / bs;    /* + 1: a future token, at most */
+        need += want > nb ? want - nb : 0;
+    }
+    return need <= llm_paged_pool_count(&s->kv);
+}
+
+static void emit_spans(llm_serve *s, const llm_batch *b)
+{
+    if (!s->o.comm)
+        return;
+    char label[32];
+    step_label(s->items, b->n_items, label, sizeof label);   /* ids: b's sequences may be
+                                                                  retired and freed by now */
+    int order[LLM_PHASE_COUNT], n = 0;
+    for (int p = 0; p < LLM_PHASE_COUNT; p++) {
+        if (p == LLM_PHASE_WAIT || !s->st.t1[p])
+            continue;             /* waiting is idle time: no span */
+        int k = n++;
+        while (k > 0 && s->st.t0[order[k - 1]] > s->st.t0[p]) {
+            order[k] = order[k - 1];        /* in time order: the views draw them so */
+            k--;
+        }
+        order[k] = p;
+    }
+    for (int i = 0; i < n; i++) {
+        int p = order[i];
+        const char *name = p == LLM_PHASE_FORWARD ? label
+                           : p == LLM_PHASE_SCHEDULE_NEXT ? "schedule"
+                           : p == LLM_PHASE_PREPARE_NEXT ? "prepare" : phase_names[p];
+        mlsys_compute_span(s->o.comm, p == LLM_PHASE_FORWARD ? 0 : 1, s->st.t0[p], s->st.t1[p],
+                           name);
+    }
+}
+
+/* After the forward of b: draw the tokens (sample phase), stream them and retire what
+ * finished (detokenize phase), fill info. rc != 0: the forward failed. */
+static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
+                     llm_step_info *info, int k, double t0)
+{
+    if (!rc)
+        llm_runner_sample(&s->run, b, s->next);
+    phase_end(s, LLM_PHASE_SAMPLE);
+    s->m.prefill_tokens += b->prefill_rows;
+    s->m.decode_tokens += b->decode_rows;
+    int n_items = b->n_items;
     for (int i = 0; i < n_items; i++) {
-        const llm_sched_item *it = &sc->items[i];
+        const llm_sched_item *it = &b->items[i];
         s->items[i] = (llm_step_item){it->s->id, it->start, it->n, it->prefill,
                                       rc ? -1 : s->next[i]};
     }
     if (rc) {
         fprintf(stderr, "serve: step %ld: %s\n", s->step_no, err);
         for (int i = 0; i < n_items; i++)
-            deliver(s, sc->items[i].s, -1, LLM_FINISH_ERROR);
+            deliver(s, b->items[i].s, -1, LLM_FINISH_ERROR);
     }
     int drawn = 0;
     if (!rc) {
         for (int i = 0; i < n_items; i++) {
-            llm_seq *q = sc->items[i].s;
-            q->n_computed += q->n_sched;
-            q->n_sched = 0;
+            llm_seq *q = b->items[i].s;
             if (s->next[i] < 0)
                 continue;
             llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->c.seq_len);
@@ -435,26 +631,157 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
             deliver(s, q, s->next[i], why);
         }
     }
-    take_in(s);           /* cancels the callbacks asked for */
+    take_in(s, 1);        /* cancels the callbacks asked for */
     publish(s);
     s->idle_said = 0;
-    step_record(s, rows, drawn, now(s) - t0);
+    step_record(s, b->rows, drawn, now(s) - t0);
     if (info) {
         info->step = s->step_no;
         info->n_items = n_items;
         info->items = s->items;
-        info->rows = rows;
-        info->prefill_rows = sc->prefill_rows;
-        info->decode_rows = sc->decode_rows;
-        info->n_admitted = sc->n_admitted;
-        info->n_preempted = sc->n_preempted;
-        info->preempted = sc->preempted;
+        info->rows = b->rows;
+        info->prefill_rows = b->prefill_rows;
+        info->decode_rows = b->decode_rows;
+        info->n_admitted = b->n_admitted;
+        info->n_preempted = s->n_pre[k];
+        info->preempted = s->pre[k];
+        info->n_finished = s->n_finished;
+        info->finished = s->finished;
+        info->t_end = now(s);
+    }
+    phase_end(s, LLM_PHASE_DETOKENIZE);
+    s->st.t_end = s->mark;
+    s->st.step = s->step_no;
+    s->st.n_seqs = n_items;
+    s->st.rows = b->rows;
+    emit_spans(s, b);
+    s->last = s->st;
+    return rc ? -1 : 1;
+}
+
+static int nothing_to_run(llm_serve *s, llm_step_info *info, double t0)
+{
+    publish(s);
+    if (info) {
         info->n_finished = s->n_finished;
         info->finished = s->finished;
         info->t_start = t0;
         info->t_end = now(s);
     }
-    return rc ? -1 : 1;
+    return 0;
+}
+
+/* Without overlap: every phase in turn on this thread. */
+static int step_plain(llm_serve *s, llm_step_info *info, double t0)
+{
+    char err[256] = "";
+    int rows = plan_into(s, 0, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, &s->mark);
+    if (rows < 0)
+        return -1;
+    if (rows == 0)
+        return nothing_to_run(s, info, t0);
+    llm_batch *b = &s->bt[0];
+    step_begins(s, b);
+    int rc = llm_runner_forward(&s->run, b, err, sizeof err);
+    phase_end(s, LLM_PHASE_FORWARD);
+    for (int i = 0; i < b->n_items; i++) {
+        llm_seq *q = b->items[i].s;
+        q->n_computed += q->n_sched;
+        q->n_sched = 0;
+    }
+    if (info)
+        info->t_start = t0;
+    return step_ends(s, b, rc, err, info, 0, t0);
+}
+
+/* With overlap: this step (planned ahead by the previous one, or now) runs its forward on
+ * this thread while the worker plans and prepares the next step; then wait for the worker
+ * (when it is slower than the forward), sample, stream. */
+static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
+{
+    char err[256] = "";
+    int planned = s->ahead;
+    if (planned) {
+        s->cur ^= 1;
+        s->ahead = 0;
+        if (s->bt[s->cur].n_items == 0)     /* every request in it finished meanwhile */
+            planned = 0;
+    }
+    int k = s->cur, rc = 0;
+    llm_batch *b = &s->bt[k];
+    if (!planned) {
+        s->dirty = 0;
+        int rows = plan_into(s, k, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, &s->mark);
+        if (rows < 0)
+            return -1;
+        if (rows == 0)
+            return nothing_to_run(s, info, t0);
+    } else if (s->dirty) {
+        s->dirty = 0;       /* a request left the plan: its rows again */
+        rc = llm_runner_prepare(&s->run, b, b->items, b->n_items, b->n_admitted, err,
+                                sizeof err);
+    }
+    step_begins(s, b);
+    if (!rc && llm_runner_resolve(b)) {
+        rc = -1;
+        snprintf(err, sizeof err, "a token planned ahead never came");
+    }
+    /* the sequences move on to where this forward leaves them, the token each is drawing a
+     * future (-1) until it is drawn: the worker plans from there */
+    for (int i = 0; i < b->n_items; i++) {
+        b->items[i].s->n_computed += b->items[i].n;
+        b->items[i].s->n_sched = 0;
+    }
+    int job = !rc && can_plan_ahead(s, b);
+    if (job) {
+        for (int i = 0; i < b->n_items; i++)
+            if (b->samples[i]) {
+                llm_seq *q = b->items[i].s;
+                q->tok[q->n_tok++] = -1;
+            }
+        s->st.overlapped = 1;
+        pthread_mutex_lock(&s->wmu);
+        s->w_k = k ^ 1;
+        s->w_done = 0;
+        s->w_job = 1;
+        pthread_cond_broadcast(&s->wcv);
+        pthread_mutex_unlock(&s->wmu);
+    }
+    phase_end(s, LLM_PHASE_LAUNCH);
+    if (!rc)
+        rc = llm_runner_forward(&s->run, b, err, sizeof err);
+    phase_end(s, LLM_PHASE_FORWARD);
+    if (job) {
+        pthread_mutex_lock(&s->wmu);
+        while (!s->w_done)
+            pthread_cond_wait(&s->wcv, &s->wmu);
+        s->ahead = s->w_rows > 0;
+        pthread_mutex_unlock(&s->wmu);
+        phase_end(s, LLM_PHASE_WAIT);
+        for (int i = 0; i < b->n_items; i++)
+            if (b->samples[i])
+                b->items[i].s->n_tok--;
+    }
+    if (info)
+        info->t_start = t0;
+    return step_ends(s, b, rc, err, info, k, t0);
+}
+
+int llm_serve_step(llm_serve *s, llm_step_info *info)
+{
+    if (s->o.comm) {          /* the gate comes before the step and is not timed */
+        pthread_mutex_lock(&s->mu);
+        int idle = !work_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        gate(s, idle);
+    }
+    double t0 = now(s);
+    memset(&s->st, 0, sizeof s->st);
+    s->st.t_start = s->mark = mlsys_now_ns();
+    s->n_finished = 0;
+    if (info)
+        memset(info, 0, sizeof *info);
+    return s->o.overlap ? step_overlap(s, info, t0) : step_plain(s, info, t0);
 }
 
 int llm_serve_has_work(llm_serve *s)
@@ -512,6 +839,11 @@ void llm_serve_metrics_get(llm_serve *s, llm_serve_metrics *m)
     pthread_mutex_unlock(&s->mu);
 }
 
+void llm_serve_last_stats(const llm_serve *s, llm_step_stats *st)
+{
+    *st = s->last;
+}
+
 const llm_kv *llm_serve_kv(const llm_serve *s)
 {
     return &s->kv;
@@ -521,11 +853,25 @@ void llm_serve_free(llm_serve *s)
 {
     if (!s)
         return;
-    take_in(s);
+    s->ahead = 0;             /* a plan made ahead is dropped with its requests */
+    take_in(s, 1);
     while (s->sc.running.head)
         deliver(s, s->sc.running.head, -1, LLM_FINISH_CANCEL);
     while (s->sc.waiting.head)
         deliver(s, s->sc.waiting.head, -1, LLM_FINISH_CANCEL);
+    if (s->worker_up) {
+        pthread_mutex_lock(&s->wmu);
+        s->w_quit = 1;
+        pthread_cond_broadcast(&s->wcv);
+        pthread_mutex_unlock(&s->wmu);
+        pthread_join(s->worker, NULL);
+        pthread_mutex_destroy(&s->wmu);
+        pthread_cond_destroy(&s->wcv);
+    }
+    for (int i = 0; i < 2; i++) {
+        llm_batch_fini(&s->bt[i]);
+        free(s->pre[i]);
+    }
     llm_runner_fini(&s->run);
     llm_sched_fini(&s->sc);
     llm_kv_free(&s->kv);

@@ -266,20 +266,48 @@ int llm_sched_plan(llm_sched *sc);
 void llm_sched_retire(llm_sched *sc, llm_seq *s);
 
 /* ==== runner.c: the forward of one step ==== */
+/* A step's rows, prepared from a plan: (block table, position, token) per row, which rows
+ * need logits, which items draw a token. A token that is not known yet when the rows are
+ * prepared (the overlap scheduler plans step n+1 before step n has drawn its tokens: the
+ * sequence holds -1 there) is left -1 and counted in n_future; llm_runner_resolve fills it in
+ * once the token is in the sequence (the FutureMap of SGLang, with the sequence's own token
+ * array as the slots). */
+typedef struct llm_batch {
+    llm_sched_item *items;    /* [max_seqs] the plan (a copy) */
+    unsigned char *samples;   /* [max_seqs] 1: item i draws a token after the forward */
+    int n_items, n_admitted;  /* the admitted items are the last n_admitted */
+    int rows, prefill_rows, decode_rows, n_future;
+    int *rseq, *rpos, *rtok;  /* [max_rows] */
+    unsigned char *want;      /* [max_rows] */
+} llm_batch;
+void llm_batch_init(llm_batch *b, int max_rows, int max_seqs);
+void llm_batch_fini(llm_batch *b);
+/* Drop item i (its sequence finished or was cancelled before the step ran); the rows must be
+ * prepared again. */
+void llm_batch_drop(llm_batch *b, int i);
+
 typedef struct llm_runner {
     llm_engine e;
     llm_kv *kv;
-    int max_rows;
-    int *rseq, *rpos, *rtok;  /* [max_rows] */
-    unsigned char *want;      /* [max_rows] */
+    int max_rows, max_seqs;
+    llm_batch own;            /* llm_runner_run's rows */
     float *logits;            /* [max_num_seqs, V] */
 } llm_runner;
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
                     int max_rows, int max_seqs, char *err, size_t errlen);
 void llm_runner_fini(llm_runner *r);
-/* One forward over the items' rows (one GEMM per weight for the whole step: prefill chunks
- * and decodes together); every item whose rows reach its last token draws its next token
- * with its own sampler into next[i]; the others get -1. 0, or -1 with err. */
+/* Input preparation: b gets the items (copied unless they are b->items) and their rows. */
+int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *items,
+                       int n_items, int n_admitted, char *err, size_t errlen);
+/* Rows whose token was unknown take it from their sequence now; returns those still unknown. */
+int llm_runner_resolve(llm_batch *b);
+/* The forward over b's rows (one GEMM per weight for the whole step: prefill chunks and
+ * decodes together), logits where wanted. Touches no sequence: it may run on another thread
+ * while the caller plans the next step. 0, or -1 with err. */
+int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errlen);
+/* Every item that draws a token draws it with its own sampler into next[i]; others get -1. */
+void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next);
+/* prepare + forward + sample in one call. 0, or -1 with err. */
 int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
                    char *err, size_t errlen);
 
@@ -304,6 +332,19 @@ typedef struct llm_serve_opts {
     mlsys_comm *comm;             /* events, emitted by the stepping thread; NULL: none */
     double (*clock)(void *u);     /* seconds, thread-safe; NULL: mlsys_now_s */
     void *clock_u;
+    /* 1: the overlap scheduler (SGLang's overlap loop, vLLM's async scheduling): while the
+     * stepping thread runs the forward of step n, the engine's worker thread schedules step
+     * n+1 and prepares its rows, taking the tokens step n is drawing as futures (resolved
+     * before n+1 starts). It plans on that thread only when planning cannot preempt (the
+     * pool holds every running sequence's next blocks) and no sequence of step n must stop
+     * for its length; a sequence that stops on a token it drew leaves the plan before it
+     * runs. Outputs are token for token those without overlap. */
+    int overlap;
+    /* Called at the end of every planning that found rows, inside the schedule phase, on the
+     * thread that plans (the stepping thread, or with overlap the worker) (NULL: none): a heavier scheduler's cost stands here (chapter 10 adds busy work to show
+     * what a Python scheduler's milliseconds do to a step, with and without overlap). */
+    void (*plan_hook)(void *u);
+    void *plan_hook_u;
 } llm_serve_opts;
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
@@ -317,8 +358,11 @@ typedef struct llm_serve_opts {
  *             scheduler -> model     in this step    count = rows, phase 1 prefill / 0 decode
  *             scheduler -> queue     preempted       count = 0
  *             model -> clients       finished        count = tokens generated
- *   compute one span per step around the forward, label "P3:24 P5:8 D0,1,2" (request 3
- *           prefills 24 rows, 5 prefills 8, 0..2 decode)
+ *   compute one span per phase of a step, emitted at the step's end with the times it
+ *           measured (mlsys_compute_span): on row 0 the forward, label "forward P3:24 D0,1,2"
+ *           (request 3 prefills 24 rows, 0..2 decode); on row 1 the CPU's other work:
+ *           "schedule", "prepare", "launch", "token sample", "detokenize" (overlapped, the
+ *           next step's "schedule" and "prepare" lie beside the forward)
  *   flow    MLSYS_FLOW_STEP after each step that ran a forward: rows, tokens generated,
  *           seconds, waiting / running / finished after it (core/mlsys.h)
  *   gates   llm_serve_step calls mlsys_step first, labelled "engine step N" (N: the step it
@@ -359,6 +403,37 @@ typedef struct llm_step_info {
     const int *finished;      /* request ids (cancelled ones included) */
     double t_start, t_end;    /* engine clock */
 } llm_step_info;
+/* Where one step's time went, on CLOCK_MONOTONIC (mlsys_now_ns, whatever opts.clock is).
+ * Without overlap the phases follow one another on the stepping thread: schedule (take in
+ * submissions and cancels, plan), prepare (the rows), forward, sample, detokenize (tokens to
+ * text, stop strings, the callbacks, retiring what finished): t0[schedule] = t_start, each
+ * phase starts where the one before ended, t1[detokenize] = t_end. With overlap the stepping
+ * thread's phases are, in order: [schedule, prepare: when this step was not planned ahead],
+ * launch (resolve the futures, hand the next step's planning to the worker), forward,
+ * [wait: for the worker, when it planned], sample, detokenize; they tile [t_start, t_end]
+ * the same way, and the worker's schedule next and prepare next (the next step's) lie
+ * inside [t0[launch], t1[wait]]. A phase that did not run has t0 = t1 = 0. */
+typedef enum {
+    LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, LLM_PHASE_FORWARD, LLM_PHASE_SAMPLE,
+    LLM_PHASE_DETOKENIZE, LLM_PHASE_LAUNCH, LLM_PHASE_WAIT,
+    LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT,    /* overlapped: the next step's */
+    LLM_PHASE_COUNT
+} llm_phase;
+const char *llm_phase_name(int phase);   /* "schedule", "prepare", ... */
+typedef struct llm_step_stats {
+    long step;                /* the step (llm_step_info.step) */
+    int overlapped;           /* 1: the next step's schedule and prepare ran beside the forward */
+    int n_seqs, rows;         /* the forward's batch */
+    uint64_t t_start, t_end;  /* ns */
+    uint64_t t0[LLM_PHASE_COUNT], t1[LLM_PHASE_COUNT];
+} llm_step_stats;
+static inline uint64_t llm_phase_ns(const llm_step_stats *st, int phase)
+{
+    return st->t1[phase] - st->t0[phase];
+}
+/* The last step that ran a forward (zeros before the first). Stepping thread only. */
+void llm_serve_last_stats(const llm_serve *s, llm_step_stats *st);
+
 /* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
  * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
  * -1 on an internal error (message on stderr; the requests of the step are failed, and the

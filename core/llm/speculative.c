@@ -76,7 +76,9 @@ double llm_spec_expected_tokens(double a, int k)
     return (1.0 - pow(a, k + 1)) / (1.0 - a);
 }
 
-/* A compute span with the round's numbers in typed fields (the label names only the phase). */
+/* A compute span with the round's numbers in typed fields (the label names only the phase):
+ * val[0..2] the phase's counts, val[3] the round (step stays -1: a step on a compute span
+ * means a schedule drawn in slots to the timeline). */
 static void span(mlsys_comm *c, int begin, const char *label, long round, int chunk,
                  double v0, double v1, double v2)
 {
@@ -90,11 +92,12 @@ static void span(mlsys_comm *c, int begin, const char *label, long round, int ch
     e.algo = -1;
     e.op = -1;
     e.dtype = -1;
-    e.step = (int32_t)round;
+    e.step = -1;
     e.chunk = chunk;
     e.val[0] = v0;
     e.val[1] = v1;
     e.val[2] = v2;
+    e.val[3] = (double)round;
     snprintf(e.label, sizeof e.label, "%s", label);
     mlsys_emit(c, &e);
 }
@@ -298,6 +301,7 @@ int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t err
     s->st.target_forwards++;
     span(s->o.trace, 0, "verify", round, -1, m, 0, 0);
     double t2 = mlsys_now_s();
+    uint64_t t2_ns = mlsys_now_ns();
     s->st.verify_s += t2 - t1;
 
     /* ---- the rule, position by position, up to the first refusal ---- */
@@ -345,10 +349,14 @@ int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t err
         s->d_fed = s->t_fed;
     double t3 = mlsys_now_s();
     s->st.rule_s += t3 - t2;
-    span(s->o.trace, 1, kept == k ? "accept" : "reject", round, kept, kept, k,
-         info->committed);
-    span(s->o.trace, 0, kept == k ? "accept" : "reject", round, kept, kept, k,
-         info->committed);
+    /* the rule and the roll-back, as one span named by the outcome: "accepted 4 of 4", or
+     * "rejected 2 of 4" (the 2nd draft refused) */
+    char what[32];
+    if (kept == k)
+        snprintf(what, sizeof what, "accepted %d of %d", kept, k);
+    else
+        snprintf(what, sizeof what, "rejected %d of %d", kept + 1, k);
+    mlsys_compute_span(s->o.trace, 0, t2_ns, mlsys_now_ns(), what);
     s->st.total_s += mlsys_now_s() - t_round;
     return s->done ? 0 : 1;
 }

@@ -159,8 +159,9 @@ int replay_parse(const char *text, size_t len, replay_data *out, char *err, size
         if (!ph || !cat || !name || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(it, "tid")))
             continue;
         int rank = (int)num(it, "tid", -1);
-        if (rank >= 1000)       /* a rank's non-blocking collectives' track (core/trace.c) */
-            rank -= 1000;
+        if (rank >= 1000)       /* a rank's non-blocking collectives' track, or its second
+                                   thread's (core/trace.c) */
+            rank %= 1000;
         if (rank < 0 || rank >= 64)
             continue;
         double ts = num(it, "ts", 0);

@@ -4,7 +4,8 @@
 # (ours, reference kernel and OpenBLAS, against PyTorch on one thread), DDP's buckets and
 # overlap against the hand-written loop, pipeline bubbles measured against predicted, the
 # language model's training against PyTorch with its 2-rank scaling, decode throughput, and
-# chapter 11's speculative and JSON-constrained decoding (decode.sh), and PPO on CartPole
+# chapter 11's speculative and JSON-constrained decoding (decode.sh), chapter 10's step phases
+# with and without the overlap scheduler (sched.sh), and PPO on CartPole
 # against PyTorch (steps/s, steps and seconds to a return of 475).
 # Figures are reported, never asserted. Usage: models.sh BUILD_DIR
 set -u
@@ -33,7 +34,7 @@ sh "$here/pipeline.sh" "$build"
 section "PPO on CartPole: ch12/ppo-cartpole against PyTorch (CleanRL's defaults)"
 sh "$here/ppo.sh" "$build"
 
-for s in train generate serve decode; do
+for s in train generate serve decode sched; do
     if [ -f "$here/$s.sh" ]; then
         section "The lab's language model: $s"
         sh "$here/$s.sh" "$build"

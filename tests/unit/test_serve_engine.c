@@ -4,7 +4,8 @@
  * requests resume with unchanged output; finish reasons (EOS, max_tokens, the context, stop
  * strings with held-back text); cancel frees blocks at once, also from a callback; bad
  * requests are refused; submissions from other threads; static against continuous admission;
- * the metrics' accounting; and the memory events, replayed, rebuild the cache's state. */
+ * the metrics' accounting; and the memory events, replayed, rebuild the cache's state. All
+ * of it twice: the plain engine, then the overlap scheduler. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +23,12 @@
 static llm_config g_c;
 static llm_weights g_w;
 static llm_tokenizer g_t;
+static int g_overlap;         /* the "overlap" case: every engine with the overlap scheduler */
+
+static void overlap_on(void)
+{
+    g_overlap = 1;
+}
 
 static void load(void)
 {
@@ -79,7 +86,9 @@ static int prompt_of(const char *text, int *ids)
 static llm_serve *make(const llm_serve_opts *o)
 {
     char err[256];
-    llm_serve *s = llm_serve_create(&g_c, &g_w, o, err, sizeof err);
+    llm_serve_opts oo = *o;
+    oo.overlap = g_overlap;
+    llm_serve *s = llm_serve_create(&g_c, &g_w, &oo, err, sizeof err);
     ck_assert_msg(s != NULL, "%s", err);
     return s;
 }
@@ -645,8 +654,8 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
     (void)u;
     for (size_t i = 0; i < n; i++) {
         const mlsys_event *e = &ev[i];
-        if (e->kind == MLSYS_EV_COMPUTE_BEGIN)
-            g_sh.steps_compute++;
+        if (e->kind == MLSYS_EV_COMPUTE_BEGIN && e->tag == 0)
+            g_sh.steps_compute++;     /* the forward's span (row 1: the CPU's phases) */
         if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_REQUESTS) {
             const mlsys_flow_info *f = &e->flow;
             g_sh.flows++;
@@ -720,7 +729,8 @@ static int events_rank(mlsys_comm *c, void *arg)
         return 1;
     nn_set_gemm_kernel(NN_GEMM_INVARIANT);
     /* a pool of 10 blocks of 8 for 3 seats: shares, evictions and preemptions all happen */
-    llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c};
+    llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c,
+                        .overlap = g_overlap};
     llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
     if (!s)
         return 1;
@@ -784,18 +794,24 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("serve_engine");
-    TCase *tc = tcase_create("engine");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, output_independent_of_batch);
-    tcase_add_test(tc, preemption_keeps_outputs);
-    tcase_add_test(tc, finish_reasons_and_stop_strings);
-    tcase_add_test(tc, cancel_frees_blocks);
-    tcase_add_test(tc, bad_requests_refused);
-    tcase_add_test(tc, submit_from_threads);
-    tcase_add_test(tc, continuous_against_static);
-    tcase_add_test(tc, metrics_accounting);
-    tcase_add_test(tc, memory_events_rebuild_the_cache);
-    suite_add_tcase(s, tc);
+    /* the same tests with the overlap scheduler (core/llm/serve.c): it must keep every
+     * promise of the plain engine */
+    for (int k = 0; k < 2; k++) {
+        TCase *tc = tcase_create(k ? "overlap" : "engine");
+        tcase_set_timeout(tc, 300);
+        if (k)
+            tcase_add_checked_fixture(tc, overlap_on, NULL);
+        tcase_add_test(tc, output_independent_of_batch);
+        tcase_add_test(tc, preemption_keeps_outputs);
+        tcase_add_test(tc, finish_reasons_and_stop_strings);
+        tcase_add_test(tc, cancel_frees_blocks);
+        tcase_add_test(tc, bad_requests_refused);
+        tcase_add_test(tc, submit_from_threads);
+        tcase_add_test(tc, continuous_against_static);
+        tcase_add_test(tc, metrics_accounting);
+        tcase_add_test(tc, memory_events_rebuild_the_cache);
+        suite_add_tcase(s, tc);
+    }
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

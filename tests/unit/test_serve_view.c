@@ -211,7 +211,7 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
     for (size_t i = 0; i < n; i++) {
         const mlsys_event *e = &ev[i];
         svm_event(&g_m, e);
-        if (e->kind == MLSYS_EV_COMPUTE_BEGIN) {
+        if (e->kind == MLSYS_EV_COMPUTE_BEGIN && e->tag == 0) {   /* the forward's span */
             g_compute++;
             g_compute_since++;
         }

@@ -474,6 +474,52 @@ START_TEST(chart_in_blocks)
 }
 END_TEST
 
+/* A serving engine's step: the forward on row 0, its CPU phases (tag 1, emitted after the
+ * forward with their own times) on the second row named "cpu", each kind in the legend by
+ * its word; the bubble counts the forward's row only. */
+START_TEST(second_thread_row)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    /* plain: s 0-10, p 10-20, f 20-60, t 60-70, d 70-80; overlapped: l 80-90, f 90-130
+     * beside s 90-110 and p 110-120, t 130-140, d 140-150 (ms) */
+    static const struct { int row; uint64_t t0, t1; const char *label; } sp[] = {
+        {1, 0, 10, "schedule"}, {1, 10, 20, "prepare"}, {0, 20, 60, "forward P0:16 P1:16"},
+        {1, 60, 70, "token sample"}, {1, 70, 80, "detokenize"}, {1, 80, 90, "launch"},
+        {1, 90, 110, "schedule"}, {1, 110, 120, "prepare"}, {0, 90, 130, "forward D0,1"},
+        {1, 130, 140, "token sample"}, {1, 140, 150, "detokenize"}};
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, sp[i].t0 * 1000000 + 1, sp[i].label);
+        e.tag = sp[i].row;
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, sp[i].t1 * 1000000 + 1, sp[i].label);
+        e.tag = sp[i].row;
+        c->event(d, &e, 0);
+    }
+    char *f = render(d, 4 + 150 / 2 + 7, 8, 0);   /* 75 columns: 2 ms each */
+    char legend[256], r0[256], cpu[256];
+    line_of(f, 1, legend, sizeof legend);
+    line_of(f, 2, r0, sizeof r0);
+    line_of(f, 3, cpu, sizeof cpu);
+    static const char *const entries[] = {"s schedule", "p prepare", "f forward",
+                                          "t token sample", "d detokenize", "l launch"};
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_msg(strstr(legend, entries[i]) != NULL, "no '%s' in: %s", entries[i], legend);
+    ck_assert_msg(!strstr(legend, "forward P"), "%s", legend);
+    ck_assert_msg(!strncmp(cpu, "cpu", 3), "%s", f);
+    /* columns of 2 ms from 4: the forward's row idle while the CPU plans, busy beside it
+     * when overlapped */
+    ck_assert_msg(r0[4] == '.' && r0[4 + 10] == 'f' && r0[4 + 32] == '.', "%s", f);
+    ck_assert_msg(cpu[4] == 's' && cpu[4 + 6] == 'p' && cpu[4 + 32] == 't' && cpu[4 + 36] == 'd', "%s", f);
+    ck_assert_msg(r0[4 + 50] == 'f' && cpu[4 + 50] == 's' && cpu[4 + 57] == 'p', "%s", f);
+    /* bubble: the forward's row busy 80 of 150 ms */
+    ck_assert_msg(strstr(f, "bubble 46.7% overall"), "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
     Suite *s = suite_create("timeline");
@@ -488,6 +534,7 @@ static Suite *timeline_suite(void)
     tcase_add_test(t, schedules_as_sections);
     tcase_add_test(t, lab_measured_bubble);
     tcase_add_test(t, chart_in_blocks);
+    tcase_add_test(t, second_thread_row);
     suite_add_tcase(s, t);
     return s;
 }

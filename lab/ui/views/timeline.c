@@ -2,7 +2,9 @@
  * (F forward, B backward, W weight gradient, other labels by their first letter, reversed
  * when they are a backward pass, '.' idle, the micro-batch number and the interleaved chunk
  * written into each span: F3b) and communication (collectives by name, C>2 / C<2 for
- * messages), so overlap shows as the two rows busy at once. A lab's steps (mlsys_step outside
+ * messages; or, for a compute span of the rank's second thread (tag 1: the serving engine's
+ * schedule / prepare / sample / detokenize beside its forward), that span: the row is then
+ * named "cpu"), so overlap shows as the two rows busy at once. A lab's steps (mlsys_step outside
  * collectives) cut the run into sections (a schedule, a training step): the view shows the
  * section of the step shown, with its name and its own bubble (a shows the whole run); a
  * lab that measured its section (MARK "bubble") has its own figures shown. Each lane ends
@@ -39,12 +41,16 @@ typedef struct span {
     int sec;                    /* the section it began in */
     char tag;                   /* the letter shown */
     char name[15];              /* a collective's name; a compute span's label (legend) */
+    int host;                   /* a compute span of the rank's second thread (tag 1): the
+                                   serving engine's CPU phases, drawn on the second row */
 } span;
 
 typedef struct lane {
     span *s;
     int n, cap;
     int open_compute;           /* index of the open compute span, -1 */
+    int open_host;              /* the same for the second thread's spans */
+    int has_host;               /* it has some: its second row is named "cpu" */
     int open_coll;
     uint64_t dropped;
     int sec;                    /* its current section */
@@ -149,7 +155,7 @@ static lane *lane_of(timeline *t, int r)
         t->ln = grid_xrealloc(t->ln, (size_t)(r + 1) * sizeof *t->ln);
         for (int i = t->n; i <= r; i++) {
             memset(&t->ln[i], 0, sizeof t->ln[i]);
-            t->ln[i].open_compute = t->ln[i].open_coll = -1;
+            t->ln[i].open_compute = t->ln[i].open_coll = t->ln[i].open_host = -1;
             t->ln[i].lab_busy = -1;
             t->ln[i].sec = 0;           /* every rank starts before its first lab step */
         }
@@ -168,7 +174,7 @@ static int span_add(lane *l, uint64_t t0, int kind, char tag)
         l->cap = l->cap ? l->cap * 2 : 64;
         l->s = grid_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
     }
-    l->s[l->n] = (span){t0, 0, kind, -1, -1, 0, -1, l->sec, tag, ""};
+    l->s[l->n] = (span){t0, 0, kind, -1, -1, 0, -1, l->sec, tag, "", 0};
     return l->n++;
 }
 
@@ -198,6 +204,11 @@ static void compute_kind(const char *label, span *sp)
     size_t k = strlen(sp->name);
     while (k && sp->name[k - 1] == ' ')
         sp->name[--k] = 0;
+    /* "forward P3:24 D0,1" leaves "forward P": the letter before the numbers goes too */
+    if (k > 2 && sp->name[k - 2] == ' ' && sp->name[k - 1] != ' ') {
+        sp->name[k - 2] = 0;
+        k -= 2;
+    }
 }
 
 /* A lab step (not a collective's): a section begins for this lane. */
@@ -283,21 +294,30 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
         span sp;
         memset(&sp, 0, sizeof sp);
         compute_kind(e->label, &sp);
-        l->open_compute = span_add(l, e->t_ns, sp.kind, sp.tag);
-        if (l->open_compute >= 0) {
-            span *x = &l->s[l->open_compute];
+        int host = e->tag == 1, i = span_add(l, e->t_ns, sp.kind, sp.tag);
+        if (host) {
+            l->open_host = i;
+            l->has_host = 1;
+        } else {
+            l->open_compute = i;
+        }
+        if (i >= 0) {
+            span *x = &l->s[i];
             x->mb = sp.mb;
             x->chunk = sp.chunk;
             x->bwd = sp.bwd;
+            x->host = host;
             memcpy(x->name, sp.name, sizeof x->name);
         }
         break;
     }
-    case MLSYS_EV_COMPUTE_END:
-        if (l->open_compute >= 0)
-            l->s[l->open_compute].t1 = e->t_ns;
-        l->open_compute = -1;
+    case MLSYS_EV_COMPUTE_END: {
+        int *open = e->tag == 1 ? &l->open_host : &l->open_compute;
+        if (*open >= 0)
+            l->s[*open].t1 = e->t_ns;
+        *open = -1;
         break;
+    }
     case MLSYS_EV_COLL_BEGIN:
         l->open_coll = span_add(l, e->t_ns, SP_COLL, 'C');
         if (l->open_coll >= 0)
@@ -480,7 +500,8 @@ static grid_attr kind_attr(int kind, int bwd)
 }
 
 /* One row of spans into a->cols columns: mode 0 compute ('.' where idle), 1 communication
- * (blank where none), 2 both in one row (compute drawn over communication). A span's text
+ * and the second thread's spans (blank where none), 2 both in one row (compute drawn over
+ * the rest). A span's text
  * goes in only where it fits and no text of the span before it is: never two run together. */
 static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, const lane *l,
                      const view_win *vw, int mode)
@@ -494,7 +515,7 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
         int text_end = -1;
         for (int i = 0; i < l->n; i++) {
             const span *s = &l->s[i];
-            if ((s->kind >= SP_SEND) != comm || !visible(vw, s))
+            if ((s->kind >= SP_SEND || s->host) != comm || !visible(vw, s))
                 continue;
             uint64_t e = s->t1 ? s->t1 : t->t_max;
             uint64_t b0 = s->t0 > vw->lo ? s->t0 : vw->lo;
@@ -530,7 +551,7 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
                 int c = c0 + k;
                 if (c < 0 || c >= a->cols)
                     continue;
-                char ch = say && k < len ? text[k] : (comm ? 'C' : s->tag);
+                char ch = say && k < len ? text[k] : (comm && !s->host ? 'C' : s->tag);
                 grid_set(g, x + c, y, (uint32_t)(unsigned char)ch, at);
             }
             if (say)
@@ -580,7 +601,7 @@ static double lane_bubble(const timeline *t, const lane *l, const view_win *vw, 
     int any = 0;
     for (int i = 0; i < l->n; i++) {
         const span *s = &l->s[i];
-        if (s->kind >= SP_SEND || !visible(vw, s))
+        if (s->kind >= SP_SEND || s->host || !visible(vw, s))
             continue;
         any = 1;
         uint64_t e = s->t1 ? s->t1 : t->t_max;
@@ -795,7 +816,7 @@ static void tl_draw(void *data, grid *g, int x, int y, int w, int h, const view_
         else
             grid_put(g, x + TL_LABEL + a.cols, row, "    n/a", GRID_DIM);
         if (rows_per == 2) {
-            grid_put(g, x, row + 1, "  c", GRID_DIM);
+            grid_put(g, x, row + 1, l->has_host ? "cpu" : "  c", GRID_DIM);
             grid_set(g, x + TL_LABEL - 1, row + 1, grid_line_cp(GRID_V, ascii), GRID_DIM);
             draw_row(g, x + TL_LABEL, row + 1, &a, t, l, &vw, 1);
         }
@@ -894,7 +915,8 @@ const view_class view_timeline_class = {
     .name = "timeline",
     .title = "timeline",
     .help = "one lane per rank over time: F/B/W compute with micro-batch numbers, "
-            "communication on its own row, idle '.', bubble per lane (gate waits not counted); "
+            "communication on its own row (a serving engine's CPU phases on a row 'cpu' under "
+            "its forward), idle '.', bubble per lane (gate waits not counted); "
             "a lab's steps are sections, a shows the whole run; < > zoom, h l scroll",
     .keys = tl_keys,
     .create = tl_create,
