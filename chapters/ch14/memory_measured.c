@@ -6,7 +6,6 @@
 #include "../common/common.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
-#include "../../lab/job/runner.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +52,31 @@ static int mm_rank(mlsys_comm *c, void *arg)
     return rc;
 }
 
+/* the job's events, collected as they come (the runtime's sink) */
+typedef struct mm_events {
+    mlsys_event *ev;
+    size_t n, cap;
+} mm_events;
+
+static void mm_collect(void *u, const mlsys_event *ev, size_t n)
+{
+    mm_events *t = u;
+    if (t->n + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->n + n)
+            cap *= 2;
+        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "mlsys-lab: ch14/memory-timeline: out of memory collecting events\n");
+            exit(70);
+        }
+        t->ev = p;
+        t->cap = cap;
+    }
+    memcpy(t->ev + t->n, ev, n * sizeof *ev);
+    t->n += n;
+}
+
 static int by_time(const void *a, const void *b)
 {
     const mlsys_event *x = a, *y = b;
@@ -74,20 +98,19 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
     lo.master_port = 29514;
     lo.backend = "shm";
     lo.trace_capacity = 1 << 16;
-    runner_spec spec = {.fn = mm_rank, .arg = &j};
     char err[512], why[256];
-    mlsys_job *job = runner_start(&lo, &spec, err, sizeof err);
+    mlsys_job *job = mlsys_job_start(&lo, NULL, mm_rank, &j, err, sizeof err);
     if (!job) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return -1;
     }
-    trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    mm_events tb = {0};
+    mlsys_job_sink sink = {NULL, mm_collect, &tb};
     int rc = mlsys_job_wait(job, &sink, -1, why, sizeof why);
     mlsys_job_free(job);
     if (rc) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", why);
-        trace_buf_free(&tb);
+        free(tb.ev);
         return -1;
     }
     qsort(tb.ev, tb.n, sizeof *tb.ev, by_time);
@@ -115,7 +138,7 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
                 peak[ph][r] = s;
         }
     }
-    trace_buf_free(&tb);
+    free(tb.ev);
     return 0;
 }
 
