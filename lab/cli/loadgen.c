@@ -298,8 +298,13 @@ static int report(lg_run *g, double dur)
     printf("%-40s %.2f\n", "Request throughput (req/s):", dur > 0 ? ok / dur : 0);
     printf("%-40s %.2f\n", "Output token throughput (tok/s):", dur > 0 ? out / dur : 0);
     printf("%-40s %.2f\n", "Total Token throughput (tok/s):", dur > 0 ? (in + out) / dur : 0);
-    stats("---------------Time to First Token----------------", "TTFT", ttft, n_t);
-    stats("-----Time per Output Token (excl. 1st token)------", "TPOT", tpot, n_o);
+    if (g->stream) {
+        stats("---------------Time to First Token----------------", "TTFT", ttft, n_t);
+        stats("-----Time per Output Token (excl. 1st token)------", "TPOT", tpot, n_o);
+    } else {
+        /* a non-streamed answer arrives whole: its first token comes with its last */
+        printf("(TTFT and TPOT need --stream: a non-streamed answer arrives whole)\n");
+    }
     stats("----------------End-to-end Latency----------------", "E2EL", e2e, n_t);
     if (n_x) {
         printf("------Beyond the engine (non-streamed, server's timers)------\n");
