@@ -289,8 +289,15 @@ static void draw_curve(grid *g, int x, int y, int w, int h, const series *s, int
     char t[64], v[24];
     double last = s->y[s->n - 1];
     view_fmt_value(last, v, sizeof v);
-    snprintf(t, sizeof t, "%s %s", s->name, v);
-    view_put_clipped(g, x, y, w, t, UI_RANK_ATTR(idx) | GRID_BOLD);
+    /* the value whole, the name cut where the column is narrow */
+    int vw = (int)strlen(v), nw = w - vw - 1;
+    if (nw >= 4 && (int)strlen(s->name) > nw) {
+        view_put_clipped(g, x, y, nw, s->name, UI_RANK_ATTR(idx) | GRID_BOLD);
+        grid_put(g, x + nw + 1, y, v, UI_RANK_ATTR(idx) | GRID_BOLD);
+    } else {
+        snprintf(t, sizeof t, "%s %s", s->name, v);
+        view_put_clipped(g, x, y, w, t, UI_RANK_ATTR(idx) | GRID_BOLD);
+    }
     if (h < 2 || w < 4)
         return;
     int n = s->n < w ? s->n : w;
@@ -389,7 +396,9 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
     int have_curves = 0;
     for (int i = 0; i < f->ns; i++)
         have_curves |= f->s[i].n > 0;
-    int side = have_curves && w >= 100 ? 28 : 0;
+    /* five roles (RLHF with its generator) need the room: narrower curves, closer boxes */
+    int many = f->nr >= 5 && w < 150;
+    int side = have_curves && w >= 100 ? (many ? 22 : 28) : 0;
     int aw = w - (side ? side + 2 : 0);
     int below = have_curves && !side && h >= 16 ? 4 : 0;
     uint64_t gmax = 0;
@@ -401,7 +410,7 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
         if (f->r[i].ng > maxg)
             maxg = f->r[i].ng;
     }
-    int n = f->nr, gap = 2;
+    int n = f->nr, gap = many ? 1 : 2;
     int bw = (aw - (n - 1) * gap) / n;
     if (bw > 30)
         bw = 30;
