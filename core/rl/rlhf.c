@@ -4,6 +4,7 @@
  * then clipped PPO updates of the actor and value updates of the critic, and the new weights
  * go to the generator: a copy when colocated, a bucketed broadcast when split over ranks. */
 #include "rlhf.h"
+#include "wsync.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,64 +401,6 @@ void rl_rlhf_free(rl_rlhf *h)
     free(h);
 }
 
-/* ---- the weight update: a broadcast over the runtime, bucketed per tensor ----
- * (core/rl/wsync.c's rl_wsync will take its place: the same contract) */
-typedef struct rlhf_tensor {
-    const char *name;
-    float *data;
-    size_t n;
-} rlhf_tensor;
-
-static int rlhf_wsync(mlsys_comm *comm, int root, rlhf_tensor *t, int n_tensors,
-                      size_t bucket_bytes, uint64_t *version, char *err, size_t errlen)
-{
-    int me = mlsys_rank(comm);
-    int64_t v = me == root ? (int64_t)*version : 0;
-    if (mlsys_broadcast(comm, &v, 1, MLSYS_I64, root)) {
-        snprintf(err, errlen, "rank %d: weight sync: version: %s", me, mlsys_errmsg(comm));
-        return -1;
-    }
-    if (me != root && (uint64_t)v != *version + 1) {
-        snprintf(err, errlen, "rank %d: weight sync: version %lld after %llu (not one more)",
-                 me, (long long)v, (unsigned long long)*version);
-        return -1;
-    }
-    /* buckets of up to bucket_bytes: a large tensor is cut, small neighbours that lie back
-     * to back in memory share one (one broadcast per bucket, not per small tensor) */
-    size_t per = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
-    float *run = NULL;
-    size_t len = 0;
-    int first = 0;
-    for (int i = 0; i <= n_tensors; i++) {
-        size_t off = 0;
-        while (i < n_tensors && off < t[i].n) {
-            if (run && (run + len != t[i].data + off || len == per)) {
-                if (mlsys_broadcast(comm, run, len, MLSYS_F32, root)) {
-                    snprintf(err, errlen, "rank %d: weight sync: bucket from %s (%zu floats): %s",
-                             me, t[first].name, len, mlsys_errmsg(comm));
-                    return -1;
-                }
-                run = NULL;
-            }
-            if (!run) {
-                run = t[i].data + off;
-                len = 0;
-                first = i;
-            }
-            size_t take = t[i].n - off < per - len ? t[i].n - off : per - len;
-            len += take;
-            off += take;
-        }
-        if (i == n_tensors && run && mlsys_broadcast(comm, run, len, MLSYS_F32, root)) {
-            snprintf(err, errlen, "rank %d: weight sync: bucket from %s (%zu floats): %s", me,
-                     t[first].name, len, mlsys_errmsg(comm));
-            return -1;
-        }
-    }
-    *version = (uint64_t)v;
-    return 0;
-}
-
 /* ---- one iteration ---- */
 
 static uint64_t mix(uint64_t x)
@@ -808,7 +751,7 @@ static int sync_weights(rl_rlhf *h, char *err, size_t errlen)
             h->version++;
         if (h->sc) {
             int nt = nn_tf_tensor_count(&h->mc);
-            rlhf_tensor *t = mlsys_xcalloc((size_t)nt, sizeof *t);
+            rl_tensor *t = mlsys_xcalloc((size_t)nt, sizeof *t);
             char (*names)[32] = mlsys_xcalloc((size_t)nt, sizeof *names);
             llm_weights *w = h->train ? &h->aw : &h->gw;
             for (int i = 0; i < nt; i++) {
@@ -819,7 +762,10 @@ static int sync_weights(rl_rlhf *h, char *err, size_t errlen)
                 t[i].n = len;
             }
             uint64_t v = h->train ? h->version : h->gen_version;
-            int rc = rlhf_wsync(h->sc, 0, t, nt, h->k.bucket_bytes, &v, err, errlen);
+            /* core/rl/wsync.c: header, version vote, buckets; its staging buffer in a pool
+             * of no role, and one flow record of ours (below) for the whole hand-over */
+            const rl_wsync_events ev = {RL_ROLE_COUNT * RL_MEM_KINDS, 1};
+            int rc = rl_wsync_with(h->sc, 0, t, nt, h->k.bucket_bytes, &v, &ev, err, errlen);
             free(t);
             free(names);
             if (rc)

@@ -215,11 +215,12 @@ static int bucket_copy(rl_tensor *t, int nt, cursor *k, size_t len, float *buf, 
     return touched;
 }
 
-static void emit_staging(mlsys_comm *c, int op, size_t bytes, int blocks, double value)
+static void emit_staging(mlsys_comm *c, const rl_wsync_events *ev, int op, size_t bytes,
+                         int blocks, double value)
 {
     if (!mlsys_tracing(c))
         return;
-    mlsys_mem_info m = {.pool = RL_WSYNC_POOL, .op = (int8_t)op, .block = -1, .owner = -1,
+    mlsys_mem_info m = {.pool = (int16_t)ev->pool, .op = (int8_t)op, .block = -1, .owner = -1,
                         .refs = 0, .index = -1, .aux = 0};
     if (op == MLSYS_MEM_POOL) {
         m.index = 0;
@@ -235,7 +236,7 @@ static void emit_staging(mlsys_comm *c, int op, size_t bytes, int blocks, double
 
 /* The buckets themselves, after every rank agreed on the header. */
 static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf,
-                        uint64_t version, char *err, size_t errlen)
+                        uint64_t version, const rl_wsync_events *ev, char *err, size_t errlen)
 {
     int me = mlsys_rank(c), rc = 0;
     size_t total = 0;
@@ -253,8 +254,8 @@ static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf
         cursor start = k;
         if (!direct && !stage) {
             stage = mlsys_alloc_scratch(stage_n * sizeof *stage);  /* every float written */
-            emit_staging(c, MLSYS_MEM_POOL, stage_n * sizeof *stage, 1, 0);
-            emit_staging(c, MLSYS_MEM_USAGE, stage_n * sizeof *stage, 0, 0);
+            emit_staging(c, ev, MLSYS_MEM_POOL, stage_n * sizeof *stage, 1, 0);
+            emit_staging(c, ev, MLSYS_MEM_USAGE, stage_n * sizeof *stage, 0, 0);
         }
         if (direct) {
             cursor e = k;
@@ -272,7 +273,7 @@ static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf
             p = stage;
         }
         if (!direct)
-            emit_staging(c, MLSYS_MEM_BUSY, len * sizeof *p, 0, 0);
+            emit_staging(c, ev, MLSYS_MEM_BUSY, len * sizeof *p, 0, 0);
         rc = mlsys_broadcast(c, p, len, MLSYS_F32, root);
         if (rc != 0) {
             seterr(err, errlen, "rank %d: weight sync v%llu: bucket %zu ('%s', %zu B) failed: "
@@ -283,8 +284,8 @@ static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf
         if (!direct && me != root)
             bucket_copy(t, nt, &k, len, stage, 1);
         if (!direct)
-            emit_staging(c, MLSYS_MEM_WRITE, len * sizeof *p, 0, (double)b);
-        if (me == root && mlsys_tracing(c)) {
+            emit_staging(c, ev, MLSYS_MEM_WRITE, len * sizeof *p, 0, (double)b);
+        if (me == root && !ev->no_flow && mlsys_tracing(c)) {
             mlsys_flow_info f = {.from = (int16_t)root, .to = -1, .what = MLSYS_FLOW_WEIGHTS,
                                  .phase = -1, .count = touched, .version = (int32_t)version,
                                  .seq = (int32_t)b, .spare = 0};
@@ -292,8 +293,8 @@ static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf
         }
     }
     if (stage) {
-        emit_staging(c, MLSYS_MEM_USAGE, 0, 0, 0);
-        emit_staging(c, MLSYS_MEM_POOL, 0, 0, 0);
+        emit_staging(c, ev, MLSYS_MEM_USAGE, 0, 0, 0);
+        emit_staging(c, ev, MLSYS_MEM_POOL, 0, 0, 0);
         mlsys_free_aligned(stage, stage_n * sizeof *stage);
     }
     return rc ? -1 : 0;
@@ -302,6 +303,15 @@ static int move_buckets(mlsys_comm *c, int root, rl_tensor *t, int nt, size_t bf
 int rl_wsync(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t bucket_bytes,
              uint64_t *version, char *err, size_t errlen)
 {
+    return rl_wsync_with(comm, root, t, n_tensors, bucket_bytes, version, NULL, err, errlen);
+}
+
+int rl_wsync_with(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t bucket_bytes,
+                  uint64_t *version, const rl_wsync_events *ev, char *err, size_t errlen)
+{
+    static const rl_wsync_events plain = {RL_WSYNC_POOL, 0};
+    if (!ev)
+        ev = &plain;
     if (!comm || !version || root < 0 || root >= mlsys_size(comm) || n_tensors < 0 ||
         (n_tensors > 0 && !t)) {
         seterr(err, errlen, "weight sync: bad arguments (communicator, version, root %d, %d "
@@ -372,7 +382,7 @@ int rl_wsync(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t buc
         return -1;
     }
     size_t bf = (size_t)h[3] / sizeof(float);
-    if (move_buckets(comm, root, t, n_tensors, bf, h[1], err, errlen) != 0)
+    if (move_buckets(comm, root, t, n_tensors, bf, h[1], ev, err, errlen) != 0)
         return -1;
     *version = h[1];
     return 0;

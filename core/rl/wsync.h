@@ -40,6 +40,16 @@ typedef struct rl_tensor {
 int rl_wsync(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t bucket_bytes,
              uint64_t *version, char *err, size_t errlen);
 
+/* The same with the records it emits chosen by the caller (NULL: rl_wsync's): a caller that
+ * draws roles, not ranks (the RLHF loop), takes its own pool id for the staging buffer and
+ * emits one flow record of its own for the whole hand-over. */
+typedef struct rl_wsync_events {
+    int pool;       /* the staging buffer's pool id in memory records (RL_WSYNC_POOL) */
+    int no_flow;    /* 1: no flow record per bucket */
+} rl_wsync_events;
+int rl_wsync_with(mlsys_comm *comm, int root, rl_tensor *t, int n_tensors, size_t bucket_bytes,
+                  uint64_t *version, const rl_wsync_events *ev, char *err, size_t errlen);
+
 /* Buckets rl_wsync moves for these tensor sizes: ceil(total floats / floats per bucket),
  * floats per bucket = bucket_bytes / 4 (at least 1). */
 size_t rl_wsync_buckets(const rl_tensor *t, int n_tensors, size_t bucket_bytes);
