@@ -5,6 +5,7 @@
  * time per output token and latency, percentiles and throughput. --simulate runs the
  * original's fake server on a virtual clock instead (server_sim.c), labelled as such. */
 #include "ch08.h"
+#include "../common/model.h"
 #include "../../core/llm/serve.h"
 
 #include <stdlib.h>
@@ -108,7 +109,6 @@ static void step_line(const llm_step_info *in, double t_ms, char *out, size_t n)
 /* Bad flags and files cost one line and exit 2 before the rank starts. */
 static int mis_before(const lab_args *a)
 {
-    char err[512], mpath[4096], tpath[4096];
     double eos = lab_arg_double(a, "eos-prob"), temp = lab_arg_double(a, "temperature");
     if (!(eos >= 0.0 && eos <= 1.0) || !(temp >= 0.0 && temp <= 100.0)) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --eos-prob %g must be a "
@@ -131,17 +131,9 @@ static int mis_before(const lab_args *a)
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
-    common_asset_path(lab_arg_str(a, "tokenizer"), tpath, sizeof tpath);
-    if (llm_checkpoint_read(mpath, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+    if (common_load_model(a, "ch08/minimal-inference-server", &c, &w, &t))
         return 2;
-    }
     llm_weights_free(&w);
-    if (llm_tokfile_read(tpath, c.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
-        return 2;
-    }
     llm_tokenizer_free(&t);
     int bs = (int)lab_arg_int(a, "block-size"), blocks = (int)lab_arg_int(a, "kv-blocks");
     if (bs > c.seq_len || (blocks > 0 && blocks < (c.seq_len + bs - 1) / bs)) {
@@ -155,21 +147,13 @@ static int mis_before(const lab_args *a)
 
 static int mis_real(mlsys_comm *c, const lab_args *a)
 {
-    char err[512], mpath[4096], tpath[4096], rule[256];
+    char err[512], rule[256], mpath[4096];
     llm_config cfg;
     llm_weights w;
     llm_tokenizer tok;
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
-    common_asset_path(lab_arg_str(a, "tokenizer"), tpath, sizeof tpath);
-    if (llm_checkpoint_read(mpath, &cfg, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+    if (common_load_model(a, "ch08/minimal-inference-server", &cfg, &w, &tok))
         return 2;
-    }
-    if (llm_tokfile_read(tpath, cfg.vocab_size, &tok, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
-        llm_weights_free(&w);
-        return 2;
-    }
+    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
     int N = (int)lab_arg_int(a, "num-requests");
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)

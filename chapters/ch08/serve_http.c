@@ -5,6 +5,7 @@
  * runs in the runner's own process (before the ranks); in the front end, in the rank, with
  * the engine's events for the views (the launcher's stop then bounds the drain). */
 #include "ch08.h"
+#include "../common/model.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 
@@ -44,7 +45,7 @@ int ch08_serve_here(void)
 int ch08_serve(const lab_args *a, mlsys_comm *comm)
 {
     const char *me = "mlsys-lab: ch08/minimal-inference-server";
-    char err[512], addr[256], mpath[4096], tpath[4096], dpath[4096];
+    char err[512], addr[256], mpath[4096], dpath[4096];
     int port;
     if (!srv_available(err, sizeof err)) {
         fprintf(stderr, "%s: --serve: %s\n", me, err);
@@ -61,16 +62,8 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     llm_tokenizer t;
     memset(&dw, 0, sizeof dw);
     common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
-    common_asset_path(lab_arg_str(a, "tokenizer"), tpath, sizeof tpath);
-    if (llm_checkpoint_read(mpath, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", me, err);
+    if (common_load_model(a, "ch08/minimal-inference-server", &c, &w, &t))
         return 2;
-    }
-    if (llm_tokfile_read(tpath, c.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", me, err);
-        llm_weights_free(&w);
-        return 2;
-    }
     int rc = 2;
     if (k > 0) {
         /* greedy requests must get the target's own greedy tokens: a verify forward of k + 1

@@ -8,6 +8,7 @@
  * table entries, and time to first token. The original hashed words modulo 1000 (two words
  * could collide); here each new word gets the next id. */
 #include "../common/common.h"
+#include "../common/model.h"
 #include "../../core/llm/serve.h"
 
 #include <ctype.h>
@@ -274,21 +275,12 @@ static int engine_run(const llm_config *c, const llm_weights *w, mlsys_comm *com
 
 static int part_engine(mlsys_comm *comm, const lab_args *a)
 {
-    char err[512], mp[4096], tp[4096], rule[256];
+    char rule[256];
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    common_asset_path(lab_arg_str(a, "tokenizer"), tp, sizeof tp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
+    if (common_load_model(a, "ch09/prefix-sharing-demo", &c, &w, &t))
         return 2;
-    }
-    if (llm_tokfile_read(tp, c.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
-        llm_weights_free(&w);
-        return 2;
-    }
     long N = lab_arg_int(a, "num-requests");
     int S = (int)lab_arg_int(a, "engine-system-len"), U = (int)lab_arg_int(a, "engine-user-len");
     int G = (int)lab_arg_int(a, "max-tokens"), plen = S + U, rc = 2;

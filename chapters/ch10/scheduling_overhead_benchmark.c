@@ -5,6 +5,7 @@
  * runs), side by side in alternate runs: step time saved, tokens compared. --simulate prints
  * the original script's model instead (sched_sim.c), labelled. */
 #include "../common/common.h"
+#include "../common/model.h"
 #include "../../core/llm/serve.h"
 #include "../../core/nn/nn.h"
 #include "sched_sim.h"
@@ -201,21 +202,11 @@ static int soh_main(mlsys_comm *comm, const lab_args *a)
     int sizes[MAX_SIZES], ns = parse_sizes(lab_arg_str(a, "batch-sizes"), sizes);
     if (ns < 0)
         return 2;
-    char err[512], mp[4096], tp[4096];
     llm_config c;
     llm_weights w;
     llm_tokenizer t;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    common_asset_path(lab_arg_str(a, "tokenizer"), tp, sizeof tp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+    if (common_load_model(a, LAB_ID, &c, &w, &t))
         return 2;
-    }
-    if (llm_tokfile_read(tp, c.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
-        llm_weights_free(&w);
-        return 2;
-    }
     int steps = (int)lab_arg_int(a, "steps"), plen = (int)lab_arg_int(a, "prompt-len");
     int rounds = (int)lab_arg_int(a, "rounds"), maxb = 0;
     double cost = (double)lab_arg_int(a, "schedule-cost-us") * 1e-6;

@@ -1,6 +1,7 @@
 /* models.c - chapter 11's model plumbing: load the target/draft pair and the tokenizer,
  * make the corpus-like prompts both labs measure on, print tokens safely. */
 #include "models.h"
+#include "../common/common.h"
 #include "../../core/nn/nn.h"
 #include <limits.h>
 #include <stdio.h>
@@ -8,41 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *ch11_path(const char *p, char *buf, size_t n)
-{
-    if (!p || !*p || p[0] == '/' || access(p, R_OK) == 0)
-        return p;
-    const char *src = getenv("MLSYS_LAB_SRC");
-    if (src && *src) {
-        snprintf(buf, n, "%s/%s", src, p);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0)
-        return p;
-    exe[len] = 0;
-    for (int up = 0; up < 4; up++) {
-        char *slash = strrchr(exe, '/');
-        if (!slash)
-            break;
-        *slash = 0;
-        snprintf(buf, n, "%s/%s", exe, p);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    return p;
-}
-
 int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,
                      int target_rows, char *err, size_t n)
 {
     memset(m, 0, sizeof *m);
     char e[400], pm[PATH_MAX], pd[PATH_MAX], pt[PATH_MAX];
-    model = ch11_path(model, pm, sizeof pm);
-    draft = draft ? ch11_path(draft, pd, sizeof pd) : NULL;
-    tok = ch11_path(tok, pt, sizeof pt);
+    model = common_asset_path(model, pm, sizeof pm);
+    draft = draft ? common_asset_path(draft, pd, sizeof pd) : NULL;
+    tok = common_asset_path(tok, pt, sizeof pt);
     if (llm_checkpoint_read(model, &m->tc, &m->tw, e, sizeof e)) {
         snprintf(err, n, "%s (the lab's model: see assets/models/README.md)", e);
         return -1;

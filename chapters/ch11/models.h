@@ -20,10 +20,6 @@ typedef struct ch11_models {
     int have_draft;
 } ch11_models;
 
-/* A model file named relative to the source tree ("assets/models/model.bin") found from
- * anywhere: as given when it exists, else under $MLSYS_LAB_SRC, else under the folders above
- * the program (build/mlsys-lab sits in the tree). Returns buf, or p itself unchanged. */
-const char *ch11_path(const char *p, char *buf, size_t n);
 /* Load the target (and the draft when draft_path is not NULL) and the tokenizer. The target's
  * engine holds target_rows rows (k + 1 for a one-forward verify). 0, or -1 with "PATH: why". */
 int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,

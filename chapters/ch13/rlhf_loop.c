@@ -4,6 +4,7 @@
  * PPO (or GRPO) updates the actor; per iteration the mean reward, the rule's share of right
  * sums, the KL to the reference and the phases' times. --simulate: the original's placeholder. */
 #include "../common/common.h"
+#include "../common/model.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
 #include "../../core/trace_values.h"
@@ -166,18 +167,9 @@ static char g_rm_tmp[64];
 static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tokenizer *t,
                        int quiet)
 {
-    char mp[PATH_MAX + 64], tp[PATH_MAX + 64], err[512];
-    const char *mpath = common_asset_path(lab_arg_text(a, "model"), mp, sizeof mp);
-    const char *tpath = common_asset_path(lab_arg_text(a, "tokenizer"), tp, sizeof tp);
-    if (llm_checkpoint_read(mpath, c, w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+    char err[512];
+    if (common_load_model(a, LAB_ID, c, w, t))
         return 2;
-    }
-    if (llm_tokfile_read(tpath, c->vocab_size, t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
-        llm_weights_free(w);
-        return 2;
-    }
     const char *rmp = lab_arg_text(a, "reward-model");
     if (!rmp && quiet && getenv(RM_ENV))
         rmp = getenv(RM_ENV);                   /* a rank: the one before() trained */
