@@ -22,39 +22,7 @@
 #include <unistd.h>
 #include "../../lab/exercise/exercise.h"
 #include "../../chapters/ch07/schedule.h"
-
-static char g_tmp[PATH_MAX];
-
-/* A fresh workspace and state directory for this test (each test runs in its own fork). */
-static void fresh_env(void)
-{
-    snprintf(g_tmp, sizeof g_tmp, "%s/mlsys-ex-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-    char home[PATH_MAX + 16], state[PATH_MAX + 16];
-    snprintf(home, sizeof home, "%s/home", g_tmp);
-    snprintf(state, sizeof state, "%s/state", g_tmp);
-    setenv("MLSYS_LAB_HOME", home, 1);
-    setenv("XDG_STATE_HOME", state, 1);
-    unsetenv("MLSYS_WATCH_POLL");
-    unsetenv("MLSYS_EX_TIMEOUT_MS");
-    unsetenv("MLSYS_EX_LIMIT_MS");
-}
-
-static void remove_tmp(void)
-{
-    char cmd[PATH_MAX + 32];
-    if (g_tmp[0] && strstr(g_tmp, "mlsys-ex-test-")) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-}
-
-static void get_cx(ex_context *cx)
-{
-    char err[512];
-    ck_assert_msg(ex_context_init(cx, err, sizeof err) == 0, "%s", err);
-}
+#include "ex_env.h"
 
 static void write_file(const char *path, const char *text)
 {
@@ -81,10 +49,10 @@ static int run_cli(const char *const *args, const char *input, char **out)
         argv[k++] = (char *)args[i];
     argv[k] = NULL;
     char inpath[PATH_MAX + 16];
-    snprintf(inpath, sizeof inpath, "%s/stdin", g_tmp);
+    snprintf(inpath, sizeof inpath, "%s/stdin", g_ex_tmp);
     write_file(inpath, input ? input : "");
     char outpath[PATH_MAX + 16];
-    snprintf(outpath, sizeof outpath, "%s/out", g_tmp);
+    snprintf(outpath, sizeof outpath, "%s/out", g_ex_tmp);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -122,7 +90,7 @@ START_TEST(test_dev_check_passes)
     ex_context cx;
     get_cx(&cx);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/devcheck.txt", g_tmp);
+    snprintf(path, sizeof path, "%s/devcheck.txt", g_ex_tmp);
     FILE *f = fopen(path, "w+");
     int rc = ex_dev_check(&cx, f);
     fclose(f);
@@ -422,7 +390,7 @@ static void check_code(const char *id, const char *code, ex_verdict *v)
     const exercise *ex = ex_find(id);
     ck_assert_ptr_nonnull(ex);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/learner.c", g_tmp);
+    snprintf(path, sizeof path, "%s/learner.c", g_ex_tmp);
     write_file(path, code);
     exercise_check_file(&cx, ex, path, 7, v);
 }
@@ -642,7 +610,7 @@ START_TEST(test_experiment_answers)
     get_cx(&cx);
     const exercise *w8 = ex_find("ch01-world-size-8");
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/answers.txt", g_tmp);
+    snprintf(path, sizeof path, "%s/answers.txt", g_ex_tmp);
     ex_verdict v;
     write_file(path, "hello_lines = 8\ndistinct_pids = 8\ngathered_rows = 8\n"
                      "row_from_rank_7 = [70.0, 71.0]\nsum = 27\n");
@@ -709,11 +677,11 @@ END_TEST
 static int count_entries(const char *dir, const char *prefix)
 {
     char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^%s' > '%s/count'", dir, prefix, g_tmp);
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^%s' > '%s/count'", dir, prefix, g_ex_tmp);
     if (system(cmd) < 0)
         return -1;
     char p[PATH_MAX + 16];
-    snprintf(p, sizeof p, "%s/count", g_tmp);
+    snprintf(p, sizeof p, "%s/count", g_ex_tmp);
     char *s = slurp(p);
     int n = atoi(s);
     free(s);
@@ -1058,7 +1026,7 @@ static void watch_case(const char *id, int poll_mode)
     if (poll_mode)
         setenv("MLSYS_WATCH_POLL", "1", 1);
     char outpath[PATH_MAX + 16];
-    snprintf(outpath, sizeof outpath, "%s/watch.out", g_tmp);
+    snprintf(outpath, sizeof outpath, "%s/watch.out", g_ex_tmp);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -1348,7 +1316,7 @@ static void expect_answers(const ex_context *cx, const char *id, const char *tex
                            const char *needle)
 {
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/answers.txt", g_tmp);
+    snprintf(path, sizeof path, "%s/answers.txt", g_ex_tmp);
     write_file(path, text);
     ex_verdict v;
     exercise_check_file(cx, ex_find(id), path, 0, &v);

@@ -12,38 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char g_tmp[PATH_MAX];
-
-static void fresh_env(void)
-{
-    snprintf(g_tmp, sizeof g_tmp, "%s/mlsys-ex-rl-test-XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-    char home[PATH_MAX + 16], state[PATH_MAX + 16];
-    snprintf(home, sizeof home, "%s/home", g_tmp);
-    snprintf(state, sizeof state, "%s/state", g_tmp);
-    setenv("MLSYS_LAB_HOME", home, 1);
-    setenv("XDG_STATE_HOME", state, 1);
-    unsetenv("MLSYS_EX_TIMEOUT_MS");
-    unsetenv("MLSYS_EX_LIMIT_MS");
-}
-
-static void remove_tmp(void)
-{
-    char cmd[PATH_MAX + 32];
-    if (g_tmp[0] && strstr(g_tmp, "mlsys-ex-rl-test-")) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-}
-
-static void get_cx(ex_context *cx)
-{
-    char err[512];
-    ck_assert_msg(ex_context_init(cx, err, sizeof err) == 0, "%s", err);
-}
+#include "ex_env.h"
 
 static char *read_or_fail(const char *path)
 {
@@ -60,7 +29,7 @@ static void check_text(const char *id, const char *name, const char *text, ex_ve
     const exercise *ex = ex_find(id);
     ck_assert_ptr_nonnull(ex);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    snprintf(path, sizeof path, "%s/%s", g_ex_tmp, name);
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
     fputs(text, f);
