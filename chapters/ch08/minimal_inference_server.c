@@ -35,7 +35,7 @@ static const lab_flag mis_flags[] = {
     {"serve", 0, FLAG_STR, NULL, NULL, 0, 0, "[ADDR:]PORT: serve the model over HTTP, "
      "OpenAI-compatible (ADDR 127.0.0.1 unless given; port 0: a free one)"},
     {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "--serve: requests to /v1/ need "
-     "'Authorization: Bearer KEY'"},
+     "'Authorization: Bearer KEY' (or set MLSYS_LAB_API_KEY, out of the process list)"},
     {"served-model-name", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "--serve: the model id "
      "requests name"},
     {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: decode with the draft model, K "

@@ -10,7 +10,8 @@
 typedef struct srv_opts {
     const char *addr;             /* IPv4 address or host name to listen on (NULL: 127.0.0.1) */
     int port;                     /* 0: a free port the kernel picks (srv_port says which) */
-    const char *api_key;          /* NULL: none; else /v1/... need "Authorization: Bearer KEY" */
+    const char *api_key;          /* NULL: none; else /v1/... need "Authorization: Bearer KEY"
+                                     (1 to SRV_MAX_KEY visible ASCII bytes, kept whole) */
     const char *model_name;       /* the id of /v1/models and the "model" requests must name */
     size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
     int max_connections;          /* 0: 512 */
@@ -23,6 +24,11 @@ typedef struct srv_opts {
 } srv_opts;
 
 typedef struct srv_server srv_server;
+
+#define SRV_MAX_KEY 4096          /* bytes of an API key (a request header must carry it) */
+/* The variable the server's key may come from instead of the command line (where the
+ * process list shows it). */
+#define SRV_KEY_ENV "MLSYS_LAB_API_KEY"
 
 /* 1 when this build has the HTTP server (libmicrohttpd and cJSON), else 0 and why in err. */
 int srv_available(char *err, size_t errlen);

@@ -1,7 +1,8 @@
 /* mhd.c - the HTTP glue on libmicrohttpd (a thread per connection): the listening socket,
- * the routes, the bearer key, the body gathered up to its limit (413 past it), and the end of
- * a connection (a request still running is cancelled: its client left). The completions
- * themselves: mhd_answer.c. Built without libmicrohttpd: srv_http_start says so. */
+ * the routes, the bearer key (server.c compares it), the body gathered up to its limit (413
+ * past it), and the end of a connection (a request still running is cancelled: its client
+ * left). The completions themselves: mhd_answer.c. Built without libmicrohttpd:
+ * srv_http_start says so. */
 #include "srv_internal.h"
 
 #include <stdio.h>
@@ -19,10 +20,7 @@
 
 static int authorized(struct MHD_Connection *c, srv_server *s)
 {
-    if (!s->api_key[0])
-        return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->api_key);
+    return srv_key_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
 }
 
 static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char *url,

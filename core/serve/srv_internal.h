@@ -140,7 +140,8 @@ struct srv_server {
     const llm_tokenizer *t;
     srv_opts o;
     char model_name[128];
-    char api_key[256];
+    char *api_key;                /* the whole key (NULL: none) */
+    size_t api_key_len;
     srv_loop *loop;
     void *daemon;                 /* struct MHD_Daemon */
     int listen_fd, port;
@@ -158,5 +159,9 @@ void srv_http_stop(srv_server *s);
 int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_job **job,
                  char **body);
 void srv_count(srv_server *s, int status);
+/* 1 when the Authorization header value h carries the server's key: the scheme "Bearer" in
+ * any case, blanks, then the key compared in a time that does not depend on where a wrong
+ * key first differs. 1 as well when the server has no key. */
+int srv_key_ok(const srv_server *s, const char *h);
 
 #endif

@@ -4,8 +4,8 @@
  * text equal to llm_generate's own greedy decoding, seed reproducibility, every error status,
  * the bearer key, /metrics parsed line by line, json_object output that parses, speculative
  * greedy equal to plain greedy, client disconnects leaving zero KV blocks in use (200
- * requests; MLSYS_SERVE_LONG=1: 1000), and SIGTERM on the real program draining its
- * requests. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
+ * requests; MLSYS_SERVE_LONG=1: 1000), SIGTERM on the real program draining its requests
+ * (exit 0) and SIGINT ending it with 130, its key from the environment. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
 #include <check.h>
 #include <stdio.h>
 #if defined(HAVE_CJSON) && defined(HAVE_MHD)
@@ -51,7 +51,7 @@ typedef struct reply {
 /* method path [body] [extra header]; the body goes through a file (no quoting). */
 static reply http(const char *method, const char *path, const char *body, const char *hdr)
 {
-    char bf[] = "/tmp/mlsys-srv-body-XXXXXX", of[] = "/tmp/mlsys-srv-out-XXXXXX", cmd[1024];
+    char bf[] = "/tmp/mlsys-srv-body-XXXXXX", of[] = "/tmp/mlsys-srv-out-XXXXXX", cmd[12288];
     int bfd = mkstemp(bf), ofd = mkstemp(of);
     ck_assert(bfd >= 0 && ofd >= 0);
     if (body)
@@ -401,16 +401,69 @@ START_TEST(error_statuses)
 }
 END_TEST
 
+/* A key of 300 bytes (the old limit cut it at 255, and its prefix got in), and the scheme in
+ * any case. */
 START_TEST(api_key)
 {
-    start(0, "sesame", 0);
+    char key[301], hdr[400], pre[400];
+    for (int i = 0; i < 300; i++)
+        key[i] = (char)('a' + i % 26);
+    key[300] = 0;
+    start(0, key, 0);
     const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
     expect("POST", "/v1/completions", b, NULL, 401, NULL);
     expect("POST", "/v1/completions", b, "Authorization: Bearer wrong", 401, NULL);
-    expect("GET", "/v1/models", NULL, "Authorization: sesame", 401, NULL);
-    expect("POST", "/v1/completions", b, "Authorization: Bearer sesame", 200, NULL);
-    expect("GET", "/v1/models", NULL, "Authorization: Bearer sesame", 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %.255s", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %.299s", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %sa", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", key);
+    expect("POST", "/v1/completions", b, hdr, 200, NULL);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: bearer %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: BEARER  %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
     stop();
+}
+END_TEST
+
+/* The comparison itself, and the keys srv_start refuses (one line each, nothing started). */
+START_TEST(api_key_rules)
+{
+    srv_server s;
+    memset(&s, 0, sizeof s);
+    ck_assert(srv_key_ok(&s, NULL));             /* no key: everyone */
+    s.api_key = "sesame";
+    s.api_key_len = 6;
+    ck_assert(srv_key_ok(&s, "Bearer sesame"));
+    ck_assert(srv_key_ok(&s, "bEaReR\tsesame"));
+    ck_assert(!srv_key_ok(&s, NULL));
+    ck_assert(!srv_key_ok(&s, "Bearer sesam"));
+    ck_assert(!srv_key_ok(&s, "Bearer sesamE"));
+    ck_assert(!srv_key_ok(&s, "Bearer sesame2"));
+    ck_assert(!srv_key_ok(&s, "Bearer "));
+    ck_assert(!srv_key_ok(&s, "Bearersesame"));
+    ck_assert(!srv_key_ok(&s, "Basic sesame"));
+    ck_assert(!srv_key_ok(&s, "sesame"));
+    char err[256], *big = malloc(SRV_MAX_KEY + 2);
+    memset(big, 'k', SRV_MAX_KEY + 1);
+    big[SRV_MAX_KEY + 1] = 0;
+    load();
+    srv_opts o = {.port = 0, .api_key = big};
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "4097 bytes") && !strchr(err, '\n'), "%s", err);
+    o.api_key = "";
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "0 bytes"), "%s", err);
+    o.api_key = "two words";
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "byte 4 is 0x20"), "%s", err);
+    free(big);
 }
 END_TEST
 
@@ -745,6 +798,48 @@ START_TEST(sigterm_drains)
 }
 END_TEST
 
+/* The real program with its key from the environment (none on the command line), stopped
+ * with SIGINT (Ctrl-C): 401 without the key, 200 with it, then a clean stop and exit 130. */
+START_TEST(sigint_130_env_key)
+{
+    int out[2];
+    ck_assert(pipe(out) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        setenv(SRV_KEY_ENV, "from-the-env", 1);
+        execl(bin(), bin(), "run", "ch08/minimal-inference-server", "--serve", "127.0.0.1:0",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    char line[512];
+    int port = 0, said_env = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        said_env |= strstr(line, "bearer key required from " SRV_KEY_ENV) != NULL;
+        sscanf(line, "ready: listening on 127.0.0.1:%d", &port);
+    }
+    ck_assert_msg(port > 0, "no ready line");
+    ck_assert(said_env);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    expect("GET", "/v1/models", NULL, NULL, 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer from-the-en", 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer from-the-env", 200, NULL);
+    kill(pid, SIGINT);
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit status %d", st);
+    char rest[4096];
+    size_t k = fread(rest, 1, sizeof rest - 1, f);
+    rest[k] = 0;
+    ck_assert_msg(strstr(rest, "stopped cleanly"), "%s", rest);
+    fclose(f);
+}
+END_TEST
+
 int main(void)
 {
     char why[256];
@@ -766,11 +861,13 @@ int main(void)
     tcase_add_test(tc, seed_reproducible_and_stop);
     tcase_add_test(tc, error_statuses);
     tcase_add_test(tc, api_key);
+    tcase_add_test(tc, api_key_rules);
     tcase_add_test(tc, metrics_parse_and_count);
     tcase_add_test(tc, json_object_parses);
     tcase_add_test(tc, speculative_greedy_exact);
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
+    tcase_add_test(tc, sigint_130_env_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
