@@ -513,38 +513,195 @@ static char *wait_idle(void)
     }
 }
 
+/* The rules `promtool check metrics` holds text to, for machines without promtool: every
+ * family has one HELP and one TYPE before its samples, which stay together; counters end in
+ * _total and nothing else does; no gauge ends in _sum, _count or _bucket; a histogram's
+ * buckets rise in "le", are cumulative, end at +Inf equal to its _count; a summary has its
+ * _sum and _count. 0, or 1 with the first broken rule in why. */
+static int prom_lint(const char *text, char *why, size_t whylen)
+{
+    enum { MAXF = 128 };
+    char fam[MAXF][96], type[MAXF][16];
+    int help[MAXF], nsamples[MAXF], nf = 0, cur = -1;
+    double last_le = -INFINITY, last_cum = -1, inf_cum = -1;
+    char *copy = strdup(text), *save = NULL;
+    int bad = 0;
+#define LINT(cond, ...) do { if (!(cond)) { snprintf(why, whylen, __VA_ARGS__); bad = 1; \
+        goto done; } } while (0)
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char name[96], kind[16];
+        if (!strncmp(l, "# HELP ", 7) || !strncmp(l, "# TYPE ", 7)) {
+            LINT(sscanf(l + 7, "%95s %15s", name, kind) >= 1, "bad comment: %.60s", l);
+            int f = -1;
+            for (int i = 0; i < nf; i++)
+                if (!strcmp(fam[i], name))
+                    f = i;
+            if (f < 0) {
+                LINT(nf < MAXF, "too many families");
+                f = nf++;
+                snprintf(fam[f], sizeof fam[f], "%.60s", name);
+                type[f][0] = 0;
+                help[f] = nsamples[f] = 0;
+            }
+            LINT(nsamples[f] == 0, "%.60s: HELP or TYPE after its samples", name);
+            if (l[2] == 'H') {
+                LINT(!help[f]++, "%.60s: two HELP lines", name);
+            } else {
+                LINT(!type[f][0], "%.60s: two TYPE lines", name);
+                snprintf(type[f], sizeof type[f], "%.60s", kind);
+            }
+            cur = f;
+            last_le = -INFINITY;
+            last_cum = inf_cum = -1;
+            continue;
+        }
+        LINT(l[0] != '#', "unknown comment: %.60s", l);
+        size_t k = strcspn(l, "{ ");
+        LINT(k > 0 && k < sizeof name, "bad sample: %.60s", l);
+        memcpy(name, l, k);
+        name[k] = 0;
+        for (size_t i = 0; i < k; i++)
+            LINT(name[i] == '_' || name[i] == ':' || (name[i] >= 'a' && name[i] <= 'z') ||
+                 (name[i] >= 'A' && name[i] <= 'Z') || (i > 0 && name[i] >= '0' &&
+                 name[i] <= '9'), "bad name: %.60s", l);
+        char *sp = strrchr(l, ' '), *endv;
+        LINT(sp && sp > l, "no value: %.60s", l);
+        double v = strtod(sp + 1, &endv);
+        LINT(*endv == 0, "bad value: %.60s", l);
+        LINT(cur >= 0, "%.60s: a sample before any TYPE", name);
+        const char *f = fam[cur], *ty = type[cur];
+        size_t fl = strlen(f);
+        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families must stay "
+             "together)", name, f);
+        const char *suf = name + fl;
+        LINT(ty[0] && help[cur], "%.60s: no HELP or no TYPE", f);
+        nsamples[cur]++;
+        if (!strcmp(ty, "counter")) {
+            LINT(!*suf, "%.60s: sample %.60s", f, name);
+            LINT(fl > 6 && !strcmp(f + fl - 6, "_total"), "%.60s: a counter must end in _total",
+                 f);
+        } else if (!strcmp(ty, "gauge")) {
+            LINT(!*suf, "%.60s: sample %.60s", f, name);
+            static const char *no[] = {"_total", "_sum", "_count", "_bucket"};
+            for (int i = 0; i < 4; i++)
+                LINT(fl <= strlen(no[i]) || strcmp(f + fl - strlen(no[i]), no[i]),
+                     "%.60s: a gauge must not end in %.60s", f, no[i]);
+        } else if (!strcmp(ty, "histogram")) {
+            if (!strcmp(suf, "_bucket")) {
+                char *le = strstr(l, "le=\"");
+                LINT(le, "%.60s: a bucket without le", l);
+                double b = !strncmp(le + 4, "+Inf\"", 5) ? INFINITY : strtod(le + 4, NULL);
+                LINT(b > last_le, "%.60s: le not rising", l);
+                LINT(v >= last_cum, "%.60s: buckets not cumulative", l);
+                last_le = b;
+                last_cum = v;
+                if (isinf(b))
+                    inf_cum = v;
+            } else if (!strcmp(suf, "_count")) {
+                LINT(inf_cum >= 0 && inf_cum == v, "%.60s: no +Inf bucket equal to the count", f);
+            } else {
+                LINT(!strcmp(suf, "_sum"), "%.60s: sample %.60s", f, name);
+            }
+        } else if (!strcmp(ty, "summary")) {
+            LINT(!strcmp(suf, "_sum") || !strcmp(suf, "_count") ||
+                 (!*suf && strstr(l, "quantile=\"")), "%.60s: sample %.60s", f, name);
+        } else {
+            LINT(0, "%.60s: unknown type %.60s", f, ty);
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        LINT(nsamples[i] > 0, "%.60s: no samples", fam[i]);
+#undef LINT
+done:
+    free(copy);
+    return bad;
+}
+
+/* promtool's own verdict where it is installed (Debian: prometheus). */
+static void promtool_check(const char *text)
+{
+    if (system("promtool --version >/dev/null 2>&1") != 0) {
+        printf("metrics: promtool not found (apt-get install prometheus): prom_lint checked "
+               "its rules\n");
+        return;
+    }
+    char path[] = "/tmp/mlsys-metrics-XXXXXX", cmd[256];
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+    FILE *p = popen(cmd, "r");
+    char said[2048] = "";
+    size_t n = fread(said, 1, sizeof said - 1, p);
+    said[n] = 0;
+    int rc = pclose(p);
+    unlink(path);
+    ck_assert_msg(rc == 0, "promtool check metrics: %s", said);
+    printf("metrics: promtool check metrics passed\n");
+}
+
+START_TEST(metrics_lint_catches)
+{
+    char why[256];
+    static const char *bad[] = {
+        "# HELP a_blocks_total x\n# TYPE a_blocks_total gauge\na_blocks_total 1\n",
+        "# HELP a_reqs x\n# TYPE a_reqs counter\na_reqs 1\n",
+        "# HELP a_s_sum x\n# TYPE a_s_sum counter\na_s_sum 1\n",
+        "# HELP a x\n# TYPE a histogram\na_bucket{le=\"1\"} 2\na_bucket{le=\"+Inf\"} 1\n"
+        "a_sum 1\na_count 1\n",
+        "# HELP a x\n# TYPE a histogram\na_bucket{le=\"1\"} 1\na_bucket{le=\"+Inf\"} 2\n"
+        "a_sum 1\na_count 3\n",
+        "# TYPE a gauge\na 1\n",
+        "# HELP a x\n# TYPE a gauge\na 1\n# HELP b x\n# TYPE b gauge\nb 1\na 2\n",
+        "# HELP a x\n# TYPE a gauge\na one\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(prom_lint(bad[i], why, sizeof why) != 0, "passed: %s", bad[i]);
+    ck_assert_msg(prom_lint("# HELP a_total x\n# TYPE a_total counter\na_total 1\n# HELP s x\n"
+                            "# TYPE s summary\ns_sum 1\ns_count 2\n", why, sizeof why) == 0,
+                  "%s", why);
+}
+END_TEST
+
 START_TEST(metrics_parse_and_count)
 {
     start(0, NULL, 0);
+    /* a prompt of more than two 16-token blocks, three times: the second and third find its
+     * full blocks in the prefix cache (all but the block holding its last token) */
+    const char *prompt = "Once upon a time there was a little girl named Lily who loved to "
+                         "play in the park with her dog Max and her friend Tom every day";
+    int ids[256], np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
+    ck_assert_int_gt(np, 33);
     for (int i = 0; i < 3; i++) {
-        reply r = http("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\","
-                       "\"max_tokens\":10,\"ignore_eos\":true}", NULL);
+        char body[512];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":10,\"ignore_eos\":true}",
+                 prompt);
+        reply r = http("POST", "/v1/completions", body, NULL);
         ck_assert_int_eq(r.status, 200);
         free(r.body);
     }
-    char *m = get_metrics();
+    char *m = get_metrics(), why[256];
+    ck_assert_msg(prom_lint(m, why, sizeof why) == 0, "%s", why);
+    promtool_check(m);
     ck_assert_double_eq(metric(m, "mlsys_num_requests_running"), 0);
     ck_assert_double_eq(metric(m, "mlsys_num_requests_waiting"), 0);
     ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
-    ck_assert_double_ge(metric(m, "mlsys_kv_blocks_cached"), 0);
+    int bs = (int)metric(m, "mlsys_kv_block_size_tokens");
+    ck_assert_int_gt(bs, 0);
+    /* what the finished requests filled stays cached; the pool adds up */
+    ck_assert_double_ge(metric(m, "mlsys_kv_blocks_cached"), (np - 1) / bs);
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_capacity"),
+                        metric(m, "mlsys_kv_blocks_used") + metric(m, "mlsys_kv_blocks_cached") +
+                        metric(m, "mlsys_kv_blocks_free"));
     ck_assert_double_eq(metric(m, "mlsys_generation_tokens_total"), 30);
-    ck_assert_double_eq(metric(m, "mlsys_prompt_tokens_total"), 15);
-    /* the same prompt three times: the later ones find its full blocks cached (none here:
-     * 5 tokens fill no 16-token block) - the rate is a fraction */
-    double hr = metric(m, "mlsys_prefix_cache_hit_rate");
-    ck_assert(hr >= 0 && hr <= 1);
+    ck_assert_double_eq(metric(m, "mlsys_prompt_tokens_total"), 3 * np);
+    double hits = 2.0 * bs * ((np - 1) / bs), queries = 3.0 * np;
+    ck_assert_double_eq(metric(m, "mlsys_prefix_cache_queries_total"), queries);
+    ck_assert_double_eq(metric(m, "mlsys_prefix_cache_hits_total"), hits);
+    ck_assert_double_eq_tol(metric(m, "mlsys_prefix_cache_hit_rate"), hits / queries, 1e-12);
     ck_assert_double_eq(metric(m, "mlsys_time_to_first_token_seconds_count"), 3);
     ck_assert_double_eq(metric(m, "mlsys_time_per_output_token_seconds_count"), 3);
-    /* buckets cumulative, +Inf equal to the count */
-    const char *p = m;
-    double last = -1;
-    while ((p = strstr(p, "mlsys_time_to_first_token_seconds_bucket{"))) {
-        double v = atof(strchr(p, '}') + 2);
-        ck_assert(v >= last);
-        last = v;
-        p++;
-    }
-    ck_assert_double_eq(last, 3);
+    ck_assert_double_eq(metric(m, "mlsys_http_overhead_seconds_count"), 3);
     free(m);
     stop();
 }
@@ -862,6 +1019,7 @@ int main(void)
     tcase_add_test(tc, error_statuses);
     tcase_add_test(tc, api_key);
     tcase_add_test(tc, api_key_rules);
+    tcase_add_test(tc, metrics_lint_catches);
     tcase_add_test(tc, metrics_parse_and_count);
     tcase_add_test(tc, json_object_parses);
     tcase_add_test(tc, speculative_greedy_exact);
