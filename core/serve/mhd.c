@@ -46,8 +46,10 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
         return srv_reply(c, cx, 200, "text/plain; version=0.0.4",
                      srv_metrics_text(&m, &side, &h, s->draining));
     }
+    char nowhere[160];
+    snprintf(nowhere, sizeof nowhere, "Invalid URL (%.10s %.120s)", method, url);
     if (strncmp(url, "/v1/", 4))
-        return srv_reply_error(c, cx, 404, "no such route", "");
+        return srv_reply_error(c, cx, 404, nowhere, "");
     if (!authorized(c, s))
         return srv_reply_error(c, cx, 401, "Incorrect API key provided", "");
     if (!strcmp(url, "/v1/models"))
@@ -56,7 +58,7 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
                    : srv_reply_error(c, cx, 405, "use GET", "");
     int chat = !strcmp(url, "/v1/chat/completions");
     if (!chat && strcmp(url, "/v1/completions"))
-        return srv_reply_error(c, cx, 404, "no such route", "");
+        return srv_reply_error(c, cx, 404, nowhere, "");
     if (!post)
         return srv_reply_error(c, cx, 405, "use POST", "");
     if (cx->too_large) {

@@ -157,6 +157,7 @@ int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_j
     if (!r.has_seed)
         seed = mlsys_now_ns() ^ ((uint64_t)serial * 0x9e3779b97f4a7c15ull);
     srv_job *j = srv_job_new(&r, ids, np, serial);
+    j->created = (long)time(NULL);
     j->max_tokens = max_tokens;
     j->seed = seed;
     *job = j;

@@ -43,6 +43,7 @@ typedef struct srv_job {
     int *prompt, n_prompt, max_tokens;
     uint64_t seed;
     long serial;                  /* the server's request number (the response id) */
+    long created;                 /* unix seconds when it arrived: its responses' "created" */
     /* output, appended by the engine thread */
     char *text;
     size_t len, cap;
@@ -117,7 +118,8 @@ char *srv_resp_error(int status, const char *msg, const char *param);
 /* The whole response of a finished job. */
 char *srv_resp_full(const srv_job *j, const char *model, long created);
 /* One server-sent event: "data: {chunk}\n\n" with text (first: the chat role comes too),
- * or the final chunk with finish_reason (and usage when asked). */
+ * or the final chunk with finish_reason (then, when include_usage asked for it, a chunk
+ * with "choices": [] and the usage). */
 char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
                      size_t len, int first, int final);
 char *srv_resp_models(const char *model, long created);

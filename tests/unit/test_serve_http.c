@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "../../core/serve/srv_internal.h"
 #include "../../core/nn/nn.h"
@@ -197,6 +198,10 @@ END_TEST
 START_TEST(chat_and_models)
 {
     start(0, NULL, 0);
+    /* "created" is the response's time, not the server's: ask in a later second */
+    while ((long)time(NULL) <= g_s->created)
+        usleep(20000);
+    long t0 = (long)time(NULL);
     reply r = http("POST", "/v1/chat/completions", "{\"model\":\"mlsys-lab\",\"messages\":["
                    "{\"role\":\"system\",\"content\":\"A story.\"},{\"role\":\"user\","
                    "\"content\":[{\"type\":\"text\",\"text\":\"Tom had a dog\"}]}],"
@@ -204,6 +209,9 @@ START_TEST(chat_and_models)
     ck_assert_int_eq(r.status, 200);
     cJSON *o = cJSON_Parse(r.body);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring, "chat.completion");
+    long created = (long)cJSON_GetObjectItem(o, "created")->valuedouble;
+    ck_assert_msg(created >= t0 && created <= (long)time(NULL), "created %ld, asked at %ld "
+                  "(server started %ld)", created, t0, g_s->created);
     cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
                                    "message");
     ck_assert_str_eq(cJSON_GetObjectItem(m, "role")->valuestring, "assistant");
@@ -226,13 +234,18 @@ START_TEST(chat_and_models)
 END_TEST
 
 /* Every event is "data: JSON\n\n", the last "data: [DONE]\n\n"; the texts joined equal the
- * whole response's text; the final chunk carries finish_reason (and usage when asked). */
-static void check_stream(const char *path, const char *body, const char *whole, int chat)
+ * whole response's text; one chunk carries finish_reason; all share one id and "created".
+ * With usage (stream_options.include_usage) every chunk says "usage": null but the last
+ * before [DONE], which has "choices": [] and the usage of the whole response; without it no
+ * chunk has "usage". */
+static void check_stream(const char *path, const char *body, const char *whole,
+                         const cJSON *whole_usage, int chat, int with_usage)
 {
     reply r = http("POST", path, body, NULL);
     ck_assert_int_eq(r.status, 200);
-    char text[8192] = "";
-    int events = 0, done = 0, finals = 0, usage = 0;
+    char text[8192] = "", id[64] = "";
+    int events = 0, done = 0, finals = 0, usage_chunks = 0;
+    double created = -1;
     char *p = r.body;
     while (*p) {
         ck_assert_msg(!done, "data after [DONE]");
@@ -245,15 +258,39 @@ static void check_stream(const char *path, const char *body, const char *whole, 
         } else {
             cJSON *o = cJSON_Parse(p + 6);
             ck_assert_msg(o, "event not JSON: %s", p + 6);
+            ck_assert_msg(!usage_chunks, "a chunk after the usage chunk: %s", p + 6);
             ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring,
                              chat ? "chat.completion.chunk" : "text_completion");
-            cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
-            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
-                            : cJSON_GetObjectItem(c, "text");
-            if (cJSON_IsString(t))
-                strncat(text, t->valuestring, sizeof text - strlen(text) - 1);
-            finals += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
-            usage += cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+            double cr = cJSON_GetObjectItem(o, "created")->valuedouble;
+            ck_assert(created < 0 || cr == created);
+            created = cr;
+            const char *cid = cJSON_GetObjectItem(o, "id")->valuestring;
+            ck_assert(!id[0] || !strcmp(id, cid));
+            snprintf(id, sizeof id, "%s", cid);
+            cJSON *u = cJSON_GetObjectItem(o, "usage");
+            cJSON *choices = cJSON_GetObjectItem(o, "choices");
+            ck_assert(cJSON_IsArray(choices));
+            if (!with_usage) {
+                ck_assert_msg(!u, "usage without include_usage: %s", p + 6);
+            } else if (cJSON_IsObject(u)) {
+                ck_assert_int_eq(cJSON_GetArraySize(choices), 0);
+                static const char *k[] = {"prompt_tokens", "completion_tokens",
+                                          "total_tokens"};
+                for (int i = 0; i < 3; i++)
+                    ck_assert_int_eq(cJSON_GetObjectItem(u, k[i])->valueint,
+                                     cJSON_GetObjectItem(whole_usage, k[i])->valueint);
+                usage_chunks++;
+            } else {
+                ck_assert_msg(cJSON_IsNull(u), "no \"usage\": null: %s", p + 6);
+            }
+            cJSON *c = cJSON_GetArrayItem(choices, 0);
+            if (c) {
+                cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
+                                : cJSON_GetObjectItem(c, "text");
+                if (cJSON_IsString(t))
+                    strncat(text, t->valuestring, sizeof text - strlen(text) - 1);
+                finals += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+            }
             cJSON_Delete(o);
             events++;
         }
@@ -261,7 +298,7 @@ static void check_stream(const char *path, const char *body, const char *whole, 
     }
     ck_assert(done);
     ck_assert_int_eq(finals, 1);
-    ck_assert_int_eq(usage, 1);
+    ck_assert_int_eq(usage_chunks, with_usage);
     ck_assert_int_ge(events, 2);
     ck_assert_str_eq(text, whole);
     free(r.body);
@@ -272,10 +309,14 @@ START_TEST(stream_sse_framing)
     start(0, NULL, 0);
     const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0}";
     reply r = http("POST", "/v1/completions", b, NULL);
-    char *whole = answer(r.body, NULL, NULL);
+    cJSON *u = NULL;
+    char *whole = answer(r.body, NULL, &u);
     check_stream("/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,"
                  "\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":"
-                 "true}}", whole, 0);
+                 "true}}", whole, u, 0, 1);
+    check_stream("/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,"
+                 "\"temperature\":0,\"stream\":true}", whole, u, 0, 0);
+    cJSON_Delete(u);
     free(whole);
     free(r.body);
     const char *cb = "{\"messages\":[{\"role\":\"user\",\"content\":\"Lily saw a cat\"}],"
@@ -283,10 +324,14 @@ START_TEST(stream_sse_framing)
     char body[512];
     snprintf(body, sizeof body, "%s}", cb);
     r = http("POST", "/v1/chat/completions", body, NULL);
-    whole = answer(r.body, NULL, NULL);
+    whole = answer(r.body, NULL, &u);
     snprintf(body, sizeof body, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
              "true}}", cb);
-    check_stream("/v1/chat/completions", body, whole, 1);
+    check_stream("/v1/chat/completions", body, whole, u, 1, 1);
+    snprintf(body, sizeof body, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
+             "false}}", cb);
+    check_stream("/v1/chat/completions", body, whole, u, 1, 0);
+    cJSON_Delete(u);
     free(whole);
     free(r.body);
     stop();
@@ -350,6 +395,27 @@ static void expect(const char *method, const char *path, const char *body, const
     free(r.body);
 }
 
+/* An error's "code" (NULL: JSON null), and a 404 that names the URL asked for. */
+static void expect_code(const char *method, const char *path, const char *body, int status,
+                        const char *code)
+{
+    reply r = http(method, path, body, NULL);
+    ck_assert_msg(r.status == status, "%s %s: HTTP %d, expected %d", method, path, r.status,
+                  status);
+    cJSON *o = cJSON_Parse(r.body);
+    ck_assert_msg(o, "error body not JSON: %s", r.body);
+    cJSON *e = cJSON_GetObjectItem(o, "error"), *c = cJSON_GetObjectItem(e, "code");
+    if (code)
+        ck_assert_msg(cJSON_IsString(c) && !strcmp(c->valuestring, code), "%s", r.body);
+    else
+        ck_assert_msg(cJSON_IsNull(c), "%s %s: code should be null: %s", method, path, r.body);
+    if (!code)
+        ck_assert_msg(strstr(cJSON_GetObjectItem(e, "message")->valuestring, path), "%s",
+                      r.body);
+    cJSON_Delete(o);
+    free(r.body);
+}
+
 START_TEST(error_statuses)
 {
     start(0, NULL, 4096);
@@ -370,6 +436,33 @@ START_TEST(error_statuses)
     expect("POST", C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", NULL, 400,
            "stop");
     expect("POST", C, "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", NULL,
+           400, "stream_options");
+    /* fields not served: refused by name unless they ask for nothing */
+    static const char *unserved[][2] = {
+        {"logprobs", "1"}, {"logprobs", "0"}, {"logprobs", "true"}, {"top_logprobs", "2"},
+        {"echo", "true"}, {"best_of", "2"}, {"suffix", "\"end\""}, {"presence_penalty", "0.5"},
+        {"frequency_penalty", "-1"}, {"repetition_penalty", "1.2"},
+        {"logit_bias", "{\"50256\":-100}"}, {"min_p", "0.1"}, {"min_tokens", "4"},
+        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"},
+        {"tool_choice", "\"auto\""}, {"functions", "[{\"name\":\"f\"}]"},
+        {"function_call", "\"auto\""},
+    };
+    for (size_t i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"prompt\":\"x\",\"%s\":%s}", unserved[i][0], unserved[i][1]);
+        expect("POST", C, b, NULL, 400, unserved[i][0]);
+        snprintf(b, sizeof b, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"%s\":%s}",
+                 unserved[i][0], unserved[i][1]);
+        expect("POST", H, b, NULL, 400, unserved[i][0]);
+    }
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2,\"logprobs\":null,\"top_logprobs\":0,"
+           "\"echo\":false,\"best_of\":1,\"suffix\":\"\",\"presence_penalty\":0,"
+           "\"frequency_penalty\":0,\"repetition_penalty\":1,\"logit_bias\":{},\"min_p\":0,"
+           "\"min_tokens\":0,\"tools\":[],\"tool_choice\":\"none\",\"functions\":[],"
+           "\"function_call\":\"none\",\"user\":\"someone\"}", NULL, 200, NULL);
+    expect("POST", H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,"
+           "\"logprobs\":false,\"tools\":null}", NULL, 200, NULL);
     expect("POST", C, "{\"prompt\":\"x\",\"stream\":1}", NULL, 400, "stream");
     expect("POST", C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", NULL,
            400, "response_format");
@@ -392,8 +485,9 @@ START_TEST(error_statuses)
     huge[8998] = '}';
     expect("POST", C, huge, NULL, 413, NULL);
     free(huge);
-    expect("POST", C, "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", NULL, 404, "model");
-    expect("GET", "/v1/nothing", NULL, NULL, 404, NULL);
+    expect_code("POST", C, "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", 404, "model_not_found");
+    expect_code("GET", "/v1/nothing", NULL, 404, NULL);
+    expect_code("POST", "/nothing", "{}", 404, NULL);
     expect("GET", C, NULL, NULL, 405, NULL);
     /* after all that the server still answers */
     expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
@@ -841,6 +935,87 @@ START_TEST(disconnects_free_blocks)
 }
 END_TEST
 
+/* A non-streamed client of the cut-drain test: its status and its whole body. */
+typedef struct cut_client {
+    lg_url url;
+    char body[4096];
+    size_t n;
+    int status, err;
+} cut_client;
+
+static int cut_body(void *u, const char *d, size_t n)
+{
+    cut_client *c = u;
+    if (d && c->n + n < sizeof c->body) {
+        memcpy(c->body + c->n, d, n);
+        c->n += n;
+        c->body[c->n] = 0;
+    }
+    return 0;
+}
+
+static void *cut_main(void *u)
+{
+    cut_client *c = u;
+    lg_response r;
+    c->err = lg_post(&c->url, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\","
+                     "\"max_tokens\":100,\"ignore_eos\":true}", 60, cut_body, c, &r);
+    c->status = r.status;
+    return NULL;
+}
+
+/* A drain that runs out cuts the requests in flight: a non-streamed one answers 503 with
+ * an error body, never 200 with partial text. One sequence a step, 8 requests of 100
+ * tokens, a drain of 0 s once half of them are in: those are cut. */
+START_TEST(drain_cut_answers_503)
+{
+    char err[256];
+    load();
+    srv_opts o = {.port = 0, .engine = {.max_num_seqs = 1, .max_num_batched_tokens = 64}};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    enum { NC = 8 };
+    static cut_client cl[NC];
+    pthread_t th[NC];
+    for (int i = 0; i < NC; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        ck_assert(pthread_create(&th[i], NULL, cut_main, &cl[i]) == 0);
+    }
+    double t0 = mlsys_now_s();
+    for (;;) {
+        char *m = get_metrics();
+        double in = metric(m, "mlsys_num_requests_running") +
+                    metric(m, "mlsys_num_requests_waiting");
+        free(m);
+        if (in >= NC / 2)
+            break;
+        ck_assert_msg(mlsys_now_s() - t0 < 30, "the requests never came in");
+        usleep(2000);
+    }
+    ck_assert_int_gt(srv_drain(g_s, 0), 0);
+    int cut = 0;
+    for (int i = 0; i < NC; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(!cl[i].err, "client %d: no response", i);
+        cJSON *b = cJSON_Parse(cl[i].body);
+        ck_assert_msg(b, "client %d: not JSON: %s", i, cl[i].body);
+        if (cl[i].status == 503) {
+            ck_assert(cJSON_IsObject(cJSON_GetObjectItem(b, "error")));
+            cut++;
+        } else {
+            ck_assert_msg(cl[i].status == 200, "client %d: HTTP %d", i, cl[i].status);
+            cJSON *u = cJSON_GetObjectItem(b, "usage");
+            ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 100);
+        }
+        cJSON_Delete(b);
+    }
+    ck_assert_int_gt(cut, 0);
+    srv_stop(g_s);
+}
+END_TEST
+
 /* One streaming client of the drain test: whole (200 and [DONE] last), refused (503), or
  * cut (anything else). */
 typedef struct drain_client {
@@ -1025,6 +1200,7 @@ int main(void)
     tcase_add_test(tc, speculative_greedy_exact);
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
+    tcase_add_test(tc, drain_cut_answers_503);
     tcase_add_test(tc, sigint_130_env_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
