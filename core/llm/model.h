@@ -87,7 +87,7 @@ int llm_ckpt_read(const char *dir, llm_config *c, llm_weights *w, llm_train_stat
  * Returns how many files were removed. */
 int llm_ckpt_sweep(const char *dir);
 /* A resume's run against the checkpoint's. Differences that would silently change the run
- * (--data-seed, --data-bytes, --batch, the world size) refuse it: -1 with one line in err
+ * or rewrite its record (--data-seed, --data-bytes, --seed, --batch, the world size) refuse it: -1 with one line in err
  * naming the checkpoint's value and the given one. Differences that only steer it (--lr,
  * --min-lr, --warmup, --steps, --wd, --clip, --zero, --sync) are accepted: 0, and notes gets
  * one line saying which (empty when none); the given values are recorded at the next

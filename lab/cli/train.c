@@ -290,9 +290,13 @@ static int train_job_run(train_job *j)
                    tb.n, o->trace, o->trace);
     }
     free(tb.ev);
+    /* a rank that said why in its own line (a diverged run) needs no second one */
+    const mlsys_rank_status *fs = rc ? mlsys_job_status(job, mlsys_job_failed_rank(job)) : NULL;
+    int said = fs && fs->exited && fs->code == TRAIN_RUN_SAID;
     mlsys_job_free(job);
     if (rc) {
-        fprintf(stderr, "mlsys-lab train: %s\n", why);
+        if (!said || stopped)
+            fprintf(stderr, "mlsys-lab train: %s\n", why);
         rc = stopped ? 130 : 1;
     }
     return rc;
