@@ -229,16 +229,28 @@ static double median(double *v, int n)
 
 /* N requests of system + user prompt: all at once (sequential = 0) or each after the
  * previous finished (sequential = 1: TTFT is then the prefill alone). */
+/* The engine's options: its cache sized for requests of the demo's length (system + user
+ * prompt + output), not for the model's whole context. */
+static llm_serve_opts psd_opts(const lab_args *a, int seq_len)
+{
+    long len = lab_arg_int(a, "engine-system-len") + lab_arg_int(a, "engine-user-len") +
+               lab_arg_int(a, "max-tokens");
+    llm_serve_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
+                        .max_num_batched_tokens = 512,
+                        .block_size = (int)lab_arg_int(a, "block-size"),
+                        .max_model_len = len < seq_len ? (int)len : seq_len};
+    return o;
+}
+
 static int engine_run(const llm_config *c, const llm_weights *w, mlsys_comm *comm,
                       int **prompts, int plen, long N, int no_prefix, int sequential,
                       const lab_args *a, run_result *r)
 {
     char err[256];
     memset(r, 0, sizeof *r);
-    llm_serve_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
-                        .max_num_batched_tokens = 512,
-                        .block_size = (int)lab_arg_int(a, "block-size"),
-                        .no_prefix_cache = no_prefix, .comm = comm};
+    llm_serve_opts o = psd_opts(a, c->seq_len);
+    o.no_prefix_cache = no_prefix;
+    o.comm = comm;
     llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
@@ -389,6 +401,13 @@ static int psd_before(const lab_args *a)
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: --engine-system-len %ld + "
                 "--engine-user-len %ld + --max-tokens %ld (and --block-size %ld) must fit the "
                 "model's context of %d tokens\n", S, U, G, bs, c.seq_len);
+        return 2;
+    }
+    /* what the engine will allocate, against the free memory, before a rank starts */
+    llm_serve_opts o = psd_opts(a, c.seq_len);
+    llm_config run;
+    if (llm_serve_plan(&c, &o, &run, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
         return 2;
     }
     return -1;

@@ -95,16 +95,28 @@ static void on_event(void *u, const llm_serve_event *ev)
         r->tok[(size_t)ev->id * r->max_out + r->n[ev->id]++] = ev->token;
 }
 
+/* The engine's options for B requests of plen + steps tokens: its cache sized for them,
+ * not for the model's whole context. */
+static llm_serve_opts soh_opts(int B, int plen, int steps, int seq_len)
+{
+    llm_serve_opts o = {.max_num_seqs = B,
+                        .max_num_batched_tokens = B * plen > 256 ? B * plen : 256,
+                        .max_model_len = plen + steps < seq_len ? plen + steps : seq_len};
+    return o;
+}
+
 /* B requests of prompt_len tokens (distinct corpus documents), `steps` tokens each, greedy. */
 static int run_engine(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
                       int **prompts, int plen, int B, int steps, int overlap,
                       mlsys_comm *comm, double *cost_s, run_sum *r)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = B,
-                        .max_num_batched_tokens = B * plen > 256 ? B * plen : 256,
-                        .tok = t, .overlap = overlap, .comm = comm,
-                        .plan_hook = *cost_s > 0 ? busy_work : NULL, .plan_hook_u = cost_s};
+    llm_serve_opts o = soh_opts(B, plen, steps, c->seq_len);
+    o.tok = t;
+    o.overlap = overlap;
+    o.comm = comm;
+    o.plan_hook = *cost_s > 0 ? busy_work : NULL;
+    o.plan_hook_u = cost_s;
     llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
@@ -333,7 +345,8 @@ static int soh_before(const lab_args *a)
         fflush(stdout);
         return 0;
     }
-    if (parse_sizes(lab_arg_str(a, "batch-sizes"), sizes) < 0)
+    int ns = parse_sizes(lab_arg_str(a, "batch-sizes"), sizes);
+    if (ns < 0)
         return 2;
     char err[512], mp[4096];
     llm_config c;
@@ -349,6 +362,17 @@ static int soh_before(const lab_args *a)
         fprintf(stderr, "mlsys-lab: %s: --prompt-len %ld + --steps %ld do not fit the model's "
                 "context of %d tokens\n", LAB_ID, lab_arg_int(a, "prompt-len"),
                 lab_arg_int(a, "steps"), c.seq_len);
+        return 2;
+    }
+    /* what the engine will allocate for the largest batch, before a rank starts */
+    int maxb = 0;
+    for (int i = 0; i < ns; i++)
+        maxb = sizes[i] > maxb ? sizes[i] : maxb;
+    llm_serve_opts o = soh_opts(maxb, (int)lab_arg_int(a, "prompt-len"),
+                                (int)lab_arg_int(a, "steps"), c.seq_len);
+    llm_config run;
+    if (llm_serve_plan(&c, &o, &run, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }
     common_box(stdout, 68, "Scheduling overhead on the serving engine");

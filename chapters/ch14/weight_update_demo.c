@@ -190,6 +190,18 @@ static int wu_before(const lab_args *a)
         printf("\nMeasuring a transfer needs a receiver: run with --world-size 2 or more.\n");
         return 0;
     }
+    /* every rank holds a buffer of --measure-bytes: all of them must fit in what is free */
+    uint64_t big = lab_arg_size(a, "measure-bytes");
+    long ranks = lab_arg_int(a, "world-size");
+    if ((double)big * (double)ranks > (double)mlsys_mem_available()) {
+        char want[32], have[32];
+        mlsys_format_approx((double)big * (double)ranks, want, sizeof want);
+        mlsys_format_approx((double)mlsys_mem_available(), have, sizeof have);
+        fprintf(stderr, "mlsys-lab: %s: --measure-bytes %s on %ld ranks needs %s (a buffer "
+                "per rank), more than this machine has free: %s\n", LAB_ID,
+                lab_arg_str(a, "measure-bytes"), ranks, want, have);
+        return 2;
+    }
     uint64_t bk[16];
     if (ch14_bucket_list(lab_arg_str(a, "bucket-size"), bk, 16) < 0) {
         fprintf(stderr, "mlsys-lab: %s: --bucket-size %s: want up to 16 sizes of 4 B to 16 GiB "

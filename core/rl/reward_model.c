@@ -4,10 +4,12 @@
  * file ("MLSYSRM1": header, body, head) and the held-out preference accuracy. */
 #include "rlhf.h"
 #include "../llm/model.h"
+#include "../llm/llm_internal.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RM_T RL_RM_T
 
@@ -96,37 +98,69 @@ int rl_rm_save(const rl_rm *m, const char *path, char *err, size_t errlen)
     return llm_write_atomic(path, parts, sizes, 4, err, errlen);
 }
 
+/* The reader keeps the promise of model.bin's (checkpoint.c): a regular file only (a FIFO
+ * is refused, not waited on), the header checked and the size it implies compared with the
+ * file's and with free memory before anything is allocated, every value finite, nothing
+ * after the head, and every refusal one line naming the file. */
 int rl_rm_load(rl_rm *m, const char *path, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open (no reward model there)", path);
+    int fd;
+    uint64_t n;
+    char why[200];
+    if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
-    }
     char magic[8];
     int32_t h[7];
+    llm_config c;
     int rc = -1;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MLSYSRM1", 8) ||
-        fread(h, sizeof h, 1, f) != 1) {
+    if (n < 8 + sizeof h || llm_read_exact(fd, magic, 8, path, err, errlen) ||
+        memcmp(magic, "MLSYSRM1", 8) || llm_read_exact(fd, h, sizeof h, path, err, errlen)) {
         snprintf(err, errlen, "%s: not a reward model (no MLSYSRM1 header)", path);
         goto out;
     }
-    llm_config c = {h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6],
-                    h[5] > 0, 0, 0};
-    if (llm_config_check(&c, err, errlen) || llm_weights_alloc(&m->w, &c, err, errlen))
+    if (llm_config_of_header(h, &c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: bad header: %s", path, why);
         goto out;
+    }
+    uint64_t nf = llm_file_floats(&c), nh = (uint64_t)c.dim + 1;
+    uint64_t want = 8 + sizeof h + 4 * (nf + nh);
+    if (n != want) {
+        snprintf(err, errlen, "%s: %s: %llu bytes, the header (dim %d, %d layers, vocab %d) "
+                 "needs %llu", path, n < want ? "truncated" : "wrong size",
+                 (unsigned long long)n, c.dim, c.n_layers, c.vocab_size,
+                 (unsigned long long)want);
+        goto out;
+    }
+    if (want > mlsys_mem_available()) {
+        snprintf(err, errlen, "%s: %llu bytes of reward model, more than this machine has free",
+                 path, (unsigned long long)want);
+        goto out;
+    }
+    if (llm_weights_alloc(&m->w, &c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        goto out;
+    }
     m->c = c;
-    m->head = mlsys_xcalloc((size_t)c.dim + 1, sizeof(float));
-    if (fread(m->w.mem, sizeof(float), m->w.n_floats, f) != m->w.n_floats ||
-        fread(m->head, sizeof(float), (size_t)c.dim + 1, f) != (size_t)c.dim + 1) {
-        snprintf(err, errlen, "%s: truncated reward model", path);
+    m->head = mlsys_xcalloc(nh, sizeof(float));
+    if (llm_read_exact(fd, m->w.mem, nf * sizeof(float), path, err, errlen) ||
+        llm_read_exact(fd, m->head, nh * sizeof(float), path, err, errlen)) {
         rl_rm_free(m);
         goto out;
     }
+    for (uint64_t i = 0; i < nf + nh; i++) {
+        float v = i < nf ? m->w.mem[i] : m->head[i - nf];
+        if (!isfinite(v)) {
+            snprintf(err, errlen, "%s: %s %llu of %llu is not finite", path,
+                     i < nf ? "weight" : "head value", (unsigned long long)(i < nf ? i : i - nf),
+                     (unsigned long long)(i < nf ? nf : nh));
+            rl_rm_free(m);
+            goto out;
+        }
+    }
     rc = 0;
 out:
-    fclose(f);
+    close(fd);
     return rc;
 }
 

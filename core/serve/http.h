@@ -15,6 +15,12 @@ typedef struct srv_opts {
     const char *model_name;       /* the id of /v1/models and the "model" requests must name */
     size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
     int max_connections;          /* 0: 512 */
+    int max_connections_per_ip;   /* 0: half of max_connections (one address never takes
+                                     them all); past it a connection is closed at once */
+    int request_timeout_s;        /* 0: 10; from a connection's start (or its previous
+                                     answer) until its request is whole, head and body:
+                                     a client trickling bytes is cut off after it */
+    int idle_timeout_s;           /* 0: 10; a connection with no traffic either way */
     llm_serve_opts engine;        /* the engine's options (tok is set from the tokenizer) */
     int speculative_k;            /* 0: off; K: every request decoded speculatively with the
                                      draft below, one request at a time */

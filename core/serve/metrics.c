@@ -114,6 +114,9 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
     metric(&b, "mlsys_http_client_disconnects_total", "counter",
            "Clients gone before their request finished (cancelled in the engine).",
            (double)h->disconnects);
+    metric(&b, "mlsys_http_slow_clients_cut_total", "counter",
+           "Connections closed because their request was not whole within the request "
+           "timeout.", (double)h->cut_slow);
     /* a summary without quantiles: its sum and count, as Prometheus's clients write one */
     out(&b, "# HELP mlsys_http_overhead_seconds Server time beyond the engine of non-streamed "
         "requests.\n# TYPE mlsys_http_overhead_seconds summary\n"

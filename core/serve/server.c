@@ -87,6 +87,12 @@ srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_token
         s->o.max_body = 1u << 20;
     if (s->o.max_connections <= 0)
         s->o.max_connections = 512;
+    if (s->o.max_connections_per_ip <= 0)
+        s->o.max_connections_per_ip = s->o.max_connections > 1 ? s->o.max_connections / 2 : 1;
+    if (s->o.request_timeout_s <= 0)
+        s->o.request_timeout_s = 10;
+    if (s->o.idle_timeout_s <= 0)
+        s->o.idle_timeout_s = 10;
     s->listen_fd = -1;
     s->created = (long)time(NULL);
     pthread_mutex_init(&s->mu, NULL);

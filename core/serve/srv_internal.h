@@ -129,6 +129,7 @@ const char *srv_finish_reason(llm_finish f);
 typedef struct srv_http_counters {
     long requests[6];             /* by status class: 2xx, 400, 401, 404, 413, other */
     long disconnects;             /* clients gone before their request finished */
+    long cut_slow;                /* connections cut: no whole request in request_timeout_s */
     long overhead_count;
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
@@ -146,6 +147,7 @@ struct srv_server {
     size_t api_key_len;
     srv_loop *loop;
     void *daemon;                 /* struct MHD_Daemon */
+    void *guard;                  /* mhd.c: the connections' request deadlines */
     int listen_fd, port;
     volatile int draining;
     long created;                 /* unix seconds at start: /v1/models */

@@ -12,10 +12,15 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -935,6 +940,178 @@ START_TEST(disconnects_free_blocks)
 }
 END_TEST
 
+/* ---- slow clients ---- */
+typedef struct slow_client {
+    char addr[16];                /* the loopback address it connects from */
+    int reconnect;                /* 1: start again whenever the server cuts it */
+    int port, done;               /* done: it sent its whole (slow) head */
+    int cut;                      /* times the server closed it mid-head */
+} slow_client;
+
+static volatile int g_slow_stop;
+
+/* A connection from addr to the server, or -1 (refused or reset at once counts as -1 only
+ * when connect itself fails; a server over its limit accepts and closes). */
+static int connect_from(const char *addr, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+    inet_pton(AF_INET, addr, &me.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons((uint16_t)port);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof me) ||
+        connect(fd, (struct sockaddr *)&to, sizeof to)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The head of a request, one byte every 50 ms (6 s in all): slower than any deadline of
+ * the test's server, never idle long enough for its idle timeout. */
+static void *slow_main(void *u)
+{
+    slow_client *c = u;
+    static const char head[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               "application/json\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                               "\r\nContent-Length: 2\r\n\r\n{}";
+    while (!g_slow_stop) {
+        int fd = connect_from(c->addr, c->port), broke = fd < 0;
+        for (size_t i = 0; !broke && i < sizeof head - 1 && !g_slow_stop; i++) {
+            broke = send(fd, head + i, 1, MSG_NOSIGNAL) != 1;
+            struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+            broke |= poll(&p, 1, 50) > 0;       /* closed (or answered) by the server */
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!broke && !g_slow_stop) {
+            c->done = 1;
+            return NULL;
+        }
+        c->cut += broke && !g_slow_stop;
+        if (!c->reconnect)
+            return NULL;
+        usleep(10000);
+    }
+    return NULL;
+}
+
+/* One request from 127.0.0.1: HTTP status, 0 when the server closed it unanswered. */
+static int quick_request(int port)
+{
+    int fd = connect_from("127.0.0.1", port);
+    if (fd < 0)
+        return 0;
+    static const char req[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: 32\r\nConnection: close\r\n"
+                              "\r\n{\"prompt\":\"Once\",\"max_tokens\":2}";
+    int status = 0;
+    char buf[2048];
+    struct timeval tv = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1)) {
+        ssize_t k = recv(fd, buf, sizeof buf - 1, 0);
+        if (k > 0) {
+            buf[k] = 0;
+            sscanf(buf, "HTTP/1.%*d %d", &status);
+        }
+    }
+    close(fd);
+    return status;
+}
+
+static int slow_finished(const slow_client *sc, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += __atomic_load_n(&sc[i].done, __ATOMIC_ACQUIRE);
+    return k;
+}
+
+/* Start n slow clients from addr (or from 127.0.0.10 + i when addr is NULL). */
+static void slow_start(slow_client *sc, pthread_t *th, int n, const char *addr, int reconnect,
+                       int port)
+{
+    g_slow_stop = 0;
+    for (int i = 0; i < n; i++) {
+        sc[i] = (slow_client){.reconnect = reconnect, .port = port};
+        if (addr)
+            snprintf(sc[i].addr, sizeof sc[i].addr, "%s", addr);
+        else
+            snprintf(sc[i].addr, sizeof sc[i].addr, "127.0.0.%d", 10 + i);
+        ck_assert(pthread_create(&th[i], NULL, slow_main, &sc[i]) == 0);
+    }
+}
+
+static void slow_stop(pthread_t *th, int n)
+{
+    g_slow_stop = 1;
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* A request from 127.0.0.1 until one is served; every answer must come while no slow
+ * client has got its whole head through (that would free a slot the fair way). */
+static void served_before_slow_finish(const slow_client *sc, int n, int port)
+{
+    int served = 0, tries = 0;
+    while (!served) {
+        served = quick_request(port) == 200;
+        tries++;
+        ck_assert_msg(!slow_finished(sc, n), "served only after a slow client's head went "
+                      "through (%d tries)", tries);
+        if (!served)
+            usleep(50000);
+    }
+}
+
+/* More slow clients than the server has connections (8). (1) Twelve from one address take
+ * at most that address's share (4), so a client from another address is served while they
+ * trickle, at its first try (no deadline cuts them here: 30 s). (2) Twelve from twelve
+ * addresses fill every slot; the request deadline (1 s) cuts them, and a client from
+ * elsewhere is served while they are still trickling their heads. */
+START_TEST(slow_clients_do_not_deny_service)
+{
+    char err[256];
+    load();
+    enum { NS = 12 };
+    static slow_client sc[NS];
+    pthread_t th[NS];
+    srv_opts o = {.port = 0, .max_connections = 8, .max_connections_per_ip = 4,
+                  .request_timeout_s = 30, .idle_timeout_s = 30};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    int port = srv_port(g_s);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    slow_start(sc, th, NS, "127.0.0.2", 1, port);
+    usleep(300000);               /* they take what they can (a head takes 6 s) */
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(quick_request(port), 200);
+        ck_assert_int_eq(slow_finished(sc, NS), 0);
+    }
+    slow_stop(th, NS);
+    srv_drain(g_s, 5);
+    srv_stop(g_s);
+
+    o.request_timeout_s = 1;
+    o.idle_timeout_s = 2;
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    port = srv_port(g_s);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    slow_start(sc, th, NS, NULL, 0, port);
+    usleep(300000);
+    served_before_slow_finish(sc, NS, port);
+    slow_stop(th, NS);
+    char *m = get_metrics();
+    ck_assert_double_ge(metric(m, "mlsys_http_slow_clients_cut_total"), 4);
+    free(m);
+    srv_drain(g_s, 5);
+    srv_stop(g_s);
+}
+END_TEST
+
 /* A non-streamed client of the cut-drain test: its status and its whole body. */
 typedef struct cut_client {
     lg_url url;
@@ -1201,6 +1378,7 @@ int main(void)
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, drain_cut_answers_503);
+    tcase_add_test(tc, slow_clients_do_not_deny_service);
     tcase_add_test(tc, sigint_130_env_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
