@@ -320,17 +320,7 @@ void mlsys_emit_mem_value(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes
 void mlsys_emit_flow_value(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
                            const char *label, double value);
 const char *mlsys_event_kind_name(int kind);
-/* Chrome Trace Event JSON (Perfetto, chrome://tracing): p2p ops as async spans, collectives
- * and compute as nested spans, one flow arrow per message. 0 on success. */
-int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns);
-/* The same with the ranks' output lines (replay's log view shows them). */
-typedef struct mlsys_trace_line {
-    uint64_t t_ns;
-    int32_t rank, is_err;
-    const char *text;
-} mlsys_trace_line;
-int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t n,
-                                 const mlsys_trace_line *lines, size_t nl, uint64_t t0_ns);
+/* Collecting a job's events, writing them as a trace file and reading one back: trace.h. */
 
 /* ---- print.c: output in rank order ---- */
 /* Every rank calls it; rank 0 prints the lines of ranks 0..N-1 in order. Collective. */
@@ -348,6 +338,7 @@ uint64_t mlsys_now_ns(void);
 double mlsys_now_s(void);
 void *mlsys_xmalloc(size_t n);                 /* never returns NULL: exits with a message */
 void *mlsys_xcalloc(size_t n, size_t size);
+void *mlsys_xrealloc(void *p, size_t n);
 void *mlsys_alloc_aligned(size_t n);           /* page-aligned, zeroed; free with mlsys_free_aligned */
 void mlsys_free_aligned(void *p, size_t n);
 char *mlsys_xstrdup(const char *s);

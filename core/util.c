@@ -47,6 +47,14 @@ void *mlsys_xcalloc(size_t n, size_t size)
     return p;
 }
 
+void *mlsys_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom(n);
+    return q;
+}
+
 char *mlsys_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -6,6 +6,7 @@
 #include "../common/common.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
+#include "../../core/trace.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,37 +53,6 @@ static int mm_rank(mlsys_comm *c, void *arg)
     return rc;
 }
 
-/* the job's events, collected as they come (the runtime's sink) */
-typedef struct mm_events {
-    mlsys_event *ev;
-    size_t n, cap;
-} mm_events;
-
-static void mm_collect(void *u, const mlsys_event *ev, size_t n)
-{
-    mm_events *t = u;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->n + n)
-            cap *= 2;
-        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: ch14/memory-timeline: out of memory collecting events\n");
-            exit(70);
-        }
-        t->ev = p;
-        t->cap = cap;
-    }
-    memcpy(t->ev + t->n, ev, n * sizeof *ev);
-    t->n += n;
-}
-
-static int by_time(const void *a, const void *b)
-{
-    const mlsys_event *x = a, *y = b;
-    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
-}
-
 /* peak[phase][role]: bytes of the role, all ranks, at its highest within the phase */
 static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_COUNT])
 {
@@ -104,16 +74,16 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return -1;
     }
-    mm_events tb = {0};
-    mlsys_job_sink sink = {NULL, mm_collect, &tb};
+    mlsys_trace tb = {0};       /* the job's events, collected as they come */
+    mlsys_job_sink sink = {NULL, mlsys_trace_collect, &tb};
     int rc = mlsys_job_wait(job, &sink, -1, why, sizeof why);
     mlsys_job_free(job);
     if (rc) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", why);
-        free(tb.ev);
+        mlsys_trace_free(&tb);
         return -1;
     }
-    qsort(tb.ev, tb.n, sizeof *tb.ev, by_time);
+    mlsys_trace_sort(&tb);
     static double cur[64][RL_ROLE_COUNT * RL_MEM_KINDS];
     memset(cur, 0, sizeof cur);
     memset(peak, 0, sizeof(double) * RL_PH_COUNT * RL_ROLE_COUNT);
@@ -138,7 +108,7 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
                 peak[ph][r] = s;
         }
     }
-    free(tb.ev);
+    mlsys_trace_free(&tb);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* common.c - banners and number formats shared by every lab, so that all chapters print
  * the same way: `=` rules of 50/60/70 with a title line, the double-line box, lists with one
- * decimal and shapes without the "torch.Size" wrapper. */
+ * decimal and shapes without the "torch.Size" wrapper; and what a lab's --backend asks of
+ * this machine (core/probe.h answers). */
 #include "common.h"
 #include <ctype.h>
 #include <stdarg.h>
@@ -179,4 +180,45 @@ const char *common_asset_path(const char *rel, char *out, size_t n)
     }
     snprintf(out, n, "%s", rel);
     return out;
+}
+
+int common_backend_check(const lab_args *a, int world_size)
+{
+    const char *b = lab_arg_str(a, "backend");
+    const char *id = a->lab ? a->lab->id : "lab";
+    char why[256];
+    if (!b || !strcmp(b, "gloo") || !strcmp(b, "shm"))
+        return 0;
+    if (!strcmp(b, "nccl")) {
+        int v, gpus = probe_gpu_count(why, sizeof why);
+        if (!probe_nccl(&v, why, sizeof why)) {
+            fprintf(stderr, "mlsys-lab: %s: backend nccl: %s (use --backend gloo)\n", id, why);
+            return 2;
+        }
+        if (gpus < world_size) {
+            fprintf(stderr, "mlsys-lab: %s: NCCL needs one GPU per rank: %d GPU%s found for %d "
+                    "ranks (use --backend gloo)\n", id, gpus, gpus == 1 ? "" : "s", world_size);
+            return 2;
+        }
+        return 0;
+    }
+    if (!strcmp(b, "mpi")) {
+        char path[1024], ver[256];
+        if (!probe_mpirun(path, sizeof path, ver, sizeof ver)) {
+            fprintf(stderr, "mlsys-lab: %s: backend mpi: mpirun is not on PATH (install "
+                    "openmpi-bin, or use --backend gloo)\n", id);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n)
+{
+    const char *b = lab_arg_str(a, "backend");
+    if (b && !strcmp(b, "nccl"))
+        snprintf(buf, n, "cuda:%d", local_rank);
+    else
+        snprintf(buf, n, "CPU");
+    return buf;
 }

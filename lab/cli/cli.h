@@ -25,6 +25,10 @@ extern const lab_command generate_command, model_info_command, model_init_comman
 int generate_main(int argc, char **argv);
 int model_main(int argc, char **argv);              /* "model info FILE", "model init FILE" */
 
+/* replay.c: `mlsys-lab replay FILE [ui flags]` */
+extern const lab_command replay_command;
+int replay_main(int argc, char **argv);
+
 /* train.c: `mlsys-lab train`; train_parse fills o from the flags (defaults first): 0, 1 for
  * --help (printed), 2 with one line in err. */
 extern const lab_command train_command;

@@ -256,8 +256,8 @@ static int train_job_run(train_job *j)
 {
     const train_lm_opts *o = &j->o;
     char err[1024], trace_tmp[PATH_MAX + 32] = "";
-    if (o->trace && runner_trace_prepare(o->trace, trace_tmp, sizeof trace_tmp, err,
-                                         sizeof err) != 0) {
+    if (o->trace && mlsys_trace_prepare(o->trace, trace_tmp, sizeof trace_tmp, err,
+                                        sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         return 2;
     }
@@ -277,19 +277,19 @@ static int train_job_run(train_job *j)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    mlsys_trace tb = {0};
+    mlsys_job_sink sink = {NULL, mlsys_trace_collect, &tb};
     char why[256];
     int rc = mlsys_job_wait(job, o->trace ? &sink : NULL, -1, why, sizeof why);
     int stopped = mlsys_job_stop_requested();
     if (o->trace) {
-        if (stopped || runner_trace_commit(o->trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
+        if (stopped || mlsys_trace_commit(o->trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
             unlink(trace_tmp);
         else if (!o->t.quiet)
             printf("trace: %zu events in %s (mlsys-lab replay %s shows the loss curves)\n",
                    tb.n, o->trace, o->trace);
     }
-    free(tb.ev);
+    mlsys_trace_free(&tb);
     mlsys_job_free(job);
     if (rc) {
         fprintf(stderr, "mlsys-lab train: %s\n", why);
