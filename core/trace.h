@@ -1,9 +1,10 @@
 /* trace.h - events in one home, the table of contents of core/trace*.c. A rank writes typed
  * events into its ring (mlsys.h: mlsys_emit and the memory and flow records; trace.c); the
- * launcher drains the rings (events over TCP: net_events.h) into a job sink; the collector
- * keeps what a sink receives with the ranks' output lines (trace_collect.c); the writer puts
- * them in a Chrome Trace Event file, atomically (trace.c); the reader turns such a file back
- * into events for a replay (trace_read.c). What a lab adds beyond messages: trace_values.h. */
+ * launcher drains the rings into a job sink (ranks without a ring send theirs over TCP to
+ * net_events.h's collector, which feeds the same sink); the trace collector keeps what a
+ * sink receives with the ranks' output lines (trace_collect.c); the writer puts them in a
+ * Chrome Trace Event file, atomically (trace.c); the reader turns such a file back into
+ * events for a replay (trace_read.c). What a lab adds beyond messages: trace_values.h. */
 #ifndef MLSYS_TRACE_H
 #define MLSYS_TRACE_H
 

@@ -1,10 +1,10 @@
 /* mpirun.c - --backend mpi: builds the mpirun line (--allow-run-as-root as root,
  * --oversubscribe beyond the slots, ob1 over self/vader/tcp), runs `mlsys-lab worker LAB ...`
  * under it in a session of its own, and gives what the shm launcher gives: lines per rank
- * (--tag-output), events over TCP (collector.c), one line on how the job ended. Ctrl-C:
+ * (--tag-output), events over TCP (core/net_collector.c), one line on how the job ended. Ctrl-C:
  * SIGTERM to mpirun, then SIGKILL to whatever is left in its session. */
 #include "mpirun.h"
-#include "collector.h"
+#include "../../core/net_events.h"
 #include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>

@@ -15,7 +15,6 @@
 #include "../../core/net_events.h"
 #include "../../lab/ui/ui.h"
 #include "../../lab/job/runner.h"
-#include "../../lab/backend/collector.h"
 #include "run_bin.h"
 
 /* ---- the records every test sends: each memory op and each flow kind once ---- */
