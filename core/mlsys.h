@@ -333,7 +333,7 @@ const char *mlsys_print_untag(const char *line, int *rank);
 /* Only rank 0 prints; others do nothing (not collective). */
 void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- util.c: time, allocation, random numbers, sizes ---- */
+/* ---- util.c: time, allocation, random numbers, sizes, percentiles ---- */
 uint64_t mlsys_now_ns(void);
 double mlsys_now_s(void);
 void *mlsys_xmalloc(size_t n);                 /* never returns NULL: exits with a message */
@@ -353,6 +353,10 @@ void mlsys_format_approx(double bytes, char *out, size_t n);   /* "7.2 TiB", one
  * set (a size such as "2G": tests, and sharing a machine). Sizes above it are refused before
  * they are allocated (model readers, the inference engine, train and the labs' ranks). */
 uint64_t mlsys_mem_available(void);
+/* The p-th percentile (0 to 100) of v[0..n): between the two values whose ranks enclose
+ * p / 100 * (n - 1), linearly (numpy's default), so p = 50 is the median: the middle value,
+ * or the mean of the two middle ones. Sorts v in place. 0 when n is 0. */
+double mlsys_percentile(double *v, size_t n, double p);
 
 /* Counter-based generator: the same seed gives the same stream on every rank. */
 typedef struct mlsys_rng { uint64_t key, ctr; int have_spare; double spare; } mlsys_rng;

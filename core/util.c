@@ -1,6 +1,6 @@
 /* util.c - small things every part of the runtime needs: clocks, allocation that never
- * returns NULL, page-aligned buffers, a counter-based random generator and the parsing of
- * sizes and integers given on command lines. */
+ * returns NULL, page-aligned buffers, a counter-based random generator, the parsing of
+ * sizes and integers given on command lines, and the one percentile (medians included). */
 #include "internal.h"
 #include <errno.h>
 #include <limits.h>
@@ -195,6 +195,24 @@ uint64_t mlsys_mem_available(void)
         (uint64_t)rl.rlim_cur < best)
         best = (uint64_t)rl.rlim_cur;
     return best;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double mlsys_percentile(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof *v, by_value);
+    double pos = (p < 0 ? 0 : p > 100 ? 100 : p) / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    if (lo >= n - 1)
+        return v[n - 1];
+    return v[lo] + (pos - (double)lo) * (v[lo + 1] - v[lo]);
 }
 
 void mlsys_format_size(uint64_t b, char *out, size_t n)

@@ -213,20 +213,6 @@ static void on_event(void *u, const llm_serve_event *ev)
         r->ttft[r->n_ttft++] = ev->st->ttft;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    if (n == 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* N requests of system + user prompt: all at once (sequential = 0) or each after the
  * previous finished (sequential = 1: TTFT is then the prefill alone). */
 static int engine_run(const llm_config *c, const llm_weights *w, mlsys_comm *comm,
@@ -338,11 +324,13 @@ static int part_engine(mlsys_comm *comm, const lab_args *a)
     printf("  block-table entries at that step  %12d %12d\n", on->peak_entries,
            off->peak_entries);
     printf("  all at once: TTFT p50             %9.2f ms %9.2f ms\n",
-           median(on->ttft, on->n_ttft) * 1e3, median(off->ttft, off->n_ttft) * 1e3);
+           mlsys_percentile(on->ttft, (size_t)on->n_ttft, 50) * 1e3,
+           mlsys_percentile(off->ttft, (size_t)off->n_ttft, 50) * 1e3);
     printf("  all at once: wall time            %9.2f ms %9.2f ms\n", on->wall_s * 1e3,
            off->wall_s * 1e3);
     printf("  one at a time: TTFT p50           %9.2f ms %9.2f ms\n",
-           median(son->ttft, son->n_ttft) * 1e3, median(soff->ttft, soff->n_ttft) * 1e3);
+           mlsys_percentile(son->ttft, (size_t)son->n_ttft, 50) * 1e3,
+           mlsys_percentile(soff->ttft, (size_t)soff->n_ttft, 50) * 1e3);
     long shared_rows_off = N * (long)(S / bs * bs);
     long shared_rows_on = shared_rows_off - on->m.prefix_hit_tokens;
     printf("\n  Prompt rows the shared blocks cost: %ld without the cache, %ld with it: %.1f%% "

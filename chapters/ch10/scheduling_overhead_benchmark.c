@@ -165,19 +165,9 @@ static double load_now(void)
     return l;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median_ms(run_sum *r)
 {
-    if (r->steps == 0)
-        return 0.0;
-    qsort(r->step_ns, (size_t)r->steps, sizeof(double), cmp_d);
-    long n = r->steps;
-    return (n % 2 ? r->step_ns[n / 2] : 0.5 * (r->step_ns[n / 2 - 1] + r->step_ns[n / 2])) / 1e6;
+    return mlsys_percentile(r->step_ns, (size_t)r->steps, 50) / 1e6;
 }
 
 static double ms(double ns, long n)
