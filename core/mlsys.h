@@ -357,6 +357,11 @@ uint64_t mlsys_mem_available(void);
  * p / 100 * (n - 1), linearly (numpy's default), so p = 50 is the median: the middle value,
  * or the mean of the two middle ones. Sorts v in place. 0 when n is 0. */
 double mlsys_percentile(double *v, size_t n, double p);
+/* *ts = the CLOCK_MONOTONIC time s seconds from now: the deadline pthread_cond_timedwait
+ * takes on a condition variable whose clock is CLOCK_MONOTONIC (pthread_condattr_setclock),
+ * which a change of the wall clock does not move. */
+struct timespec;
+void mlsys_deadline(struct timespec *ts, double s);
 
 /* Counter-based generator: the same seed gives the same stream on every rank. */
 typedef struct mlsys_rng { uint64_t key, ctr; int have_spare; double spare; } mlsys_rng;

@@ -25,6 +25,14 @@ double mlsys_now_s(void)
     return (double)mlsys_now_ns() * 1e-9;
 }
 
+void mlsys_deadline(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    long long ns = (long long)ts->tv_nsec + (long long)(s > 0 ? s * 1e9 : 0);
+    ts->tv_sec += (time_t)(ns / 1000000000LL);
+    ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 static void oom(size_t n)
 {
     fprintf(stderr, "mlsys-lab: out of memory allocating %zu bytes\n", n);
