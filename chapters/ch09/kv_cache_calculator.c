@@ -88,7 +88,7 @@ static int lab_model_row(const char *path)
         return 0;
     }
     kv_model m = {"lab", "lab model fp32", c.n_layers, c.n_kv_heads, c.head_size, 0};
-    double bpt = bytes_per_token(&m, (int)sizeof(float));
+    double bpt = (double)llm_kv_bytes(&c);
     table_row(m.name, m.layers, m.kv_heads, bpt);
     llm_kv kv;
     llm_paged_opts po = {.block_size = 16, .n_blocks = 4, .n_seqs = 1};

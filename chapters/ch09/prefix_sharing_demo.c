@@ -299,7 +299,7 @@ static int part_engine(mlsys_comm *comm, const lab_args *a)
         prompts[i][S] = 3 + (int)(i % 256);    /* distinct right after the system prompt */
     }
     int bs = (int)lab_arg_int(a, "block-size");
-    double bpt = 2.0 * c.n_layers * c.kv_dim * sizeof(float);
+    double bpt = (double)llm_kv_bytes(&c);
     printf("\n%s\n MEASURED ON THE LAB'S ENGINE (the model's context is %d tokens)\n%s\n",
            common_rule(rule, sizeof rule, "=", 70), c.seq_len, rule);
     printf("\n%ld requests = a %d-token system prompt + a %d-token user prompt each, %d tokens "

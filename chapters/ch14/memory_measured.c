@@ -116,7 +116,7 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
 static void estimate(const llm_config *c, int B, int T, double est[RL_ROLE_COUNT])
 {
     double P = (double)llm_file_floats(c) * 4.0;     /* the weights as loaded, RoPE tables too */
-    double kv = 2.0 * c->n_layers * c->kv_dim * 4.0 * B * T;
+    double kv = (double)llm_kv_bytes(c) * B * T;
     est[RL_ROLE_ACTOR] = P + P + 2 * P + nn_tf_bytes(c, B, T);    /* w, grads, Adam, activ. */
     est[RL_ROLE_REFERENCE] = P;
     est[RL_ROLE_REWARD] = 0;                                     /* filled by the caller */

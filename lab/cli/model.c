@@ -220,7 +220,7 @@ static int model_info(int argc, char **argv)
         return rc;
     char kvb[32], err[512];
     /* per token of context: K and V, every layer, kv_dim floats each (chapter 9's formula) */
-    mlsys_format_size((uint64_t)2 * c.n_layers * c.kv_dim * sizeof(float), kvb, sizeof kvb);
+    mlsys_format_size(llm_kv_bytes(&c), kvb, sizeof kvb);
     printf("model       %s (%.2f MiB)\n", mpath, llm_file_bytes(&c) / 1048576.0);
     printf("tokenizer   %s (%d ids, %d merges)\n", tpath, t.vocab_size, t.nmerges);
     printf("config      dim %d, hidden %d, layers %d, heads %d, kv heads %d, head size %d, "
