@@ -99,10 +99,12 @@ typedef struct chapter {
 } chapter;
 
 /* assets.c */
-/* A shipped file by its path in the source tree ("assets/models/model.bin"): under
- * $MLSYS_LAB_SRC, else rel itself (from the current folder, or absolute), else next to the
- * program (one folder up for build/mlsys-lab, or beside it): the first that exists, into out,
- * which it returns; rel when none does, so that "cannot open" names the path asked for. */
+/* A file by the path a user gave or the source tree has ("assets/models/model.bin"), looked
+ * for in this order: rel itself when it is absolute or exists from the current folder (what
+ * the user named), then under $MLSYS_LAB_SRC, then next to the program (one folder up for
+ * build/mlsys-lab, or beside it). The first that exists goes into out, which it returns;
+ * rel when none does, so that "cannot open" names the path asked for. The one search for
+ * every caller: commands, the chapter reader and the labs. */
 const char *lab_asset_path(const char *rel, char *out, size_t n);
 
 /* chapters.c */

@@ -61,7 +61,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     llm_weights w, dw;
     llm_tokenizer t;
     memset(&dw, 0, sizeof dw);
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
+    lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
     if (common_load_model(a, "ch08/minimal-inference-server", &c, &w, &t))
         return 2;
     int rc = 2;
@@ -71,7 +71,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
          * GEMM guarantees and BLAS does not (MLSYS_GEMM picks another kernel on purpose) */
         if (!getenv("MLSYS_GEMM"))
             nn_set_gemm_kernel(NN_GEMM_INVARIANT);
-        common_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
+        lab_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
         if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err)) {
             fprintf(stderr, "%s: --speculative: %s\n", me, err);
             goto out;

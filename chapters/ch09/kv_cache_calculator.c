@@ -82,7 +82,7 @@ static int lab_model_row(const char *path)
     char p[4096], err[512];
     llm_config c;
     llm_weights w;
-    common_asset_path(path, p, sizeof p);
+    lab_asset_path(path, p, sizeof p);
     if (llm_checkpoint_read(p, &c, &w, err, sizeof err)) {
         printf("(the lab's model: %s)\n", err);
         return 0;

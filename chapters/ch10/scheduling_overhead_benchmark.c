@@ -328,7 +328,7 @@ static int soh_before(const lab_args *a)
     char err[512], mp[4096];
     llm_config c;
     llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
+    lab_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
     if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;

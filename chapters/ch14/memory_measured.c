@@ -26,11 +26,11 @@ static int mm_rank(mlsys_comm *c, void *arg)
     llm_weights w, dw;
     llm_tokenizer t;
     rl_rm rm;
-    if (llm_checkpoint_read(common_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
+    if (llm_checkpoint_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
                             &w, err, sizeof err) ||
-        llm_checkpoint_read(common_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
+        llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
                             &dw, err, sizeof err) ||
-        llm_tokfile_read(common_asset_path("assets/models/tokenizer.bin", tp, sizeof tp),
+        llm_tokfile_read(lab_asset_path("assets/models/tokenizer.bin", tp, sizeof tp),
                          mc.vocab_size, &t, err, sizeof err) ||
         rl_rm_init(&rm, &dc, &dw, err, sizeof err)) {
         fprintf(stderr, "ch14/memory-timeline: %s\n", err);
@@ -130,9 +130,9 @@ int mt_measured(const lab_args *a)
     char mp[PATH_MAX + 64], dp[PATH_MAX + 64], err[512];
     llm_config mc, dc;
     llm_weights w, dw;
-    if (llm_checkpoint_read(common_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
+    if (llm_checkpoint_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
                             &w, err, sizeof err) ||
-        llm_checkpoint_read(common_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
+        llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
                             &dw, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return 2;

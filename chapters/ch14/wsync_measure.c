@@ -211,7 +211,7 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
     char path[1024], err[512] = "";
     llm_config cfg;
     llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), path, sizeof path);
+    lab_asset_path(lab_arg_str(a, "model"), path, sizeof path);
     if (llm_checkpoint_read(path, &cfg, &w, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, me, err);
         return 1;

@@ -154,34 +154,6 @@ void common_text_free(common_text *t)
     t->len = t->cap = 0;
 }
 
-/* A shipped file (a model, a tokenizer) by its path in the source tree: as given when it
- * exists (absolute, or from the current folder), else under $MLSYS_LAB_SRC, else next to the
- * program (build/../rel, then beside it). out gets the first that exists, or rel itself. */
-const char *common_asset_path(const char *rel, char *out, size_t n)
-{
-    snprintf(out, n, "%s", rel);
-    if (access(rel, R_OK) == 0 || rel[0] == '/')
-        return out;
-    const char *src = getenv("MLSYS_LAB_SRC");
-    if (src && *src && snprintf(out, n, "%s/%s", src, rel) < (int)n && access(out, R_OK) == 0)
-        return out;
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            if (snprintf(out, n, "%s/../%s", exe, rel) < (int)n && access(out, R_OK) == 0)
-                return out;
-            if (snprintf(out, n, "%s/%s", exe, rel) < (int)n && access(out, R_OK) == 0)
-                return out;
-        }
-    }
-    snprintf(out, n, "%s", rel);
-    return out;
-}
-
 int common_backend_check(const lab_args *a, int world_size)
 {
     const char *b = lab_arg_str(a, "backend");

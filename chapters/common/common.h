@@ -29,10 +29,6 @@ char *common_shape(char *buf, size_t n, const int *dims, int ndims);
 /* "1+2+3+4" for n <= 6, "1+2+…+n" otherwise (first = 0 or 1). */
 char *common_sum_expr(char *buf, size_t n, int first, int last);
 
-/* A shipped file (assets/models/model.bin) found from the current folder, $MLSYS_LAB_SRC or
- * the program's place; returns out (rel itself when none exists: the open then says so). */
-const char *common_asset_path(const char *rel, char *out, size_t n);
-
 /* Text that a rank collects while it works, printed in rank order at a collective point. */
 typedef struct common_text {
     char *s;

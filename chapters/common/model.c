@@ -8,8 +8,8 @@ int common_load_model(const lab_args *a, const char *who, llm_config *c, llm_wei
                       llm_tokenizer *t)
 {
     char mp[PATH_MAX + 64], tp[PATH_MAX + 64], err[512];
-    const char *mpath = common_asset_path(lab_arg_text(a, "model"), mp, sizeof mp);
-    const char *tpath = common_asset_path(lab_arg_text(a, "tokenizer"), tp, sizeof tp);
+    const char *mpath = lab_asset_path(lab_arg_text(a, "model"), mp, sizeof mp);
+    const char *tpath = lab_asset_path(lab_arg_text(a, "tokenizer"), tp, sizeof tp);
     if (llm_checkpoint_read(mpath, c, w, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", who, err);
         return 2;

@@ -214,8 +214,8 @@ static int model_info(int argc, char **argv)
     llm_weights w;
     llm_tokenizer t;
     char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
-    mpath = gen_find_file(mpath, mfound, sizeof mfound);
-    tpath = gen_find_file(tpath, tfound, sizeof tfound);
+    mpath = lab_asset_path(mpath, mfound, sizeof mfound);
+    tpath = lab_asset_path(tpath, tfound, sizeof tfound);
     if ((rc = gen_load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     char kvb[32], err[512];

@@ -38,8 +38,8 @@ int train_rm_main(int argc, char **argv)
     o.quiet = lab_arg_bool(&a, "quiet");
     o.log_every = (int)lab_arg_int(&a, "log-every");
     char init[PATH_MAX + 64], tokp[PATH_MAX + 64], out[PATH_MAX + 32];
-    const char *ip = gen_find_file(lab_arg_text(&a, "rm-init"), init, sizeof init);
-    const char *tp = gen_find_file(GEN_DEFAULT_TOKENIZER, tokp, sizeof tokp);
+    const char *ip = lab_asset_path(lab_arg_text(&a, "rm-init"), init, sizeof init);
+    const char *tp = lab_asset_path(GEN_DEFAULT_TOKENIZER, tokp, sizeof tokp);
     const char *dir = lab_arg_text(&a, "out");
     snprintf(out, sizeof out, "%s/reward.bin", dir);
     lab_args_free(&a);
