@@ -362,15 +362,9 @@ done:
 /* Bad files and sizes cost one line and exit 2 before the rank starts. */
 static int psd_before(const lab_args *a)
 {
-    char err[512], mp[4096];
     llm_config c;
-    llm_weights w;
-    lab_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
+    if (common_load_model(a, "ch09/prefix-sharing-demo", &c, NULL, NULL))
         return 2;
-    }
-    llm_weights_free(&w);
     long S = lab_arg_int(a, "engine-system-len"), U = lab_arg_int(a, "engine-user-len");
     long G = lab_arg_int(a, "max-tokens"), bs = lab_arg_int(a, "block-size");
     if (S + U + G > c.seq_len + 1 || bs > c.seq_len) {

@@ -325,15 +325,9 @@ static int soh_before(const lab_args *a)
     }
     if (parse_sizes(lab_arg_str(a, "batch-sizes"), sizes) < 0)
         return 2;
-    char err[512], mp[4096];
     llm_config c;
-    llm_weights w;
-    lab_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+    if (common_load_model(a, LAB_ID, &c, NULL, NULL))
         return 2;
-    }
-    llm_weights_free(&w);
     long need = lab_arg_int(a, "prompt-len") + lab_arg_int(a, "steps");
     if (need > c.seq_len + 1) {
         fprintf(stderr, "mlsys-lab: %s: --prompt-len %ld + --steps %ld do not fit the model's "

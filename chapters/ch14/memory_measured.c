@@ -26,12 +26,11 @@ static int mm_rank(mlsys_comm *c, void *arg)
     llm_weights w, dw;
     llm_tokenizer t;
     rl_rm rm;
-    if (llm_checkpoint_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
-                            &w, err, sizeof err) ||
+    if (llm_model_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp),
+                       lab_asset_path("assets/models/tokenizer.bin", tp, sizeof tp), &mc, &w,
+                       &t, err, sizeof err) ||
         llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
                             &dw, err, sizeof err) ||
-        llm_tokfile_read(lab_asset_path("assets/models/tokenizer.bin", tp, sizeof tp),
-                         mc.vocab_size, &t, err, sizeof err) ||
         rl_rm_init(&rm, &dc, &dw, err, sizeof err)) {
         fprintf(stderr, "ch14/memory-timeline: %s\n", err);
         return 2;
@@ -128,17 +127,14 @@ int mt_measured(const lab_args *a)
 {
     (void)a;
     char mp[PATH_MAX + 64], dp[PATH_MAX + 64], err[512];
-    llm_config mc, dc;
-    llm_weights w, dw;
+    llm_config mc, dc;           /* the configurations: the headers are enough */
     if (llm_checkpoint_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
-                            &w, err, sizeof err) ||
+                            NULL, err, sizeof err) ||
         llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
-                            &dw, err, sizeof err)) {
+                            NULL, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return 2;
     }
-    llm_weights_free(&w);
-    llm_weights_free(&dw);
     common_box(stdout, 68, "RLHF memory, measured");
     printf("\nThe lab's RLHF loop (ch13/rlhf-loop, PPO) on the shipped model (%zu parameters, "
            "float32),\n16 problems per iteration, 2 iterations on 2 ranks; memory from the "

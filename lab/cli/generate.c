@@ -71,20 +71,8 @@ int gen_load_pair(const char *cmd, const char *mpath, const char *tpath, llm_con
     char err[512];
     memset(w, 0, sizeof *w);
     memset(t, 0, sizeof *t);
-    if (llm_checkpoint_read(mpath, c, w, err, sizeof err)) {
+    if (llm_model_read(mpath, tpath, c, w, t, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab %s: %s\n", cmd, err);
-        return 2;
-    }
-    if (llm_tokfile_read(tpath, 0, t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab %s: %s\n", cmd, err);
-        llm_weights_free(w);
-        return 2;
-    }
-    if (t->vocab_size != c->vocab_size) {
-        fprintf(stderr, "mlsys-lab %s: vocabulary mismatch: %s has %d ids, %s has %d\n", cmd,
-                mpath, c->vocab_size, tpath, t->vocab_size);
-        llm_tokenizer_free(t);
-        llm_weights_free(w);
         return 2;
     }
     return 0;
