@@ -130,6 +130,11 @@ void lab_command_help(const lab_command *c, FILE *out);
 /* Parse for a command and answer what the caller would: -1 to go on with a parsed, else the
  * exit status (0 after --help, 2 after the one line on stderr). */
 int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a);
+/* A command of subcommands (group "model": subs "model info", "model init", NULL-ended):
+ * argv[1] names one, which goes into *which (then -1: go on with argc - 1, argv + 1); --help
+ * prints every one's help (0); anything else is one line on stderr (2). */
+int lab_subcommand(const char *group, const lab_command *const *subs, int argc, char **argv,
+                   const lab_command **which);
 const char *lab_arg_str(const lab_args *a, const char *name);   /* NULL when unknown/unset */
 /* The same text where it lives as long as argv (or the flag table, for a default): for a
  * value kept after lab_args_free. NULL when unknown or unset. */

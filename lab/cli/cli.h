@@ -33,7 +33,7 @@ int replay_main(int argc, char **argv);
  * --help (printed), 2 with one line in err. */
 extern const lab_command train_command;
 int train_main(int argc, char **argv);
-int train_rm_main(int argc, char **argv);   /* train_rm.c: train --reward-model */
+int train_rm_run(const lab_args *a);        /* train_rm.c: train --reward-model, its flags */
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen);
 
 /* commands.c: every command declared with a flag table (help, tests of the short flags) */

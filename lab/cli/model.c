@@ -331,16 +331,11 @@ done:
 
 int model_main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "info"))
-        return model_info(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "init"))
-        return model_init(argc - 1, argv + 1);
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        lab_command_help(&model_info_command, stdout);
-        printf("\n");
-        lab_command_help(&model_init_command, stdout);
-        return 0;
-    }
-    fprintf(stderr, "mlsys-lab model: expected 'info FILE' or 'init FILE' (see --help)\n");
-    return 2;
+    static const lab_command *const subs[] = {&model_info_command, &model_init_command, NULL};
+    const lab_command *which;
+    int rc = lab_subcommand("model", subs, argc, argv, &which);
+    if (rc >= 0)
+        return rc;
+    return which == &model_info_command ? model_info(argc - 1, argv + 1)
+                                        : model_init(argc - 1, argv + 1);
 }
