@@ -5,7 +5,7 @@
  * time per output token and latency, percentiles and throughput. --simulate runs the
  * original's fake server on a virtual clock instead (server_sim.c), labelled as such. */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/serve.h"
 
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * runs in the runner's own process (before the ranks); in the front end, in the rank, with
  * the engine's events for the views (the launcher's stop then bounds the drain). */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 

@@ -8,7 +8,7 @@
  * table entries, and time to first token. The original hashed words modulo 1000 (two words
  * could collide); here each new word gets the next id. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/serve.h"
 
 #include <ctype.h>

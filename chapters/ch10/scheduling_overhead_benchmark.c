@@ -5,7 +5,7 @@
  * runs), side by side in alternate runs: step time saved, tokens compared. --simulate prints
  * the original script's model instead (sched_sim.c), labelled. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/serve.h"
 #include "../../core/nn/nn.h"
 #include "sched_sim.h"

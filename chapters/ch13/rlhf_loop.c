@@ -4,7 +4,7 @@
  * PPO (or GRPO) updates the actor; per iteration the mean reward, the rule's share of right
  * sums, the KL to the reference and the phases' times. --simulate: the original's placeholder. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
 #include "../../core/trace_values.h"

@@ -1,7 +1,8 @@
-/* model.c - the lab's model and tokenizer as a lab's --model and --tokenizer flags name them
- * (model.h): chapters 8-14's labs over the real model read them here, through the one loader
- * (core/llm's llm_model_read) and the one search for shipped files (lab_asset_path). */
-#include "model.h"
+/* load_model.c - the lab's model and tokenizer as a lab's --model and --tokenizer flags name
+ * them (load_model.h): chapters 8-14's labs over the real model read them here, through the
+ * one loader (core/llm's llm_model_read) and the one search for shipped files
+ * (lab_asset_path). */
+#include "load_model.h"
 #include <limits.h>
 
 int common_load_model(const lab_args *a, const char *who, llm_config *c, llm_weights *w,

@@ -1,7 +1,7 @@
-/* model.h - what the labs over the lab's language model share: the model and tokenizer their
- * --model and --tokenizer flags name, found from any folder and read in one call. */
-#ifndef CHAPTERS_COMMON_MODEL_H
-#define CHAPTERS_COMMON_MODEL_H
+/* load_model.h - what the labs over the lab's language model share: the model and tokenizer
+ * their --model and --tokenizer flags name, found from any folder and read in one call. */
+#ifndef CHAPTERS_COMMON_LOAD_MODEL_H
+#define CHAPTERS_COMMON_LOAD_MODEL_H
 
 #include "../../lab/lab.h"
 #include "../../core/llm/llm.h"
