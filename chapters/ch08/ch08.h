@@ -22,8 +22,6 @@ typedef struct ch08_req {
 } ch08_req;
 
 /* report.c */
-/* Linear interpolation between the closest ranks (numpy's default), v sorted in place. */
-double ch08_percentile(double *v, int n, double p);
 /* The per-request table in completion order (order[] = ids), then percentiles of TTFT, time
  * per output token and end-to-end latency, total tokens, wall time and throughput. */
 void ch08_report(FILE *out, const ch08_req *r, const int *order, int n, double wall_s,

@@ -5,7 +5,7 @@
  * time per output token and latency, percentiles and throughput. --simulate runs the
  * original's fake server on a virtual clock instead (server_sim.c), labelled as such. */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/serve.h"
 
 #include <stdlib.h>
@@ -153,7 +153,7 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
     llm_tokenizer tok;
     if (common_load_model(a, "ch08/minimal-inference-server", &cfg, &w, &tok))
         return 2;
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
+    lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
     int N = (int)lab_arg_int(a, "num-requests");
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)

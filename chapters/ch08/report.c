@@ -19,32 +19,14 @@ const char *const ch08_prompts[CH08_NPROMPTS] = {
     "Describe a beautiful sunset",
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double ch08_percentile(double *v, int n, double p)
-{
-    if (n <= 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double pos = p / 100.0 * (n - 1);
-    int lo = (int)pos;
-    if (lo >= n - 1)
-        return v[n - 1];
-    return v[lo] + (pos - lo) * (v[lo + 1] - v[lo]);
-}
-
 static void pct_line(FILE *out, const char *name, double *v, int n)
 {
     if (n == 0) {
         fprintf(out, "  %-24s n/a\n", name);
         return;
     }
-    double p50 = ch08_percentile(v, n, 50), p90 = ch08_percentile(v, n, 90);
-    double p99 = ch08_percentile(v, n, 99);
+    double p50 = mlsys_percentile(v, (size_t)n, 50), p90 = mlsys_percentile(v, (size_t)n, 90);
+    double p99 = mlsys_percentile(v, (size_t)n, 99);
     fprintf(out, "  %-24s p50 %9.2f   p90 %9.2f   p99 %9.2f ms\n", name, p50 * 1e3, p90 * 1e3,
             p99 * 1e3);
 }

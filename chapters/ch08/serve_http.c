@@ -7,7 +7,7 @@
  * runs in the runner's own process (before the ranks); in the front end, in the rank, with
  * the engine's events for the views (the launcher's stop then bounds the drain). */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 
@@ -64,7 +64,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     llm_weights w, dw;
     llm_tokenizer t;
     memset(&dw, 0, sizeof dw);
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
+    lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
     if (common_load_model(a, "ch08/minimal-inference-server", &c, &w, &t))
         return 2;
     int rc = 2;
@@ -74,7 +74,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
          * GEMM guarantees and BLAS does not (MLSYS_GEMM picks another kernel on purpose) */
         if (!getenv("MLSYS_GEMM"))
             nn_set_gemm_kernel(NN_GEMM_INVARIANT);
-        common_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
+        lab_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
         if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err)) {
             fprintf(stderr, "%s: --speculative: %s\n", me, err);
             goto out;

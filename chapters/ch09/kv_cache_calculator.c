@@ -81,14 +81,13 @@ static int lab_model_row(const char *path)
 {
     char p[4096], err[512];
     llm_config c;
-    llm_weights w;
-    common_asset_path(path, p, sizeof p);
-    if (llm_checkpoint_read(p, &c, &w, err, sizeof err)) {
+    lab_asset_path(path, p, sizeof p);
+    if (llm_checkpoint_read(p, &c, NULL, err, sizeof err)) {   /* the header: the config */
         printf("(the lab's model: %s)\n", err);
         return 0;
     }
     kv_model m = {"lab", "lab model fp32", c.n_layers, c.n_kv_heads, c.head_size, 0};
-    double bpt = bytes_per_token(&m, (int)sizeof(float));
+    double bpt = (double)llm_kv_bytes(&c);
     table_row(m.name, m.layers, m.kv_heads, bpt);
     llm_kv kv;
     llm_paged_opts po = {.block_size = 16, .n_blocks = 4, .n_seqs = 1};
@@ -104,7 +103,6 @@ static int lab_model_row(const char *path)
         rc = real == bpt ? 0 : 1;
         llm_kv_free(&kv);
     }
-    llm_weights_free(&w);
     return rc;
 }
 

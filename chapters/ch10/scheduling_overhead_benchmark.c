@@ -5,7 +5,7 @@
  * runs), side by side in alternate runs: step time saved, tokens compared. --simulate prints
  * the original script's model instead (sched_sim.c), labelled. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/serve.h"
 #include "../../core/nn/nn.h"
 #include "sched_sim.h"
@@ -177,19 +177,9 @@ static double load_now(void)
     return l;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median_ms(run_sum *r)
 {
-    if (r->steps == 0)
-        return 0.0;
-    qsort(r->step_ns, (size_t)r->steps, sizeof(double), cmp_d);
-    long n = r->steps;
-    return (n % 2 ? r->step_ns[n / 2] : 0.5 * (r->step_ns[n / 2 - 1] + r->step_ns[n / 2])) / 1e6;
+    return mlsys_percentile(r->step_ns, (size_t)r->steps, 50) / 1e6;
 }
 
 static double ms(double ns, long n)
@@ -348,15 +338,9 @@ static int soh_before(const lab_args *a)
     int ns = parse_sizes(lab_arg_str(a, "batch-sizes"), sizes);
     if (ns < 0)
         return 2;
-    char err[512], mp[4096];
     llm_config c;
-    llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+    if (common_load_model(a, LAB_ID, &c, NULL, NULL))
         return 2;
-    }
-    llm_weights_free(&w);
     long need = lab_arg_int(a, "prompt-len") + lab_arg_int(a, "steps");
     if (need > c.seq_len + 1) {
         fprintf(stderr, "mlsys-lab: %s: --prompt-len %ld + --steps %ld do not fit the model's "

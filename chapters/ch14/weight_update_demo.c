@@ -218,12 +218,6 @@ static int wu_before(const lab_args *a)
     return common_backend_check(a, (int)lab_arg_int(a, "world-size")) ? 2 : -1;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* Broadcast bytes from rank 0 iters times after one warm-up; the median seconds. The first
  * word carries a stamp each time, checked on the receivers. */
 static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
@@ -253,8 +247,7 @@ static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
         if (i >= 0)
             t[i] = dt;
     }
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
-    *median = t[iters / 2];
+    *median = mlsys_percentile(t, (size_t)iters, 50);
     free(t);
     mlsys_free_aligned(buf, count * 4);
     return rc;

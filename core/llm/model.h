@@ -15,8 +15,10 @@
 /* Write path atomically (temporary file in the same directory, fsync, rename). */
 int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weights *w,
                          char *err, size_t errlen);
-/* Read and validate path; on success c and w are filled (free w). On error nothing is
- * allocated and err holds "PATH: what is wrong". */
+/* Read and validate path; on success c and w are filled (free w). w NULL: only the header is
+ * read, and checked against the file's size (the configuration, without reading or
+ * allocating the weights). On error nothing is allocated and err holds "PATH: what is
+ * wrong". */
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen);
 /* FNV-1a 64 of the payload floats: the .train file records it to prove it belongs to the .bin. */

@@ -794,10 +794,7 @@ int llm_serve_has_work(llm_serve *s)
 int llm_serve_wait(llm_serve *s, double timeout_s)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long ns = (long long)ts.tv_nsec + (long long)(timeout_s * 1e9);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
+    mlsys_deadline(&ts, timeout_s);
     pthread_mutex_lock(&s->mu);
     int rc = 0, w = work_locked(s);
     pthread_mutex_unlock(&s->mu);

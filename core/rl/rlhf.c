@@ -466,8 +466,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         int rc = llm_generate(&h->eng, &h->kv, smp, rows, (const int *const *)pr, np, out,
                               h->nresp + lo, &o, &gs, err, errlen);
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, (uint64_t)rows * (np[0] + k->max_new) *
-                                                     2 * h->mc.n_layers * h->mc.kv_dim *
-                                                     sizeof(float));
+                                                     llm_kv_bytes(&h->mc));
         for (int b = 0; b < rows; b++) {
             h->kv.ops->release(&h->kv, b);
             llm_sampler_fini(&smp[b]);

@@ -364,25 +364,8 @@ static void *worker(void *arg)
     }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Linear interpolation between closest ranks (numpy's default); v sorted. */
-static double pct(const double *v, int n, double p)
-{
-    if (n <= 0)
-        return 0;
-    double x = p / 100.0 * (n - 1);
-    int lo = (int)floor(x), hi = lo + 1 < n ? lo + 1 : lo;
-    return v[lo] + (v[hi] - v[lo]) * (x - lo);
-}
-
 static void stats(const char *title, const char *name, double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += v[i];
@@ -391,11 +374,11 @@ static void stats(const char *title, const char *name, double *v, int n)
     snprintf(l, sizeof l, "Mean %s (ms):", name);
     printf("%-40s %.2f\n", l, n ? sum / n : 0);
     snprintf(l, sizeof l, "Median %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 50));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 50));
     snprintf(l, sizeof l, "P90 %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 90));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 90));
     snprintf(l, sizeof l, "P99 %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 99));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 99));
 }
 
 typedef struct lg_reason {
@@ -469,11 +452,9 @@ static int report(lg_run *g, double dur)
     stats("----------------End-to-end Latency----------------", "E2EL", e2e, n_t);
     if (n_x) {
         printf("------Beyond the engine (non-streamed, server's timers)------\n");
-        qsort(over, (size_t)n_x, sizeof *over, cmp_d);
-        qsort(cover, (size_t)n_x, sizeof *cover, cmp_d);
-        printf("%-40s %.3f\n", "Median server time - engine (ms):", pct(over, n_x, 50));
-        printf("%-40s %.3f\n", "P90 server time - engine (ms):", pct(over, n_x, 90));
-        printf("%-40s %.3f\n", "Median client E2EL - engine (ms):", pct(cover, n_x, 50));
+        printf("%-40s %.3f\n", "Median server time - engine (ms):", mlsys_percentile(over, (size_t)n_x, 50));
+        printf("%-40s %.3f\n", "P90 server time - engine (ms):", mlsys_percentile(over, (size_t)n_x, 90));
+        printf("%-40s %.3f\n", "Median client E2EL - engine (ms):", mlsys_percentile(cover, (size_t)n_x, 50));
     }
     printf("==================================================\n");
     /* every failure counted under its reason (the first distinct ones, most often first) */

@@ -3,7 +3,7 @@
  * number or a choice, parameters drawn at random each time), experiment (run a lab, answer
  * from what was measured) and implement (a C function the learner writes, compiled against
  * the core library and run across ranks). This header is the table of contents of
- * lab/exercise/; the tables live in chapters/chNN/exercises.c. */
+ * lab/exercise/; the tables live in chapters/chNN/chNN_exercises.c. */
 #ifndef MLSYS_EXERCISE_H
 #define MLSYS_EXERCISE_H
 

@@ -62,8 +62,8 @@ typedef struct run {
     uint64_t inseq;
     const char *trace_path;     /* --trace */
     char trace_tmp[4200];       /* written there, renamed over trace_path at the end */
-    trace_buf tb;
-    replay_data rd;             /* a replay's trace */
+    mlsys_trace tb;             /* --trace: what the job sent, for the file */
+    mlsys_trace rd;             /* a replay's trace */
 
     /* ---- run_play.c: the model and the player ---- */
     stepmodel *sm;

@@ -142,7 +142,7 @@ static void sink_line(void *u, int rank, int is_err, const char *line)
     run *r = u;
     line = mlsys_print_untag(line, &rank);      /* rank 0 printed it for another rank */
     if (r->trace_path && r->trace_tmp[0])
-        trace_buf_line(&r->tb, rank, is_err, line);
+        mlsys_trace_add_line(&r->tb, rank, is_err, line);
     job_line(r, rank, is_err, line);
 }
 
@@ -164,7 +164,7 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
             r->watch[e->rank].dtype = e->dtype;
         }
         if (r->trace_path && r->trace_tmp[0])
-            trace_buf_collect(&r->tb, e, 1);
+            mlsys_trace_collect(&r->tb, e, 1);
         run_item *it = in_push(r, e->t_ns);
         it->ev = *e;
     }
@@ -225,7 +225,7 @@ static void finish(run *r, int rc)
             snprintf(r->why, sizeof r->why, "the lab exited with status %d", s0->code);
         if (r->trace_path && r->trace_tmp[0]) {
             char line[600];
-            if (runner_trace_commit(r->trace_path, r->trace_tmp, &r->tb, mlsys_job_t0_ns(r->job)))
+            if (mlsys_trace_commit(r->trace_path, r->trace_tmp, &r->tb, mlsys_job_t0_ns(r->job)))
                 snprintf(line, sizeof line, "could not write the trace to %s", r->trace_path);
             else
                 snprintf(line, sizeof line, "trace: %zu events written to %s (%llu lost)",
@@ -233,7 +233,7 @@ static void finish(run *r, int rc)
             r->trace_tmp[0] = 0;
             job_line(r, -1, 0, line);
         }
-        trace_buf_free(&r->tb);
+        mlsys_trace_free(&r->tb);
         mlsys_job_free(r->job);
         r->job = NULL;
     }
@@ -263,7 +263,7 @@ void job_stop(run *r)
         unlink(r->trace_tmp);
         r->trace_tmp[0] = 0;
     }
-    trace_buf_free(&r->tb);
+    mlsys_trace_free(&r->tb);
     if (r->have_args) {
         lab_args_free(&r->a);
         r->have_args = 0;
@@ -367,7 +367,7 @@ int job_begin(run *r, char *err, size_t n)
     const char *algo = lab_arg_str(&r->a, "algo");
     snprintf(r->forced, sizeof r->forced, "%s", algo && strcmp(algo, "auto") ? algo : "");
     r->trace_path = lab_arg_str(&r->a, "trace");
-    if (r->trace_path && runner_trace_prepare(r->trace_path, r->trace_tmp, sizeof r->trace_tmp,
+    if (r->trace_path && mlsys_trace_prepare(r->trace_path, r->trace_tmp, sizeof r->trace_tmp,
                                               err, n) != 0)
         return -1;                   /* checked before the job, as the command line does */
     r->gated = o.gated;
@@ -485,13 +485,13 @@ void job_replay_load(run *r)
 {
     clear_tape(r);
     play_reset(r);
-    const replay_data *d = &r->rd;
+    const mlsys_trace *d = &r->rd;
     size_t i = 0, j = 0;
     while (i < d->n || j < d->nl) {
         if (j >= d->nl || (i < d->n && d->ev[i].t_ns <= d->lines[j].t_ns)) {
             sm_event(r->sm, &d->ev[i++]);
         } else {
-            const replay_line *l = &d->lines[j++];
+            const mlsys_trace_line *l = &d->lines[j++];
             sm_line(r->sm, l->rank, l->is_err, l->text);
         }
     }
@@ -509,5 +509,5 @@ void job_free(run *r)
     free(r->gate);
     free(r->watch);
     free(r->steps_seen);
-    replay_data_free(&r->rd);
+    mlsys_trace_free(&r->rd);
 }

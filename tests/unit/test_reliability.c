@@ -5,7 +5,7 @@
  * command), stale temp folders, the event collector under a flood, and the Makefile's
  * record of the features it found. Each child runs under a time limit. */
 #include "../../core/mlsys.h"
-#include "../../lab/backend/collector.h"
+#include "../../core/net_events.h"
 #include "run_bin.h"
 #include <check.h>
 #include <dirent.h>

@@ -1024,9 +1024,9 @@ START_TEST(replay_round_trip)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json(path, got, (size_t)n, 1000), 0);
-    replay_data rd;
+    mlsys_trace rd;
     char err[256];
-    int rc = replay_load(path, &rd, err, sizeof err);
+    int rc = mlsys_trace_load(path, &rd, err, sizeof err);
     mlsys_event *back = rd.ev;
     size_t nb = rd.n;
     int nranks = rd.nranks;
@@ -1070,11 +1070,11 @@ START_TEST(replay_round_trip)
     }
     free(f);
     view_ring_class.free(d);
-    replay_data_free(&rd);
+    mlsys_trace_free(&rd);
     /* and what is not a trace says so */
-    ck_assert_int_eq(replay_parse("{\"a\":1}", 7, &rd, err, sizeof err), -1);
+    ck_assert_int_eq(mlsys_trace_parse("{\"a\":1}", 7, &rd, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "traceEvents"));
-    ck_assert_int_eq(replay_parse("{not json", 9, &rd, err, sizeof err), -1);
+    ck_assert_int_eq(mlsys_trace_parse("{not json", 9, &rd, err, sizeof err), -1);
 #else
     ck_assert_int_eq(rc, -1);
     ck_assert_ptr_nonnull(strstr(err, "cJSON"));
@@ -1102,9 +1102,9 @@ START_TEST(replay_log_and_help)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json_lines(path, ev, 2, lines, 2, 1000), 0);
-    replay_data rd;
+    mlsys_trace rd;
     char err[256];
-    int rc = replay_load(path, &rd, err, sizeof err);
+    int rc = mlsys_trace_load(path, &rd, err, sizeof err);
     unlink(path);
 #ifdef HAVE_CJSON
     ck_assert_msg(rc == 0, "%s", err);

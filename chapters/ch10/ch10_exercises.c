@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 10's exercises: serving any batch size with graphs captured for a
+/* ch10_exercises.c - Chapter 10's exercises: serving any batch size with graphs captured for a
  * few (implement, assets/exercises/ch10-graph-buckets/), launch overhead against one graph
  * launch and scheduling overlapped with compute (predict), and the dispatch work a captured
  * plan removes, measured on cuda-graph-simple's CPU analogue (experiment, ex_dispatch.c), and

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 14's exercises: the weight-sync step between a trainer rank and the
+/* ch14_exercises.c - Chapter 14's exercises: the weight-sync step between a trainer rank and the
  * generator ranks on real ranks (implement), the share of an iteration the weight transfers
  * take (predict), and a memory plan and a 64-GPU design for 70B checked against
  * memory-timeline's own figures (experiment). */
