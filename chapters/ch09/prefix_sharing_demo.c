@@ -374,6 +374,7 @@ done:
 /* Bad files and sizes cost one line and exit 2 before the rank starts. */
 static int psd_before(const lab_args *a)
 {
+    char err[512];
     llm_config c;
     if (common_load_model(a, "ch09/prefix-sharing-demo", &c, NULL, NULL))
         return 2;

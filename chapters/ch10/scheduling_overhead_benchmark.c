@@ -355,6 +355,7 @@ static int soh_before(const lab_args *a)
     llm_serve_opts o = soh_opts(maxb, (int)lab_arg_int(a, "prompt-len"),
                                 (int)lab_arg_int(a, "steps"), c.seq_len);
     llm_config run;
+    char err[512];
     if (llm_serve_plan(&c, &o, &run, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
