@@ -241,12 +241,13 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
         printf("  3. Continuous batching: r%d took the seat that the first request to finish\n"
                "     freed, in the very next step; it did not wait for the whole batch.\n", seqs);
     else
-        printf("  3. Continuous batching: with more requests than seats (-n > -b), a newcomer\n"
-               "     takes a seat the step one frees, not when the whole batch is done.\n");
+        printf("  3. Continuous batching: with more requests than seats (--num-requests above\n"
+               "     --batch-size), a newcomer takes a seat the step one frees, not when the\n"
+               "     whole batch is done.\n");
     printf("  4. TTFT is queueing plus prefill; time per output token is the step time, which\n"
            "     grows with the batch on a CPU (the chapter says why a GPU differs).\n"
            "  5. KV memory comes in blocks from one pool; when it runs out the newest request\n"
-           "     is preempted and recomputed later (try --kv-blocks 8 -n 8).\n");
+           "     is preempted and recomputed (try --kv-blocks 8 --num-requests 8).\n");
     rc = 0;
 done:
     free(m.req);
