@@ -2,9 +2,13 @@
  * `mlsys-lab` command they show (in code blocks, with continuation lines and shell variables,
  * or inline in the prose) names a real lab or command and its flags parse with that table,
  * placeholders such as N or FILE filled with a valid value; nothing runs. Every flag a
- * chapter names on its own (`--spread`, `-k`) is a flag of one of its labs or of a command. */
+ * chapter names on its own (`--spread`, `-k`) is a flag of one of its labs or of a command.
+ * And every deterministic number a text quotes from a lab (not a timing) is read from the
+ * lab's own output and must stand in the text as the lab prints it. */
+#include "run_bin.h"
 #include <check.h>
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,6 +521,293 @@ START_TEST(reader_finds_what_it_must)
 }
 END_TEST
 
+
+/* ---- numbers a text quotes from a lab ---- */
+
+/* The i-th number of s: a digit, or a sign (+, -, U+2212) before one, that does not go on a
+ * word (fp32, δ_1, wq.3); its value in *v. 0 when there are fewer. */
+static int nth_number(const char *s, int i, double *v)
+{
+    for (const char *p = s; *p; p++) {
+        int neg = 0;
+        const char *d = p;
+        if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1]))
+            neg = *p == '-', d = p + 1;
+        else if (!strncmp(p, "\xe2\x88\x92", 3) && isdigit((unsigned char)p[3]))
+            neg = 1, d = p + 3;
+        else if (!isdigit((unsigned char)*p))
+            continue;
+        if (p > s && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) {
+            while (isdigit((unsigned char)d[1]) || d[1] == '.')   /* all of it: A_{t+1} */
+                d++;
+            p = d;
+            continue;
+        }
+        char *end;
+        double x = strtod(d, &end);
+        if (i-- == 0) {
+            *v = neg ? -x : x;
+            return 1;
+        }
+        p = end - 1;
+    }
+    return 0;
+}
+
+/* v as a text writes it. spec: a digit, the decimals; 'g' drops trailing zeros; '+' always
+ * a sign; 'u' U+2212 for minus; ',' thousands apart. */
+static void fmt_number(double v, const char *spec, char *out, size_t n)
+{
+    int dec = 0, trim = 0, plus = 0, uminus = 0, commas = 0;
+    for (const char *c = spec; *c; c++) {
+        if (isdigit((unsigned char)*c))
+            dec = *c - '0';
+        trim |= *c == 'g';
+        plus |= *c == '+';
+        uminus |= *c == 'u';
+        commas |= *c == ',';
+    }
+    char digits[64];
+    snprintf(digits, sizeof digits, "%.*f", dec, fabs(v));
+    if (trim && strchr(digits, '.')) {
+        char *e = digits + strlen(digits) - 1;
+        while (*e == '0')
+            *e-- = 0;
+        if (*e == '.')
+            *e = 0;
+    }
+    int zero = strspn(digits, "0.") == strlen(digits);
+    const char *sign = v < 0 && !zero ? (uminus ? "\xe2\x88\x92" : "-") : plus ? "+" : "";
+    size_t o = (size_t)snprintf(out, n, "%s", sign);
+    size_t intlen = strcspn(digits, ".");
+    for (size_t i = 0; digits[i] && o + 1 < n; i++) {
+        if (commas && i && i < intlen && (intlen - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = 0;
+}
+
+/* s with every run of white space one space (a text wraps its lines anywhere) */
+static char *squash(const char *s)
+{
+    char *o = malloc(strlen(s) + 1), *q = o;
+    for (; *s; s++) {
+        if (isspace((unsigned char)*s)) {
+            if (q > o && q[-1] != ' ')
+                *q++ = ' ';
+        } else {
+            *q++ = *s;
+        }
+    }
+    *q = 0;
+    return o;
+}
+
+/* A number the text quotes: the phrase as the text writes it, {i} or {i:spec} standing for
+ * the i-th number after anchor in the lab's output, written by spec (the tie's own when the
+ * placeholder has none). */
+typedef struct tie {
+    const char *anchor, *spec, *phrase;
+} tie;
+
+typedef struct tie_set {
+    const char *file, *cmd;
+    tie ties[16];
+} tie_set;
+
+/* The phrase with its numbers from out filled in; 0 and why in err when out lacks them. */
+static int tie_fill(const tie *t, const char *out, char *phrase, size_t n, char *err,
+                    size_t errlen)
+{
+    const char *at = strstr(out, t->anchor);
+    if (!at) {
+        snprintf(err, errlen, "the lab no longer prints \"%s\"", t->anchor);
+        return 0;
+    }
+    at += strlen(t->anchor);
+    size_t o = 0;
+    for (const char *p = t->phrase; *p && o + 1 < n;) {
+        if (*p != '{') {
+            phrase[o++] = *p++;
+            continue;
+        }
+        char *end;
+        int idx = (int)strtol(p + 1, &end, 10);
+        char spec[16];
+        snprintf(spec, sizeof spec, "%s", t->spec);
+        if (*end == ':') {
+            size_t k = strcspn(end + 1, "}");
+            snprintf(spec, sizeof spec, "%.*s", (int)k, end + 1);
+            end += k + 1;
+        }
+        double v;
+        if (!nth_number(at, idx, &v)) {
+            snprintf(err, errlen, "no number %d after \"%s\" in the lab's output", idx, t->anchor);
+            return 0;
+        }
+        char num[64];
+        fmt_number(v, spec, num, sizeof num);
+        o += (size_t)snprintf(phrase + o, n - o, "%s", num);
+        p = end + 1;
+    }
+    phrase[o < n ? o : n - 1] = 0;
+    return 1;
+}
+
+static const tie_set tie_sets[] = {
+    {"assets/chapters/ch08.md", "run ch08/minimal-inference-server --simulate --eos-prob 0", {
+        {"tokens generated", "0", "{0} tokens, "},
+        {"total time", "1", "{0} ms of virtual time"},
+        {"throughput", "1", "{0} tokens/s"},
+    }},
+    {"assets/chapters/ch09.md", "run ch09/kv-cache-calculator", {
+        {"LLaMA-7B ", "g2", "| LLaMA-7B | {2} KiB | {3} GiB | {4} GiB |"},
+        {"LLaMA-13B ", "g2", "| LLaMA-13B | {2} KiB | {3} GiB | {4} GiB |"},
+        {"LLaMA-70B ", "g2", "| LLaMA-70B | {2} KiB | {3} GiB | {4} GiB |"},
+        {"Mistral-7B ", "g2", "| Mistral-7B | {2} KiB | {3} GiB | {4} GiB |"},
+        {"lab model fp32 ", "g2", "| the lab's model (FP32) | {2} KiB |"},
+        {"lab model fp32 ", ",0", "FP32: 2 × 5 × 2 × 32 × 4 = {10} bytes per token"},
+        {"LLaMA-70B on 8 x 80 GB:", "0", "leaves about {0} GB for the cache"},
+        {"LLaMA-70B on 8 x 80 GB:", "0", "At {3:,0} bytes a token that is {4:2} million tokens: "
+         "{5} requests at 4K tokens each, {7} at 32K, {9} at 128K."},
+    }},
+    {"assets/chapters/ch09.md", "run ch09/kv-cache-calculator --model mistral-7b", {
+        {"@ 8192 context length:", "0", "{1:2} GB) per request, {2} in {0} GB in theory, {3} "
+         "without paging and {4} with."},
+        {"at 8K context it counted", "0", "{0} Mistral-7B requests of 8K fit on an 80 GB GPU, "
+         "it says, where {1} do"},
+    }},
+    {"assets/chapters/ch09.md", "run ch09/prefix-sharing-demo", {
+        {"Total tokens across all requests:", "0", "{0} tokens need"},
+        {"Unique KV cache entries:", "0", "need {0} entries"},
+        {"Memory savings:", "1", "({0} % saved)"},
+        {"prompt rows computed", ",0", "| prompt rows computed | {0} | {1} |"},
+        {"prompt tokens found cached", ",0", "| prompt tokens found cached | {0} | {1} |"},
+        {"Saved: 16.22 GB (", "1", "saves {0} % for 100 requests"},
+        {"Saved: 32.44 GB (", "1", "few-shot examples {0} %"},
+    }},
+    {"assets/chapters/ch10.md", "run ch10/cuda-graph-simple --simulate", {
+        {"eager: 5 x 0.05 + 0.5 =", "2", "= {0} ms per iteration ({1:1} ms for 1000)"},
+        {"graph: 1 x 0.05 + 0.5 =", "2", "= {0} ms ({1:1} ms), a speed-up of {2}×"},
+    }},
+    {"assets/chapters/ch12.md", "run ch12/gae-visualizer", {
+        {"λ=1.00 \n", "u4", "grows from {1} (λ = 0) through {4} (λ = 0.95) to {5} (λ = 1)"},
+        {"δ_0 = 0.1 + 0.99·0.4 − 0.5 =", "u4", "δ = {0}, {5}, {9} and A = {15}, {13}, {11}"},
+        {"after 10 steps a TD error still counts", "0", "still counts {0} %"},
+    }},
+    {"assets/chapters/ch13.md", "run ch13/reward-calculator", {
+        {"token     log π log π_ref", "u1", "The KL column reads {3:+u1}, {10:+u1}, {17:+u1}, "
+         "{24:+u1}, {31:+u1}, {38:+u1}, {45:+u1}, {52:+u1};"},
+        {"token     log π log π_ref", "+u4", "adds the score: {55}."},
+        {"total KL ΣKL_t", "u4", "ΣKL = {0}, penalty"},
+        {"KL penalty β·ΣKL_t", "u4", "penalty β·ΣKL = {0}, net reward"},
+        {"net reward Σr_t", "+u4", "net reward {0} —"},
+        {"KL by the k3 estimator", "+4", "KL at {0}."},
+        {"(ΣKL = +2.3), where β bites:", "u4", "falls from {2} to {11} (moderate) at β = 0.05, "
+         "to {17} (strong) at 0.25 and {20} (overwhelming) at 0.5"},
+        {"high divergence", "4", "high divergence ({9:g1}, {11})"},
+        {"less confident\n", "4", "less confident ({9:gu1}, {11})"},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline", {
+        {"GENERATION (", "1", "{5} GB for generation (the KV cache is only {3} GB)"},
+        {"TRAINING (", "1", "{7} GB for training"},
+        {"Adam's state dominates training:", "0", "of which {0} GB is Adam's state"},
+        {"TRAINING (", "0", "training does not fit ({11} GB per GPU), while generation"},
+        {"GENERATION (", "0", "while generation does ({9} GB)"},
+        {"required with everything resident:", "0", "at once needs {0} GB, {2} GPUs of 80 GB"},
+    }},
+    /* the split placement's peaks are the same in every run; colocated ones are not (the
+     * two ranks' phases overlap as they happen to), so only its estimate is tied */
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline --measured", {
+        {"split placement (rank 0 generates, rank 1 scores and trains)\n", "1",
+         "{30} MiB while generating, {33} MiB at the peak, estimate {35} MiB"},
+        {"colocated placement (every role on both ranks, half the batch each)\n", "1",
+         "the estimate is {35} MiB"},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline --faithful", {
+        {"GENERATION (", "1", "{5} GB to generate"},
+        {"SCORING (", "1", "{2} GB to score"},
+        {"TRAINING (", "1", "{6} GB to train"},
+        {"total:", "1", "{0} GB in all, \"need"},
+        {"does not fit: needs", "0", "\"need {0} GPUs\""},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/weight-update-demo --no-measure", {
+        {"  NVMe SSD", "2", "NVMe SSD {0} s"},
+        {"  HDD / NFS", "1", "HDD {0} min"},
+        {"  NCCL over NVLink", "2", "NVLink {0} s"},
+        {"  NCCL over InfiniBand (400 Gb/s)", "2", "InfiniBand {0} s"},
+        {"  NCCL over 100 Gb/s Ethernet", "2", "Ethernet {0} s"},
+        {"  CUDA IPC handle", "1", "IPC handle {0} ms"},
+    }},
+};
+#define N_TIE_SETS (int)(sizeof tie_sets / sizeof tie_sets[0])
+
+START_TEST(numbers_as_the_lab_prints_them)
+{
+    const tie_set *ts = &tie_sets[_i];
+    char *raw = slurp(ts->file);
+    ck_assert_msg(raw != NULL, "%s: cannot read it", ts->file);
+    char *text = squash(raw);
+    bin_result r = run_bin("%s", ts->cmd);
+    ck_assert_msg(r.status == 0, "mlsys-lab %s: exit %d: %s", ts->cmd, r.status, r.err);
+    char report[8192] = "";
+    size_t ro = 0;
+    int bad = 0, n = 0;
+    for (const tie *t = ts->ties; t->anchor; t++, n++) {
+        char phrase[1024], err[512], *want;
+        if (!tie_fill(t, r.out, phrase, sizeof phrase, err, sizeof err)) {
+            bad++;
+            ro += (size_t)snprintf(report + ro, sizeof report - ro, "\n  %s", err);
+        } else if (!strstr(text, want = squash(phrase))) {
+            bad++;
+            ro += (size_t)snprintf(report + ro, sizeof report - ro,
+                                   "\n  the text should read \"%s\"", want);
+            free(want);
+        } else {
+            free(want);
+        }
+        if (ro >= sizeof report)
+            ro = sizeof report - 1;
+    }
+    ck_assert_msg(bad == 0, "%s against `mlsys-lab %s`, %d of %d:%s", ts->file, ts->cmd, bad, n,
+                  report);
+    bin_result_free(&r);
+    free(text);
+    free(raw);
+}
+END_TEST
+
+/* The number reader and writer themselves. */
+START_TEST(numbers_read_and_written)
+{
+    double v;
+    ck_assert(nth_number("fp32 a δ_1 wq.3 = -0.25, \xe2\x88\x92" "3 and +7", 0, &v));
+    ck_assert(v == -0.25);
+    ck_assert(nth_number("fp32 a δ_1 wq.3 = -0.25, \xe2\x88\x92" "3 and +7", 1, &v));
+    ck_assert(v == -3);
+    ck_assert(nth_number("0.99·0.4 x", 1, &v) && v == 0.4);
+    ck_assert(!nth_number("none here: x1 y_2 A_{t+1}", 0, &v));
+    char b[64];
+    fmt_number(1680, ",0", b, sizeof b);
+    ck_assert_str_eq(b, "1,680");
+    fmt_number(-0.0750, "u4", b, sizeof b);
+    ck_assert_str_eq(b, "\xe2\x88\x92" "0.0750");
+    fmt_number(6.25, "g2", b, sizeof b);
+    ck_assert_str_eq(b, "6.25");
+    fmt_number(16.0, "g2", b, sizeof b);
+    ck_assert_str_eq(b, "16");
+    fmt_number(0.1955, "+4", b, sizeof b);
+    ck_assert_str_eq(b, "+0.1955");
+    fmt_number(-0.00001, "+u4", b, sizeof b);
+    ck_assert_str_eq(b, "+0.0000");
+    tie t = {"x:", "1", "a {1} b {0:0}"};
+    char err[128];
+    ck_assert(tie_fill(&t, "x: 12.34 then 5.67", b, sizeof b, err, sizeof err));
+    ck_assert_str_eq(b, "a 5.7 b 12");
+}
+END_TEST
+
 static Suite *texts_suite(void)
 {
     Suite *s = suite_create("texts");
@@ -524,6 +815,11 @@ static Suite *texts_suite(void)
     tcase_add_test(t, reader_finds_what_it_must);
     tcase_add_loop_test(t, commands_parse, 0, N_TEXTS);
     suite_add_tcase(s, t);
+    TCase *n = tcase_create("numbers");
+    tcase_set_timeout(n, 120);
+    tcase_add_test(n, numbers_read_and_written);
+    tcase_add_loop_test(n, numbers_as_the_lab_prints_them, 0, N_TIE_SETS);
+    suite_add_tcase(s, n);
     return s;
 }
 
