@@ -716,6 +716,13 @@ static const tie_set tie_sets[] = {
         {"TRAINING (", "0", "training does not fit ({11} GB per GPU), while generation"},
         {"GENERATION (", "0", "while generation does ({9} GB)"},
         {"required with everything resident:", "0", "at once needs {0} GB, {2} GPUs of 80 GB"},
+        {"ZeRO-0 (plain DP: replicas)", "1", "plain data parallelism puts {4} GB on every GPU"},
+        {"ZeRO-1 (optimizer sharded)", "1", "ZeRO-1 brings it to {4} GB"},
+        {"ZeRO-2 (+ gradients)", "1", "ZeRO-2 to {4} GB"},
+        {"ZeRO-3 / FSDP (+ weights)", "1", "ZeRO-3 to the {4} GB of perfect sharding"},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline --tp-size 8 --pp-size 2 --dp-size 2", {
+        {"tp 8 x pp 2 x dp 2", "1", "fits only under ZeRO-3: {4}, {9}, {14} and {19} GB per GPU"},
     }},
     /* the split placement's peaks are the same in every run; colocated ones are not (the
      * two ranks' phases overlap as they happen to), so only its estimate is tied */
