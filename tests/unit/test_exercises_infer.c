@@ -218,17 +218,29 @@ START_TEST(test_experiment_answers_refused)
                    "waited_for = seat\nprefill_rows = 26\nnext_step_rows = 2\ntokens = 20\n"
                    "ttft_ms = 42.03\ntpot_ms = 0.45\nlatency_ms = 60.0\n", "ttft_ms + (tokens - 1)");
     /* the dispatch figures must follow from the two times, within their rounding */
-    static const char disp[] = "eager_us = 0.73\nplan_us = 0.60\nspeedup = %s\nremoved_per_op_us "
-        "= %s\nremoved_percent = %s\noutputs_equal = yes\nlarge_removed_percent = 2.9\n"
+    static const char disp[] = "eager_us = 0.83\nplan_us = 0.72\nspeedup = %s\nremoved_per_op_us "
+        "= %s\nremoved_percent = %s\nsaving_min_us = %s\nsaving_max_us = 0.14\n"
+        "small_within_noise = %s\noutputs_equal = yes\nlarge_removed_percent = -1.9\n"
+        "large_saving_min_us = -152.78\nlarge_saving_max_us = 92.15\nlarge_within_noise = %s\n"
         "pays_most = %s\n";
-    snprintf(buf, sizeof buf, disp, "1.5", "0.026", "17.8", "small");
+    snprintf(buf, sizeof buf, disp, "1.5", "0.023", "13.8", "0.10", "no", "yes", "small");
     expect_answers("ch10-dispatch-overhead", buf, "speedup is eager / plan");
-    snprintf(buf, sizeof buf, disp, "1.22", "0.13", "17.8", "small");        /* not per op */
-    expect_answers("ch10-dispatch-overhead", buf, "(eager - plan) / 5 ops");
-    snprintf(buf, sizeof buf, disp, "1.22", "0.026", "21.7", "small");       /* of the plan */
-    expect_answers("ch10-dispatch-overhead", buf, "100 x (eager - plan) / eager");
-    snprintf(buf, sizeof buf, disp, "1.22", "0.026", "17.8", "large");
+    snprintf(buf, sizeof buf, disp, "1.16", "0.11", "13.8", "0.10", "no", "yes", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "(eager - plan) / 5 ops");   /* not per op */
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "15.3", "0.10", "no", "yes", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "100 x (eager - plan) / eager"); /* of plan */
+    /* the large model's difference crosses 0 over the repeats: noise, not a saving */
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "13.8", "0.10", "no", "no", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "that is within noise");
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "13.8", "0.10", "no", "yes", "large");
     expect_answers("ch10-dispatch-overhead", buf, "pays_most = large");
+    /* a small saving that also crosses 0 is noise too, and then the plan shows nothing */
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "13.8", "-0.02", "no", "yes", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "that is within noise");
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "13.8", "-0.02", "yes", "yes", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "neither");
+    snprintf(buf, sizeof buf, disp, "1.16", "0.023", "13.8", "0.13", "no", "yes", "small");
+    expect_answers("ch10-dispatch-overhead", buf, "lies between");   /* 0.11 below the least */
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     ck_assert_int_eq(system(cmd), 0);
