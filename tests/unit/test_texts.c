@@ -691,6 +691,15 @@ static const tie_set tie_sets[] = {
         {"eager: 5 x 0.05 + 0.5 =", "2", "= {0} ms per iteration ({1:1} ms for 1000)"},
         {"graph: 1 x 0.05 + 0.5 =", "2", "= {0} ms ({1:1} ms), a speed-up of {2}×"},
     }},
+    {"assets/chapters/ch10.md", "run ch10/scheduling-overhead-benchmark --simulate", {
+        {"sequential  ", "2", "{0:0} ms in turn, {1:0} ms the first way ({3}×), {6:0} ms the "
+         "second ({8}×)"},
+        {"Sequential:\n  total ", "2", "N(s + c + p) = {0:0} ms in turn ({1} batches/s)"},
+        {"original    ", "2", "= {0:0} ms \"overlapped\""},
+        {"SGLang's    ", "2", "max(c, s + p) = {0:0} ms ("},
+        {"1's compute):\n  total ", "2", "({1} batches/s, "},
+        {"SGLang's    ", "2", " batches/s, {2}×)"},
+    }},
     {"assets/chapters/ch12.md", "run ch12/gae-visualizer", {
         {"λ=1.00 \n", "u4", "grows from {1} (λ = 0) through {4} (λ = 0.95) to {5} (λ = 1)"},
         {"δ_0 = 0.1 + 0.99·0.4 − 0.5 =", "u4", "δ = {0}, {5}, {9} and A = {15}, {13}, {11}"},
