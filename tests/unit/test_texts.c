@@ -661,6 +661,13 @@ static const tie_set tie_sets[] = {
         {"total time", "1", "{0} ms of virtual time"},
         {"throughput", "1", "{0} tokens/s"},
     }},
+    {"assets/chapters/ch08.md", "run ch08/minimal-inference-server --compare", {
+        {"r3 finished in step", "0", "request 3 asks for 8 tokens and finishes in step {0},\n"
+         "while the others decode on until step {1}; request 4 takes the freed seat in step {2}"},
+        {"\n  continuous ", "0", "continuous batching needs {0} steps and prefills its last "
+         "request in step {1}"},
+        {"\n  static ", "0", "static batching {0} steps and step {1}"},
+    }},
     {"assets/chapters/ch09.md", "run ch09/kv-cache-calculator", {
         {"LLaMA-7B ", "g2", "| LLaMA-7B | {2} KiB | {3} GiB | {4} GiB |"},
         {"LLaMA-13B ", "g2", "| LLaMA-13B | {2} KiB | {3} GiB | {4} GiB |"},
