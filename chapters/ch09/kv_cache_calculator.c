@@ -1,5 +1,5 @@
 /* kv_cache_calculator.c - ch09/kv-cache-calculator: what a KV cache weighs. Bytes per token =
- * 2 (K and V) x layers x KV heads x head_dim x bytes per element, for six well-known models
+ * 2 (K and V) x layers x KV heads x head_dim x bytes per element, for seven well-known models
  * (FP16) and a custom one; how many requests fit on a GPU at four context lengths, with and
  * without paging (the original's 50 % and 95 % utilisation assumptions); how much
  * reserving the maximum context wastes. The lab's own model is one more row, computed from
@@ -16,7 +16,8 @@
 
 static const lab_flag calc_flags[] = {
     {"model", 0, FLAG_CHOICE, "llama-70b", "llama-7b|llama-13b|llama-70b|mistral-7b|"
-     "qwen-72b|deepseek-67b", 0, 0, "model of the capacity and fragmentation analyses"},
+     "qwen-72b|qwen2-72b|deepseek-67b", 0, 0, "model of the capacity and fragmentation "
+     "analyses"},
     {"gpu", 0, FLAG_CHOICE, "h100", "h100|a100|a100-40|4090", 0, 0, "GPU of the capacity "
      "analysis"},
     {"custom", 0, FLAG_BOOL, NULL, NULL, 0, 0, "analyse a model made of the three flags "
@@ -39,10 +40,13 @@ static const kv_model models[] = {
     {"llama-13b", "LLaMA-13B", 40, 40, 128, 26},
     {"llama-70b", "LLaMA-70B", 80, 8, 128, 140},
     {"mistral-7b", "Mistral-7B", 32, 8, 128, 14},
-    {"qwen-72b", "Qwen-72B", 80, 8, 128, 144},
+    /* Qwen-72B (the first Qwen) has no grouped KV heads: 64 of them, one per query head (the
+     * original gave it 8, which is Qwen2-72B's shape) */
+    {"qwen-72b", "Qwen-72B", 80, 64, 128, 144},
+    {"qwen2-72b", "Qwen2-72B", 80, 8, 128, 145},
     {"deepseek-67b", "DeepSeek-67B", 95, 8, 128, 134},
 };
-#define NMODELS 6
+#define NMODELS 7
 
 static const struct { const char *key, *name; double gb; } gpus[] = {
     {"h100", "H100 80GB", 80}, {"a100", "A100 80GB", 80}, {"a100-40", "A100 40GB", 40},
@@ -234,7 +238,7 @@ static int calc_main(const lab_args *a)
 const lab ch09_kv_cache_calculator_lab = {
     .id = "ch09/kv-cache-calculator",
     .title = "KV cache calculator",
-    .summary = "bytes per token for six models and the lab's own, requests per GPU with and "
+    .summary = "bytes per token for seven models and the lab's own, requests per GPU with and "
                "without paging, fragmentation",
     .flags = calc_flags,
     .main = calc_main,

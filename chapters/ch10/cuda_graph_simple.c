@@ -57,22 +57,24 @@ static void print_simulation(void)
 static void print_constraints(void)
 {
     printf("\nWhat a graph needs: fixed shapes, buffers allocated before capture,\n"
-           "deterministic ops, control flow that does not depend on the data.\n"
-           "What breaks it: dynamic shapes, random ops such as dropout, CPU-GPU\n"
-           "synchronisation inside, allocation during the run. Decoding fits (one\n"
-           "token per sequence, the same shapes every step); prefill does not (every\n"
-           "prompt has its own length): capture the common sizes, run the rest eagerly.\n");
+           "control flow that does not depend on the data, and random numbers from a\n"
+           "graph-safe generator (each replay moves its counter on: fresh dropout).\n"
+           "What breaks it: dynamic shapes, CPU-GPU synchronisation inside, allocation\n"
+           "during the run. Decoding fits (one token per sequence, the same shapes every\n"
+           "step); prefill's attention does not (its shapes follow the prompts): vLLM\n"
+           "replays graphs of the pieces between attention layers and runs attention\n"
+           "eagerly.\n");
 }
 
 static void print_batch_sizes(void)
 {
-    static const int pool[] = {1, 2, 4, 8, 16};
-    printf("\nSeveral batch sizes: one graph per size, captured ahead (here 1 2 4 8 16;\n"
-           "more graphs cost more memory, so powers of two up to the largest batch).\n"
+    static const int pool[] = {1, 2, 4, 8, 16, 24, 32};
+    printf("\nSeveral batch sizes: one graph per size, captured ahead (here 1 2 4 8 16 24\n"
+           "32: vLLM's 1, 2, 4, then multiples of 8; more graphs cost memory and start-up).\n"
            "A batch runs in the smallest graph that holds it, padded:\n");
-    static const int asked[] = {1, 3, 5, 8, 16, 17};
+    static const int asked[] = {1, 3, 5, 8, 13, 16, 17, 33};
     for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
-        int b = graph_bucket(pool, 5, asked[i]);
+        int b = graph_bucket(pool, 7, asked[i]);
         if (b < 0)
             printf("  batch %2d -> eager (above the largest graph)\n", asked[i]);
         else

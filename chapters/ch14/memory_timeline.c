@@ -118,6 +118,9 @@ static void build(const sizes *z, int faithful, long B, long S, phase ph[4])
     add(&ph[0], "Misc buffers", 2.0, 1);
     ph[1].name = "SCORING (forward passes only)";
     if (!faithful) {
+        /* the actor too: PPO's old log-probabilities are a forward of the actor over the
+         * sampled tokens (the original scored with the reward model alone) */
+        add(&ph[1], "Actor weights", z->w, 1);
         add(&ph[1], "Reference model weights", z->w, 1);
         add(&ph[1], "Critic weights", z->w, 1);
     }
@@ -341,10 +344,22 @@ static int mt_main(const lab_args *a)
         if (tp > cap)
             tp = cap;
         long rest = N / tp;
-        printf("  ✓ fits across the %ld GPUs (if it could be sharded perfectly)\n", N);
-        printf("  tensor parallel: %ld\n", tp);
-        if (rest > 1)
-            printf("  data/pipeline parallel: %ld\n", rest);
+        printf("  ✓ fits across the %ld GPUs if it is sharded perfectly (%.1f GB each)\n", N,
+               need / (double)N);
+        if (faithful) {
+            printf("  tensor parallel: %ld\n", tp);
+            if (rest > 1)
+                printf("  data/pipeline parallel: %ld\n", rest);
+        } else {
+            /* the original's rule of thumb, shown as advice with what it costs a GPU */
+            printf("  a rule of thumb (the original's: TP = 0.7 x required / GPU memory, at "
+                   "most 8):\n  tensor parallel %ld x data parallel %ld. Data parallelism "
+                   "copies what ZeRO does not\n  shard: without ZeRO each GPU holds %.1f GB "
+                   "(everything / TP: %s);\n  with ZeRO-3 across the data-parallel ranks too, "
+                   "%.1f GB (%s).\n", tp, rest, need / (double)tp,
+                   need / (double)tp <= G ? "fits" : "does not fit", need / (double)(tp * rest),
+                   need / (double)(tp * rest) <= G ? "fits" : "does not fit");
+        }
     } else {
         /* the original rounds to the nearest (165.8/80 prints 2); enough GPUs is the ceiling */
         double ratio = need / G;

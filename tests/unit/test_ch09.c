@@ -28,7 +28,9 @@ START_TEST(calculator_table)
     has(r.out, "LLaMA-13B       40       40         800.00 KiB   6.25 GiB     25.00 GiB\n");
     has(r.out, "LLaMA-70B       80       8          320.00 KiB   2.50 GiB     10.00 GiB\n");
     has(r.out, "Mistral-7B      32       8          128.00 KiB   1.00 GiB     4.00 GiB\n");
-    has(r.out, "Qwen-72B        80       8          320.00 KiB   2.50 GiB     10.00 GiB\n");
+    /* Qwen-72B keeps a KV head per query head (64); Qwen2-72B groups them into 8 */
+    has(r.out, "Qwen-72B        80       64         2.50 MiB     20.00 GiB    80.00 GiB\n");
+    has(r.out, "Qwen2-72B       80       8          320.00 KiB   2.50 GiB     10.00 GiB\n");
     has(r.out, "DeepSeek-67B    95       8          380.00 KiB   2.97 GiB     11.88 GiB\n");
     ck_assert_msg(strstr(r.out, " KB") == NULL && strstr(r.out, " MB") == NULL,
                   "a binary unit named KB or MB");

@@ -129,6 +129,19 @@ START_TEST(memory_corrected)
     bin_result b = run_bin("run ch14/memory-timeline --model-size 7b --num-gpus 2");
     ck_assert(fabs(after(b.out, "resident:") - 268.4) < 0.11);
     ck_assert(strstr(b.out, "needs 4 GPUs of 80 GB even with perfect sharding"));
+    /* scoring runs the actor too (the old log-probabilities): four copies of the weights */
+    const char *sc = strstr(b.out, "SCORING");
+    ck_assert(sc && strstr(sc, "Actor weights") && strstr(sc, "Actor weights") <
+              strstr(sc, "TRAINING"));
+    bin_result_free(&b);
+    /* 7B on 8 x 80 GB: the original's TP 2 x DP 4 is advice, with what it costs a GPU:
+     * 268.4 / 2 = 134.2 GB without ZeRO (does not fit), 268.4 / 8 = 33.5 with ZeRO-3 */
+    b = run_bin("run ch14/memory-timeline --model-size 7b");
+    ck_assert(strstr(b.out, "tensor parallel 2 x data parallel 4"));
+    ck_assert(strstr(b.out, "without ZeRO each GPU holds 134.2 GB (everything / TP: does not fit)"));
+    ck_assert(strstr(b.out, "with ZeRO-3 across the data-parallel ranks too, 33.5 GB (fits)"));
+    bin_result_free(&b);
+    b = run_bin("run ch14/memory-timeline --model-size 7b --num-gpus 2");
     /* per GPU with perfect sharding: generation on 2 GPUs */
     double gen = phase_total(b.out, "GENERATION");
     char want[96];

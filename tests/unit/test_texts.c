@@ -712,6 +712,14 @@ static const tie_set tie_sets[] = {
         {"δ_0 = 0.1 + 0.99·0.4 − 0.5 =", "u4", "δ = {0}, {5}, {9} and A = {15}, {13}, {11}"},
         {"after 10 steps a TD error still counts", "0", "still counts {0} %"},
     }},
+    {"assets/chapters/ch13.md", "run ch14/memory-timeline --model-size 7b", {
+        {"Actor weights", "1", "reference: weights, each | {0} |"},
+        {"ZeRO-0 (plain DP: replicas)", "1", "| gradients, actor and critic | {1} |"},
+        {"ZeRO-0 (plain DP: replicas)", "1", "m and v), actor and critic | {2} |"},
+        {"KV cache  ", "1", "| KV cache of the batch | {0} |"},
+        {"TRAINING (", "1", "| activations of the training pass | {2} |"},
+        {"  total:", "1", "| all of it | {0} |"},
+    }},
     {"assets/chapters/ch13.md", "run ch13/reward-calculator", {
         {"token     log π log π_ref", "u1", "The KL column reads {3:+u1}, {10:+u1}, {17:+u1}, "
          "{24:+u1}, {31:+u1}, {38:+u1}, {45:+u1}, {52:+u1};"},
@@ -728,6 +736,8 @@ static const tie_set tie_sets[] = {
     {"assets/chapters/ch14.md", "run ch14/memory-timeline", {
         {"GENERATION (", "1", "{5} GB for generation (the KV cache is only {3} GB)"},
         {"TRAINING (", "1", "{7} GB for training"},
+        {"SCORING (", "1", "{5} GB for scoring (four copies of the weights"},
+        {"TRAINING (", "1", "| Llama 2 70B | {7} GB | {9} |"},
         {"Adam's state dominates training:", "0", "of which {0} GB is Adam's state"},
         {"TRAINING (", "0", "training does not fit ({11} GB per GPU), while generation"},
         {"GENERATION (", "0", "while generation does ({9} GB)"},
@@ -747,6 +757,13 @@ static const tie_set tie_sets[] = {
          "{30} MiB while generating, {33} MiB at the peak, estimate {35} MiB"},
         {"colocated placement (every role on both ranks, half the batch each)\n", "1",
          "the estimate is {35} MiB"},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline --model-size 7b", {
+        {"TRAINING (", "1", "| Llama 2 7B | {7} GB | {9} |"},
+        {"rule of thumb", "1", "ZeRO-3 across all 8 ({5} GB a GPU with everything resident)"},
+    }},
+    {"assets/chapters/ch14.md", "run ch14/memory-timeline --model-size 405b", {
+        {"TRAINING (", "1", "| Llama 3.1 405B | {7} GB | {9} |"},
     }},
     {"assets/chapters/ch14.md", "run ch14/memory-timeline --faithful", {
         {"GENERATION (", "1", "{5} GB to generate"},
