@@ -320,8 +320,8 @@ static void batching_note(const lab_args *a, const mis_sum *u, int is_static)
     if (N <= seqs) {
         printf("  3. Batching: with more requests than seats (--num-requests above\n"
                "     --batch-size) a newcomer waits for a seat: %s.\n", is_static ?
-               "under --static, until the whole batch is done" : "continuous batching gives "
-               "it the one the first finisher frees");
+               "under --static, until the whole\n     batch is done" : "continuous batching "
+               "gives it\n     the one the first finisher frees");
         return;
     }
     long first_fin = 0, last_fin = 0;
@@ -339,12 +339,12 @@ static void batching_note(const lab_args *a, const mis_sum *u, int is_static)
                seqs, first_fin, last_fin, seqs, joined);
     else if (first_fin < last_fin)
         printf("  3. Continuous batching: r%d finished in step %ld while others ran until step "
-               "%ld;\n     r%d took its seat in step %ld%s (--static waits for the whole "
-               "batch).\n", first, first_fin, last_fin, seqs, joined,
+               "%ld;\n     r%d took its seat in step %ld%s (under --static it waits for\n"
+               "     the whole batch).\n", first, first_fin, last_fin, seqs, joined,
                joined == first_fin + 1 ? ", the very next step" : "");
     else
-        printf("  3. The first %d requests all finished in step %ld, so r%d had no seat "
-               "before then:\n     continuous batching shows when lengths differ (without "
+        printf("  3. The first %d requests all finished in step %ld: r%d had no seat before "
+               "then;\n     continuous batching shows when lengths differ (without "
                "--fixed-output).\n", seqs, first_fin, seqs);
 }
 

@@ -200,7 +200,7 @@ static void print_cpu(const char *what, const cpu_result *c, int kernels)
     printf("%s\n", what);
     printf("  eager (interpreter, op by op): %9.2f us per forward (CPU time, mean)\n", 1e3 * e);
     printf("  captured plan, replayed:       %9.2f us per forward\n", 1e3 * g);
-    printf("  saving per forward:            %9.2f us, from %.2f to %.2f over the %d repeats\n",
+    printf("  saving per forward:            %9.2f us, from %.2f to %.2f in %d repeats\n",
            1e3 * (e - g), 1e3 * c->save_min, 1e3 * c->save_max, c->repeats);
     if (within_noise(c))
         printf("  within noise: the plan was faster in %d repeat%s and slower in %d; what it\n"

@@ -87,8 +87,7 @@ static void draw(double s, double c, double p)
         run_of(cpu, &nc, CAP, 'P', P);
         run_of(gpu, &ng, CAP, '.', P);
     }
-    printf("Overlapped, the original's loop (the next batch scheduled while this one "
-           "computes):\n");
+    printf("Overlapped, the original's loop (the next batch scheduled under this one):\n");
     printf("  CPU |%s|\n  GPU |%s|\n", cpu, gpu);
     /* SGLang's: under batch b's compute the CPU processes b - 1's results and schedules
      * b + 1; the GPU runs the batches back to back unless s + p is longer than c */
@@ -108,8 +107,7 @@ static void draw(double s, double c, double p)
     }
     run_of(cpu, &nc, CAP, 'P', P);
     run_of(gpu, &ng, CAP, '.', P);
-    printf("Overlapped, SGLang's loop (this batch's results and the next schedule under the "
-           "next compute):\n");
+    printf("Overlapped, SGLang's loop (results handled under the next compute):\n");
     printf("  CPU |%s|\n  GPU |%s|\n", cpu, gpu);
 }
 
@@ -126,8 +124,8 @@ void sched_sim_print(long n, double s, double c, double p)
     print_strategy("Sequential:", n, &seq);
     print_strategy("Overlapped, the original's loop (post-processing on the critical path):",
                    n, &ovl);
-    print_strategy("Overlapped, SGLang's loop (batch n's results processed under batch n + "
-                   "1's compute):", n, &sgl);
+    print_strategy("Overlapped, SGLang's loop (batch n's results handled under batch n+1):",
+                   n, &sgl);
     printf("\nComparison:\n  sequential  %.2f ms = N (s + c + p)\n  original    %.2f ms = (s + c "
            "+ p) + (N - 1) (max(s, c) + p)\n  speedup %.2fx, saved %.2f ms (%.1f%%)\n",
            seq.total, ovl.total, seq.total / ovl.total, seq.total - ovl.total,
@@ -138,11 +136,11 @@ void sched_sim_print(long n, double s, double c, double p)
     draw(s, c, p);
     printf("\nAnalysis:\n  without overlap: overhead per batch s + p = %.1f ms of s + c + p = "
            "%.1f ms: overhead %.1f%%\n", s + p, s + c + p, 100.0 * (s + p) / (s + c + p));
-    printf("  the original's overlap: only p = %.1f ms stays in the way: reduction %.0f%% (s / "
-           "(s + p))\n", p, 100.0 * s / (s + p));
-    printf("  SGLang's: nothing stays while s + p <= c (here %.1f <= %.1f: %s): the GPU runs\n"
-           "  the batches back to back; the price is planning batch n + 1 before batch n's\n"
-           "  tokens exist (futures, the chapter's FutureMap)\n", s + p, c,
+    printf("  the original's: only p = %.1f ms stays in the way: reduction %.0f%% (s / (s + "
+           "p))\n", p, 100.0 * s / (s + p));
+    printf("  SGLang's: nothing stays while s + p <= c (here %.1f <= %.1f: %s):\n"
+           "  the GPU runs the batches back to back; the price is planning batch n + 1\n"
+           "  before batch n's tokens exist (futures, the chapter's FutureMap)\n", s + p, c,
            s + p <= c ? "yes" : "no, s + p - c per batch remains");
     printf("  helps most: long compute, costly scheduling, batched decoding;\n"
            "  least: short compute, scheduling longer than compute (then s + p per batch),\n"

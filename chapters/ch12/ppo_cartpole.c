@@ -156,8 +156,8 @@ static int ppo_run(mlsys_comm *c, const lab_args *a)
         printf("  advantages normalised per minibatch; seed %llu\n",
                (unsigned long long)k.seed);
         printf("\nTraining: %ld steps = %ld rollouts\n\n", iters * batch, iters);
-        printf("(losses, approximate KL and clip fraction: means over the update's %d "
-               "minibatches)\n", k.update_epochs * k.num_minibatches);
+        printf("(losses, approxkl and clipfrac: means over the update's %d minibatches)\n",
+               k.update_epochs * k.num_minibatches);
         printf("%9s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n", "step", "episodes", "mean100",
                "rollout", "policy", "value", "entropy", "approxkl", "clipfrac", "steps/s");
     }
@@ -230,8 +230,8 @@ static int ppo_run(mlsys_comm *c, const lab_args *a)
         printf("  %ld environment steps in %.2f s on %d rank%s: %.0f steps/s\n", steps,
                total_s, world, world == 1 ? "" : "s", steps / total_s);
         long n_it = st.iteration ? st.iteration : iters;
-        printf("  the clip: in the mean update %.2f%% of the samples had a ratio outside "
-               "[%g, %g]\n  (the most: %.1f%% at step %ld); approximate KL %.4f per update on "
+        printf("  the clip: in the mean update %.2f%% of the samples left [%g, %g]\n"
+               "  (the most: %.1f%% at step %ld); approximate KL %.4f per update on "
                "average\n", 100.0 * clip_sum / n_it, 1.0 - (double)k.clip, 1.0 + (double)k.clip,
                100.0 * clip_max, clip_step, kl_sum / n_it);
         printf("\nHow PPO learned here:\n"

@@ -184,8 +184,8 @@ static double layout_gb(const sizes *z, double act, long tp, long pp, long dp, i
 }
 
 static const char *const zero_names[4] = {
-    "ZeRO-0 (plain DP: replicas)", "ZeRO-1 (optimizer sharded)", "ZeRO-2 (+ gradients)",
-    "ZeRO-3 / FSDP (+ weights)",
+    "ZeRO-0 (plain DP: copies)", "ZeRO-1 (optimizer)", "ZeRO-2 (+ gradients)",
+    "ZeRO-3 (+ weights: FSDP)",
 };
 
 /* The training phase of a layout, under each ZeRO stage (or the one asked for), per GPU. */
@@ -205,24 +205,25 @@ static void layout_section(const lab_args *a, const sizes *z, double act, long B
            "parallelism copies them: each of its dp replicas holds a whole copy of what ZeRO\n"
            "does not shard (DeepSpeed's stages; PyTorch's FSDP is stage 3). Training, the\n"
            "actor and the critic, per GPU in GB:\n\n");
-    printf("  %-28s %8s %10s %10s %12s %9s\n", "", "weights", "gradients", "optimizer",
+    printf("  %-25s %8s %9s %9s %11s %8s\n", "", "weights", "gradients", "optimizer",
            "activations", "total");
     printf("  tp %ld x pp %ld x dp %ld\n", tp, pp, dp);
     int valid = !given || (dp <= B && tp <= 8);
     for (int k = z0; k <= z1; k++) {
         double c[4], t = layout_gb(z, act, tp, pp, dp, k, c);
-        printf("  %-28s %8.1f %10.1f %10.1f %12.1f %9.1f  %s\n", zero_names[k], c[0], c[1], c[2],
+        printf("  %-25s %8.1f %9.1f %9.1f %11.1f %8.1f %s\n", zero_names[k], c[0], c[1], c[2],
                c[3], t, t <= G && valid ? "✓" : "✗");
     }
     if (given && dp > B)
-        printf("  ✗ dp %ld is above the batch of %ld sequences: %ld replicas would have no "
-               "sequence to train on\n", dp, B, dp - B);
+        printf("  ✗ dp %ld is above the batch of %ld sequences: %ld replicas would have "
+               "none\n", dp, B, dp - B);
     if (given && tp > 8)
         printf("  ✗ tp %ld spans nodes: tensor parallelism stays inside a node's 8 GPUs\n", tp);
-    printf("  (✓ fits in %s GB. ZeRO-1 and -2 move as many bytes as plain DP; stage 3 gathers\n"
-           "   every layer's weights before using them, 1.5 times the traffic.)\n", gtext);
+    printf("  (✓ fits in %s GB. ZeRO-1 and -2 move as many bytes as plain DP; stage 3\n"
+           "   gathers every layer's weights before using them: 1.5 times the traffic.)\n",
+           gtext);
     if (!given)
-        printf("Your own layout: --tp-size T --pp-size P --dp-size D, and --zero Z for one stage.\n");
+        printf("Your layout: --tp-size T --pp-size P --dp-size D, and --zero Z for one stage.\n");
 }
 
 /* "80" for the default, "80.0" when given: as the original echoes a float */

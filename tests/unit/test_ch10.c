@@ -214,7 +214,7 @@ START_TEST(lab_cpu_analogue)
         ck_assert(sscanf(p, "eager (interpreter, op by op): %lf", &e) == 1);
         ck_assert(sscanf(strstr(p, "replayed:"), "replayed: %lf", &g) == 1);
         ck_assert(sscanf(strstr(p, "saving per forward:"), "saving per forward: %lf us, from "
-                         "%lf to %lf over the %d repeats", &save, &lo, &hi, &reps) == 4);
+                         "%lf to %lf in %d repeats", &save, &lo, &hi, &reps) == 4);
         ck_assert_int_eq(reps, 7);
         ck_assert_msg(lo <= save + 0.005 && save - 0.005 <= hi, "%g not in [%g, %g]", save, lo, hi);
         ck_assert(fabs(save - (e - g)) <= 0.011);

@@ -197,7 +197,7 @@ START_TEST(memory_layouts_replicated_or_sharded)
             /* ZeRO-3 over the 8 GPUs is the training phase "sharded perfectly" */
             double tr = phase_total(b.out, "TRAINING");
             char want[64];
-            snprintf(want, sizeof want, "%.1f  ✗", tr / 8);
+            snprintf(want, sizeof want, "%.1f ✗", tr / 8);
             ck_assert_msg(strstr(strstr(b.out, "ZeRO-3 "), want) != NULL, "ZeRO-3 %s", want);
         }
         bin_result_free(&b);
@@ -297,7 +297,9 @@ START_TEST(weight_sync_measured)
             ck_assert_msg(r != NULL, "no row %s in %s", rows[i] + 1, m);
             double ms, gbps;
             ck_assert(sscanf(r, " %*d %*s %*d %*d %lf ms %lf", &ms, &gbps) == 2);
-            ck_assert(ms > 0 && gbps > 0);
+            /* GB/s is printed to 0.01: a loaded machine's 3.8 MiB in 200 ms reads 0.02,
+             * and slower still reads 0.00 */
+            ck_assert(ms > 0 && gbps >= 0);
         }
         ck_assert(strstr(m, k == 1 ? "generators bit-identical to the trainer: 2 of 2"
                                    : "generators bit-identical to the trainer: 1 of 1"));

@@ -704,7 +704,7 @@ static const tie_set tie_sets[] = {
         {"Sequential:\n  total ", "2", "N(s + c + p) = {0:0} ms in turn ({1} batches/s)"},
         {"original    ", "2", "= {0:0} ms \"overlapped\""},
         {"SGLang's    ", "2", "max(c, s + p) = {0:0} ms ("},
-        {"1's compute):\n  total ", "2", "({1} batches/s, "},
+        {"under batch n+1):\n  total ", "2", "({1} batches/s, "},
         {"SGLang's    ", "2", " batches/s, {2}×)"},
     }},
     {"assets/chapters/ch12.md", "run ch12/gae-visualizer", {
@@ -714,8 +714,8 @@ static const tie_set tie_sets[] = {
     }},
     {"assets/chapters/ch13.md", "run ch14/memory-timeline --model-size 7b", {
         {"Actor weights", "1", "reference: weights, each | {0} |"},
-        {"ZeRO-0 (plain DP: replicas)", "1", "| gradients, actor and critic | {1} |"},
-        {"ZeRO-0 (plain DP: replicas)", "1", "m and v), actor and critic | {2} |"},
+        {"ZeRO-0 (plain DP: copies)", "1", "| gradients, actor and critic | {1} |"},
+        {"ZeRO-0 (plain DP: copies)", "1", "m and v), actor and critic | {2} |"},
         {"KV cache  ", "1", "| KV cache of the batch | {0} |"},
         {"TRAINING (", "1", "| activations of the training pass | {2} |"},
         {"  total:", "1", "| all of it | {0} |"},
@@ -742,10 +742,10 @@ static const tie_set tie_sets[] = {
         {"TRAINING (", "0", "training does not fit ({11} GB per GPU), while generation"},
         {"GENERATION (", "0", "while generation does ({9} GB)"},
         {"required with everything resident:", "0", "at once needs {0} GB, {2} GPUs of 80 GB"},
-        {"ZeRO-0 (plain DP: replicas)", "1", "plain data parallelism puts {4} GB on every GPU"},
-        {"ZeRO-1 (optimizer sharded)", "1", "ZeRO-1 brings it to {4} GB"},
+        {"ZeRO-0 (plain DP: copies)", "1", "plain data parallelism puts {4} GB on every GPU"},
+        {"ZeRO-1 (optimizer)", "1", "ZeRO-1 brings it to {4} GB"},
         {"ZeRO-2 (+ gradients)", "1", "ZeRO-2 to {4} GB"},
-        {"ZeRO-3 / FSDP (+ weights)", "1", "ZeRO-3 to the {4} GB of perfect sharding"},
+        {"ZeRO-3 (+ weights: FSDP)", "1", "ZeRO-3 to the {4} GB of perfect sharding"},
     }},
     {"assets/chapters/ch14.md", "run ch14/memory-timeline --tp-size 8 --pp-size 2 --dp-size 2", {
         {"tp 8 x pp 2 x dp 2", "1", "fits only under ZeRO-3: {4}, {9}, {14} and {19} GB per GPU"},
