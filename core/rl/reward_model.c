@@ -47,13 +47,12 @@ void rl_rm_score(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int 
 }
 
 double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int P, int T,
-                       llm_weights *g, float *ghead, int *correct)
+                       llm_weights *g, float *ghead, double *correct)
 {
     int C = m->c.dim, B = 2 * P;
     float *r = mlsys_xmalloc((size_t)B * sizeof(float));
     rl_rm_score(m, tf, ids, len, B, T, r);
-    double loss = 0.0;
-    int ok = 0;
+    double loss = 0.0, ok = 0.0;
     float *dr = mlsys_xcalloc((size_t)B, sizeof(float));
     for (int i = 0; i < P; i++) {
         double d = (double)r[i] - r[P + i];          /* r_w - r_l */
@@ -62,7 +61,7 @@ double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len
         double s = 1.0 / (1.0 + exp(d));
         dr[i] = (float)(-s / P);
         dr[P + i] = (float)(s / P);
-        ok += d > 0;
+        ok += d > 0 ? 1.0 : d == 0 ? 0.5 : 0.0;
     }
     if (correct)
         *correct = ok;
@@ -259,23 +258,22 @@ double rl_rm_accuracy(const rl_rm *m, const llm_tokenizer *tok, int max_operand,
     int *len = mlsys_xmalloc((size_t)2 * P * sizeof(int));
     mlsys_rng r;
     mlsys_rng_seed(&r, seed);
-    int ok = 0, done = 0;
+    double ok = 0.0;
+    int done = 0;
     while (done < n) {
-        int k = n - done < P ? n - done : P, c;
+        int k = n - done < P ? n - done : P;
         make_pairs(tok, max_operand, P, held_out, &r, ids, len);
         /* the pairs beyond k are scored and ignored: the batch shape stays fixed */
         float s[2 * P];
         rl_rm_score(m, &tf, ids, len, 2 * P, RM_T, s);
-        c = 0;
-        for (int i = 0; i < k; i++)
-            c += s[i] > s[P + i];
-        ok += c;
+        for (int i = 0; i < k; i++)         /* a tie is a coin flip: half right */
+            ok += s[i] > s[P + i] ? 1.0 : s[i] == s[P + i] ? 0.5 : 0.0;
         done += k;
     }
     free(ids);
     free(len);
     nn_tf_fini(&tf);
-    return (double)ok / n;
+    return ok / n;
 }
 
 int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
@@ -305,12 +303,13 @@ int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
     rep->heldout_acc0 = rl_rm_accuracy(m, tok, o->max_operand, o->eval_pairs, o->seed ^ 0xe7a1,
                                        1);
     double first = 0.0, last = 0.0;
-    int nfirst = 0, nlast = 0, ok_last = 0, seen_last = 0;
+    int nfirst = 0, nlast = 0, seen_last = 0;
+    double ok_last = 0.0;
     for (int s = 0; s < o->steps; s++) {
         make_pairs(tok, o->max_operand, P, 0, &r, ids, len);
         memset(g.mem, 0, g.n_floats * sizeof(float));
         memset(ghead, 0, ((size_t)C + 1) * sizeof(float));
-        int ok;
+        double ok;
         double loss = rl_rm_pair_loss(m, &tf, ids, len, P, RM_T, &g, ghead, &ok);
         /* a short cosine: the last steps settle */
         float lr = o->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf(3.14159265f * s / o->steps)));
@@ -333,7 +332,7 @@ int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
     }
     rep->first_loss = nfirst ? first / nfirst : 0.0;
     rep->last_loss = nlast ? last / nlast : 0.0;
-    rep->train_acc = seen_last ? (double)ok_last / seen_last : 0.0;
+    rep->train_acc = seen_last ? ok_last / seen_last : 0.0;
     rep->heldout_acc = rl_rm_accuracy(m, tok, o->max_operand, o->eval_pairs, o->seed ^ 0xe7a1,
                                       1);
     rep->seconds = mlsys_now_s() - t0;
