@@ -319,16 +319,20 @@ static void answered_alone(run *r, int brc)
     r->events = ns;
     free(sev);
     play_select_view(r, ns && r->l->view ? r->l->view : "log");
-    if (r->trace_tmp[0]) {
-        unlink(r->trace_tmp);
-        r->trace_tmp[0] = 0;
-    }
     snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished: the lab answered without "
              "starting ranks" : "the lab stopped before starting its ranks");
     r->started = 1;
     r->done = 1;
     r->result = brc;
     job_line(r, -1, brc != 0, r->why);
+    if (r->trace_tmp[0]) {          /* asked for, and nothing to record: say so */
+        unlink(r->trace_tmp);
+        r->trace_tmp[0] = 0;
+        char line[1200];
+        snprintf(line, sizeof line, "trace: nothing written to %s: no ranks started, so there "
+                 "were no events to record", r->trace_path);
+        job_line(r, -1, 0, line);
+    }
     in_feed(r, UINT64_MAX);
     sm_finish(r->sm);
 }

@@ -598,6 +598,10 @@ check "headless: all_reduce gets one element per rank, so ring really runs" sh -
     grep -q 'cuts the buffer into 5 chunks, as ring does, can run' '$tmp/ring5.out' && \
     ! grep -q 'all_reduce of' '$tmp/ring5.err'"
 check "headless: stdout is the lab's own output only" sh -c "! grep -q 'mlsys-lab' '$tmp/ring5.out'"
+"$bin" run ch07/pipeline-schedule-viz --trace "$tmp/sched.json" > /dev/null 2> "$tmp/sched.err"
+check "headless: --trace where a lab starts no ranks says that nothing was written" sh -c "\
+    grep -q 'ch07/pipeline-schedule-viz: --trace: nothing written to $tmp/sched.json: no ranks' \
+    '$tmp/sched.err' && ! ls '$tmp/sched.json'* 2>/dev/null"
 "$bin" run ch03/collective-cheatsheet -w 5 --algo recursive_doubling > /dev/null 2> "$tmp/rd5.err"
 check "headless: a rank count an algorithm cannot take is said on stderr" grep -q \
     "all_gather ran direct: recursive_doubling needs a power-of-two number of ranks, not 5" \
@@ -708,13 +712,23 @@ keys 2 G
 check "the lab's charts fit the log at 80 columns (blocks of slots)" sh -c "sleep 0.3; \
     ! $T capture-pane -p -t $sess | grep -q 'GPU [0-9]: .*…'"
 keys q
-# a file name field: q goes back until the learner types into it (back from the run, the
-# selection rests on Launch: two up is trace)
+# a file name field takes q as its first key (back from the run, the selection rests on
+# Launch: two up is trace); Esc says it goes back instead
 sleep 0.3
 keys Up Up
-check "on a file name field, q still goes back" sh -c "sleep 0.3; $T send-keys -t $sess q; \
-    sleep 0.5; ! $T capture-pane -p -t $sess | grep -q 'launch ch07/'"
-keys q
+check "on a file name field the footer offers Esc to go back, not q" \
+    wait_for "Esc back" 20
+keys q q . j s o n
+check "q typed first into a file name field is text: the field holds qq.json" \
+    wait_for "trace +\\[qq\\.json" 20
+check "and the form is still open" wait_for "launch ch07/pipeline-schedule-viz" 5
+keys C-a "$tmp/" Enter Enter
+wait_for "pipeline-schedule-viz .{1,3} no ranks started" 60
+keys End 2 G
+check "a lab that starts no ranks says that --trace wrote nothing" \
+    wait_for "trace: nothing written to $tmp/qq\\.json:" 30
+check "and no file is there" sh -c "! ls $tmp/qq.json* 2>/dev/null"
+keys q q q
 check "q quits from home after the views, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
 
