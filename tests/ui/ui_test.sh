@@ -202,7 +202,7 @@ printf '#!/bin/sh\ntrap "" INT\nkill -INT 0\n%s\ncp "%s" "$1"\n' \
     "$root/assets/exercises/ch03-ring-allreduce/solution.c" > "$tmp/editor.sh"
 chmod +x "$tmp/editor.sh"
 work="$tmp/exhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
-progress="$tmp/exstate/mlsys-lab/progress"
+progress="$tmp/exhome/progress"            # MLSYS_LAB_HOME holds the state too
 start expane 120 40 "XDG_STATE_HOME=$tmp/exstate MLSYS_LAB_HOME=$tmp/exhome \
     EDITOR=$tmp/editor.sh MLSYS_EX_SEED=7"
 keys "$bin; echo EXIT=\$?" Enter
@@ -321,7 +321,8 @@ select_ex ch03-ring-allreduce j
 check "with EDITOR not runnable and no vi the pane names the fallback, nano" \
     wait_for "e opens it in nano \(EDITOR=nosuch-editor cannot run here\)" 20
 keys e
-check "e runs nano, not ed" sh -c "sleep 0.5; [ \"\$(cat $tmp/editor-ran 2>/dev/null)\" = nano ]"
+check "e runs nano, not ed" sh -c "for i in \$(seq 100); do \
+    [ \"\$(cat $tmp/editor-ran 2>/dev/null)\" = nano ] && exit 0; sleep 0.1; done; exit 1"
 check "and creates the file from the starter first" \
     cmp -s "$root/assets/exercises/ch03-ring-allreduce/starter.c" \
     "$tmp/edhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
@@ -785,6 +786,9 @@ sleep 0.3
 keys q q
 check "q quits from home after the server, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
+check "the marks of the labs run to the end are kept under MLSYS_LAB_HOME" \
+    grep -q "^ch08/minimal-inference-server ok " "$tmp/lab/labs"
+check "and nothing went to XDG_STATE_HOME" sh -c "[ -z \"\$(ls -A $tmp/state)\" ]"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
