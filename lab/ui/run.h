@@ -57,6 +57,8 @@ typedef struct run {
     uint64_t grants, read_epoch;
     uint64_t *steps_seen;       /* STEP events per rank: its n-th step is its n-th gate */
     uint64_t events, lost;
+    uint64_t pump_at;           /* when the ranks' output was last read (0: not started) */
+    uint64_t line_t;            /* the time lines read now go in at: the read before */
     run_item *in;               /* not yet in the model (waiting for the time order) */
     size_t nin, incap;
     uint64_t inseq;

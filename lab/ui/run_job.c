@@ -87,13 +87,18 @@ static void in_clear(run *r)
     r->nin = 0;
 }
 
-void job_line(run *r, int rank, int is_err, const char *text)
+static void line_at(run *r, uint64_t t, int rank, int is_err, const char *text)
 {
-    run_item *it = in_push(r, mlsys_now_ns());
+    run_item *it = in_push(r, t);
     it->line = 1;
     it->rank = rank;
     it->is_err = is_err;
     it->text = mlsys_xstrdup(text);
+}
+
+void job_line(run *r, int rank, int is_err, const char *text)
+{
+    line_at(r, mlsys_now_ns(), rank, is_err, text);
 }
 
 /* Several lines of text (a hook's captured output) as runner lines. */
@@ -137,13 +142,19 @@ static void note_fallback(run *r, const mlsys_event *e)
     job_line(r, -1, 0, line);
 }
 
+/* A rank's line goes in at the time of the read before this one, the earliest it can have
+ * been written: a line that a rank printed before its next gate then comes before that
+ * gate's STEP event (which may have been drained in the same pump), so the log shows it in
+ * the frame it belongs to, not one step late. Exact when the rank waits at its gates. */
 static void sink_line(void *u, int rank, int is_err, const char *line)
 {
     run *r = u;
     line = mlsys_print_untag(line, &rank);      /* rank 0 printed it for another rank */
-    if (r->trace_path && r->trace_tmp[0])
+    if (r->trace_path && r->trace_tmp[0]) {
         trace_buf_line(&r->tb, rank, is_err, line);
-    job_line(r, rank, is_err, line);
+        r->tb.lines[r->tb.nl - 1].t_ns = r->line_t;     /* the trace keeps the same order */
+    }
+    line_at(r, r->line_t, rank, is_err, line);
 }
 
 static void sink_events(void *u, const mlsys_event *ev, size_t n)
@@ -293,6 +304,7 @@ static int start_ranks(run *r, mlsys_launch_opts *o, char *err, size_t n)
         return -1;
     r->started = 1;
     r->ran_ranks = 1;
+    r->pump_at = r->line_t = mlsys_now_ns();
     for (int k = 0; k < r->nranks; k++)
         r->rank_state[k] = VIEW_RANK_RUNNING;
     return 0;
@@ -465,7 +477,9 @@ int job_pump(run *r)
         return 0;
     mlsys_job_sink sink = {sink_line, sink_events, r};
     char why[256];
-    uint64_t drained = mlsys_now_ns() - 1000000ull;
+    uint64_t now = mlsys_now_ns(), drained = now - 1000000ull;
+    r->line_t = r->pump_at;         /* what is read now was written after the last read */
+    r->pump_at = now;
     int rc = mlsys_job_wait(r->job, &sink, 0, why, sizeof why);
     if (rc != 1) {
         snprintf(r->why, sizeof r->why, "%s", why);

@@ -786,6 +786,40 @@ sleep 0.3
 keys q q
 check "q quits from home after the server, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
+# ---- ch08 gated: the log keeps up with the view, and the times are the engine's ----
+start gated8 120 40
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 8 Right j Enter
+wait_for "launch ch08/minimal-inference-server" 30
+# two requests of three tokens: three engine steps and the idle gate, each held >= 0.5 s
+keys C-u 2 Down Down Down Down Down Down C-u 3 Up Up Up Up Up Up Up Up Space Enter
+wait_for "wait at gate 1: n lets them take it" 150
+keys 2
+check "gated ch08 at its first gate: the log already shows what the lab printed before it" \
+    wait_for "Processing: one line per engine step" 20
+held=0
+for g in 2 3 4 5; do
+    sleep 0.5
+    keys n
+    wait_for "wait at gate $g: n lets them take it|finished: every rank exited 0" 100 || break
+    held=$((held + 1))
+    if [ "$g" = 2 ]; then
+        check "after one n the log shows that step's line, not one step late" \
+            wait_for "step +1 +[0-9.]+ ms +prefill r0:21 r1:29" 20
+    fi
+done
+check "the four gates were held" eq "$held" 4
+keys G
+check "a gated run's report gives the engine's own time" \
+    wait_for "total time +[0-9.]+ ms \\(the engine's own; the [0-9.]+ s it waited at its gates" 60
+check "and how long it waited at its gates, at least the 2 s held here" sh -c "\
+    $T capture-pane -p -t $sess | grep -Eo 'the [0-9.]+ s it waited at its gates' | \
+    awk 'BEGIN { ok = 0 } \$2 >= 2.0 { ok = 1 } END { exit !ok }'"
+keys Q
+wait_for "^EXIT=0" 30
+$T kill-session -t "$sess"
+
 check "the marks of the labs run to the end are kept under MLSYS_LAB_HOME" \
     grep -q "^ch08/minimal-inference-server ok " "$tmp/lab/labs"
 check "and nothing went to XDG_STATE_HOME" sh -c "[ -z \"\$(ls -A $tmp/state)\" ]"
