@@ -753,7 +753,9 @@ check "a shared block shows its count (16 requests hold the system prompt)" \
 check "the step's line says what happened to the blocks" \
     wait_for "in this step: [0-9]+ allocated, [0-9]+ shared \\(prefix hits\\)" 20
 check "the selected block says who holds it" \
-    wait_for "kv cache, block 0: shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
+    wait_for "kv cache, block 0 \\([0-9.]+ KiB\\): shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
+check "the pool's line gives the pool's size (its blocks times one block's bytes)" \
+    wait_for "^ kv cache: [0-9]+ blocks x [0-9]+ tokens = [0-9.]+ [KM]iB, " 20
 keys 7
 check "the server view: the queue in three columns" \
     wait_for "waiting \\(84\\) +│running \\(16\\) +│finished \\(0\\)" 20
