@@ -2,9 +2,10 @@
  * trace, gated), prefilled with the defaults and checked with lab_flag_check on every key,
  * so a wrong value is red before the learner launches. Enter starts a real job through the
  * runner (ui_run.c) and opens the live views. A free-text field (a file name, a prompt)
- * takes every printable key while it is selected, q included, so that "qq.json" is a name:
- * Up/Down leave it, Enter or Esc ends the typing, and Esc on it otherwise goes back. After a
- * launch the selection rests on the Launch button. */
+ * takes every printable key while it is empty or being edited, q included, so that "qq.json"
+ * typed into an empty trace field is a name: Up/Down leave it, Enter or Esc ends the typing,
+ * and Esc otherwise goes back (q too, from a field that holds a value not touched yet).
+ * After a launch the selection rests on the Launch button. */
 #include "ui.h"
 #include "../job/runner.h"
 #include <ctype.h>
@@ -270,8 +271,9 @@ static const char *const *form_help(ui_screen *s)
     int k = 0;
     lines[k++] = "Every value is checked as you type; a red line says what is wrong. Spaces "
                  "around a value do not count.";
-    lines[k++] = "A text field (a file name, a prompt) takes every key while it is selected, q "
-                 "and ? too: Up/Down leave it, Enter or Esc ends the typing, Esc again goes back.";
+    lines[k++] = "An empty text field (a file name, a prompt) takes every key, q and ? too, and "
+                 "so does one you are editing: Up/Down leave it, Enter or Esc ends the typing, "
+                 "Esc again goes back.";
     if (has_field(fm, "gated"))
         lines[k++] = "gated: the real ranks stop at each algorithm step until you press n in "
                      "the views.";
@@ -559,12 +561,15 @@ static void form_free(ui_screen *s)
     free(s);
 }
 
-/* A selected free-text field takes every printable key, its first q included (a name may
- * start with one); numbers and choices, which never hold a q, leave q to go back. */
+/* A selected free-text field takes every printable key while it is empty (a name may start
+ * with q) or being edited; one that holds a value not touched yet, a number and a choice
+ * (which never hold a q) leave q to go back. */
 static int form_typing(ui_screen *s)
 {
     form *fm = s->data;
-    return fm->sel < fm->n && is_text(fm, &fm->fl[fm->sel]);
+    if (fm->sel >= fm->n || !is_text(fm, &fm->fl[fm->sel]))
+        return 0;
+    return fm->editing || fm->fl[fm->sel].len == 0;
 }
 
 static const ui_screen_class form_class = {
