@@ -389,9 +389,9 @@ static void print_contract(const ex_context *cx, const exercise *ex, int whole)
 {
     char path[PATH_MAX];
     ex_contract_path(cx, ex, path, sizeof path);
-    char *text = whole ? ex_contract_text(cx, ex) : NULL;
     if (!path[0])
         return;
+    char *text = whole ? ex_contract_text(cx, ex) : NULL;
     if (text) {
         printf("the contract your function keeps (api.h, beside your file: %s):\n", path);
         for (char *l = text; *l;) {        /* each line wrapped under its own hang */

@@ -1,9 +1,10 @@
 /* expane.c - the exercise pane beside the chapter tree: the selected exercise's title, kind,
- * task or drawn question, the learner's file and (implement) its contract, api.h, the last
- * verdict laid out by its fields (summary, file:line, the rank and element that differ,
- * detail lines) and the hints shown so far. Keys: e opens the file in $EDITOR (curses handed over through ui_shell_out), c
- * checks it (exercise_check, after one frame that says "checking…"), t shows the next hint
- * (saved in the progress file), and a predict question takes its answer in a field. */
+ * task or drawn question, the learner's file, the last verdict laid out by its fields
+ * (summary, file:line, the rank and element that differ, detail lines), an implement
+ * exercise's contract (its api.h) and the hints shown so far. Keys: e opens the file in
+ * $EDITOR (curses handed over through ui_shell_out), c checks it (exercise_check, after one
+ * frame that says "checking…"), t shows the next hint (saved in the progress file), and a
+ * predict question takes its answer in a field. */
 #include "ui.h"
 #include "../exercise/exercise.h"
 #include <errno.h>
@@ -850,8 +851,8 @@ static void layout(expane *p, pen *pn, int ascii)
                 const char *e = strchr(l, '\n');
                 size_t len = e ? (size_t)(e - l) : strlen(l);
                 char line[1024];
-                snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
-                         l);
+                int keep = (int)(len < sizeof line ? len : sizeof line - 1);
+                snprintf(line, sizeof line, "%.*s", keep, l);
                 if (line[0])
                     pen_text(pn, 2, ex_contract_hang(line) - (int)strspn(line, " "), line, 0);
                 else

@@ -547,7 +547,7 @@ static int form_key(ui_screen *s, int key)
         return UI_HANDLED | UI_REDRAW;
     }
     if ((key == 'q' || key == 'Q') && !form_typing(s))
-        return 0;                   /* no number or choice holds a q: back */
+        return 0;                   /* a number, a choice or an untouched text: back */
     if (edit(fd, key)) {
         fm->editing = is_text(fm, fd);      /* a key typed into a name: it has every key */
         return UI_HANDLED | UI_REDRAW;
