@@ -79,6 +79,19 @@ wait_count() {
     return 1
 }
 
+# Move the launcher form's selection down to the field called $1 (at most 40 presses), so
+# that a new field elsewhere in the form does not shift what a test types into.
+to_field() {
+    i=0
+    while [ "$i" -lt 40 ]; do
+        screen | grep -Eq "^ +(▸|>) +$1 " && return 0
+        keys Down
+        sleep 0.05
+        i=$((i + 1))
+    done
+    return 1
+}
+
 check() {
     desc=$1
     shift
@@ -713,10 +726,9 @@ keys 2 G
 check "the lab's charts fit the log at 80 columns (blocks of slots)" sh -c "sleep 0.3; \
     ! $T capture-pane -p -t $sess | grep -q 'GPU [0-9]: .*…'"
 keys q
-# a file name field takes q as its first key (back from the run, the selection rests on
-# Launch: two up is trace); Esc says it goes back instead
+# an empty file name field takes q as its first key; Esc says it goes back instead
 sleep 0.3
-keys Up Up
+to_field trace
 check "on a file name field the footer offers Esc to go back, not q" \
     wait_for "Esc back" 20
 keys q q . j s o n
@@ -795,7 +807,12 @@ wait_for "Chapter 1:" 30
 keys 8 Right j Enter
 wait_for "launch ch08/minimal-inference-server" 30
 # two requests of three tokens: three engine steps and the idle gate, each held >= 0.5 s
-keys C-u 2 Down Down Down Down Down Down C-u 3 Up Up Up Up Up Up Up Up Space Enter
+to_field num-requests
+keys C-u 2
+to_field max-tokens
+keys C-u 3
+to_field gated
+keys Space Enter
 wait_for "wait at gate 1: n lets them take it" 150
 keys 2
 check "gated ch08 at its first gate: the log already shows what the lab printed before it" \
