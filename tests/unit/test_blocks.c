@@ -635,6 +635,11 @@ START_TEST(why_an_owner_let_go)
     ck_assert_msg(strstr(f, "in this step: 1 allocated, req 3 let go of 1 block (1 kept "
                             "cached)"), "%s", f);
     free(f);
+    /* narrow: the line goes on over the blank line above it, nothing cut */
+    f = render_at(2, 60, 18, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: req 3 was preempted and let go of 2 blocks (1\n") &&
+                  strstr(f, "  kept cached, 1 freed)"), "%s", f);
+    free(f);
     /* stepping back says it again: the reasons are rebuilt with the frame */
     f = render_at(2, 100, 12, 1, 0);
     ck_assert_msg(strstr(f, "req 3 was preempted and let go of 2 blocks"), "%s", f);

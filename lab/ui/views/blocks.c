@@ -612,6 +612,17 @@ static void pool_summary(const blocks *b, const bpool *p, char *line, size_t n)
              p->nblocks, tk, size, u, sh, ca, fr);
 }
 
+/* Is row y blank from x over w cells (nothing drawn there)? */
+static int row_blank(const grid *g, int x, int y, int w)
+{
+    for (int i = 0; i < w; i++) {
+        const grid_cell *c = grid_get(g, x + i, y);
+        if (!c || c->ch != ' ')
+            return 0;
+    }
+    return 1;
+}
+
 /* What happened to the pool in the frame shown: "in this step: 3 allocated, 2 shared (prefix
  * hits), req 2 was preempted and let go of 3 blocks (1 kept cached, 2 freed), 1 evicted
  * (block 5), copy on write: req 2's block 4 copied to 9". Empty when nothing did. */
@@ -1010,8 +1021,21 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         view_put_clipped(g, x, sel_y, w, line, 0);
         if (bottom < sel_y) {
             step_text(b, sp, lk.frame, line, sizeof line);
-            view_put_clipped(g, x, bottom, w, line, sp->st.evict || sp->st.cow ?
-                             GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM);
+            grid_attr sa = sp->st.evict || sp->st.cow ?
+                           GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM;
+            int lw = grid_text_width(line, strlen(line)), cut = (int)strlen(line);
+            if (lw > w && row_blank(g, x, bottom - 1, w)) {
+                /* too long for one line: its first part on the blank line above */
+                cut = w < cut ? w : cut;
+                while (cut > 0 && line[cut] != ' ')
+                    cut--;
+            }
+            if (lw > w && cut > 0 && cut < (int)strlen(line)) {
+                grid_putn(g, x, bottom - 1, line, (size_t)cut, sa);
+                view_put_clipped(g, x + 2, bottom, w - 2, line + cut + 1, sa);
+            } else {
+                view_put_clipped(g, x, bottom, w, line, sa);
+            }
         }
     } else if (sp->has_usage) {
         char lab[64], t[32];
