@@ -58,12 +58,16 @@ static const lab_flag mis_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
-/* What the callbacks fill in while the engine runs. */
+/* What the callbacks fill in while the engine runs. Gated, the engine waits at a gate
+ * before each step until the viewer lets it go: the steps a request's first token and its
+ * end came in say how much of that waiting to take off its times (engine time). */
 typedef struct mis_run {
     ch08_req *req;
     int *order, n_done;
     double t0;
     size_t *text_len;
+    long step;                  /* the step running now (1 for the first) */
+    long *first_step, *last_step;       /* [request]: the steps of its first and last event */
 } mis_run;
 
 /* What one run of the workload came to, for the closing notes and --compare: steps, times
@@ -90,6 +94,9 @@ static void on_event(void *u, const llm_serve_event *ev)
 {
     mis_run *m = u;
     ch08_req *q = &m->req[ev->id];
+    if (ev->token >= 0 && !m->first_step[ev->id])
+        m->first_step[ev->id] = m->step;
+    m->last_step[ev->id] = m->step;
     /* the start of the output for the table, newlines shown as \n */
     for (int i = 0; i < ev->text_len && m->text_len[ev->id] + 3 < 40; i++) {
         char ch = ev->text[i];
@@ -223,6 +230,8 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
     m.req = calloc((size_t)N, sizeof *m.req);
     m.order = calloc((size_t)N, sizeof(int));
     m.text_len = calloc((size_t)N, sizeof(size_t));
+    m.first_step = calloc((size_t)N, sizeof(long));
+    m.last_step = calloc((size_t)N, sizeof(long));
     int (*ids)[160] = calloc((size_t)N, sizeof *ids);
     if (verbose)
         printf("\n%s\nSubmitting %d requests (all at time 0, prompt i mod 8)\n%s\n",
@@ -251,9 +260,37 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
                rule, rule);
         fflush(stdout);
     }
+    int st, gated = mlsys_gated(c);
+    if (verbose) {
+        printf("\n%s\nProcessing: one line per engine step (one forward for all its rows)%s\n"
+               "%s\n", rule, gated ? ",\nat the engine's own time: its waits at the gates are "
+               "left out" : "", rule);
+        fflush(stdout);
+    }
     llm_step_info info;
-    int st;
-    while ((st = llm_serve_step(s, &info)) > 0) {
+    /* gated: waited[k] is the time spent at the gates of steps 1..k (before each step, the
+     * gap since the last one ended: the wait for the viewer, and printing a line) */
+    long cap = 64;
+    double *waited = mlsys_xcalloc((size_t)cap, sizeof *waited), prev_end = mlsys_now_s();
+    for (m.step = 1;; m.step++) {
+        if (m.step + 1 >= cap) {
+            cap *= 2;
+            double *more = realloc(waited, (size_t)cap * sizeof *waited);
+            if (!more) {
+                fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: out of memory at "
+                        "step %ld\n", m.step);
+                st = -1;
+                break;
+            }
+            waited = more;
+        }
+        st = llm_serve_step(s, &info);
+        if (st <= 0) {      /* the engine's last call: it had nothing left to do */
+            waited[m.step] = waited[m.step - 1] + (gated ? mlsys_now_s() - prev_end : 0.0);
+            break;
+        }
+        waited[m.step] = waited[m.step - 1] + (gated ? info.t_start - prev_end : 0.0);
+        prev_end = info.t_end;
         for (int i = 0; i < info.n_items; i++) {
             int id = info.items[i].id;
             if (info.items[i].prefill && id >= 0 && id < N && !sum->pre_step[id])
@@ -265,14 +302,24 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         sum->steps = info.step;
         if (verbose) {
             char line[1024];
-            step_line(&info, (info.t_end - m.t0) * 1e3, line, sizeof line);
+            step_line(&info, (info.t_end - m.t0 - waited[m.step]) * 1e3, line, sizeof line);
             printf("%s\n", line);
             fflush(stdout);     /* the engine stops at a gate before each step (--gated) */
         }
     }
-    if (st < 0)
+    if (st < 0) {
+        free(waited);
         goto done;
-    double wall = mlsys_now_s() - m.t0;
+    }
+    double wall = mlsys_now_s() - m.t0, held = waited[m.step];
+    if (gated) {            /* engine time: the end of its last step, the gates left out */
+        wall = prev_end - m.t0 - waited[m.step - 1];
+        for (int i = 0; i < N; i++) {
+            m.req[i].t_first -= waited[m.first_step[i]];
+            m.req[i].t_finish -= waited[m.last_step[i]];
+        }
+    }
+    free(waited);
     /* the figures --compare sets side by side */
     double *ttft = calloc((size_t)N + 1, sizeof(double)), *lat = calloc((size_t)N + 1,
                                                                          sizeof(double));
@@ -294,7 +341,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
     if (verbose) {
         llm_serve_metrics met;
         llm_serve_metrics_get(s, &met);
-        ch08_report(stdout, m.req, m.order, m.n_done, wall, 0);
+        ch08_report(stdout, m.req, m.order, m.n_done, wall, 0, gated ? held : -1.0);
         printf("  %-24s %ld prompt rows + %ld decode rows in %ld steps; %ld of %ld prompt "
                "tokens found\n  %-24s in the prefix cache; %ld preemptions\n", "engine",
                met.prefill_tokens, met.decode_tokens, met.steps, met.prefix_hit_tokens,
@@ -305,6 +352,8 @@ done:
     free(m.req);
     free(m.order);
     free(m.text_len);
+    free(m.first_step);
+    free(m.last_step);
     free(ids);
     llm_serve_free(s);
     return rc;

@@ -249,8 +249,14 @@ static int soh_main(mlsys_comm *comm, const lab_args *a)
                 mlsys_comm *ev = round == 0 ? comm : NULL;
                 char label[32];
                 snprintf(label, sizeof label, "batch %d %s", B, m ? "overlap" : "plain");
-                if (ev)
+                if (ev) {
+                    /* a phase names the engine steps that follow it on the timeline: each
+                     * frame says which batch size and which engine it shows */
+                    mlsys_flow_info ph = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)m, B, 2 * i + m,
+                                          -1, 0};
+                    mlsys_emit_flow(ev, &ph, 0, label);
                     mlsys_step(ev, 2 * i + m, label);
+                }
                 memset(rs[m]->n, 0, (size_t)B * sizeof(int));
                 if (run_engine(&c, &w, &t, prompts, plen, B, steps, m, ev, &cost, rs[m]))
                     goto done;

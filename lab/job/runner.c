@@ -324,8 +324,11 @@ int runner_run(const lab *l, int argc, char **argv)
         return 2;
     }
     if (l->before && (rc = l->before(&a)) >= 0) {
-        if (trace_tmp[0])
+        if (trace_tmp[0]) {
             unlink(trace_tmp);
+            fprintf(stderr, "mlsys-lab: %s: --trace: nothing written to %s: no ranks started, "
+                    "so there were no events to record\n", l->id, trace);
+        }
         lab_args_free(&a);
         return rc;
     }

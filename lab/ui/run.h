@@ -57,6 +57,11 @@ typedef struct run {
     uint64_t grants, read_epoch;
     uint64_t *steps_seen;       /* STEP events per rank: its n-th step is its n-th gate */
     uint64_t events, lost;
+    uint64_t pump_at;           /* when the ranks' output was last read (0: not started) */
+    uint64_t line_t;            /* the time lines read now go in at: the read before */
+    uint64_t *step_t;           /* [rank] the time of its newest STEP event */
+    uint64_t *floor_t;          /* [rank] its lines go in no earlier: the gate it was let
+                                   through (what it prints after that comes after it) */
     run_item *in;               /* not yet in the model (waiting for the time order) */
     size_t nin, incap;
     uint64_t inseq;

@@ -5,6 +5,7 @@
  * of core/mlsys.h (MLSYS_EV_FLOW), the memory gauges (MLSYS_MEM_POOL / USAGE with the role as
  * owner) and the lab's plot points (a small curve per series beside, e.g. reward and KL). */
 #include "view.h"
+#include "serve_model.h"
 #include "../stepmodel.h"
 #include "../../../core/trace_values.h"
 #include <math.h>
@@ -351,8 +352,7 @@ static void move_text(const move *m, char *out, size_t n, int longer)
         snprintf(out, n, "weights v%d%s%s%s", m->version, sz ? " (" : "", sz ? b : "",
                  sz ? ")" : "");
     else if (m->what == MLSYS_FLOW_REQUESTS && m->seq >= 0)
-        snprintf(out, n, "req %d: %d%s%s%s", m->seq, m->count, sz ? " (" : "", sz ? b : "",
-                 sz ? ")" : "");       /* one request; the count is the lab's (tokens, rows) */
+        svm_move_text(m->from, m->to, m->seq, m->count, out, n);   /* its unit: serve_model */
     else
         snprintf(out, n, "%d %s%s%s%s%s", m->count, what_word(m->what, m->count), v,
                  sz ? " (" : "", sz ? b : "", sz ? ")" : "");
