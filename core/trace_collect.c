@@ -18,6 +18,8 @@ static void see_rank(mlsys_trace *t, int rank)
 void mlsys_trace_collect(void *u, const mlsys_event *ev, size_t n)
 {
     mlsys_trace *t = u;
+    if (n == 0)
+        return;                 /* (and no memcpy into a trace that has no array yet) */
     if (t->n + n > t->cap) {
         size_t cap = t->cap ? t->cap : 4096;
         while (cap < t->n + n)

@@ -104,6 +104,7 @@ static void put(const char *path)
 
 static void dir_setup(void)
 {
+    snprintf(g_dir, sizeof g_dir, "/tmp/mlsys-test-helpers-XXXXXX");    /* afresh for every test */
     ck_assert_ptr_nonnull(mkdtemp(g_dir));
 }
 

@@ -119,6 +119,7 @@ static char dir[] = "/tmp/mlsys-test-trace-XXXXXX";
 
 static void setup(void)
 {
+    snprintf(dir, sizeof dir, "/tmp/mlsys-test-trace-XXXXXX");    /* afresh for every test */
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
