@@ -55,9 +55,6 @@ long probe_cudnn_version(void);
 int probe_nccl(int *version, char *why, size_t n);
 /* mpirun on PATH: 1 with its path and the first line of `mpirun --version`; 0 otherwise. */
 int probe_mpirun(char *path, size_t pn, char *version, size_t vn);
-/* For labs with a --backend flag: refuse what cannot run here, with one line on stderr
- * naming the lab ("NCCL needs one GPU per rank: 0 GPUs found"). 0 = fine, 2 = refused. */
-int common_backend_check(const lab_args *a, int world_size);
 /* What a rank's device is called in the hello lines: "CPU" or "cuda:<local rank>". */
 const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n);
 

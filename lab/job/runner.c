@@ -220,18 +220,34 @@ int runner_algo_warn(const char *algo, int nranks, char *out, size_t n)
     return 1;
 }
 
-/* Backends other than shm answer here with the reason, before anything starts. */
+/* Backends other than shm answer here with the reason, before anything starts (before a
+ * lab's banner too): mpi without mpirun or without its plugin, nccl without a GPU a rank. */
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n)
 {
-    int shm = !backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm");
+    int shm = lab_backend_is_shm(backend);
     if (shm && algo && !strcmp(algo, "native")) {
         snprintf(err, n, "mlsys-lab: %s: --algo native is the backend's own collective: it "
                  "needs --backend mpi or nccl (shm has only ours)", l->id);
         return 2;
     }
-    if (shm || !strcmp(backend, "mpi"))
-        return 0;       /* mpi: runner_run_mpi says what is missing (mpirun, the plugin) */
+    if (shm)
+        return 0;
+    if (!strcmp(backend, "mpi")) {
+        char path[PATH_MAX];
+        struct stat sb;
+        if (!mpirun_find(path, sizeof path)) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: mpirun is not on PATH (install "
+                     "openmpi-bin and libopenmpi-dev, or use --backend shm)", l->id);
+            return 2;
+        }
+        if (stat(mpirun_plugin_path(path, sizeof path), &sb) != 0) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: the MPI plugin %s is missing (build "
+                     "it with `make`, which needs mpicc from libopenmpi-dev)", l->id, path);
+            return 2;
+        }
+        return 0;
+    }
     if (!strcmp(backend, "nccl"))
         return nccl_backend_check(l->id, world_size, err, n);
     snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
@@ -462,6 +478,7 @@ int runner_run(const lab *l, int argc, char **argv)
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
     int interrupted = mlsys_job_stop_requested();
+    fflush(stdout);                 /* the ranks' lines, before ours on stderr */
     if (trace && interrupted) {
         unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
     } else if (trace) {
