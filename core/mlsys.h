@@ -342,6 +342,10 @@ int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
 const char *mlsys_print_untag(const char *line, int *rank);
 /* Only rank 0 prints; others do nothing (not collective). */
 void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Is stdout a reader's terminal (progress lines may redraw in place)? isatty(1), except in
+ * a rank under Open MPI's mpirun: its stdout is always a pseudo-terminal that mpirun reads
+ * and forwards, wherever mpirun's own output goes (a pipe, a file). */
+int mlsys_stdout_is_terminal(void);
 
 /* ---- util.c: time, allocation, random numbers, sizes ---- */
 uint64_t mlsys_now_ns(void);

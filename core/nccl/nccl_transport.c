@@ -186,6 +186,12 @@ static int nccl_native(mlsys_comm *c, int coll, const void *argp)
     size_t es = mlsys_dtype_size(a->dt), cnt = a->count, bytes = cnt * es;
     cudaStream_t s = st->stream;
 
+    /* the device is per thread: this may be icoll.c's progress thread */
+    if ((ce = cudaSetDevice(st->device)) != cudaSuccess) {
+        mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: cudaSetDevice(%d): %s", r, st->device,
+                        cudaGetErrorString(ce));
+        return MLSYS_ERR_SYS;
+    }
     if (coll != MLSYS_COLL_BARRIER && dtype_of(a->dt, &dt) != 0) {
         mlsys_set_error(c, MLSYS_ERR_UNSUPPORTED, "rank %d: nccl: no NCCL type for %s", r,
                         mlsys_dtype_name(a->dt));
