@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define HEADER_BYTES 28   /* the 7 int32 of the config */
@@ -106,13 +107,29 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
                  a, b);
         goto out;
     }
-    if (llm_weights_alloc(w, c, why, sizeof why)) {
-        snprintf(err, errlen, "%s: %s", path, why);
-        goto out;
-    }
-    if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
-        llm_weights_free(w);
-        goto out;
+    /* The file mapped whole, as llama2.c's run.c does: the weights are the page cache's
+     * pages, shared with every process that reads the model, and nothing is copied or
+     * zeroed (a write, by a trainer, copies one page: MAP_PRIVATE). Where a file system
+     * cannot map it, it is read into an allocation instead. */
+    void *map = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+        if (llm_weights_over(w, c, (float *)(void *)((char *)map + HEADER_BYTES), why,
+                             sizeof why)) {
+            munmap(map, n);
+            snprintf(err, errlen, "%s: %s", path, why);
+            goto out;
+        }
+        w->map = map;
+        w->map_len = n;
+    } else {
+        if (llm_weights_alloc(w, c, why, sizeof why)) {
+            snprintf(err, errlen, "%s: %s", path, why);
+            goto out;
+        }
+        if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
+            llm_weights_free(w);
+            goto out;
+        }
     }
     for (size_t i = 0; i < w->n_floats; i++)
         if (!isfinite(w->mem[i])) {

@@ -191,7 +191,10 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_END);
     if (!d) {
-        snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
+        if (mhd_lib_why())
+            snprintf(err, errlen, "%s", mhd_lib_why());
+        else
+            snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
         close(s->listen_fd);
         s->listen_fd = -1;
         return -1;

@@ -79,8 +79,11 @@ const char *mpirun_plugin_path(char *path, size_t n)
         return path;
     }
     char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k < 0 ? 0 : k] = 0;
+    runner_rank_program(exe, sizeof exe);      /* mlsys-lab-rank, else this program */
+    if (!strcmp(exe, "/proc/self/exe")) {      /* mpirun needs a real path */
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k < 0 ? 0 : k] = 0;
+    }
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = 0;
@@ -904,7 +907,7 @@ static void trace_line(void *u, int rank, int is_err, const char *line)
 
 int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
 {
-    char err[512], exe[PATH_MAX];
+    char err[512], exe[PATH_MAX + 64];
     mlsys_launch_opts lo;
     /* (the backend's own checks: mpirun on PATH, the plugin built) */
     if (runner_fill_opts(l, a, &lo, err, sizeof err) != 0) {
@@ -916,8 +919,11 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
                 "not wait for a viewer)\n", l->id);
         return 2;
     }
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k < 0 ? 0 : k] = 0;
+    runner_rank_program(exe, sizeof exe);      /* mlsys-lab-rank, else this program */
+    if (!strcmp(exe, "/proc/self/exe")) {      /* mpirun needs a real path */
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k < 0 ? 0 : k] = 0;
+    }
 
     const char *trace = lab_arg_str(a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";

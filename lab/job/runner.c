@@ -1,7 +1,8 @@
 /* runner.c - the one way a job starts (runner_start), and one lab run headless: parses its
  * flags, prints the parent's banner, starts the ranks through the launcher (fork + exec of
  * `mlsys-lab worker`), prints their output as it comes, writes the trace, and says in one
- * line how the job ended. Also the worker side: what each rank process does once exec'd. */
+ * line how the job ended. Also the worker side: what each rank process does once exec'd
+ * (mlsys-lab-rank, the slim program beside mlsys-lab, or `mlsys-lab worker`). */
 #include "runner.h"
 #include "../../core/coll/coll.h"
 #include "../backend/mpirun.h"
@@ -60,14 +61,34 @@ void trace_buf_free(trace_buf *t)
     memset(t, 0, sizeof *t);
 }
 
+const char *runner_rank_program(char *path, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            /* beside the program, or one folder up (a test binary in BUILD/tests) */
+            static const char *const rel[] = {"/" RUNNER_RANK_PROGRAM, "/../" RUNNER_RANK_PROGRAM};
+            for (int i = 0; i < 2; i++)
+                if (snprintf(path, n, "%s%s", exe, rel[i]) < (int)n && access(path, X_OK) == 0)
+                    return path;
+        }
+    }
+    snprintf(path, n, "/proc/self/exe");
+    return path;
+}
+
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n)
 {
-    char **wargv = NULL;
+    char **wargv = NULL, prog[PATH_MAX + 64];
     char *const *argv = s->argv;
     if (s->l) {
-        /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
+        /* the ranks run mlsys-lab-rank (or this same program): worker LAB <the same flags> */
         wargv = mlsys_xcalloc((size_t)s->argc + 4, sizeof(char *));
-        wargv[0] = "/proc/self/exe";
+        wargv[0] = (char *)runner_rank_program(prog, sizeof prog);
         wargv[1] = "worker";
         wargv[2] = (char *)s->l->id;
         for (int i = 0; i < s->argc; i++)
