@@ -294,6 +294,10 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     /* a forced algorithm is checked against what ran (runner_algo_note): events needed */
     if (lab_arg_str(a, "trace") || o->algo)
         o->trace_capacity = TRACE_RING_EVENTS;
+    /* under nccl the collectives are NCCL's unless --algo names one of ours */
+    const char *backend = lab_arg_str(a, "backend");
+    if (!o->algo && backend && !strcmp(backend, "nccl"))
+        o->algo = "native";
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
 
