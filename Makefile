@@ -207,7 +207,7 @@ asan:
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench/nn_mlp $(BUILD)/bench/serve_bench \
-	    $(if $(HAVE_MPI),$(BUILD)/bench/mpi_coll)
+	    $(BUILD)/bench/tp_decode $(if $(HAVE_MPI),$(BUILD)/bench/mpi_coll)
 	$(Q)sh tests/bench/run.sh $(BUILD)
 	$(Q)sh tests/bench/models.sh $(BUILD)
 
@@ -215,6 +215,11 @@ bench: deps
 $(BUILD)/bench/nn_mlp: tests/bench/nn_mlp.c $(BUILD)/libmlsys.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 -D_GNU_SOURCE -o $@ $< $(BUILD)/libmlsys.a $(LDLIBS)
+
+# Tensor-parallel decode on T ranks (tests/bench/tp.sh).
+$(BUILD)/bench/tp_decode: tests/bench/tp_decode.c $(BUILD)/libmlsys.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -D_GNU_SOURCE -rdynamic -o $@ $< $(BUILD)/libmlsys.a $(LDLIBS)
 
 # The serving engine's figures (tests/bench/serve.sh).
 $(BUILD)/bench/serve_bench: tests/bench/serve_bench.c $(BUILD)/libmlsys.a

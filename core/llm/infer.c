@@ -160,6 +160,16 @@ int llm_engine_init_tp(llm_engine *e, const llm_config *c, const llm_weights *w,
     return 0;
 }
 
+/* The row-parallel half's partial sums (in xb) summed over the group, timed. */
+static int tp_allreduce(llm_engine *e, size_t count)
+{
+    uint64_t t0 = mlsys_now_ns();
+    int rc = mlsys_allreduce(e->tp, e->xb, e->xb, count, MLSYS_F32, MLSYS_SUM);
+    e->tp_allreduce_ns += mlsys_now_ns() - t0;
+    e->tp_allreduces++;
+    return rc;
+}
+
 /* Rows [0, m) of one chunk (m <= max_rows), already validated. The layer is the training
  * forward's (core/nn/transformer.c) step for step; only where keys and values live differs:
  * here in the cache's slots, written before any row attends (a row may attend to an earlier
@@ -217,8 +227,7 @@ static int forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const
                              e->q + (size_t)r * DQ, kbase, vbase, (size_t)KVD,
                              e->slots + (size_t)r * S, pos[r] + 1, NH, NKV, HS);
         nn_linear_forward(e->xb, e->xb2, wo, NULL, m, DQ, D);
-        if (e->tp && (rc = mlsys_allreduce(e->tp, e->xb, e->xb, (size_t)m * D, MLSYS_F32,
-                                           MLSYS_SUM)) != 0)
+        if (e->tp && (rc = tp_allreduce(e, (size_t)m * D)) != 0)
             return rc;
         for (size_t i = 0; i < (size_t)m * D; i++)
             e->x[i] += e->xb[i];
@@ -228,8 +237,7 @@ static int forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const
         nn_linear_forward(e->hb2, e->xb, w3, NULL, m, D, H);
         nn_swiglu_forward(e->hb, e->hb, e->hb2, (size_t)m * H);
         nn_linear_forward(e->xb, e->hb, w2, NULL, m, H, D);
-        if (e->tp && (rc = mlsys_allreduce(e->tp, e->xb, e->xb, (size_t)m * D, MLSYS_F32,
-                                           MLSYS_SUM)) != 0)
+        if (e->tp && (rc = tp_allreduce(e, (size_t)m * D)) != 0)
             return rc;
         for (size_t i = 0; i < (size_t)m * D; i++)
             e->x[i] += e->xb[i];

@@ -249,6 +249,8 @@ typedef struct llm_engine {
     float *shard;             /* per layer: Wq, Wk, Wv rows; Wo columns; W1, W3 rows; W2
                                  columns, copied contiguous (NULL without tp) */
     size_t shard_layer;       /* floats of one layer's share */
+    uint64_t tp_allreduces;   /* all-reduces run, and the time spent in them (ns): the */
+    uint64_t tp_allreduce_ns; /* price of the split, as ch06's tp-mlp measures it */
 } llm_engine;
 /* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
  * (mlsys_mem_available), before allocating. */
