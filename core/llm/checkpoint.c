@@ -67,6 +67,18 @@ int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weight
     return llm_write_atomic(path, parts, sz, 2, err, errlen);
 }
 
+/* Every float finite: an exponent of all ones is an infinity or a NaN. One pass without a
+ * branch per float, which the compiler turns into vector code: the scan runs at the speed
+ * of memory, the whole file being read once here. */
+static int all_finite(const float *f, size_t n)
+{
+    const uint32_t *u = (const uint32_t *)(const void *)f;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (uint32_t)((u[i] & 0x7f800000u) == 0x7f800000u);
+    return !bad;
+}
+
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen)
 {
@@ -131,12 +143,14 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
             goto out;
         }
     }
-    for (size_t i = 0; i < w->n_floats; i++)
-        if (!isfinite(w->mem[i])) {
-            snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
-            llm_weights_free(w);
-            goto out;
-        }
+    if (!all_finite(w->mem, w->n_floats)) {
+        size_t i = 0;
+        while (isfinite(w->mem[i]))
+            i++;
+        snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
+        llm_weights_free(w);
+        goto out;
+    }
     rc = 0;
 out:
     close(fd);

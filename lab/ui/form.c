@@ -584,9 +584,9 @@ ui_screen *form_create(const lab *l)
     collect_algos(fm);
     for (const lab_flag *f = l->flags; f && f->name; f++)
         add_field(fm, f);
-    for (const lab_flag *f = lab_common_flags; f->name; f++)
-        add_field(fm, f);
     for (const lab_flag *f = lab_rank_flags; lab_on_ranks(l) && f->name; f++)
+        add_field(fm, f);
+    for (const lab_flag *f = lab_common_flags; f->name; f++)
         add_field(fm, f);
     ui_screen *s = mlsys_xcalloc(1, sizeof *s);
     s->cls = &form_class;
