@@ -13,7 +13,7 @@
 static struct {
     pthread_once_t once;
     void *so;
-    char why[300];
+    char why[400];
     FN(bitmap_alloc);
     FN(bitmap_free);
     FN(bitmap_list_snprintf);
@@ -35,13 +35,15 @@ static struct {
 static void load(void)
 {
     static const char *const names[] = {"libhwloc.so.15", "libhwloc.so", NULL};
-    const char *err = NULL;
-    for (int i = 0; names[i] && !g.so; i++)
-        if (!(g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !err)
-            err = dlerror();
+    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
+    for (int i = 0; names[i] && !g.so; i++) {
+        const char *e = (g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) ? NULL : dlerror();
+        if (e && !err[0])
+            snprintf(err, sizeof err, "%s", e);
+    }
     if (!g.so) {
         snprintf(g.why, sizeof g.why, "hwloc cannot be loaded (%s): apt-get install libhwloc15",
-                 err ? err : "not found");
+                 err[0] ? err : "not found");
         return;
     }
 #define SYM(name) {(void **)&g.name, "hwloc_" #name}

@@ -44,11 +44,12 @@ static void blas_load(void)
 {
     static const char *const names[] = {"libopenblas.so.0", "libopenblas.so", NULL};
     const char *env = getenv("MLSYS_OPENBLAS");      /* another build of it */
-    const char *err = NULL;
+    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
     for (int i = 0; !g_blas.so && (env && *env ? i == 0 : names[i] != NULL); i++) {
         g_blas.so = dlopen(env && *env ? env : names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!g_blas.so && !err)
-            err = dlerror();
+        const char *e = g_blas.so ? NULL : dlerror();
+        if (e && !err[0])
+            snprintf(err, sizeof err, "%s", e);
     }
     if (g_blas.so) {
         __typeof__(cblas_sgemm) *sgemm = (__typeof__(cblas_sgemm) *)dlsym(g_blas.so,
@@ -67,7 +68,7 @@ static void blas_load(void)
             __atomic_store_n(&g_blas.sgemm, sgemm, __ATOMIC_RELEASE);
         }
     } else {
-        snprintf(g_blas.why, sizeof g_blas.why, "%s", err ? err : "libopenblas.so.0: not found");
+        snprintf(g_blas.why, sizeof g_blas.why, "%s", err[0] ? err : "libopenblas.so.0: not found");
     }
 }
 

@@ -19,7 +19,7 @@
 static struct {
     pthread_once_t once;
     void *so;
-    char why[300];
+    char why[400];
     __typeof__(MHD_start_daemon_va) *start_daemon_va;
     __typeof__(mlsys_mhd_stop_daemon) *stop_daemon;
     __typeof__(mlsys_mhd_lookup_connection_value) *lookup_connection_value;
@@ -34,13 +34,15 @@ static struct {
 static void load(void)
 {
     static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so", NULL};
-    const char *err = NULL;
-    for (int i = 0; names[i] && !g.so; i++)
-        if (!(g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !err)
-            err = dlerror();
+    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
+    for (int i = 0; names[i] && !g.so; i++) {
+        const char *e = (g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) ? NULL : dlerror();
+        if (e && !err[0])
+            snprintf(err, sizeof err, "%s", e);
+    }
     if (!g.so) {
         snprintf(g.why, sizeof g.why, "libmicrohttpd cannot be loaded (%s): apt-get install "
-                 "libmicrohttpd12", err ? err : "not found");
+                 "libmicrohttpd12", err[0] ? err : "not found");
         return;
     }
     struct { void **slot; const char *name; } fns[] = {
