@@ -213,6 +213,14 @@ typedef struct transport_ops {
      * any other request, and the transport completes it itself (not with req_complete).
      * args: core/coll/coll.h. 0, or an error with the communicator's message. */
     int (*icoll)(mlsys_request *r, int coll, const void *args);
+    /* Optional: the transport's side of child, a communicator of parent's group under a new
+     * context (a progress thread's shadow), made by every member of parent at the same point
+     * of its program (collective over parent). 0, or an error with parent's message. */
+    int (*dup)(mlsys_comm *parent, mlsys_comm *child);
+    /* 1: icoll.c's progress thread may drive this transport (one thread at a time, never two
+     * at once), so the non-blocking collectives run our algorithms as on shm, bit for bit;
+     * 0: they are the transport's icoll, or refused. */
+    int serialized_threads;
 } transport_ops;
 
 extern const transport_ops shm_transport;

@@ -154,12 +154,12 @@ enum { MLSYS_ALGO_BY_RULE, MLSYS_ALGO_BY_USER, MLSYS_ALGO_BY_LAB, MLSYS_ALGO_BY_
  * collectives of a communicator in the same order (they match in issue order, as in MPI);
  * several may be in flight and be waited for in any order. The result equals the blocking
  * call's bit for bit under the same algorithm (mlsys_set_algo at issue time, or the size
- * rule); under --backend mpi it is MPI's own (MPI_Iallreduce & co., as --algo native).
- * On shm a progress thread runs them while the caller computes. The rule while any are in
+ * rule), on every backend: a progress thread runs them while the caller computes (over MPI
+ * it needs MPI_THREAD_SERIALIZED; without it they are MPI's own, MPI_Iallreduce & co.; under
+ * nccl with "native" they are NCCL's, run from that thread). The rule while any are in
  * flight: compute, issue more, wait/test them; other calls that move messages (p2p,
  * blocking collectives, split) first wait for every one in flight (allocation from the
- * communication heap is safe: heap.c takes a lock). MLSYS_ERR_UNSUPPORTED under --backend
- * nccl. */
+ * communication heap is safe: heap.c takes a lock). */
 int mlsys_iallreduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                      mlsys_dtype dt, mlsys_op op, mlsys_request **req);
 int mlsys_ireduce_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
@@ -332,6 +332,10 @@ int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
 const char *mlsys_print_untag(const char *line, int *rank);
 /* Only rank 0 prints; others do nothing (not collective). */
 void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Is stdout a reader's terminal (progress lines may redraw in place)? isatty(1), except in
+ * a rank under Open MPI's mpirun: its stdout is always a pseudo-terminal that mpirun reads
+ * and forwards, wherever mpirun's own output goes (a pipe, a file). */
+int mlsys_stdout_is_terminal(void);
 
 /* ---- util.c: time, allocation, random numbers, sizes, percentiles ---- */
 uint64_t mlsys_now_ns(void);

@@ -51,14 +51,16 @@ static void *cudrv(void)
 
 int probe_gpu_count(char *why, size_t n)
 {
-    void *h = cudart();
-    if (!h) {
-        snprintf(why, n, "no CUDA runtime (libcudart) found");
-        return 0;
-    }
+    /* the driver first: without it no GPU can be used, and the CUDA runtime (a large
+     * library) is not loaded for nothing, as a lab's banner would on every start */
     void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!drv) {
         snprintf(why, n, "no NVIDIA driver (libcuda.so.1 not found)");
+        return 0;
+    }
+    void *h = cudart();
+    if (!h) {
+        snprintf(why, n, "no CUDA runtime (libcudart) found");
         return 0;
     }
     int (*count_fn)(int *) = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");

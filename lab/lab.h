@@ -13,8 +13,8 @@ typedef struct lab_flag {
     const char *name;       /* long name without dashes: "world-size" */
     char short_name;        /* 'w', or 0: a letter of lab_short_flags only with its meaning */
     lab_flag_type type;
-    const char *def;        /* default as text ("4", "64K", "gloo"); NULL for switches */
-    const char *choices;    /* FLAG_CHOICE: "gloo|nccl|shm|mpi" */
+    const char *def;        /* default as text ("4", "64K", "shm"); NULL for switches */
+    const char *choices;    /* FLAG_CHOICE: "shm|mpi|nccl|gloo" */
     /* [min, max] inclusive; 0,0 = none; max FLAG_NO_MAX: min or more. FLAG_DOUBLE: the
      * same, except that min 0 with max > 0 means "above 0" (a timeout of 0 makes no sense). */
     long min, max;
@@ -34,8 +34,9 @@ typedef struct lab_command {
     const char *notes;          /* printed after the flag table, or NULL */
 } lab_command;
 
-/* Parsed values: one text per flag of lab->flags followed by the common flags (or of the
- * command's flags followed by --help), and a command's positional arguments. */
+/* Parsed values: one text per flag of lab->flags followed by the common flags (those of
+ * lab_rank_flags first for a lab on ranks; or of the command's flags followed by --help),
+ * and a command's positional arguments. */
 typedef struct lab_args {
     const struct lab *lab;      /* the lab parsed for, or NULL for a command */
     const lab_command *cmd;     /* the command parsed for, or NULL for a lab */
@@ -112,7 +113,14 @@ extern const chapter *const lab_chapters[];    /* NULL-terminated, in reading or
 const lab *lab_find(const char *id);           /* by id; NULL when unknown */
 
 /* flags.c */
-extern const lab_flag lab_common_flags[];      /* --timeout, --algo, --trace, ... */
+extern const lab_flag lab_common_flags[];      /* every lab's: --timeout, --algo, --trace, ... */
+extern const lab_flag lab_rank_flags[];        /* and a rank lab's: --backend, --hostfile, ... */
+/* Does the lab run on ranks (rank_main, more than one rank allowed)? Those have the common
+ * flags of lab_rank_flags as well; a single-process lab refuses them in one line. */
+int lab_on_ranks(const lab *l);
+/* --backend's value names shared memory ("shm", its default; "gloo", the original's name;
+ * NULL: a lab without the flag). */
+int lab_backend_is_shm(const char *backend);
 extern const lab_short_flag lab_short_flags[]; /* letter 0 ends it */
 /* The entry of a letter, NULL when the letter is free. */
 const lab_short_flag *lab_short_flag_of(char letter);

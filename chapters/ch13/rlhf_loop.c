@@ -43,8 +43,6 @@ static const lab_flag loop_flags[] = {
     {"simulate", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "the original's placeholder run: random numbers, no model"},
     {"world-size", 'w', FLAG_INT, "1", NULL, 1, 64, "ranks"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|shm|mpi", 0, 0,
-     "transport; gloo means our shared-memory CPU backend (the tensors are host memory)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 

@@ -22,7 +22,7 @@ static const lab_flag mt_flags[] = {
     {"model-size", 0, FLAG_CHOICE, "70b", "7b|13b|70b|405b", 0, 0,
      "model (the original's -m: -m is --microbatches in every lab)"},
     {"batch-size", 0, FLAG_INT, "4", NULL, 1, 1000000,
-     "sequences per batch (the original's -b: -b is --backend in every lab)"},
+     "sequences per batch (the original's -b: -b is --backend wherever ranks run)"},
     {"seq-len", 's', FLAG_INT, "2048", NULL, 1, 10000000, "tokens per sequence"},
     {"gpu-memory", 'g', FLAG_DOUBLE, "80", NULL, 0, 1000000, "GB per GPU"},
     {"num-gpus", 'n', FLAG_INT, "8", NULL, 1, 1000000, "GPUs"},

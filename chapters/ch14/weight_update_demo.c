@@ -27,8 +27,6 @@ static const lab_flag wu_flags[] = {
     {"no-measure", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print the estimates only"},
     {"world-size", 'w', FLAG_INT, "2", NULL, 1, 64,
      "ranks: rank 0 is the trainer, the others receive"},
-    {"backend", 'b', FLAG_CHOICE, "shm", "shm|mpi|nccl", 0, 0,
-     "transport of the measured broadcast"},
     {"model", 0, FLAG_STR, "assets/models/model.bin", NULL, 0, 0,
      "the actor whose weights the trainer hands over (llama2.c checkpoint)"},
     {"bucket-size", 0, FLAG_STR, "64K,1M,16M", NULL, 0, 0,
@@ -208,14 +206,7 @@ static int wu_before(const lab_args *a)
                 "such as 64K,1M,16M\n", LAB_ID, lab_arg_str(a, "bucket-size"));
         return 2;
     }
-    const char *be = lab_arg_str(a, "backend");
-    char why[256];
-    if (be && !strcmp(be, "nccl") && probe_gpu_count(why, sizeof why) <= 0) {
-        printf("\n--backend nccl: nothing measured, no GPU here (%s); the CPU transports: "
-               "--backend shm or mpi.\n", why);
-        return 0;
-    }
-    return common_backend_check(a, (int)lab_arg_int(a, "world-size")) ? 2 : -1;
+return -1;       /* the runner has refused a backend that cannot run here */
 }
 
 /* Broadcast bytes from rank 0 iters times after one warm-up; the median seconds. The first

@@ -38,9 +38,6 @@ void common_text_add(common_text *t, const char *fmt, ...) __attribute__((format
 const char *common_text_str(const common_text *t);   /* "" when empty */
 void common_text_free(common_text *t);
 
-/* For labs with a --backend flag: refuse what cannot run here, with one line on stderr
- * naming the lab ("NCCL needs one GPU per rank: 0 GPUs found"). 0 = fine, 2 = refused. */
-int common_backend_check(const lab_args *a, int world_size);
 /* What a rank's device is called in the hello lines: "CPU" or "cuda:<local rank>". */
 const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n);
 

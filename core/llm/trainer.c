@@ -353,7 +353,7 @@ int train_run(train_ctx *t)
     const train_opts *o = t->o;
     mlsys_comm *c = t->c;
     int rank = t->rank, rc = 0;
-    int tty = rank == 0 && !o->quiet && isatty(STDOUT_FILENO);
+    int tty = rank == 0 && !o->quiet && mlsys_stdout_is_terminal();
     long stop = o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
     long first = t->step;
     double per_step = (double)o->batch * t->m->per_example;

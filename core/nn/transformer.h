@@ -52,8 +52,10 @@ typedef struct llm_weights {
     float *freq_cis_real;    /* [S, head_size/2] cos(pos·θ_i): written for old readers, run.c skips */
     float *freq_cis_imag;    /* [S, head_size/2] sin(pos·θ_i) */
     float *wcls;             /* [V, D]; == token_embedding when shared_classifier */
-    float *mem;              /* the one allocation */
+    float *mem;              /* the one allocation (or the payload of a mapped file) */
     size_t n_floats;         /* floats in mem == floats in the file payload */
+    void *map;               /* a model file mapped whole (llm_checkpoint_read), or NULL */
+    size_t map_len;
 } llm_weights;
 
 /* Validate c (every dimension positive and below the limits, n_heads | dim, n_kv_heads |
@@ -71,7 +73,11 @@ size_t llm_kv_bytes(const llm_config *c);
 /* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
  * 0, or -1 when c is invalid. Free with llm_weights_free. */
 int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);
-void llm_weights_free(llm_weights *w);
+/* w carved over mem, llm_file_floats(c) floats that the caller owns (a model file's payload,
+ * mapped): nothing allocated, nothing written. 0, or -1 when c is invalid. */
+int llm_weights_over(llm_weights *w, const llm_config *c, float *mem, char *err,
+                     size_t errlen);
+void llm_weights_free(llm_weights *w);     /* frees mem, or unmaps map */
 /* Offset (in floats, from mem) and length of each trainable tensor, in file order: lets an
  * optimizer walk the parameters without the RoPE tables. Returns the number of ranges (<= 12). */
 int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12]);

@@ -345,7 +345,10 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->o.max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.idle_timeout_s, MHD_OPTION_END);
     if (!d) {
-        snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
+        if (mhd_lib_why())
+            snprintf(err, errlen, "%s", mhd_lib_why());
+        else
+            snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
         close(s->listen_fd);
         s->listen_fd = -1;
         guard_stop(s->guard);

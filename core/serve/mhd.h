@@ -6,6 +6,7 @@
 
 #include "srv_internal.h"
 
+#include "mhd_lib.h"                /* before the library's header: loaded with dlopen */
 #include <microhttpd.h>
 
 /* One connection's request, from its first byte to its end (mhd.c's on_completed). */

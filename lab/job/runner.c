@@ -1,7 +1,8 @@
 /* runner.c - the one way a job starts (runner_start), and one lab run headless: parses its
  * flags, prints the parent's banner, starts the ranks through the launcher (fork + exec of
  * `mlsys-lab worker`), prints their output as it comes, writes the trace, and says in one
- * line how the job ended. Also the worker side: what each rank process does once exec'd. */
+ * line how the job ended. Also the worker side: what each rank process does once exec'd
+ * (mlsys-lab-rank, the slim program beside mlsys-lab, or `mlsys-lab worker`). */
 #include "runner.h"
 #include "../../core/coll/coll.h"
 #include "../backend/mpirun.h"
@@ -18,14 +19,34 @@
 
 #define TRACE_RING_EVENTS 65536
 
+const char *runner_rank_program(char *path, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            /* beside the program, or one folder up (a test binary in BUILD/tests) */
+            static const char *const rel[] = {"/" RUNNER_RANK_PROGRAM, "/../" RUNNER_RANK_PROGRAM};
+            for (int i = 0; i < 2; i++)
+                if (snprintf(path, n, "%s%s", exe, rel[i]) < (int)n && access(path, X_OK) == 0)
+                    return path;
+        }
+    }
+    snprintf(path, n, "/proc/self/exe");
+    return path;
+}
+
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n)
 {
-    char **wargv = NULL;
+    char **wargv = NULL, prog[PATH_MAX + 64];
     char *const *argv = s->argv;
     if (s->l) {
-        /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
+        /* the ranks run mlsys-lab-rank (or this same program): worker LAB <the same flags> */
         wargv = mlsys_xcalloc((size_t)s->argc + 4, sizeof(char *));
-        wargv[0] = "/proc/self/exe";
+        wargv[0] = (char *)runner_rank_program(prog, sizeof prog);
         wargv[1] = "worker";
         wargv[2] = (char *)s->l->id;
         for (int i = 0; i < s->argc; i++)
@@ -178,18 +199,34 @@ int runner_algo_warn(const char *algo, int nranks, char *out, size_t n)
     return 1;
 }
 
-/* Backends other than shm answer here with the reason, before anything starts. */
+/* Backends other than shm answer here with the reason, before anything starts (before a
+ * lab's banner too): mpi without mpirun or without its plugin, nccl without a GPU a rank. */
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n)
 {
-    int shm = !backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm");
+    int shm = lab_backend_is_shm(backend);
     if (shm && algo && !strcmp(algo, "native")) {
         snprintf(err, n, "mlsys-lab: %s: --algo native is the backend's own collective: it "
                  "needs --backend mpi or nccl (shm has only ours)", l->id);
         return 2;
     }
-    if (shm || !strcmp(backend, "mpi"))
-        return 0;       /* mpi: runner_run_mpi says what is missing (mpirun, the plugin) */
+    if (shm)
+        return 0;
+    if (!strcmp(backend, "mpi")) {
+        char path[PATH_MAX];
+        struct stat sb;
+        if (!mpirun_find(path, sizeof path)) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: mpirun is not on PATH (install "
+                     "openmpi-bin and libopenmpi-dev, or use --backend shm)", l->id);
+            return 2;
+        }
+        if (stat(mpirun_plugin_path(path, sizeof path), &sb) != 0) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: the MPI plugin %s is missing (build "
+                     "it with `make`, which needs mpicc from libopenmpi-dev)", l->id, path);
+            return 2;
+        }
+        return 0;
+    }
     if (!strcmp(backend, "nccl"))
         return nccl_backend_check(l->id, world_size, err, n);
     snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
@@ -215,6 +252,10 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     /* a forced algorithm is checked against what ran (runner_algo_note): events needed */
     if (lab_arg_str(a, "trace") || o->algo)
         o->trace_capacity = TRACE_RING_EVENTS;
+    /* under nccl the collectives are NCCL's unless --algo names one of ours */
+    const char *backend = lab_arg_str(a, "backend");
+    if (!o->algo && backend && !strcmp(backend, "nccl"))
+        o->algo = "native";
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
 
@@ -372,6 +413,7 @@ int runner_run(const lab *l, int argc, char **argv)
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
     int interrupted = mlsys_job_stop_requested();
+    fflush(stdout);                 /* the ranks' lines, before ours on stderr */
     if (trace && interrupted) {
         unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
     } else if (trace) {

@@ -25,6 +25,11 @@ typedef struct runner_spec {
 } runner_spec;
 
 /* runner.c */
+/* The program a lab's ranks exec, with "worker LAB FLAGS": mlsys-lab-rank beside this program
+ * (or one folder up), which links no front-end library, else this program itself
+ * (/proc/self/exe). Writes it into path and returns it. */
+#define RUNNER_RANK_PROGRAM "mlsys-lab-rank"
+const char *runner_rank_program(char *path, size_t n);
 /* Start a job on the shm backend (fork, exec where the spec says). NULL with err. */
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n);
 /* A single-process lab (the front end's way): `mlsys-lab run ID ARGV` as a child in a process

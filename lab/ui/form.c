@@ -72,7 +72,7 @@ static void help_text(const lab_flag *f, char *out, size_t n)
         {"algo", "how the collectives move data; auto lets each one pick by its size"},
         {"trace", "a file name: the run is saved there, for Perfetto or for replay"},
         {"gated", "the ranks stop at every step until you press n"},
-        {"backend", "how the ranks talk: gloo and shm are shared memory on this machine"},
+        {"backend", "how the ranks talk: shm (or gloo) is shared memory on this machine"},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (!strcmp(f->name, own[i].name)) {
@@ -590,6 +590,8 @@ ui_screen *form_create(const lab *l)
     fm->l = l;
     collect_algos(fm);
     for (const lab_flag *f = l->flags; f && f->name; f++)
+        add_field(fm, f);
+    for (const lab_flag *f = lab_rank_flags; lab_on_ranks(l) && f->name; f++)
         add_field(fm, f);
     for (const lab_flag *f = lab_common_flags; f->name; f++)
         add_field(fm, f);

@@ -639,7 +639,7 @@ keys q Escape
 # a lab that answers without ranks does not claim ranks
 keys 2 Right j Enter
 wait_for "launch ch02/send-recv-basic" 30
-keys Down Down Space Enter
+keys Down Space Enter           # show-deadlock, right under world-size
 check "a lab that answered without ranks says so in the title" wait_for "no ranks started" 30
 check "and in the status line" wait_for "the lab answered without starting ranks" 10
 keys q Escape

@@ -937,7 +937,7 @@ START_TEST(form_trims_and_warns_about_the_algorithm)
     ck_assert_int_eq(form_count(s, "[ Launch ]"), 1);
     ck_assert_int_eq(form_count(s, "fix the red values"), 0);
     /* algo: pick recursive_doubling: 5 ranks is not a power of two, said before launch */
-    for (int i = 0; i < 4; i++)             /* size, mode, timeout, algo */
+    for (int i = 0; i < 5; i++)             /* size, mode, backend, timeout, algo */
         s->cls->key(s, UI_KEY_DOWN);
     const char *want = "recursive_doubling";
     int found = 0;
