@@ -311,8 +311,8 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
                "epochs x %d minibatches\n\n", k.algo == RL_ALGO_PPO ? "PPO" : "GRPO",
                k.prompts, k.group, k.group == 1 ? "" : "s", k.max_new, (double)k.beta,
                (double)k.lr, k.epochs, k.minibatches);
-        printf("%4s %8s %7s %7s %8s %7s %6s  %s\n", "iter", "reward", "right", "no-sum", "KL",
-               "ratio0", "s/it", "generate/score/advantage/train/sync");
+        printf("%4s %8s %7s %7s %8s %7s %6s %6s  %s\n", "iter", "reward", "right", "no-sum",
+               "KL", "ratio0", "s/it", "cpu s", "% generate/score/advantage/train/sync");
         fflush(stdout);
     }
     /* the first and the last W iterations' means: one iteration's batch is a small sample */
@@ -345,10 +345,11 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
         char sh[64];
         int n = 0;
         for (int p = 0; p < RL_PH_COUNT; p++)
-            n += snprintf(sh + n, sizeof sh - (size_t)n, "%s%.0f%%", p ? "/" : "",
+            n += snprintf(sh + n, sizeof sh - (size_t)n, "%s%.0f", p ? "/" : "",
                           100.0 * st.phase_s[p] / (st.total_s > 0 ? st.total_s : 1));
-        printf("%4d %+8.3f %6.1f%% %6.1f%% %8.4f %7.0e %6.2f  %s\n", st.iteration, st.reward,
-               100.0 * st.right, 100.0 * st.malformed, st.kl, st.ratio_dev0, st.total_s, sh);
+        printf("%4d %+8.3f %6.1f%% %6.1f%% %8.4f %7.0e %6.3f %6.3f  %s\n", st.iteration,
+               st.reward, 100.0 * st.right, 100.0 * st.malformed, st.kl, st.ratio_dev0,
+               st.total_s, st.cpu_s, sh);
         fflush(stdout);
     }
     if (root) {

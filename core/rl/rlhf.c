@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define T_ROW 24                /* tokens of one training row: BOS, prompt, response */
 
 /* ---- names ---- */
 
@@ -142,7 +142,10 @@ struct rl_rlhf {
     int *resp, *nresp;          /* [N, max_new], [N] */
     /* this trainer's sequences [lo, lo + Nl) as rows */
     int lo;
-    int *ids, *plen;            /* [Nl, T_ROW], [Nl] */
+    int t_cap;                  /* tokens of the longest row there can be: BOS, prompt, answer */
+    int *ids, *plen;            /* [Nl, t_cap], [Nl]: chunk m's rows from ids + m·mb·t_cap,
+                                   t_row[m] tokens each (padded to the chunk's longest) */
+    int *t_row;                 /* [minibatches] */
     float *old_lp, *ref_lp, *val, *rew, *adv, *ret, *kl;    /* [Nl, max_new] */
     float *score;               /* [Nl] */
     int *judge;                 /* [Nl] */
@@ -262,6 +265,12 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     h->tr_rank = h->train ? h->rank - h->first_trainer : -1;
     h->gen_idx = h->gen ? h->rank : -1;
     h->Nl = h->N / h->n_tr;
+    {
+        /* BOS, then at most a token per byte of " A + B =" (ASCII), then the answer */
+        rl_sum big = {k->max_operand, k->max_operand, '+'};
+        char pr[32];
+        h->t_cap = 2 + rl_sum_prompt(&big, pr, sizeof pr) + k->max_new;
+    }
     h->mb = h->Nl / k->minibatches;
     h->lo = h->train ? h->tr_rank * h->Nl : 0;
     if (c && split) {
@@ -292,7 +301,7 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         copy_weights(&h->gw, actor);
         if (llm_engine_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen))
             goto fail;
-        if (llm_kv_init_contiguous(&h->kv, mc, rows, T_ROW, err, errlen)) {
+        if (llm_kv_init_contiguous(&h->kv, mc, rows, h->t_cap, err, errlen)) {
             llm_engine_fini(&h->eng);
             goto fail;
         }
@@ -315,10 +324,10 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (rl_rm_init(&h->rm, &rm->c, &rm->w, err, errlen))
             goto fail;
         memcpy(h->rm.head, rm->head, ((size_t)rm->c.dim + 1) * sizeof(float));
-        if (nn_tf_init(&h->tf, mc, h->mb, T_ROW) || nn_tf_init(&h->rmtf, &rm->c, h->mb,
-                                                               RL_RM_T)) {
+        if (nn_tf_init(&h->tf, mc, h->mb, h->t_cap) || nn_tf_init(&h->rmtf, &rm->c, h->mb,
+                                                                  RL_RM_T)) {
             snprintf(err, errlen, "rank %d: cannot hold %d rows of %d tokens", h->rank, h->mb,
-                     T_ROW);
+                     h->t_cap);
             goto fail;
         }
         nn_adamw_init(&h->aopt, k->lr, 0.9f, 0.95f, 1e-8f, 0.0f, 0, h->aw.n_floats);
@@ -326,7 +335,8 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         nn_adamw_init(&h->hopt, k->critic_lr, 0.9f, 0.95f, 1e-8f, 0.0f, 0, (size_t)h->C + 1);
         h->have_train = 1;
         size_t Tl = (size_t)h->Nl * k->max_new;
-        h->ids = mlsys_xcalloc((size_t)h->Nl * T_ROW, sizeof(int));
+        h->ids = mlsys_xcalloc((size_t)h->Nl * h->t_cap, sizeof(int));
+        h->t_row = mlsys_xcalloc((size_t)k->minibatches, sizeof(int));
         h->plen = mlsys_xcalloc((size_t)h->Nl, sizeof(int));
         h->old_lp = mlsys_xcalloc(Tl, sizeof(float));
         h->ref_lp = mlsys_xcalloc(Tl, sizeof(float));
@@ -389,6 +399,7 @@ void rl_rlhf_free(rl_rlhf *h)
     free(h->nresp);
     free(h->ids);
     free(h->plen);
+    free(h->t_row);
     free(h->old_lp);
     free(h->ref_lp);
     free(h->val);
@@ -412,7 +423,7 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-/* BOS + encode(" A + B =") into ids (room for T_ROW); returns its length. */
+/* BOS + encode(" A + B =") into ids (room for t_cap); returns its length. */
 static int prompt_ids(const rl_rlhf *h, const rl_sum *p, int *ids)
 {
     char pr[32];
@@ -457,7 +468,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
             /* each sequence its own stream: the same samples whatever the placement */
             llm_sampler_init(&smp[b], h->V, k->temperature, 0, 1.0f,
                              mix(k->seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)(lo + b))));
-            pr[b] = mlsys_xmalloc(T_ROW * sizeof(int));
+            pr[b] = mlsys_xmalloc((size_t)h->t_cap * sizeof(int));
             np[b] = prompt_ids(h, &h->prob[lo + b], pr[b]);
             out[b] = h->resp + (size_t)(lo + b) * k->max_new;
         }
@@ -522,12 +533,12 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
  * lp[s·max_new + j] with s the row's index in the trainer's batch (local: in the chunk). */
 static void chunk_logprobs(rl_rlhf *h, const llm_weights *w, int m, float *lp, int local)
 {
-    int *ids = h->ids + (size_t)m * h->mb * T_ROW;
-    nn_tf_forward(&h->tf, w, ids, NULL, h->mb, T_ROW);
+    int T = h->t_row[m];
+    nn_tf_forward(&h->tf, w, h->ids + (size_t)m * h->mb * h->t_cap, NULL, h->mb, T);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s;
         for (int j = 0; j < h->nresp[i]; j++) {
-            size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+            size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
             nn_logprob_forward(&lp[(size_t)(local ? b : s) * h->k.max_new + j],
                                h->tf.logits + row * h->V, &h->resp[(size_t)i * h->k.max_new + j],
                                NULL, 1, h->V);
@@ -535,14 +546,16 @@ static void chunk_logprobs(rl_rlhf *h, const llm_weights *w, int m, float *lp, i
     }
 }
 
-/* The critic's values of chunk m (after a forward of cw) at every response token. */
+/* The critic's values of chunk m (after a forward of cw's body: a value head reads the final
+ * hidden state, no vocabulary logits) at every response token. */
 static void chunk_values(rl_rlhf *h, int m, float *v, int local)
 {
-    nn_tf_forward(&h->tf, &h->cw, h->ids + (size_t)m * h->mb * T_ROW, NULL, h->mb, T_ROW);
+    int T = h->t_row[m];
+    nn_tf_forward_hidden(&h->tf, &h->cw, h->ids + (size_t)m * h->mb * h->t_cap, h->mb, T);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s;
         for (int j = 0; j < h->nresp[i]; j++) {
-            size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+            size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
             nn_scalar_head_forward(&v[(size_t)(local ? b : s) * h->k.max_new + j],
                                    h->tf.xn_final + row * h->C, h->chead, h->chead + h->C, 1,
                                    h->C);
@@ -553,13 +566,24 @@ static void chunk_values(rl_rlhf *h, int m, float *v, int local)
 static void score(rl_rlhf *h)
 {
     const rl_rlhf_config *k = &h->k;
-    for (int s = 0; s < h->Nl; s++) {
-        int i = h->lo + s, *row = h->ids + (size_t)s * T_ROW;
-        h->plen[s] = prompt_ids(h, &h->prob[i], row);
-        int n = h->nresp[i];
-        memcpy(row + h->plen[s], h->resp + (size_t)i * k->max_new, (size_t)n * sizeof(int));
-        for (int t = h->plen[s] + n; t < T_ROW; t++)
-            row[t] = LLM_TOK_BOS;       /* padding after the end: causal, never read */
+    /* each chunk's rows as long as its longest (BOS, prompt, answer), as TRL pads: the
+     * padding after a row's end is never read (causal attention) */
+    for (int m = 0; m < k->minibatches; m++) {
+        int T = 1, tmp[64];
+        for (int b = 0; b < h->mb; b++) {
+            int s = m * h->mb + b;
+            h->plen[s] = prompt_ids(h, &h->prob[h->lo + s], tmp);
+            T = h->plen[s] + h->nresp[h->lo + s] > T ? h->plen[s] + h->nresp[h->lo + s] : T;
+        }
+        h->t_row[m] = T;
+        for (int b = 0; b < h->mb; b++) {
+            int s = m * h->mb + b, i = h->lo + s, n = h->nresp[i];
+            int *row = h->ids + (size_t)m * h->mb * h->t_cap + (size_t)b * T;
+            prompt_ids(h, &h->prob[i], row);
+            memcpy(row + h->plen[s], h->resp + (size_t)i * k->max_new, (size_t)n * sizeof(int));
+            for (int t = h->plen[s] + n; t < T; t++)
+                row[t] = LLM_TOK_BOS;
+        }
     }
     set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes);
     set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes);
@@ -659,7 +683,7 @@ static int reduce_grad(rl_rlhf *h, float *g, size_t n, char *err, size_t errlen)
 static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, size_t errlen)
 {
     const rl_rlhf_config *k = &h->k;
-    int M = k->max_new, cap = h->mb * M, n = 0;
+    int M = k->max_new, cap = h->mb * M, n = 0, T = h->t_row[m];
     float *lp = mlsys_xmalloc((size_t)cap * sizeof(float) * 5);
     float *olp = lp + cap, *ad = olp + cap, *dlp = ad + cap, *newlp = dlp + cap;
     int rc = -1;
@@ -682,8 +706,8 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
     n = 0;
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s, first = h->plen[s] - 1, nr = h->nresp[i];
-        for (int t = 0; t < T_ROW; t++) {
-            float *row = h->tf.logits + ((size_t)b * T_ROW + t) * h->V;
+        for (int t = 0; t < T; t++) {
+            float *row = h->tf.logits + ((size_t)b * T + t) * h->V;
             if (t >= first && t < first + nr) {
                 nn_logprob_backward(row, &dlp[n], row, &h->resp[(size_t)i * M + t - first],
                                     NULL, 1, h->V);
@@ -694,7 +718,7 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
         }
     }
     memset(h->ag.mem, 0, h->ag.n_floats * sizeof(float));
-    nn_tf_backward_from(&h->tf, &h->aw, &h->ag, h->ids + (size_t)m * h->mb * T_ROW,
+    nn_tf_backward_from(&h->tf, &h->aw, &h->ag, h->ids + (size_t)m * h->mb * h->t_cap,
                         h->tf.logits, NULL, NULL, NULL);
     if (reduce_grad(h, h->ag.mem, h->ag.n_floats, err, errlen))
         goto out;
@@ -713,21 +737,21 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
             }
         }
         st->value_loss = rl_value_loss(dlp, lp, olp, ad, n, k->clip);
-        memset(h->tf.d_hidden, 0, (size_t)h->mb * T_ROW * h->C * sizeof(float));
+        memset(h->tf.d_hidden, 0, (size_t)h->mb * T * h->C * sizeof(float));
         memset(h->cghead, 0, ((size_t)h->C + 1) * sizeof(float));
         n = 0;
         for (int b = 0; b < h->mb; b++) {
             int s = m * h->mb + b;
             for (int j = 0; j < h->nresp[h->lo + s]; j++) {
-                size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+                size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
                 nn_scalar_head_backward(h->tf.d_hidden + row * h->C, h->cghead,
                                         h->cghead + h->C, &dlp[n++],
                                         h->tf.xn_final + row * h->C, h->chead, 1, h->C);
             }
         }
         memset(h->cg.mem, 0, h->cg.n_floats * sizeof(float));
-        nn_tf_backward_from(&h->tf, &h->cw, &h->cg, h->ids + (size_t)m * h->mb * T_ROW, NULL,
-                            h->tf.d_hidden, NULL, NULL);
+        nn_tf_backward_from(&h->tf, &h->cw, &h->cg, h->ids + (size_t)m * h->mb * h->t_cap,
+                            NULL, h->tf.d_hidden, NULL, NULL);
         if (reduce_grad(h, h->cg.mem, h->cg.n_floats, err, errlen) ||
             reduce_grad(h, h->cghead, (size_t)h->C + 1, err, errlen))
             goto out;
@@ -780,12 +804,19 @@ static int sync_weights(rl_rlhf *h, char *err, size_t errlen)
     return 0;
 }
 
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
     h->iteration++;
     st->iteration = h->iteration;
-    double t0 = mlsys_now_s(), t;
+    double t0 = mlsys_now_s(), c0 = cpu_now_s(), t;
     phase(h, RL_PH_GENERATE);
     if (generate(h, err, errlen))
         return -1;
@@ -846,6 +877,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
         return -1;
     st->phase_s[RL_PH_SYNC] = mlsys_now_s() - t3;
     st->total_s = mlsys_now_s() - t0;
+    st->cpu_s = cpu_now_s() - c0;
     /* the trainers' sums, then the first trainer's figures to every rank */
     if (h->train && h->tc && h->n_tr > 1 &&
         mlsys_allreduce(h->tc, sums, sums, 6, MLSYS_F64, MLSYS_SUM)) {
@@ -860,7 +892,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     }
     double pack[20] = {sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], ratio,
                        st->policy_loss, st->value_loss, st->clipfrac, st->approx_kl,
-                       st->total_s, (double)h->version};
+                       st->total_s, (double)h->version, 0, 0, 0, 0, 0, st->cpu_s};
     for (int p = 0; p < RL_PH_COUNT; p++)
         pack[13 + p] = st->phase_s[p];
     if (h->k.placement == RL_PLACE_SPLIT &&
@@ -882,6 +914,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     st->approx_kl = pack[10];
     st->total_s = pack[11];
     st->version = (uint64_t)pack[12];
+    st->cpu_s = pack[18];
     for (int p = 0; p < RL_PH_COUNT; p++)
         st->phase_s[p] = pack[13 + p];
     return 0;

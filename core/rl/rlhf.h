@@ -135,6 +135,7 @@ typedef struct rl_rlhf_stats {
     double ratio_dev0;              /* max |ratio - 1| of the first update (0: exact) */
     double phase_s[RL_PH_COUNT];    /* wall seconds, as the first trainer saw them */
     double total_s;
+    double cpu_s;                   /* CPU seconds of the first trainer's process */
     uint64_t version;               /* the generator's weights after the sync */
 } rl_rlhf_stats;
 

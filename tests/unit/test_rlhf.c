@@ -205,6 +205,62 @@ static void free_shipped(shipped *s)
     llm_tokenizer_free(&s->t);
 }
 
+/* Rows are padded only to the batch's longest (the reward model's lines too): what follows a
+ * row's last token is never read, so a row scores the same padded to 24 or 16 tokens as to
+ * its batch's longest, and the body-only forward's hidden state is the full forward's. */
+START_TEST(padding_is_never_read)
+{
+    shipped s;
+    load_shipped(&s);
+    char err[256];
+    rl_rm rm;
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 9);
+    nn_init_normal(rm.head, (size_t)rm.c.dim + 1, 0.0f, 0.5f, &r);
+    const char *lines[4] = {"3 + 4 = 7", "12 - 5 = 7", "0 + 0 =", "9 + 9 = 18 or 81"};
+    nn_tf tf;
+    ck_assert_int_eq(nn_tf_init(&tf, &rm.c, 4, RL_RM_T), 0);
+    float got[4], want[4];
+    rl_rm_score_lines(&rm, &tf, &s.t, lines, 4, got);
+    int ids[4 * RL_RM_T], len[4], tmp[128], longest = 0;
+    for (int b = 0; b < 4; b++) {
+        int n = (int)llm_bpe_encode_prompt(&s.t, lines[b], strlen(lines[b]), 1, tmp);
+        len[b] = n < RL_RM_T ? n : RL_RM_T;
+        longest = len[b] > longest ? len[b] : longest;
+        for (int t = 0; t < RL_RM_T; t++)
+            ids[b * RL_RM_T + t] = t < len[b] ? tmp[t] : LLM_TOK_BOS;
+    }
+    ck_assert_int_lt(longest, RL_RM_T);      /* the lines really are shorter than the rows */
+    rl_rm_score(&rm, &tf, ids, len, 4, RL_RM_T, want);
+    for (int b = 0; b < 4; b++)
+        ck_assert_msg(fabsf(got[b] - want[b]) < 1e-5f * (1.0f + fabsf(want[b])),
+                      "line %d: %g in rows of its batch's longest, %g in rows of %d", b,
+                      got[b], want[b], RL_RM_T);
+    nn_tf_fini(&tf);
+    /* the actor: one row of 7 real tokens as 7 and as 24, logits and hidden state */
+    int C = s.c.dim, V = s.c.vocab_size, row[24];
+    for (int t = 0; t < 24; t++)
+        row[t] = t < 7 ? 3 + (int)(mlsys_rng_u64(&r) % (uint64_t)(V - 3)) : LLM_TOK_BOS;
+    nn_tf a, b;
+    ck_assert_int_eq(nn_tf_init(&a, &s.c, 1, 24), 0);
+    ck_assert_int_eq(nn_tf_init(&b, &s.c, 1, 24), 0);
+    nn_tf_forward(&a, &s.w, row, NULL, 1, 24);
+    nn_tf_forward(&b, &s.w, row, NULL, 1, 7);
+    double worst = 0.0;
+    for (int i = 0; i < 7 * V; i++)
+        worst = fmax(worst, fabs((double)a.logits[i] - b.logits[i]));
+    ck_assert_msg(worst < 1e-4, "logits of 7 tokens in a row of 24 and of 7 differ by %g",
+                  worst);
+    nn_tf_forward_hidden(&b, &s.w, row, 1, 24);
+    ck_assert(memcmp(a.xn_final, b.xn_final, (size_t)24 * C * sizeof(float)) == 0);
+    nn_tf_fini(&a);
+    nn_tf_fini(&b);
+    rl_rm_free(&rm);
+    free_shipped(&s);
+}
+END_TEST
+
 START_TEST(ratio_is_one_before_the_first_update)
 {
     shipped s;
@@ -312,7 +368,7 @@ END_TEST
 /* reward, right, no-sum and KL of the iteration line "   1   -1.796   15.6% ..." */
 static int first_line(const char *out, double v[4])
 {
-    const char *p = strstr(out, "generate/score/advantage/train/sync\n");
+    const char *p = strstr(out, "% generate/score/advantage/train/sync\n");
     if (!p)
         return -1;
     p = strchr(p, '\n') + 1;
@@ -407,6 +463,7 @@ int main(void)
     tcase_add_test(tc, rm_loss_is_bradley_terry);
     tcase_add_test(tc, rm_gradient_vs_finite_differences);
     tcase_add_test(tc, rm_file_round_trip);
+    tcase_add_test(tc, padding_is_never_read);
     tcase_add_test(tc, ratio_is_one_before_the_first_update);
     tcase_add_test(tc, first_kl_is_zero_and_placement_counts);
     tcase_add_test(tc, short_run_raises_the_reward);
