@@ -114,6 +114,39 @@ void rl_grpo_advantages(float *adv, const float *R, int n)
         adv[i] = (float)((R[i] - m) / (sd + 1e-6));
 }
 
+double rl_grpo_loss(float *dlp, const float *lp, const float *old_lp, const float *ref_lp,
+                    const float *adv, const int *len, int S, float clip, float beta,
+                    double *clipfrac, double *approx_kl, double *kl_ref)
+{
+    double loss = 0.0, akl = 0.0, k3s = 0.0;
+    int clipped = 0, ntok = 0;
+    for (int i = 0, q = 0; i < S; q += len[i], i++) {
+        double w = 1.0 / ((double)S * len[i]);         /* 1/S · 1/len_i */
+        for (int t = q; t < q + len[i]; t++) {
+            double logratio = (double)lp[t] - old_lp[t], r = exp(logratio), d_dr;
+            double term = rl_ppo_term(r, adv[i], clip, &d_dr);
+            float k3, dk3, one = 1.0f;
+            nn_kl_forward(&k3, &lp[t], &ref_lp[t], NULL, 1, NN_KL_K3);
+            loss += w * (beta * (double)k3 - term);
+            if (dlp) {
+                nn_kl_backward(&dk3, NULL, &one, &lp[t], &ref_lp[t], NULL, 1, NN_KL_K3);
+                dlp[t] = (float)(w * (beta * (double)dk3 - d_dr * r));
+            }
+            clipped += fabs(r - 1.0) > clip;
+            akl += (r - 1.0) - logratio;
+            k3s += k3;
+            ntok++;
+        }
+    }
+    if (clipfrac)
+        *clipfrac = ntok ? (double)clipped / ntok : 0.0;
+    if (approx_kl)
+        *approx_kl = ntok ? akl / ntok : 0.0;
+    if (kl_ref)
+        *kl_ref = ntok ? k3s / ntok : 0.0;
+    return loss;
+}
+
 /* ---- the loop's state ---- */
 
 struct rl_rlhf {
@@ -630,15 +663,12 @@ static int advantage(rl_rlhf *h, char *err, size_t errlen)
         }
     }
     if (k->algo == RL_ALGO_GRPO) {
+        /* DeepSeekMath's GRPO: the group compares the reward model's scores alone; the KL to
+         * the reference is a term of the loss (k3, rl_grpo_loss), not folded in here */
         for (int g = 0; g < h->Nl; g += k->group) {
             float A[64];
-            for (int j = 0; j < k->group; j++) {
-                int s = g + j, n = h->nresp[h->lo + s];
-                double t = 0.0;
-                for (int q = 0; q < n; q++)
-                    t += h->rew[(size_t)s * M + q];
-                R[j] = (float)t;         /* score - β Σ kl */
-            }
+            for (int j = 0; j < k->group; j++)
+                R[j] = h->score[g + j];
             rl_grpo_advantages(A, R, k->group);
             for (int j = 0; j < k->group; j++)
                 for (int q = 0; q < h->nresp[h->lo + g + j]; q++)
@@ -684,15 +714,20 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
 {
     const rl_rlhf_config *k = &h->k;
     int M = k->max_new, cap = h->mb * M, n = 0, T = h->t_row[m];
-    float *lp = mlsys_xmalloc((size_t)cap * sizeof(float) * 5);
+    float *lp = mlsys_xmalloc((size_t)cap * sizeof(float) * 6 + (size_t)h->mb * sizeof(float));
     float *olp = lp + cap, *ad = olp + cap, *dlp = ad + cap, *newlp = dlp + cap;
+    float *rlp = newlp + cap, *seq_adv = rlp + cap;
+    int *len = mlsys_xmalloc((size_t)h->mb * sizeof(int));
     int rc = -1;
     chunk_logprobs(h, &h->aw, m, newlp, 1);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b;
-        for (int j = 0; j < h->nresp[h->lo + s]; j++) {
+        len[b] = h->nresp[h->lo + s];
+        seq_adv[b] = h->adv[(size_t)s * M];
+        for (int j = 0; j < len[b]; j++) {
             lp[n] = newlp[(size_t)b * M + j];
             olp[n] = h->old_lp[(size_t)s * M + j];
+            rlp[n] = h->ref_lp[(size_t)s * M + j];
             ad[n] = h->adv[(size_t)s * M + j];
             n++;
         }
@@ -700,8 +735,12 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
     if (e == 0 && m == 0)
         for (int q = 0; q < n; q++)
             st->ratio_dev0 = fmax(st->ratio_dev0, fabs(exp((double)lp[q] - olp[q]) - 1.0));
-    st->policy_loss = rl_ppo_policy_loss(dlp, lp, olp, ad, n, k->clip, &st->clipfrac,
-                                         &st->approx_kl);
+    if (k->algo == RL_ALGO_GRPO)
+        st->policy_loss = rl_grpo_loss(dlp, lp, olp, rlp, seq_adv, len, h->mb, k->clip,
+                                       k->beta, &st->clipfrac, &st->approx_kl, NULL);
+    else
+        st->policy_loss = rl_ppo_policy_loss(dlp, lp, olp, ad, n, k->clip, &st->clipfrac,
+                                             &st->approx_kl);
     /* dlogits in place of the logits: the response rows from dlp, the others zero */
     n = 0;
     for (int b = 0; b < h->mb; b++) {
@@ -761,6 +800,7 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
     rc = 0;
 out:
     free(lp);
+    free(len);
     return rc;
 }
 

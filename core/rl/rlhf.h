@@ -156,7 +156,20 @@ int rl_rlhf_samples(const rl_rlhf *h, char (*lines)[64], int n);
 void rl_rlhf_free(rl_rlhf *h);
 
 /* GRPO's advantage of each of n samples of one group: (R_i - mean) / (std + 1e-6), std the
- * population standard deviation. */
+ * population standard deviation. R_i is the reward model's score of answer i alone: GRPO
+ * keeps the KL out of the reward (it is a term of the loss, rl_grpo_loss). */
 void rl_grpo_advantages(float *adv, const float *R, int n);
+/* GRPO's loss as DeepSeekMath defines it (Shao et al. 2024, eq. 3), over S answers of one
+ * minibatch, answer i of len[i] tokens packed one after the other in lp, old_lp, ref_lp:
+ *   L = -(1/S) Σ_i (1/len_i) Σ_t [ min(ρ A_i, clip(ρ, 1-ε, 1+ε) A_i) - β k3 ]
+ *   ρ = exp(lp - old_lp),  k3 = π_ref/π - log(π_ref/π) - 1 = e^(ref_lp - lp) - (ref_lp - lp) - 1
+ * k3 is an unbiased, never negative estimate of KL(π ‖ π_ref) per token (core/nn's NN_KL_K3).
+ * Each answer weighs the same whatever its length (the mean of its tokens first). adv[S] is
+ * A_i. Writes dlp = ∂L/∂lp when not NULL; *clipfrac (tokens with |ρ-1| > ε), *approx_kl (the
+ * mean of (ρ-1) - log ρ, to the old policy) and *kl_ref (the mean k3 per token) when not
+ * NULL. Returns L. */
+double rl_grpo_loss(float *dlp, const float *lp, const float *old_lp, const float *ref_lp,
+                    const float *adv, const int *len, int S, float clip, float beta,
+                    double *clipfrac, double *approx_kl, double *kl_ref);
 
 #endif
