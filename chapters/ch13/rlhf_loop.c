@@ -305,9 +305,11 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
             printf("Placement: split: rank%s 0..%d generate, ranks %d..%d score and train; "
                    "weights broadcast in %zu KiB buckets\n", k.gen_ranks > 1 ? "s" : "",
                    k.gen_ranks - 1, k.gen_ranks, world - 1, k.bucket_bytes >> 10);
+        else if (world == 1)
+            printf("Placement: colocated: every role in this one process\n");
         else
-            printf("Placement: colocated: all roles on each of %d rank%s, gradients "
-                   "all-reduced\n", world, world == 1 ? "" : "s");
+            printf("Placement: colocated: all roles on each of %d ranks, gradients "
+                   "all-reduced\n", world);
         printf("%s: %d problems x %d sample%s, answers of <= %d tokens, β %g, lr %g, %d "
                "epochs x %d minibatches\n\n", k.algo == RL_ALGO_PPO ? "PPO" : "GRPO",
                k.prompts, k.group, k.group == 1 ? "" : "s", k.max_new, (double)k.beta,

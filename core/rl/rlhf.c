@@ -183,6 +183,7 @@ struct rl_rlhf {
     float *score;               /* [Nl] */
     int *judge;                 /* [Nl] */
     int iteration;
+    int phase, gates;           /* the phase running; the gates passed (steps of the job) */
     uint64_t mem[RL_ROLE_COUNT][RL_MEM_KINDS];
 };
 
@@ -200,13 +201,16 @@ static void set_mem(rl_rlhf *h, int role, int kind, uint64_t bytes)
     mlsys_emit_mem(h->c, &m, bytes, rl_mem_kind_name(kind));
 }
 
-/* label NULL: the kind's name ("weights+grads" says what a trained model's weights hold) */
-static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes, const char *label)
+/* A pool of bytes, used bytes of it in use now (weights: all; activations and KV cache: none
+ * until a phase uses them). label NULL: the kind's name ("weights+grads" says what a trained
+ * model's weights hold). */
+static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes, uint64_t used,
+                        const char *label)
 {
     mlsys_mem_info m = {.pool = (int16_t)(role * RL_MEM_KINDS + kind), .op = MLSYS_MEM_POOL,
                         .block = -1, .owner = role, .refs = 0, .index = -1, .aux = 1};
     mlsys_emit_mem(h->c, &m, bytes, label ? label : rl_mem_kind_name(kind));
-    set_mem(h, role, kind, bytes);
+    set_mem(h, role, kind, used);
 }
 
 static int emits_flow(const rl_rlhf *h)
@@ -214,24 +218,42 @@ static int emits_flow(const rl_rlhf *h)
     return h->train && h->tr_rank == 0;
 }
 
+/* A move between roles (the first trainer speaks for all ranks); label NULL: the kind's word,
+ * else what moves in words ("lines", "returns"). */
 static void flow(rl_rlhf *h, int from, int to, int what, int count, uint64_t bytes,
-                 double value)
-{
-    mlsys_flow_info f = {(int16_t)from, (int16_t)to, (int16_t)what, -1, count,
-                         what == MLSYS_FLOW_WEIGHTS ? (int32_t)h->version : h->iteration, -1,
-                         0};
-    if (isnan(value))
-        mlsys_emit_flow(h->c, &f, bytes, NULL);
-    else
-        mlsys_emit_flow_value(h->c, &f, bytes, NULL, value);
-}
-
-static void phase(rl_rlhf *h, int ph)
+                 double value, const char *label)
 {
     if (!emits_flow(h))
         return;
-    mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, h->iteration, -1, 0};
-    mlsys_emit_flow(h->c, &f, 0, rl_phase_name(ph));
+    mlsys_flow_info f = {(int16_t)from, (int16_t)to, (int16_t)what, (int16_t)h->phase, count,
+                         what == MLSYS_FLOW_WEIGHTS ? (int32_t)h->version : h->iteration, -1,
+                         0};
+    if (isnan(value))
+        mlsys_emit_flow(h->c, &f, bytes, label);
+    else
+        mlsys_emit_flow_value(h->c, &f, bytes, label, value);
+}
+
+/* A phase begins: every rank passes a gate (a step of its own: in a gated run the viewer lets
+ * the phase run, and the collectives inside it mark none), then the first trainer says which
+ * phase it is. 0, or -1 with err (the job was stopped). */
+static int phase(rl_rlhf *h, int ph, char *err, size_t errlen)
+{
+    h->phase = ph;
+    if (h->c) {
+        char label[32];
+        snprintf(label, sizeof label, "%s %d", rl_phase_name(ph), h->iteration);
+        int rc = mlsys_step(h->c, h->gates++, label);
+        if (rc) {
+            snprintf(err, errlen, "rank %d: %s: %s", h->rank, label, mlsys_errmsg(h->c));
+            return -1;
+        }
+    }
+    if (emits_flow(h)) {
+        mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, h->iteration, -1, 0};
+        mlsys_emit_flow(h->c, &f, 0, rl_phase_name(ph));
+    }
+    return 0;
 }
 
 /* ---- create ---- */
@@ -306,12 +328,16 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     }
     h->mb = h->Nl / k->minibatches;
     h->lo = h->train ? h->tr_rank * h->Nl : 0;
+    /* the loop's steps are its phases (phase()): its collectives mark none */
+    mlsys_set_coll_steps(c, 0);
     if (c && split) {
         if (mlsys_split(c, h->train ? 1 : 2, h->rank, &h->tc) ||
             mlsys_split(c, h->gen || h->tr_rank == 0 ? 0 : -1, h->gen ? 1 : 0, &h->sc)) {
             snprintf(err, errlen, "rank %d: split: %s", h->rank, mlsys_errmsg(c));
             goto fail;
         }
+        mlsys_set_coll_steps(h->tc, 0);
+        mlsys_set_coll_steps(h->sc, 0);
         if (h->gen)
             h->tc = NULL;       /* the generators' own communicator is not used */
     } else {
@@ -322,6 +348,8 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     h->nresp = mlsys_xcalloc((size_t)h->N, sizeof(int));
     if (c && h->rank == 0) {
         for (int r = 0; r < RL_ROLE_COUNT; r++) {
+            if (r == RL_ROLE_CRITIC && k->algo == RL_ALGO_GRPO)
+                continue;       /* GRPO has none: no box (its advantages say so) */
             mlsys_flow_info f = {(int16_t)r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1, 0};
             mlsys_emit_flow(c, &f, 0, rl_role_name(r));
         }
@@ -339,10 +367,9 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
             goto fail;
         }
         h->have_gen = 1;
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes, NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, h->kv.bytes, NULL);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes, 0, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, h->kv.bytes, 0, NULL);
     }
     if (h->train) {
         if (heap_weights(&h->aw, mc, err, errlen) || heap_weights(&h->ag, mc, err, errlen) ||
@@ -382,19 +409,18 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         h->judge = mlsys_xcalloc((size_t)h->Nl, sizeof(int));
         uint64_t rmb = (uint64_t)rm->w.n_floats * sizeof(float);
         int grpo = k->algo == RL_ALGO_GRPO;
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes, NULL);
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes,
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes, 2 * wbytes, "weights+grads");
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes, h->aopt.bytes, NULL);
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes, 0,
                     NULL);
-        set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
-        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes, NULL);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb, NULL);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes, NULL);
-        set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, 0);
+        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb, rmb, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes, 0, NULL);
         if (!grpo) {
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, h->copt.bytes + h->hopt.bytes,
-                        NULL);
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes, 2 * wbytes,
+                        "weights+grads");
+            uint64_t ob = h->copt.bytes + h->hopt.bytes;
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, ob, ob, NULL);
         }
     }
     return h;
@@ -507,11 +533,16 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         }
         llm_gen_opts o = {k->max_new, 0, 0, NULL, NULL};
         llm_gen_stats gs;
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes);
         int rc = llm_generate(&h->eng, &h->kv, smp, rows, (const int *const *)pr, np, out,
                               h->nresp + lo, &o, &gs, err, errlen);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, (uint64_t)rows * (np[0] + k->max_new) *
-                                                     2 * h->mc.n_layers * h->mc.kv_dim *
-                                                     sizeof(float));
+        /* the positions the cache held at the end: each prompt and its answer but the last
+         * token drawn (never fed back) */
+        uint64_t pos = 0;
+        for (int b = 0; b < rows; b++)
+            pos += (uint64_t)np[b] + (uint64_t)(h->nresp[lo + b] > 0 ? h->nresp[lo + b] - 1 : 0);
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV,
+                pos * 2 * (uint64_t)h->mc.n_layers * (uint64_t)h->mc.kv_dim * sizeof(float));
         for (int b = 0; b < rows; b++) {
             h->kv.ops->release(&h->kv, b);
             llm_sampler_fini(&smp[b]);
@@ -532,6 +563,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
             }
         }
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, 0);
         free(smp);
         free(pr);
         free(np);
@@ -557,7 +589,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         for (int i = 0; i < h->N; i++)
             toks += h->nresp[i];
         flow(h, RL_ROLE_GENERATOR, RL_ROLE_ACTOR, MLSYS_FLOW_TOKENS, h->N,
-             (uint64_t)toks * sizeof(int), NAN);
+             (uint64_t)toks * sizeof(int), NAN, NULL);
     }
     return 0;
 }
@@ -642,6 +674,7 @@ static void score(rl_rlhf *h)
         rl_rm_score_lines(&h->rm, &h->rmtf, h->tok, lp, h->mb, h->score + m * h->mb);
     }
     set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, 0);
+    set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
     free(lines);
     free(lp);
 }
@@ -838,9 +871,8 @@ static int sync_weights(rl_rlhf *h, char *err, size_t errlen)
                 h->gen_version = v;
         }
     }
-    if (emits_flow(h))
-        flow(h, RL_ROLE_ACTOR, RL_ROLE_GENERATOR, MLSYS_FLOW_WEIGHTS, nn_tf_tensor_count(&h->mc),
-             (uint64_t)h->aw.n_floats * sizeof(float), NAN);
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_GENERATOR, MLSYS_FLOW_WEIGHTS, nn_tf_tensor_count(&h->mc),
+         (uint64_t)h->aw.n_floats * sizeof(float), NAN, NULL);
     return 0;
 }
 
@@ -851,79 +883,119 @@ static double cpu_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The score phase's sums over the trainers: score, right, wrong, no sum line, Σ KL_t (the
+ * sampled tokens' log-ratios), response tokens; and its moves between the roles. */
+static int score_sums(rl_rlhf *h, double sums[6], char *err, size_t errlen)
+{
+    int M = h->k.max_new, ppo = h->k.algo == RL_ALGO_PPO;
+    for (int s = 0; s < h->Nl; s++) {
+        int n = h->nresp[h->lo + s];
+        sums[0] += h->score[s];
+        sums[1] += h->judge[s] == 1;
+        sums[2] += h->judge[s] == 0;
+        sums[3] += h->judge[s] < 0;
+        for (int j = 0; j < n; j++)
+            sums[4] += h->old_lp[(size_t)s * M + j] - h->ref_lp[(size_t)s * M + j];
+        sums[5] += n;
+    }
+    if (h->tc && h->n_tr > 1 && mlsys_allreduce(h->tc, sums, sums, 6, MLSYS_F64, MLSYS_SUM)) {
+        snprintf(err, errlen, "rank %d: statistics: %s", h->rank, mlsys_errmsg(h->tc));
+        return -1;
+    }
+    int N = h->N, T = (int)sums[5];
+    uint64_t rows = 0;
+    for (int m = 0; m < h->k.minibatches; m++)
+        rows += (uint64_t)h->mb * (uint64_t)h->t_row[m];
+    rows *= (uint64_t)h->n_tr;          /* about as many on every trainer */
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_REFERENCE, MLSYS_FLOW_TOKENS, N, rows * sizeof(int), NAN,
+         NULL);
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_REWARD, MLSYS_FLOW_TOKENS, N, 0, NAN, "lines");
+    if (ppo)
+        flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_TOKENS, N, rows * sizeof(int), NAN,
+             NULL);
+    flow(h, RL_ROLE_REFERENCE, RL_ROLE_ACTOR, MLSYS_FLOW_LOGPROBS, T,
+         (uint64_t)T * sizeof(float), sums[4] / N, "log-probs, KL");
+    flow(h, RL_ROLE_REWARD, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, N, (uint64_t)N * sizeof(float),
+         sums[0] / N, "scores");
+    if (ppo)
+        flow(h, RL_ROLE_CRITIC, RL_ROLE_ACTOR, MLSYS_FLOW_VALUES, T,
+             (uint64_t)T * sizeof(float), NAN, NULL);
+    return 0;
+}
+
 int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
     h->iteration++;
     st->iteration = h->iteration;
-    double t0 = mlsys_now_s(), c0 = cpu_now_s(), t;
-    phase(h, RL_PH_GENERATE);
-    if (generate(h, err, errlen))
+    const rl_rlhf_config *k = &h->k;
+    int ppo = k->algo == RL_ALGO_PPO, updates = k->epochs * k->minibatches;
+    double c0 = cpu_now_s(), t, sums[6] = {0};
+    /* each phase's clock starts after its gate: a gated run does not time the viewer */
+    if (phase(h, RL_PH_GENERATE, err, errlen))
         return -1;
     t = mlsys_now_s();
-    st->phase_s[RL_PH_GENERATE] = t - t0;
-    double sums[9] = {0};
+    if (generate(h, err, errlen))
+        return -1;
+    st->phase_s[RL_PH_GENERATE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_SCORE, err, errlen))
+        return -1;
+    t = mlsys_now_s();
     if (h->train) {
-        phase(h, RL_PH_SCORE);
         score(h);
-        double t1 = mlsys_now_s();
-        st->phase_s[RL_PH_SCORE] = t1 - t;
-        phase(h, RL_PH_ADVANTAGE);
+        if (score_sums(h, sums, err, errlen))
+            return -1;
+    }
+    st->phase_s[RL_PH_SCORE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_ADVANTAGE, err, errlen))
+        return -1;
+    t = mlsys_now_s();
+    if (h->train) {
         if (advantage(h, err, errlen))
             return -1;
-        double t2 = mlsys_now_s();
-        st->phase_s[RL_PH_ADVANTAGE] = t2 - t1;
-        for (int s = 0; s < h->Nl; s++) {
-            int n = h->nresp[h->lo + s];
-            sums[0] += h->score[s];
-            sums[1] += h->judge[s] == 1;
-            sums[2] += h->judge[s] == 0;
-            sums[3] += h->judge[s] < 0;
-            for (int j = 0; j < n; j++)
-                sums[4] += h->kl[(size_t)s * h->k.max_new + j];
-            sums[5] += n;
+        int T = (int)sums[5];
+        if (ppo) {
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, T,
+                 (uint64_t)T * sizeof(float), NAN, "rewards: score - beta*KL");
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, T,
+                 (uint64_t)T * sizeof(float), NAN, "advantages by GAE");
+        } else {
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, h->N,
+                 (uint64_t)h->N * sizeof(float), NAN, "advantages by group, no critic");
         }
-        if (emits_flow(h)) {
-            flow(h, RL_ROLE_REFERENCE, RL_ROLE_ACTOR, MLSYS_FLOW_LOGPROBS, (int)sums[5],
-                 (uint64_t)sums[5] * sizeof(float), sums[4] / h->Nl);
-            flow(h, RL_ROLE_REWARD, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, h->Nl,
-                 (uint64_t)h->Nl * sizeof(float), sums[0] / h->Nl);
-            if (h->k.algo == RL_ALGO_PPO)
-                flow(h, RL_ROLE_CRITIC, RL_ROLE_ACTOR, MLSYS_FLOW_VALUES, (int)sums[5],
-                     (uint64_t)sums[5] * sizeof(float), NAN);
-        }
-        phase(h, RL_PH_TRAIN);
-        if (emits_flow(h)) {
-            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, (int)sums[5],
-                 (uint64_t)sums[5] * sizeof(float), NAN);
-            if (h->k.algo == RL_ALGO_PPO)
-                flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_ADVANTAGES, (int)sums[5],
-                     (uint64_t)sums[5] * sizeof(float), NAN);
-        }
+    }
+    st->phase_s[RL_PH_ADVANTAGE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_TRAIN, err, errlen))
+        return -1;
+    t = mlsys_now_s();
+    if (h->train) {
         set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes);
-        for (int e = 0; e < h->k.epochs; e++)
-            for (int m = 0; m < h->k.minibatches; m++)
+        for (int e = 0; e < k->epochs; e++)
+            for (int m = 0; m < k->minibatches; m++)
                 if (train_chunk(h, e, m, st, err, errlen))
                     return -1;
         set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
-        if (emits_flow(h))
-            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_GRADIENTS,
-                 nn_tf_tensor_count(&h->mc), (uint64_t)h->ag.n_floats * sizeof(float), NAN);
-        st->phase_s[RL_PH_TRAIN] = mlsys_now_s() - t2;
+        uint64_t gb = (uint64_t)h->ag.n_floats * sizeof(float);
+        const char *upd = h->n_tr > 1 ? "updates, all-reduced" : "updates";
+        if (ppo) {
+            int T = (int)sums[5];
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_VALUES, T,
+                 (uint64_t)T * sizeof(float), NAN, "returns");
+            flow(h, RL_ROLE_CRITIC, RL_ROLE_CRITIC, MLSYS_FLOW_GRADIENTS, updates, gb, NAN,
+                 upd);
+        }
+        flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_GRADIENTS, updates, gb, NAN, upd);
     }
-    double t3 = mlsys_now_s();
-    phase(h, RL_PH_SYNC);
+    st->phase_s[RL_PH_TRAIN] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_SYNC, err, errlen))
+        return -1;
+    t = mlsys_now_s();
     if (sync_weights(h, err, errlen))
         return -1;
-    st->phase_s[RL_PH_SYNC] = mlsys_now_s() - t3;
-    st->total_s = mlsys_now_s() - t0;
+    st->phase_s[RL_PH_SYNC] = mlsys_now_s() - t;
+    for (int p = 0; p < RL_PH_COUNT; p++)
+        st->total_s += st->phase_s[p];
     st->cpu_s = cpu_now_s() - c0;
-    /* the trainers' sums, then the first trainer's figures to every rank */
-    if (h->train && h->tc && h->n_tr > 1 &&
-        mlsys_allreduce(h->tc, sums, sums, 6, MLSYS_F64, MLSYS_SUM)) {
-        snprintf(err, errlen, "rank %d: statistics: %s", h->rank, mlsys_errmsg(h->tc));
-        return -1;
-    }
     double ratio = st->ratio_dev0;
     if (h->train && h->tc && h->n_tr > 1 &&
         mlsys_allreduce(h->tc, &ratio, &ratio, 1, MLSYS_F64, MLSYS_MAX)) {
