@@ -487,6 +487,56 @@ START_TEST(rlhf_from_a_real_run)
 }
 END_TEST
 
+/* ch14/weight-update-demo's hand-over through its trace: a trainer and the generators, one
+ * arrow trainer -> generator per version (never a role sending to itself, never a bucket), a
+ * step per section of the measurement. */
+START_TEST(wsync_from_a_real_run)
+{
+    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    bin_result r = run_bin("run ch14/weight-update-demo -w 3 --measure-bytes 1M --iters 2 "
+                           "--bucket-size 1M,64M --trace %s", path);
+    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
+    bin_result_free(&r);
+    replay_data d;
+    ck_assert_msg(replay_load(path, &d, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    fresh(d.nranks);
+    int seen[64] = {0}, moves = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        const mlsys_event *e = &d.ev[i];
+        sm_event(sm, e);
+        if (e->kind != MLSYS_EV_FLOW || e->flow.what != MLSYS_FLOW_WEIGHTS)
+            continue;
+        ck_assert_msg(e->flow.from == 0 && e->flow.to == 1, "weights %d -> %d", e->flow.from,
+                      e->flow.to);
+        ck_assert(e->flow.version >= 1 && e->flow.version < 64);
+        seen[e->flow.version]++;
+        moves++;
+    }
+    sm_finish(sm);
+    /* 2 bucket sizes x (1 warm-up + 3 rounds x 2 calls): versions 1..14, once each */
+    ck_assert_int_eq(moves, 14);
+    for (int v = 1; v <= 14; v++)
+        ck_assert_msg(seen[v] == 1, "version %d moved %d times", v, seen[v]);
+    /* broadcast 4 MiB, broadcast 1 MiB, sync with 1 MiB buckets, with 64 MiB buckets */
+    ck_assert_int_eq(sm_nframes(sm), 1 + 4);
+    char *f = render_at(3, 120, 40, 1, 1.0), rs[32];
+    ck_assert_msg(strstr(f, "[sync, 1 MiB buckets]"), "%s", f);
+    ck_assert_msg(strstr(f, "trainer -> generator: weights v7"), "%s", f);
+    ck_assert_msg(!strstr(f, "weights v8"), "%s", f);
+    box_ranks(f, "trainer", rs, sizeof rs);
+    ck_assert_msg(!strcmp(rs, "r0"), "trainer on '%s'\n%s", rs, f);
+    box_ranks(f, "generator", rs, sizeof rs);
+    ck_assert_msg(!strcmp(rs, "r1-2"), "generator on '%s'\n%s", rs, f);
+    free(f);
+    replay_data_free(&d);
+    done();
+}
+END_TEST
+
 /* A server: requests flow from the queue through the scheduler to the model and back. */
 START_TEST(server_flow)
 {
@@ -545,6 +595,7 @@ int main(void)
     TCase *run = tcase_create("flow-real-run");     /* the lab on the shipped model */
     tcase_set_timeout(run, 240);
     tcase_add_test(run, rlhf_from_a_real_run);
+    tcase_add_test(run, wsync_from_a_real_run);
     suite_add_tcase(s, run);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

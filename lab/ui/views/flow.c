@@ -501,12 +501,24 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
     /* title and the phases of the step, the current one marked */
     int used = snprintf(line, sizeof line, "flow %s %d role%s", view_glyph(ascii, "·", "-"),
                         f->nr, f->nr == 1 ? "" : "s");
-    if (f->cur_phase >= 0)
+    if (f->cur_phase >= 0 && f->iteration > 0)     /* 0: the lab's phases are no loop */
         snprintf(line + used, sizeof line - (size_t)used, " %s iteration %d",
                  view_glyph(ascii, "·", "-"), f->iteration);
     view_put_clipped(g, x, y, w, line, GRID_BOLD);
+    /* the phases in a row; when they do not fit, the earlier ones give way to the current */
+    int first_ph = 0;
+    for (;;) {
+        int cols = first_ph ? 4 : 0;
+        for (int i = first_ph; i < f->nph; i++)
+            cols += (int)strlen(f->ph[i].name) + (i == f->cur_phase ? 2 : 0) + (i ? 3 : 0);
+        if (cols <= w || first_ph >= f->cur_phase)
+            break;
+        first_ph++;
+    }
     int cx = x;
-    for (int i = 0; i < f->nph && cx < x + w; i++) {
+    if (first_ph)
+        cx += grid_put(g, cx, y + 1, ascii ? "..." : "…", GRID_DIM);
+    for (int i = first_ph; i < f->nph && cx < x + w; i++) {
         if (i)
             cx += grid_put(g, cx, y + 1, ascii ? " -> " : " → ", GRID_DIM);
         int cur = i == f->cur_phase;
