@@ -142,12 +142,16 @@ typedef struct rl_rlhf_stats {
 typedef struct rl_rlhf rl_rlhf;
 /* Every rank calls it with the same k; actor is the policy to start from (the reference is a
  * copy, the critic a copy with a zero value head), rm the reward model (copied), tok the
- * tokenizer (borrowed). c NULL: one process. NULL with err on failure. */
+ * tokenizer (borrowed). c NULL: one process. NULL with err on failure. The loop's steps are
+ * its phases: the collectives it runs on c (and on the communicators it splits from c) mark
+ * none (mlsys_set_coll_steps(c, 0)). */
 rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config *mc,
                         const llm_weights *actor, const rl_rm *rm, const llm_tokenizer *tok,
                         char *err, size_t errlen);
-/* One iteration: generate, score, advantage, train, sync. 0, or an MLSYS_* code (< 0) with
- * the message in the communicator (or err when c is NULL). */
+/* One iteration: generate, score, advantage, train, sync, each phase after a step of the job
+ * that every rank passes (mlsys_step: a gate in a gated run; each phase's clock starts after
+ * it) and named by a MLSYS_FLOW_PHASE record, its moves between the roles in flow records.
+ * 0, or -1 with err. */
 int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen);
 /* Bytes this rank holds for role and memory kind (what its memory events said). */
 uint64_t rl_rlhf_mem(const rl_rlhf *h, int role, int kind);
