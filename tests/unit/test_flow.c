@@ -411,6 +411,50 @@ START_TEST(rlhf_ranks_and_order)
 }
 END_TEST
 
+static void block_rec(int rank, int pool, int op, int block, int owner, int refs, int aux,
+                      uint64_t bytes)
+{
+    mlsys_event e = base(MLSYS_EV_MEM, rank);
+    e.mem = (mlsys_mem_info){(int16_t)pool, (int8_t)op, 0, block, owner, refs, -1, aux};
+    e.bytes = bytes;
+    if (op == MLSYS_MEM_POOL)
+        snprintf(e.label, sizeof e.label, "kv cache");   /* as the paged cache names it */
+    sm_event(sm, &e);
+}
+
+/* A paged KV cache whose POOL record names the generator: the box counts the blocks its
+ * block records leave referenced (a shared block once, a copy on write one more) and shows
+ * the most of them during the frame, with their bytes. */
+START_TEST(block_pool_counts_blocks)
+{
+    fresh(1);
+    flow(GEN, -1, MLSYS_FLOW_ROLE, -1, 0, 0, 0, "generator", NAN);
+    const uint64_t bb = 16u << 10;
+    block_rec(0, 19, MLSYS_MEM_POOL, -1, GEN, 0, 32, bb);
+    step_on(0, 0, "generate 1");
+    flow(-1, -1, MLSYS_FLOW_PHASE, P_GEN, 0, 1, 0, "generate", NAN);
+    for (int b = 0; b < 5; b++)                         /* five sequences, a block each */
+        block_rec(0, 19, MLSYS_MEM_ALLOC, b, 100 + b, 1, 0, bb);
+    for (int k = 2; k <= 4; k++)                        /* three more share block 0 */
+        block_rec(0, 19, MLSYS_MEM_SHARE, 0, 200 + k, k, 0, bb);
+    block_rec(0, 19, MLSYS_MEM_COW, 0, 202, 3, 5, bb);  /* one writes: its own copy, block 5 */
+    for (int b = 1; b < 6; b++)
+        block_rec(0, 19, MLSYS_MEM_FREE, b, 100 + b, 0, 0, bb);
+    for (int k = 2; k >= 0; k--)
+        block_rec(0, 19, MLSYS_MEM_FREE, 0, 100, k, 0, bb);
+    step_on(0, 1, "score 1");
+    flow(-1, -1, MLSYS_FLOW_PHASE, P_SCORE, 0, 1, 0, "score", NAN);
+    sm_finish(sm);
+    char *f = render_at(1, 100, 12, 1, 1.0);
+    ck_assert_msg(line_has(f, "kv cache", "96 KiB") && strstr(f, "6 of 32 blocks"), "%s", f);
+    free(f);
+    f = render_at(2, 100, 12, 1, 1.0);
+    ck_assert_msg(line_has(f, "kv cache", "0 B") && strstr(f, "0 of 32 blocks"), "%s", f);
+    free(f);
+    done();
+}
+END_TEST
+
 /* GRPO: no critic box; the advantage phase says how its advantages come without one. */
 START_TEST(rlhf_grpo_without_a_critic)
 {
@@ -588,6 +632,7 @@ int main(void)
     tcase_add_test(tc, rlhf_properties);
     tcase_add_test(tc, rlhf_ranks_and_order);
     tcase_add_test(tc, rlhf_grpo_without_a_critic);
+    tcase_add_test(tc, block_pool_counts_blocks);
 
     tcase_add_test(tc, server_flow);
     tcase_add_test(tc, empty_and_tiny);

@@ -3,8 +3,10 @@
  * the lab's step (generate -> score -> advantage -> train -> sync), and the batches moving
  * between roles as arrows that carry what moves and how much. Fed by the typed flow records
  * of core/mlsys.h (MLSYS_EV_FLOW), the memory gauges (MLSYS_MEM_POOL / USAGE with the role as
- * owner; a gauge shows the most it held during the frame, per rank) and the lab's plot points
- * (a small curve per series beside, e.g. reward and KL). */
+ * owner; a gauge shows the most it held during the frame, per rank; a pool of blocks, such as
+ * a paged KV cache whose POOL record names a role, counts the blocks its ALLOC, SHARE, FREE
+ * and COW records leave referenced) and the lab's plot points (a small curve per series
+ * beside, e.g. reward and KL). */
 #include "view.h"
 #include "../stepmodel.h"
 #include "../../../core/trace_values.h"
@@ -26,6 +28,8 @@ typedef struct gauge {
     uint64_t bytes, cap;            /* cap: the pool's size when described, else 0 */
     uint64_t peak;                  /* the most it held in frame peak_frame */
     int peak_frame;                 /* the last frame with a record of it */
+    int blocks, peak_blocks;        /* a pool of blocks: those referenced (-1: bytes only) */
+    int n_blocks;                   /* and the pool's */
 } gauge;
 
 typedef struct role {
@@ -52,6 +56,10 @@ typedef struct pooldesc {           /* POOL records: which role a (rank, pool) b
     int rank, pool, role;
     char name[32];
     uint64_t cap;
+    uint64_t block_bytes;           /* bytes per block (POOL's bytes) */
+    int n_blocks;                   /* POOL's aux */
+    int *refs, nrefs;               /* block -> reference count, as the block records say */
+    int used;                       /* blocks with a count above 0 */
 } pooldesc;
 
 typedef struct flow {
@@ -80,9 +88,12 @@ static void *flow_create(void)
 
 static void flow_reset(void *data, int nranks)
 {
+    flow *f = data;
     (void)nranks;
-    memset(data, 0, sizeof(flow));
-    ((flow *)data)->cur_phase = -1;
+    for (int i = 0; i < f->npd; i++)
+        free(f->pd[i].refs);
+    memset(f, 0, sizeof *f);
+    f->cur_phase = -1;
 }
 
 static void flow_rewind(void *data)
@@ -92,6 +103,7 @@ static void flow_rewind(void *data)
 
 static void flow_free(void *data)
 {
+    flow_reset(data, 0);
     free(data);
 }
 
@@ -100,7 +112,9 @@ static int flow_wants(const mlsys_event *e)
     if (e->kind == MLSYS_EV_FLOW)
         return 1;
     if (e->kind == MLSYS_EV_MEM)
-        return e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE;
+        return e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE ||
+               e->mem.op == MLSYS_MEM_ALLOC || e->mem.op == MLSYS_MEM_SHARE ||
+               e->mem.op == MLSYS_MEM_FREE || e->mem.op == MLSYS_MEM_COW;
     return e->kind == MLSYS_EV_MARK &&
            !strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT));
 }
@@ -149,21 +163,61 @@ static pooldesc *desc_of(flow *f, int rank, int pool)
     return d;
 }
 
+/* Block b's count becomes refs (the pool's used count follows); 0 when b is out of range. */
+static int set_refs(pooldesc *d, int b, int refs)
+{
+    if (b < 0 || b >= (1 << 24))
+        return 0;
+    if (b >= d->nrefs) {
+        int n = d->nrefs ? d->nrefs : 64;
+        while (n <= b)
+            n *= 2;
+        int *r = realloc(d->refs, (size_t)n * sizeof *r);
+        if (!r)
+            abort();
+        memset(r + d->nrefs, 0, (size_t)(n - d->nrefs) * sizeof *r);
+        d->refs = r;
+        d->nrefs = n;
+    }
+    d->used += (refs > 0) - (d->refs[b] > 0);
+    d->refs[b] = refs;
+    return 1;
+}
+
 static void mem_event(flow *f, const mlsys_event *e, int frame)
 {
     const mlsys_mem_info *m = &e->mem;
     pooldesc *d = desc_of(f, e->rank, m->pool);
     if (!d)
         return;
-    if (m->op == MLSYS_MEM_POOL) {
+    if (m->op == MLSYS_MEM_POOL) {      /* a pool (again): every block free */
         d->role = m->owner;
         if (e->label[0])
             snprintf(d->name, sizeof d->name, "%s", e->label);
         d->cap = (uint64_t)(m->aux > 0 ? m->aux : 0) * e->bytes;
+        d->block_bytes = e->bytes;
+        d->n_blocks = m->aux;
+        free(d->refs);
+        d->refs = NULL;
+        d->nrefs = d->used = 0;
         return;
     }
-    /* USAGE: the owner names the role, else the pool's */
-    int rid = m->owner >= 0 ? m->owner : d->role;
+    int blocks = -1;
+    uint64_t bytes = e->bytes;
+    if (m->op != MLSYS_MEM_USAGE) {     /* a block record: the blocks in use are the gauge */
+        if (d->role < 0)
+            return;                     /* a pool no role holds */
+        int ok = set_refs(d, m->block, m->op == MLSYS_MEM_ALLOC ? 1 : m->refs);
+        if (m->op == MLSYS_MEM_COW)
+            ok &= set_refs(d, m->aux, 1);
+        if (!ok)
+            return;
+        blocks = d->used;
+        bytes = (uint64_t)d->used * d->block_bytes;
+    }
+    /* USAGE: the owner names the role, else the pool's; a block record: the pool's (its
+     * owner is a sequence) */
+    int rid = blocks < 0 && m->owner >= 0 ? m->owner : d->role;
     role *r = role_of(f, rid);
     if (!r)
         return;
@@ -181,6 +235,7 @@ static void mem_event(flow *f, const mlsys_event *e, int frame)
         g->rank = e->rank;
         g->pool = m->pool;
         g->peak_frame = frame;
+        g->blocks = g->peak_blocks = blocks < 0 ? -1 : 0;
     }
     snprintf(g->name, sizeof g->name, "%s", d->name);
     /* a gauge is one rank's, whose records come in the order of its frames: the first of a
@@ -188,9 +243,13 @@ static void mem_event(flow *f, const mlsys_event *e, int frame)
     if (frame > g->peak_frame) {
         g->peak_frame = frame;
         g->peak = g->bytes;
+        g->peak_blocks = g->blocks;
     }
-    g->bytes = e->bytes;
-    g->peak = e->bytes > g->peak ? e->bytes : g->peak;
+    g->bytes = bytes;
+    g->peak = bytes > g->peak ? bytes : g->peak;
+    g->blocks = blocks;
+    g->peak_blocks = blocks > g->peak_blocks ? blocks : g->peak_blocks;
+    g->n_blocks = d->n_blocks;
     g->cap = d->cap;
 }
 
@@ -201,11 +260,16 @@ static uint64_t gauge_shown(const gauge *g, int k)
     return g->peak_frame == k ? g->peak : g->bytes;
 }
 
+static int gauge_blocks(const gauge *g, int k)
+{
+    return g->peak_frame == k ? g->peak_blocks : g->blocks;
+}
+
 static void flow_event(void *data, const mlsys_event *e, int frame)
 {
     flow *f = data;
     if (e->kind == MLSYS_EV_MEM) {
-        if (e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE)
+        if (flow_wants(e))
             mem_event(f, e, frame);
         return;
     }
@@ -313,11 +377,13 @@ static int role_ranks(const role *r, int *rk)
     return n;
 }
 
-/* A box line: one pool, the ranks whose gauges held the same peak in the frame. */
+/* A box line: one pool, the ranks whose gauges held the same peak in the frame; a pool of
+ * blocks has a second line under it (sub) with the blocks it held. */
 typedef struct box_line {
     int pool, nrk, rk[FLOW_GAUGES];
     char name[32];
     uint64_t bytes, cap;
+    int sub;                        /* 1: the blocks line: name only */
 } box_line;
 
 static int cmp_line(const void *a, const void *b)
@@ -325,29 +391,40 @@ static int cmp_line(const void *a, const void *b)
     const box_line *x = a, *y = b;
     if (x->pool != y->pool)
         return x->pool < y->pool ? -1 : 1;
-    return x->rk[0] - y->rk[0];
+    if (x->rk[0] != y->rk[0])
+        return x->rk[0] - y->rk[0];
+    return x->sub - y->sub;
 }
 
 static int box_lines(const role *r, int frame, box_line *out, int max)
 {
     unsigned char used[FLOW_GAUGES] = {0};
     int n = 0;
-    for (int i = 0; i < r->ng && n < max; i++) {
+    for (int i = 0; i < r->ng && n + 1 < max; i++) {
         if (used[i])
             continue;
         const gauge *a = &r->g[i];
         box_line *l = &out[n++];
+        int blk = gauge_blocks(a, frame);
         l->pool = a->pool;
         l->nrk = 0;
         l->bytes = gauge_shown(a, frame);
         l->cap = a->cap;
+        l->sub = 0;
         snprintf(l->name, sizeof l->name, "%s", a->name);
         for (int k = i; k < r->ng; k++)
-            if (!used[k] && r->g[k].pool == a->pool && gauge_shown(&r->g[k], frame) == l->bytes) {
+            if (!used[k] && r->g[k].pool == a->pool &&
+                gauge_shown(&r->g[k], frame) == l->bytes && gauge_blocks(&r->g[k], frame) == blk) {
                 used[k] = 1;
                 l->rk[l->nrk++] = r->g[k].rank;
             }
         qsort(l->rk, (size_t)l->nrk, sizeof l->rk[0], cmp_int);
+        if (blk >= 0) {
+            box_line *u = &out[n++];
+            *u = *l;
+            u->sub = 1;
+            snprintf(u->name, sizeof u->name, " %d of %d blocks", blk, a->n_blocks);
+        }
     }
     /* in the order of the pools (the lab's numbering), then of the ranks, whichever record
      * came first */
@@ -383,6 +460,10 @@ static void draw_box(grid *g, int x, int y, int w, int h, const role *r, int idx
     for (int i = 0; i < nl && i < h - 2; i++) {
         const box_line *l = &ln[i];
         char v[24], name[48], lr[40] = "";
+        if (l->sub) {
+            view_put_clipped(g, x + 1, y + 1 + i, inner, l->name, GRID_DIM);
+            continue;
+        }
         view_fmt_bytes(l->bytes, v, sizeof v);
         if (ranks_named && l->nrk != nrk)
             rank_set(l->rk, l->nrk, lr, sizeof lr);
