@@ -289,6 +289,7 @@ struct mlsys_comm {
     int *world_of;              /* [size]: group rank -> world rank */
     uint32_t ctx;               /* user p2p context; collectives use ctx + 1 */
     int in_coll;                /* >0 while inside a collective */
+    int no_coll_steps;          /* mlsys_set_coll_steps(c, 0): its collectives mark no steps */
     int timeout_ms;
     int algo_forced[MLSYS_COLL_COUNT];   /* index into the table, -1 = rule */
     int8_t algo_by[MLSYS_COLL_COUNT];    /* who forced it: MLSYS_ALGO_BY_USER or _LAB */

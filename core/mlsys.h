@@ -299,6 +299,10 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev);   /* fills t_ns and rank 
 int mlsys_step(mlsys_comm *c, int step, const char *label);
 /* Does mlsys_step wait for the viewer (a gated job)? c may be NULL (0). */
 int mlsys_gated(const mlsys_comm *c);
+/* Do collectives on c mark their algorithm steps (STEP events, and a gate each in gated
+ * mode)? On by default. Off, a lab whose own steps are coarser than an algorithm's (RLHF's
+ * phases) gates only where it calls mlsys_step; its collectives' messages are still traced. */
+void mlsys_set_coll_steps(mlsys_comm *c, int on);
 void mlsys_compute_begin(mlsys_comm *c, const char *label);
 void mlsys_compute_end(mlsys_comm *c, const char *label);
 /* A compute span measured already: a COMPUTE_BEGIN at t0_ns and a COMPUTE_END at t1_ns

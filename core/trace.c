@@ -144,6 +144,8 @@ static int gate_open(void *arg)
 int mlsys_step(mlsys_comm *c, int step, const char *label)
 {
     mlsys_world *w = c->w;
+    if (c->in_coll && c->no_coll_steps)
+        return 0;           /* a collective's step on a communicator that marks none */
     if (mlsys_tracing(c))
         labelled(c, MLSYS_EV_STEP, step, label);
     if (!w->gated || !w->h)
@@ -169,6 +171,12 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
 int mlsys_gated(const mlsys_comm *c)
 {
     return c && c->w->gated && c->w->h;
+}
+
+void mlsys_set_coll_steps(mlsys_comm *c, int on)
+{
+    if (c)
+        c->no_coll_steps = !on;
 }
 
 /* Runner side: move up to max events out of the rings, rank by rank. */

@@ -1,6 +1,6 @@
 /* ch14_exercises.c - Chapter 14's exercises: the weight-sync step between a trainer rank and the
- * generator ranks on real ranks (implement), the share of an iteration the weight transfers
- * take (predict), and a memory plan and a 64-GPU design for 70B checked against
+ * generator ranks on real ranks (implement), the share of an iteration the weight transfer
+ * takes (predict), and a memory plan and a 64-GPU design for 70B checked against
  * memory-timeline's own figures, replicated and sharded layouts told apart by ZeRO stage
  * (experiment). */
 #include "../../lab/exercise/exercise.h"
@@ -59,29 +59,33 @@ static void draw_transfer(uint64_t seed, ex_question *q)
     static const int trains[] = {10, 20, 40};
     int S = sizes[ex_draw_int(&g, 0, 4)], t = ts[ex_draw_int(&g, 0, 3)];
     int G = gens[ex_draw_int(&g, 0, 2)], R = trains[ex_draw_int(&g, 0, 2)];
-    double it = G + R + 2.0 * t, share = 100.0 * 2.0 * t / it;
+    /* the weights move one way, trainer -> generator; the original also counted a transfer
+     * back, 2t/(G+R+2t): a near miss the tolerance rejects */
+    double it = G + R + (double)t, share = 100.0 * t / it, twice = 100.0 * 2 * t / (it + t);
     snprintf(q->text, sizeof q->text,
-             "A disaggregated RLHF loop moves %d GB of weights in %d s each way. One iteration "
-             "is %d s of generation, a transfer, %d s of training and a transfer back (the same "
-             "time), one after the other. What percentage of the iteration do the two "
-             "transfers take? One decimal.",
+             "A disaggregated RLHF loop moves %d GB of new weights from the trainer to the "
+             "generator in %d s. One iteration is %d s of generation, %d s of training and "
+             "that transfer, one after the other. What percentage of the iteration does the "
+             "transfer take? One decimal.",
              S, t, G, R);
     q->answer = share;
     q->abs_tol = 0.051;
     q->rel_tol = 0.0;
     snprintf(q->unit, sizeof q->unit, "%%");
     snprintf(q->explain, sizeof q->explain,
-             "The link carries %d / %d = %.1f GB/s (%.0f Gb/s). Iteration: %d + %d + %d + %d = "
-             "%.0f s; the transfers take 2 x %d = %d s of it, %.1f %%. ch14/weight-update-demo "
-             "prints the same sums for 30 s + 20 s. To hide them: stream buckets layer by layer "
-             "while training finishes, broadcast in a pipeline, or let generation run one "
-             "version behind (asynchronous RLHF).", S, t, (double)S / t, 8.0 * S / t, G, t, R, t,
-             it, t, 2 * t, share);
+             "The link carries %d / %d = %.1f GB/s (%.0f Gb/s). Iteration: %d + %d + %d = "
+             "%.0f s; the transfer is %d s of it, %.1f %%. The weights go one way: the "
+             "trainer keeps its own copy, so nothing comes back (the original tutorial counted "
+             "a return transfer too: %.1f %%). ch14/weight-update-demo prints the same sums "
+             "for 30 s + 20 s. To hide it: stream buckets layer by layer while training "
+             "finishes, broadcast in a pipeline, or let generation run one version behind "
+             "(asynchronous RLHF).", S, t, (double)S / t, 8.0 * S / t, G, R, t, it, t, share,
+             twice);
 }
 
 static const char *const transfer_hints[] = {
-    "How long is one iteration, counting both transfers?",
-    "What fraction of that are the two transfers, and in percent?",
+    "How long is one iteration: generation, training and one transfer?",
+    "What fraction of that is the transfer, in percent? The weights only go to the generator.",
     NULL
 };
 
@@ -89,9 +93,10 @@ static const exercise ch14_predict_transfer = {
     .id = "ch14-predict-transfer",
     .chapter = 14,
     .kind = EX_PREDICT,
-    .title = "What the weight transfers cost an iteration",
-    .task = "Predict the share of an RLHF iteration two weight transfers take, for a drawn "
-            "size, transfer time, generation time and training time.",
+    .title = "What the weight transfer costs an iteration",
+    .task = "Predict the share of an RLHF iteration the weight transfer (trainer to "
+            "generator) takes, for a drawn size, transfer time, generation time and training "
+            "time.",
     .hints = transfer_hints,
     .lab = "ch14/weight-update-demo",
     .draw = draw_transfer,

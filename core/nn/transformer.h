@@ -175,7 +175,11 @@ double nn_tf_bytes(const llm_config *c, int B, int T);
 void nn_tf_fini(nn_tf *m);
 /* Seeded init (llama2.c's recipe): N(0, 0.02), wo and w2 N(0, 0.02/√(2L)), norms 1. */
 void nn_tf_init_weights(llm_weights *w, const llm_config *c, uint64_t seed);
-/* ids, targets [B,T]; b <= m->B, T <= m->T. With targets: mean cross-entropy (probabilities
+/* The body only: ids [B,T] (B <= m->B, T <= m->T) up to the final hidden state m->xn_final
+ * [B,T,C], no logits: what a scalar head (a critic, a reward model) reads. Its backward is
+ * nn_tf_backward_from with dlogits NULL. */
+void nn_tf_forward_hidden(nn_tf *m, const llm_weights *w, const int *ids, int B, int T);
+/* The body, then the classifier: ids, targets [B,T]; b <= m->B, T <= m->T. With targets: mean cross-entropy (probabilities
  * left in m->logits); targets NULL: logits left in m->logits, returns 0. */
 float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *targets, int B,
                     int T);

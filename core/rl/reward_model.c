@@ -40,7 +40,7 @@ void rl_rm_score(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int 
                  float *score)
 {
     int C = m->c.dim;
-    nn_tf_forward(tf, &m->w, ids, NULL, B, T);
+    nn_tf_forward_hidden(tf, &m->w, ids, B, T);     /* a scalar head: no vocabulary logits */
     for (int b = 0; b < B; b++)
         nn_scalar_head_forward(&score[b], last_row(tf, b, T, len[b], C), m->head,
                                m->head + C, 1, C);
@@ -240,9 +240,16 @@ void rl_rm_score_lines(const rl_rm *m, nn_tf *tf, const llm_tokenizer *tok,
 {
     int *ids = mlsys_xmalloc((size_t)B * RM_T * sizeof(int));
     int *len = mlsys_xmalloc((size_t)B * sizeof(int));
-    for (int b = 0; b < B; b++)
+    int T = 1;
+    for (int b = 0; b < B; b++) {
         len[b] = encode_line(tok, lines[b], ids + (size_t)b * RM_T);
-    rl_rm_score(m, tf, ids, len, B, RM_T, score);
+        T = len[b] > T ? len[b] : T;
+    }
+    /* rows as long as the longest line, not RM_T: the padding after a line's last token is
+     * never read (causal attention), so the scores are the same for less work */
+    for (int b = 1; b < B; b++)
+        memmove(ids + (size_t)b * T, ids + (size_t)b * RM_T, (size_t)T * sizeof(int));
+    rl_rm_score(m, tf, ids, len, B, T, score);
     free(ids);
     free(len);
 }

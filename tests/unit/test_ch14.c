@@ -236,9 +236,13 @@ START_TEST(weight_update_goldens)
         n++;
     ck_assert_int_eq(n, 5);                 /* the header and four methods */
     ck_assert(!strstr(cross, "NVLink          ") || strstr(cross, "NVLink          ") > next);
-    ck_assert(strstr(b.out, "iteration           50.00 s   transfers are 0.0 % of it"));
-    ck_assert(strstr(b.out, "weights -> engine    2.85 s"));
-    ck_assert(strstr(b.out, "iteration           55.70 s   transfers are 10.2 % of it"));
+    /* one transfer per iteration, trainer -> engine; the original's return transfer named */
+    ck_assert(strstr(b.out, "iteration           50.00 s   the transfer is 0.0 % of it"));
+    ck_assert(strstr(b.out, "weights -> engine    2.85 s   (trainer to engine only"));
+    ck_assert(strstr(b.out, "iteration           52.85 s   the transfer is 5.4 % of it"));
+    ck_assert(strstr(b.out, "the original adds a return transfer, engine -> trainer, of the "
+                            "same cost: 55.70 s,\n   10.2 %"));
+    ck_assert(!strstr(b.out, "weights -> trainer"));
     ck_assert(strstr(b.out, "new actor weights: 140 GB"));
     ck_assert(!strstr(b.out, "MEASURED HERE"));
     bin_result_free(&b);
@@ -308,6 +312,13 @@ START_TEST(weight_sync_measured)
         ck_assert(strstr(m, "version 21)"));    /* 3 sizes x (1 warm-up + 3 rounds x 2) */
         bin_result_free(&b);
     }
+    /* the model is read before any rank starts: a bad file is one line and exit 2 */
+    bin_result bad = run_bin("run ch14/weight-update-demo -w 2 --model /nonexistent/m.bin");
+    ck_assert_int_eq(bad.status, 2);
+    ck_assert_msg(strstr(bad.err, "mlsys-lab: ch14/weight-update-demo: /nonexistent/m.bin") &&
+                  strchr(bad.err, '\n') == bad.err + strlen(bad.err) - 1, "%s", bad.err);
+    ck_assert_msg(!strstr(bad.out, "ESTIMATES"), "%s", bad.out);
+    bin_result_free(&bad);
     bin_result b = run_bin("run ch14/weight-update-demo -w 2 --bucket-size 2");
     ck_assert_int_eq(b.status, 2);
     ck_assert(strstr(b.err, "--bucket-size 2"));

@@ -171,6 +171,47 @@ START_TEST(test_predict_gae_matches_rl_gae)
 }
 END_TEST
 
+/* The weight transfer's share: one transfer, trainer to generator, t / (G + R + t); inside
+ * the stated 0.05 it passes, just outside it fails, and so does the original's answer that
+ * also counts a transfer back, 2t / (G + R + 2t). */
+static int judge_transfer(const exercise *ex, uint64_t seed, double x)
+{
+    char a[64];
+    snprintf(a, sizeof a, "%.6f", x);
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ex_verdict_free(&v);
+    return r;
+}
+
+START_TEST(test_predict_transfer_one_way)
+{
+    const exercise *ex = ex_find("ch14-predict-transfer");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int S, t, G, R;
+        const char *p = strstr(q.text, "moves ");
+        ck_assert(p && sscanf(p, "moves %d GB of new weights from the trainer to the generator "
+                              "in %d s. One iteration is %d s of generation, %d s of "
+                              "training", &S, &t, &G, &R) == 4);
+        double want = 100.0 * t / (G + R + t), twice = 100.0 * 2 * t / (G + R + 2 * t);
+        ck_assert_msg(fabs(q.answer - want) < 1e-9, "seed %llu: %g, one way gives %g",
+                      (unsigned long long)seed, q.answer, want);
+        ck_assert_int_eq(judge_transfer(ex, seed, want), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want + 0.045), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want - 0.045), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want + 0.06), EX_FAIL);
+        ck_assert_int_eq(judge_transfer(ex, seed, want - 0.06), EX_FAIL);
+        ck_assert_int_eq(judge_transfer(ex, seed, twice), EX_FAIL);
+        ck_assert_msg(strstr(q.explain, "one way") && strstr(q.explain, "return transfer"),
+                      "%s", q.explain);
+    }
+}
+END_TEST
+
 /* The baseline's factor against a simulation: the variance of score x G and of
  * score x (G - c) over 200,000 draws, within 3 %. */
 START_TEST(test_predict_baseline_simulated)
@@ -333,6 +374,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_predict_speedup_matches_library);
     tcase_add_test(t, test_predict_gae_matches_rl_gae);
     tcase_add_test(t, test_predict_baseline_simulated);
+    tcase_add_test(t, test_predict_transfer_one_way);
     tcase_add_test(t, test_rl_variants_named);
     tcase_add_test(t, test_decoding_variants_named);
     tcase_add_test(t, test_weight_sync_variants_named);
