@@ -416,12 +416,7 @@ static void wait_done(icoll_engine *e, icoll_op *op)
     pthread_mutex_lock(&e->mu);
     while (atomic_load_explicit(&op->state, memory_order_acquire) != OP_DONE) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mlsys_deadline(&ts, WAIT_SLICE_MS * 1e-3);
         pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);
@@ -540,12 +535,7 @@ int icoll_fence(mlsys_comm *c)
             return MLSYS_ERR_ABORTED;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mlsys_deadline(&ts, WAIT_SLICE_MS * 1e-3);
         pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);

@@ -349,6 +349,11 @@ const void *heap_peer(mlsys_world *w, int r, uint64_t off);
 void trace_ev(mlsys_comm *c, int kind, int peer_world, int tag, uint64_t bytes,
               uint64_t msg_id, uint64_t span_id);
 int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max);
+/* trace_collect.c: an output line with its own time (the reader's, from the file); text is
+ * copied. (struct mlsys_trace: trace.h) */
+struct mlsys_trace;
+void trace_add_line_at(struct mlsys_trace *t, uint64_t t_ns, int rank, int is_err,
+                       const char *text);
 
 /* coll.c */
 void coll_init_comm(mlsys_comm *c);              /* algorithm choice from MLSYS_ALGO */

@@ -493,6 +493,44 @@ int lab_command_parse(const lab_command *c, int argc, char **argv, lab_args *a, 
     return rc;
 }
 
+int lab_subcommand(const char *group, const lab_command *const *subs, int argc, char **argv,
+                   const lab_command **which)
+{
+    size_t gl = strlen(group);
+    for (int i = 0; argc >= 2 && subs[i]; i++)
+        if (!strcmp(argv[1], subs[i]->name + gl + 1)) {     /* "model info" -> "info" */
+            *which = subs[i];
+            return -1;
+        }
+    if (argc >= 2) {                    /* --help, as the parser reads it for any command */
+        static const lab_flag none[] = {{NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
+        lab_args a;
+        char msg[256];
+        memset(&a, 0, sizeof a);
+        int rc = parse(&a, none, command_common, 0, 1, argv + 1, msg, sizeof msg);
+        lab_args_free(&a);
+        if (rc == 1) {
+            for (int i = 0; subs[i]; i++) {
+                if (i)
+                    printf("\n");
+                lab_command_help(subs[i], stdout);
+            }
+            fflush(stdout);
+            return 0;
+        }
+    }
+    char want[256];
+    size_t used = 0;
+    want[0] = 0;
+    for (int i = 0; subs[i] && used < sizeof want; i++)
+        used += (size_t)snprintf(want + used, sizeof want - used, "%s'%s%s%s'",
+                                 i == 0 ? "" : subs[i + 1] ? ", " : " or ", subs[i]->name + gl + 1,
+                                 subs[i]->args && *subs[i]->args ? " " : "",
+                                 subs[i]->args ? subs[i]->args : "");
+    fprintf(stderr, "mlsys-lab %s: expected %s (see --help)\n", group, want);
+    return 2;
+}
+
 int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a)
 {
     char err[600];

@@ -99,10 +99,12 @@ typedef struct chapter {
 } chapter;
 
 /* assets.c */
-/* A shipped file by its path in the source tree ("assets/models/model.bin"): under
- * $MLSYS_LAB_SRC, else rel itself (from the current folder, or absolute), else next to the
- * program (one folder up for build/mlsys-lab, or beside it): the first that exists, into out,
- * which it returns; rel when none does, so that "cannot open" names the path asked for. */
+/* A file by the path a user gave or the source tree has ("assets/models/model.bin"), looked
+ * for in this order: rel itself when it is absolute or exists from the current folder (what
+ * the user named), then under $MLSYS_LAB_SRC, then next to the program (one folder up for
+ * build/mlsys-lab, or beside it). The first that exists goes into out, which it returns;
+ * rel when none does, so that "cannot open" names the path asked for. The one search for
+ * every caller: commands, the chapter reader and the labs. */
 const char *lab_asset_path(const char *rel, char *out, size_t n);
 
 /* chapters.c */
@@ -128,6 +130,11 @@ void lab_command_help(const lab_command *c, FILE *out);
 /* Parse for a command and answer what the caller would: -1 to go on with a parsed, else the
  * exit status (0 after --help, 2 after the one line on stderr). */
 int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a);
+/* A command of subcommands (group "model": subs "model info", "model init", NULL-ended):
+ * argv[1] names one, which goes into *which (then -1: go on with argc - 1, argv + 1); --help
+ * prints every one's help (0); anything else is one line on stderr (2). */
+int lab_subcommand(const char *group, const lab_command *const *subs, int argc, char **argv,
+                   const lab_command **which);
 const char *lab_arg_str(const lab_args *a, const char *name);   /* NULL when unknown/unset */
 /* The same text where it lives as long as argv (or the flag table, for a default): for a
  * value kept after lab_args_free. NULL when unknown or unset. */

@@ -657,12 +657,6 @@ static void summarise(const trainer *T, int calls, method_times *mt)
     free(idx);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 #define ALONE_REPEATS 5
 
 /* The sync of d's buckets alone: every bucket launched after backward (nothing to hide
@@ -689,8 +683,7 @@ static int sync_alone(mlsys_comm *c, ddp *d, double *med)
     d->overlap = overlap;
     ddp_begin(d);
     if (!rc) {
-        qsort(t, ALONE_REPEATS, sizeof t[0], cmp_double);
-        *med = t[ALONE_REPEATS / 2];
+        *med = mlsys_percentile(t, ALONE_REPEATS, 50);
     }
     return rc;
 }

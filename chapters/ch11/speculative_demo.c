@@ -555,7 +555,7 @@ static int spec_before(const lab_args *a)
                             lab_arg_str(a, "tokenizer")};
     for (int i = 0; i < 3; i++) {
         char buf[4096];
-        if (access(common_asset_path(files[i], buf, sizeof buf), R_OK) != 0) {
+        if (access(lab_asset_path(files[i], buf, sizeof buf), R_OK) != 0) {
             fprintf(stderr, "mlsys-lab: %s: %s: %s (the lab's models: see "
                     "assets/models/README.md)\n", LAB_ID, files[i], strerror(errno));
             return 2;

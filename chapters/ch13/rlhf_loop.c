@@ -5,7 +5,7 @@
  * the score), the rule's share of right sums, the KL to the reference and the phases' times.
  * --simulate: the original's placeholder. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
 #include "../../core/trace_values.h"
@@ -203,7 +203,7 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
     char dp[PATH_MAX + 64];
     llm_config dc;
     llm_weights dw;
-    const char *dpath = common_asset_path("assets/models/draft.bin", dp, sizeof dp);
+    const char *dpath = lab_asset_path("assets/models/draft.bin", dp, sizeof dp);
     if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err) ||
         rl_rm_init(&g_rm, &dc, &dw, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);

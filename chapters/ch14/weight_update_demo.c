@@ -162,7 +162,7 @@ static int wu_before(const lab_args *a)
         char mp[1024], err[512];
         llm_config mc;
         llm_weights mw;
-        if (llm_checkpoint_read(common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp), &mc,
+        if (llm_checkpoint_read(lab_asset_path(lab_arg_str(a, "model"), mp, sizeof mp), &mc,
                                 &mw, err, sizeof err)) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
             return 2;
@@ -215,6 +215,18 @@ static int wu_before(const lab_args *a)
         printf("\nMeasuring a transfer needs a receiver: run with --world-size 2 or more.\n");
         return 0;
     }
+    /* every rank holds a buffer of --measure-bytes: all of them must fit in what is free */
+    uint64_t big = lab_arg_size(a, "measure-bytes");
+    long ranks = lab_arg_int(a, "world-size");
+    if ((double)big * (double)ranks > (double)mlsys_mem_available()) {
+        char want[32], have[32];
+        mlsys_format_approx((double)big * (double)ranks, want, sizeof want);
+        mlsys_format_approx((double)mlsys_mem_available(), have, sizeof have);
+        fprintf(stderr, "mlsys-lab: %s: --measure-bytes %s on %ld ranks needs %s (a buffer "
+                "per rank), more than this machine has free: %s\n", LAB_ID,
+                lab_arg_str(a, "measure-bytes"), ranks, want, have);
+        return 2;
+    }
     uint64_t bk[16];
     if (ch14_bucket_list(lab_arg_str(a, "bucket-size"), bk, 16) < 0) {
         fprintf(stderr, "mlsys-lab: %s: --bucket-size %s: want up to 16 sizes of 4 B to 16 GiB "
@@ -229,12 +241,6 @@ static int wu_before(const lab_args *a)
         return 0;
     }
     return common_backend_check(a, (int)lab_arg_int(a, "world-size")) ? 2 : -1;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
 }
 
 /* Broadcast bytes from rank 0 iters times after one warm-up; the median seconds. The first
@@ -267,8 +273,7 @@ static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
         if (i >= 0)
             t[i] = dt;
     }
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
-    *median = t[iters / 2];
+    *median = mlsys_percentile(t, (size_t)iters, 50);
     free(t);
     ch14_wu_mem(c, 1, 0, "broadcast buffer");
     mlsys_free_aligned(buf, count * 4);

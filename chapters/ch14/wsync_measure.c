@@ -185,12 +185,6 @@ static size_t staged_buckets(const actor *ac, size_t bucket_bytes)
     return staged;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* The trainer's step: the weights change, the version advances. fresh: every weight is
  * rewritten (its sign flipped), as an optimizer step does; else only each tensor's first. */
 static void train_step(actor *ac, const float *first, uint64_t *version, int fresh)
@@ -268,10 +262,8 @@ static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plai
             snprintf(err, errlen, "rank %d: %s", mlsys_rank(c), mlsys_errmsg(c));
         return rc;
     }
-    qsort(a, ROUNDS, sizeof *a, cmp_double);
-    qsort(b, ROUNDS, sizeof *b, cmp_double);
-    *ts = a[ROUNDS / 2];
-    *tb = b[ROUNDS / 2];
+    *ts = mlsys_percentile(a, ROUNDS, 50);
+    *tb = mlsys_percentile(b, ROUNDS, 50);
     return 0;
 }
 
@@ -285,7 +277,7 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a, int *gate)
     char path[1024], err[512] = "";
     llm_config cfg;
     llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), path, sizeof path);
+    lab_asset_path(lab_arg_str(a, "model"), path, sizeof path);
     if (llm_checkpoint_read(path, &cfg, &w, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, me, err);
         return 1;

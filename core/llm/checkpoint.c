@@ -72,7 +72,8 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
     int fd;
     uint64_t n;
     char why[200];
-    memset(w, 0, sizeof *w);
+    if (w)
+        memset(w, 0, sizeof *w);
     if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
     int32_t h[7];
@@ -96,6 +97,10 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
                  "seq %d) needs %llu", path, n < want ? "truncated" : "wrong size",
                  (unsigned long long)n, c->dim, c->n_layers, c->vocab_size,
                  c->shared_classifier ? "" : " unshared", c->seq_len, (unsigned long long)want);
+        goto out;
+    }
+    if (!w) {                   /* the configuration is all the caller wants */
+        rc = 0;
         goto out;
     }
     if (want > mlsys_mem_available()) {
@@ -124,6 +129,28 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
 out:
     close(fd);
     return rc;
+}
+
+int llm_model_read(const char *mpath, const char *tpath, llm_config *c, llm_weights *w,
+                   llm_tokenizer *t, char *err, size_t errlen)
+{
+    if (llm_checkpoint_read(mpath, c, w, err, errlen))
+        return -1;
+    if (!t)
+        return 0;
+    if (llm_tokfile_read(tpath, 0, t, err, errlen))
+        goto fail;
+    if (t->vocab_size != c->vocab_size) {
+        snprintf(err, errlen, "%s has %d ids, the vocabulary of %s has %d: a tokenizer must be "
+                 "its model's", tpath, t->vocab_size, mpath, c->vocab_size);
+        llm_tokenizer_free(t);
+        goto fail;
+    }
+    return 0;
+fail:
+    if (w)
+        llm_weights_free(w);
+    return -1;
 }
 
 /* ---- the .train companion ---- */

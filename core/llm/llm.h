@@ -130,6 +130,12 @@ int llm_tokfile_write(const char *path, const llm_tokenizer *t, char *err, size_
  * rejects trailing bytes; vocab_size <= 0 reads entries until the end of the file. */
 int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *err,
                      size_t errlen);
+/* (checkpoint.c) The one loader of the lab's model files: the model mpath into c and w (w
+ * NULL: the configuration only, llm_checkpoint_read), then the tokenizer tpath into t unless
+ * t is NULL, whose vocabulary must be the model's. 0, or -1 with "PATH: why" in err and
+ * nothing allocated. */
+int llm_model_read(const char *mpath, const char *tpath, llm_config *c, llm_weights *w,
+                   llm_tokenizer *t, char *err, size_t errlen);
 
 /* ---- datakit.c: seed -> corpus -> tokenizer -> token ids ---- */
 #define LLM_DATAKIT_TRAIN_BYTES ((size_t)2 << 20)   /* training text when 0 is asked */

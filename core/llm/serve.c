@@ -196,16 +196,15 @@ static void step_record(llm_serve *s, int rows, int tokens, double secs)
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen)
 {
+    /* defaults, and a context and a cache sized by what the run needs, checked against the
+     * free memory before anything is allocated (serve_mem.c); from here on c is the
+     * engine's view of the model, its context cut to max_model_len */
     llm_serve_opts d = *o;
-    if (d.max_num_seqs <= 0)
-        d.max_num_seqs = 16;
-    if (d.max_num_batched_tokens <= 0)
-        d.max_num_batched_tokens = 256;
-    if (d.block_size <= 0)
-        d.block_size = 16;
+    llm_config run;
+    if (llm_serve_plan(c, &d, &run, err, errlen))
+        return NULL;
+    c = &run;
     int per_seq = (c->seq_len + d.block_size - 1) / d.block_size;
-    if (d.n_blocks <= 0)
-        d.n_blocks = d.max_num_seqs * per_seq;
     if (d.max_num_seqs > 4096 || d.max_num_batched_tokens > 65536 ||
         d.max_num_batched_tokens < d.max_num_seqs || d.block_size > c->seq_len ||
         d.n_blocks < per_seq) {
@@ -795,10 +794,7 @@ int llm_serve_has_work(llm_serve *s)
 int llm_serve_wait(llm_serve *s, double timeout_s)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long ns = (long long)ts.tv_nsec + (long long)(timeout_s * 1e9);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
+    mlsys_deadline(&ts, timeout_s);
     pthread_mutex_lock(&s->mu);
     int rc = 0, w = work_locked(s);
     pthread_mutex_unlock(&s->mu);

@@ -322,8 +322,12 @@ typedef struct llm_serve_opts {
     int max_num_seqs;             /* sequences in a step's batch (0: 16) */
     int max_num_batched_tokens;   /* rows in a step's forward (0: 256; >= max_num_seqs) */
     int block_size;               /* tokens per KV block (0: 16) */
-    int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(seq_len / block_size));
-                                     at least one full context's worth */
+    int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(max_model_len /
+                                     block_size); with max_model_len 0, at most what half the
+                                     free memory holds); at least one full context's worth */
+    int max_model_len;            /* tokens a sequence may reach, prompt and output (0: not
+                                     known, the model's context): sizes the cache and the
+                                     engine's scratch */
     int no_prefix_cache;          /* 1: prompts are always computed in full */
     llm_admit_fn admit;           /* NULL: llm_admit_continuous */
     void *admit_u;
@@ -371,9 +375,16 @@ typedef struct llm_serve_opts {
  *           also stops at an "engine idle" gate when gated (and returns at once after it:
  *           the viewer decides how long the engine waits); not gated, an idle gate is said
  *           once per idle period, so a trace shows when the engine had nothing to do. */
-/* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
+/* The engine borrows c and w (they must outlive it). NULL with err on bad options, or when
+ * what it would allocate is more than this machine has free (llm_serve_plan). */
 llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
                             const llm_serve_opts *o, char *err, size_t errlen);
+/* serve_mem.c: o's defaults filled in (n_blocks sized as above), *run = c with the context
+ * cut to max_model_len, and the bytes that the engine would allocate (cache, scratch,
+ * tables) compared with the memory free now. 0, or -1 with one line in err: nothing is
+ * allocated, so a lab can call it before its ranks start. */
+int llm_serve_plan(const llm_config *c, llm_serve_opts *o, llm_config *run, char *err,
+                   size_t errlen);
 /* Every request still queued or running gets its final event (LLM_FINISH_CANCEL) first. */
 void llm_serve_free(llm_serve *s);
 /* Queue a request. Returns its id (>= 0, in submission order) or -1 with err (a bad

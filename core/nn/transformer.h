@@ -64,6 +64,10 @@ size_t llm_param_count(const llm_config *c);
 /* Floats of the file payload (parameters + the two RoPE tables); file = 28 + 4·this bytes. */
 size_t llm_file_floats(const llm_config *c);
 uint64_t llm_file_bytes(const llm_config *c);
+/* Bytes of KV cache one token of context takes in float32: a key and a value of kv_dim
+ * floats in every layer, 2 * n_layers * kv_dim * 4 (chapter 9's formula; a paged pool's
+ * slot holds exactly this). */
+size_t llm_kv_bytes(const llm_config *c);
 /* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
  * 0, or -1 when c is invalid. Free with llm_weights_free. */
 int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);

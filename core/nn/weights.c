@@ -76,6 +76,11 @@ size_t llm_param_count(const llm_config *c)
     return llm_file_floats(c) - s[11] - s[12];
 }
 
+size_t llm_kv_bytes(const llm_config *c)
+{
+    return (size_t)2 * (size_t)c->n_layers * (size_t)c->kv_dim * sizeof(float);
+}
+
 uint64_t llm_file_bytes(const llm_config *c)
 {
     return HEADER_BYTES + 4ull * llm_file_floats(c);

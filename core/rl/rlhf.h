@@ -54,9 +54,10 @@ void rl_rm_score_lines(const rl_rm *m, nn_tf *tf, const llm_tokenizer *tok,
 /* The Bradley-Terry loss over P pairs: ids [2P,T] (rows 0..P-1 the preferred, P..2P-1 the
  * rejected), L = (1/P) Σ -log σ(r_w - r_l) = (1/P) Σ softplus(r_l - r_w). Adds its gradient
  * to g (the body's, llm_weights of the same config) and ghead [dim+1] when they are not
- * NULL; *correct = pairs with r_w > r_l. Returns L. */
+ * NULL; *correct = pairs with r_w > r_l, a tie (r_w = r_l) counting half: a model that
+ * cannot tell the two apart is right by chance half the time. Returns L. */
 double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int P, int T,
-                       llm_weights *g, float *ghead, int *correct);
+                       llm_weights *g, float *ghead, double *correct);
 /* Files: "MLSYSRM1", int32 header[7] (llama2.c's), then the body payload and the head. */
 int rl_rm_save(const rl_rm *m, const char *path, char *err, size_t errlen);
 int rl_rm_load(rl_rm *m, const char *path, char *err, size_t errlen);
@@ -77,13 +78,14 @@ void rl_rm_train_defaults(rl_rm_train_opts *o);
 typedef struct rl_rm_report {
     double first_loss, last_loss;   /* mean over the first and the last 10 steps */
     double train_acc, heldout_acc;  /* preference accuracy after training */
-    double heldout_acc0;            /* before training (head zero: ties count as wrong) */
+    double heldout_acc0;            /* before training (head zero: every pair a tie, 50 %) */
     double seconds;
 } rl_rm_report;
 /* Train m in place (one process). tok tokenizes the lines. 0 or -1 with err. */
 int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
                 rl_rm_report *rep, char *err, size_t errlen);
-/* Preference accuracy on n held-out pairs drawn from seed (one process). */
+/* Preference accuracy on n held-out pairs drawn from seed (one process); a tie counts half,
+ * so a model that scores every line alike is at chance, 0.5. */
 double rl_rm_accuracy(const rl_rm *m, const llm_tokenizer *tok, int max_operand, int n,
                       uint64_t seed, int held_out);
 

@@ -83,7 +83,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         pthread_mutex_unlock(&j->mu);
         if (!cx->first_sent || text) {
-            pend_set(cx, srv_resp_chunk(j, s->model_name, s->created, text, len - cx->sent,
+            pend_set(cx, srv_resp_chunk(j, s->model_name, j->created, text, len - cx->sent,
                                         !cx->first_sent, 0));
             cx->first_sent = 1;
             cx->sent = len;
@@ -91,7 +91,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         if (done) {
-            char *ev = failed ? NULL : srv_resp_chunk(j, s->model_name, s->created, NULL, 0,
+            char *ev = failed ? NULL : srv_resp_chunk(j, s->model_name, j->created, NULL, 0,
                                                        0, 1);
             if (failed) {
                 char *e = srv_resp_error(400, j->err, "");
@@ -152,7 +152,12 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
         return srv_reply_error(c, cx, 400, j->err, "");
     if (j->finish == LLM_FINISH_ERROR)
         return srv_reply_error(c, cx, 500, "the engine failed on this request", "");
-    char *out = srv_resp_full(j, s->model_name, s->created);
+    /* its client is still here, so the server cut it (the drain ran out): no partial text
+     * passed off as an answer */
+    if (j->finish == LLM_FINISH_CANCEL)
+        return srv_reply_error(c, cx, 503, "the server shut down before this request finished",
+                               "");
+    char *out = srv_resp_full(j, s->model_name, j->created);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(out), out,
                                                              MHD_RESPMEM_MUST_FREE);
     if (!r) {

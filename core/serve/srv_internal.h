@@ -43,6 +43,7 @@ typedef struct srv_job {
     int *prompt, n_prompt, max_tokens;
     uint64_t seed;
     long serial;                  /* the server's request number (the response id) */
+    long created;                 /* unix seconds when it arrived: its responses' "created" */
     /* output, appended by the engine thread */
     char *text;
     size_t len, cap;
@@ -117,7 +118,8 @@ char *srv_resp_error(int status, const char *msg, const char *param);
 /* The whole response of a finished job. */
 char *srv_resp_full(const srv_job *j, const char *model, long created);
 /* One server-sent event: "data: {chunk}\n\n" with text (first: the chat role comes too),
- * or the final chunk with finish_reason (and usage when asked). */
+ * or the final chunk with finish_reason (then, when include_usage asked for it, a chunk
+ * with "choices": [] and the usage). */
 char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
                      size_t len, int first, int final);
 char *srv_resp_models(const char *model, long created);
@@ -127,6 +129,7 @@ const char *srv_finish_reason(llm_finish f);
 typedef struct srv_http_counters {
     long requests[6];             /* by status class: 2xx, 400, 401, 404, 413, other */
     long disconnects;             /* clients gone before their request finished */
+    long cut_slow;                /* connections cut: no whole request in request_timeout_s */
     long overhead_count;
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
@@ -140,9 +143,11 @@ struct srv_server {
     const llm_tokenizer *t;
     srv_opts o;
     char model_name[128];
-    char api_key[256];
+    char *api_key;                /* the whole key (NULL: none) */
+    size_t api_key_len;
     srv_loop *loop;
     void *daemon;                 /* struct MHD_Daemon */
+    void *guard;                  /* mhd.c: the connections' request deadlines */
     int listen_fd, port;
     volatile int draining;
     long created;                 /* unix seconds at start: /v1/models */
@@ -158,5 +163,9 @@ void srv_http_stop(srv_server *s);
 int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_job **job,
                  char **body);
 void srv_count(srv_server *s, int status);
+/* 1 when the Authorization header value h carries the server's key: the scheme "Bearer" in
+ * any case, blanks, then the key compared in a time that does not depend on where a wrong
+ * key first differs. 1 as well when the server has no key. */
+int srv_key_ok(const srv_server *s, const char *h);
 
 #endif

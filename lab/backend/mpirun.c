@@ -1,10 +1,10 @@
 /* mpirun.c - --backend mpi: builds the mpirun line (--allow-run-as-root as root,
  * --oversubscribe beyond the slots, ob1 over self/vader/tcp), runs `mlsys-lab worker LAB ...`
  * under it in a session of its own, and gives what the shm launcher gives: lines per rank
- * (--tag-output), events over TCP (collector.c), one line on how the job ended. Ctrl-C:
+ * (--tag-output), events over TCP (core/net_collector.c), one line on how the job ended. Ctrl-C:
  * SIGTERM to mpirun, then SIGKILL to whatever is left in its session. */
 #include "mpirun.h"
-#include "collector.h"
+#include "../../core/net_events.h"
 #include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>
@@ -898,7 +898,7 @@ static void trace_line(void *u, int rank, int is_err, const char *line)
     int owner = rank;
     const char *text = mlsys_print_untag(line, &owner);
     if (rank >= 0)
-        trace_buf_line(u, owner, is_err, text);
+        mlsys_trace_add_line(u, owner, is_err, text);
     deliver(NULL, rank, is_err, text);
 }
 
@@ -931,7 +931,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
 
     const char *trace = lab_arg_str(a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";
-    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+    if (trace && mlsys_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         return 2;
     }
@@ -960,8 +960,8 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
-    mlsys_job_sink sink = {trace ? trace_line : NULL, trace_buf_collect, &tb};
+    mlsys_trace tb = {0};
+    mlsys_job_sink sink = {trace ? trace_line : NULL, mlsys_trace_collect, &tb};
     char why[300];
     int rc = mpirun_wait(j, o.events ? &sink : NULL, -1, why, sizeof why);
     if (trace && mlsys_job_stop_requested()) {
@@ -969,7 +969,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     } else if (trace) {
         char missing[256];
         int nmiss = mpirun_events_incomplete(j, missing, sizeof missing);
-        if (runner_trace_commit(trace, trace_tmp, &tb, mpirun_t0_ns(j)) != 0)
+        if (mlsys_trace_commit(trace, trace_tmp, &tb, mpirun_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
@@ -979,7 +979,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
                     "final record: the last events of %s may be missing\n", nmiss > 1 ? "s" : "",
                     missing, nmiss > 1 ? "those ranks" : "that rank");
     }
-    trace_buf_free(&tb);
+    mlsys_trace_free(&tb);
     int status = mpirun_exit_status(j);
     int interrupted = mlsys_job_stop_requested();
     mpirun_free(j);

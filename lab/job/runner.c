@@ -18,48 +18,6 @@
 
 #define TRACE_RING_EVENTS 65536
 
-void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
-{
-    trace_buf *t = u;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->n + n)
-            cap *= 2;
-        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
-            exit(70);
-        }
-        t->ev = p;
-        t->cap = cap;
-    }
-    memcpy(t->ev + t->n, ev, n * sizeof *ev);
-    t->n += n;
-}
-
-void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text)
-{
-    if (t->nl == t->lcap) {
-        t->lcap = t->lcap ? t->lcap * 2 : 256;
-        mlsys_trace_line *p = realloc(t->lines, t->lcap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
-            exit(70);
-        }
-        t->lines = p;
-    }
-    t->lines[t->nl++] = (mlsys_trace_line){mlsys_now_ns(), rank, is_err, mlsys_xstrdup(text)};
-}
-
-void trace_buf_free(trace_buf *t)
-{
-    for (size_t i = 0; i < t->nl; i++)
-        free((char *)t->lines[i].text);
-    free(t->lines);
-    free(t->ev);
-    memset(t, 0, sizeof *t);
-}
-
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n)
 {
     char **wargv = NULL;
@@ -260,56 +218,6 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
 }
 
-/* --trace FILE is checked before the job starts: a directory, a device or a folder that
- * cannot be written to would only show at the end. The trace goes to a temp file next to
- * FILE (created now, so that the folder is known writable) and is renamed over FILE once
- * written: an existing FILE is never cut short by a job that ends badly. */
-int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen)
-{
-    struct stat st;
-    tmp[0] = 0;
-    if (!*path) {
-        snprintf(err, errlen, "--trace needs a file name");
-        return 2;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--trace %s is a directory: name a file in it", path);
-        return 2;
-    }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "--trace %s is not a regular file (a device or a pipe)", path);
-        return 2;
-    }
-    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
-        snprintf(err, errlen, "--trace %s: cannot write it: %s", path, strerror(errno));
-        return 2;
-    }
-    if (snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid()) >= (int)n) {
-        snprintf(err, errlen, "--trace %s: the name is too long", path);
-        tmp[0] = 0;
-        return 2;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "--trace %s: cannot create a file there: %s", path, strerror(errno));
-        tmp[0] = 0;
-        return 2;
-    }
-    close(fd);
-    return 0;
-}
-
-/* Write the events to the temp file, then put it in place. 0, or -1 (the temp is removed). */
-int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0)
-{
-    if (mlsys_trace_write_json_lines(tmp, tb->ev, tb->n, tb->lines, tb->nl, t0) != 0 ||
-        rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* With --algo NAME: what rank 0's collective calls ran instead of NAME, one entry per
  * collective (so memory stays small however long the job runs). */
 typedef struct algo_watch {
@@ -320,7 +228,6 @@ typedef struct algo_watch {
     char missing[400];                  /* collectives without NAME, and what they ran */
     size_t used;
     int nmissing;
-    trace_buf *keep;                    /* --trace: every event is kept here as well */
 } algo_watch;
 
 static void algo_watch_event(algo_watch *w, const mlsys_event *e)
@@ -342,7 +249,7 @@ static void algo_watch_event(algo_watch *w, const mlsys_event *e)
  * which also keeps every output line with the rank that printed it. */
 typedef struct headless {
     algo_watch *aw;
-    trace_buf *tb;
+    mlsys_trace *tb;
 } headless;
 
 static void headless_events(void *u, const mlsys_event *ev, size_t n)
@@ -351,7 +258,7 @@ static void headless_events(void *u, const mlsys_event *ev, size_t n)
     for (size_t i = 0; h->aw && i < n; i++)
         algo_watch_event(h->aw, &ev[i]);
     if (h->tb)
-        trace_buf_collect(h->tb, ev, n);
+        mlsys_trace_collect(h->tb, ev, n);
 }
 
 /* Printed as the launcher prints (stdout as it is, stderr after "[rank r] "), the tag that
@@ -362,7 +269,7 @@ static void headless_line(void *u, int rank, int is_err, const char *line)
     int owner = rank;
     const char *text = mlsys_print_untag(line, &owner);
     if (h->tb)
-        trace_buf_line(h->tb, owner, is_err, text);
+        mlsys_trace_add_line(h->tb, owner, is_err, text);
     if (is_err)
         fprintf(stderr, "[rank %d] %s\n", rank, text);
     else {
@@ -411,14 +318,17 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     const char *trace = lab_arg_str(&a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";
-    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+    if (trace && mlsys_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         lab_args_free(&a);
         return 2;
     }
     if (l->before && (rc = l->before(&a)) >= 0) {
-        if (trace_tmp[0])
+        if (trace_tmp[0]) {
             unlink(trace_tmp);
+            fprintf(stderr, "mlsys-lab: %s: --trace: nothing written to %s: no ranks started, "
+                    "so there were no events to record\n", l->id, trace);
+        }
         lab_args_free(&a);
         return rc;
     }
@@ -449,7 +359,7 @@ int runner_run(const lab *l, int argc, char **argv)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
+    mlsys_trace tb = {0};
     headless hs = {NULL, trace ? &tb : NULL};
     mlsys_job_sink sink = {trace ? headless_line : NULL, headless_events, &hs};
     algo_watch *aw = NULL;
@@ -466,7 +376,7 @@ int runner_run(const lab *l, int argc, char **argv)
         unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
     } else if (trace) {
         uint64_t lost = mlsys_job_events_lost(j);
-        if (runner_trace_commit(trace, trace_tmp, &tb, mlsys_job_t0_ns(j)) != 0)
+        if (mlsys_trace_commit(trace, trace_tmp, &tb, mlsys_job_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
@@ -475,7 +385,7 @@ int runner_run(const lab *l, int argc, char **argv)
     if (aw && !interrupted)
         algo_watch_report(l, aw);
     free(aw);
-    trace_buf_free(&tb);
+    mlsys_trace_free(&tb);
     const mlsys_rank_status *st0 = mlsys_job_status(j, 0);
     int solo_code = !l->rank_main && st0 && st0->exited ? st0->code : -1;
     int strays_rank = -1, strays = mlsys_job_strays(j, &strays_rank);

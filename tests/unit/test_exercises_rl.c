@@ -333,6 +333,34 @@ START_TEST(test_experiment_answers_ch11_14)
     check_variant("ch14-memory-plan", "solution.txt", "gen_tp = 8\ngen_replicas = 4",
                   "gen_tp = 4\ngen_replicas = 8", &v);
     expect_fail(&v, EXF_ANSWER, "80 GB", NULL);
+    /* data parallelism copies the model: 32 replicas of a 70B actor and critic do not fit;
+     * sharded by ZeRO-3 they would, but a batch of 4 sequences has none for 28 of them */
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 1\npp = 1\ndp = 32\nzero = 0", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 2210.6 GB per GPU", NULL);
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 1\npp = 1\ndp = 32\nzero = 3", &v);
+    expect_fail(&v, EXF_ANSWER, "dp <= 4", "72.3 GB per GPU");
+    /* the reference layout fits only when ZeRO-3 shards the weights too: near misses */
+    check_variant("ch14-memory-plan", "solution.txt", "zero = 3\ntrain_gpu_gb = 72.3",
+                  "zero = 2\ntrain_gpu_gb = 81.0", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 81.0 GB per GPU", "weights 17.2");
+    check_variant("ch14-memory-plan", "solution.txt", "zero = 3\ntrain_gpu_gb = 72.3",
+                  "zero = 0\ntrain_gpu_gb = 141.3", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 141.3 GB per GPU", NULL);
+    /* the per-GPU figure of the chosen layout, not the 8-GPU one */
+    check_variant("ch14-memory-plan", "solution.txt", "train_gpu_gb = 72.3",
+                  "train_gpu_gb = 289.3", &v);
+    expect_fail(&v, EXF_ANSWER, "train_gpu_gb = 289.3", "72.3");
+    /* replicas confused with shards */
+    check_variant("ch14-memory-plan", "solution.txt", "replicated_per_gpu_8 = 2220.7",
+                  "replicated_per_gpu_8 = 289.3", &v);
+    expect_fail(&v, EXF_ANSWER, "replicated_per_gpu_8 = 289.3", "2220.7");
+    /* pure model parallelism shards everything: 8 x 4 x 1 fits without ZeRO */
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 8\npp = 4\ndp = 1\nzero = 0", &v);
+    ck_assert_msg(v.result == EX_PASS, "tp 8 x pp 4 x dp 1: %s", v.summary);
+    ex_verdict_free(&v);
     remove_tmp();
 }
 END_TEST

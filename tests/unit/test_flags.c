@@ -583,6 +583,76 @@ START_TEST(commands)
 }
 END_TEST
 
+/* fd 1 or 2 into a temp file while fn runs; what was written, malloc'd. */
+static char *capture(int fd, int (*fn)(void *), void *arg, int *rc)
+{
+    char path[] = "/tmp/test_flags_capXXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    unlink(path);
+    fflush(NULL);
+    int saved = dup(fd);
+    dup2(tmp, fd);
+    *rc = fn(arg);
+    fflush(NULL);
+    dup2(saved, fd);
+    close(saved);
+    char *out = calloc(1, 8192);
+    ck_assert_int_ge(pread(tmp, out, 8191, 0), 0);
+    close(tmp);
+    return out;
+}
+
+static const lab_command sub_a = {.name = "thing a", .args = "FILE", .min_pos = 1,
+                                  .max_pos = 1, .summary = "the first"};
+static const lab_command sub_b = {.name = "thing b", .summary = "the second"};
+static const lab_command *const subs[] = {&sub_a, &sub_b, NULL};
+static const lab_command *g_which;
+
+static int pick(void *arg)
+{
+    const char **words = arg;
+    int argc = 0;
+    while (words[argc])
+        argc++;
+    g_which = NULL;
+    return lab_subcommand("thing", subs, argc, (char **)words, &g_which);
+}
+
+START_TEST(subcommands)
+{
+    int rc;
+    const char *b[] = {"thing", "b", "--help", NULL};
+    free(capture(1, pick, b, &rc));
+    ck_assert_int_eq(rc, -1);                       /* picked; its own flags are its own */
+    ck_assert_ptr_eq(g_which, &sub_b);
+    const char *a[] = {"thing", "a", "f.bin", NULL};
+    free(capture(1, pick, a, &rc));
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_eq(g_which, &sub_a);
+    static const char *const helps[] = {"--help", "-h"};
+    for (int i = 0; i < 2; i++) {
+        const char *h[] = {"thing", helps[i], NULL};
+        char *out = capture(1, pick, h, &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_msg(strstr(out, "usage: mlsys-lab thing a FILE") &&
+                      strstr(out, "usage: mlsys-lab thing b") && strstr(out, "the second"),
+                      "%s", out);
+        free(out);
+    }
+    const char *none[] = {"thing", NULL}, *odd[] = {"thing", "c", NULL},
+               *flag[] = {"thing", "--bytes", NULL};
+    const char **bad[] = {none, odd, flag};
+    for (int i = 0; i < 3; i++) {
+        char *err = capture(2, pick, bad[i], &rc);
+        ck_assert_int_eq(rc, 2);
+        ck_assert_ptr_null(g_which);
+        ck_assert_str_eq(err, "mlsys-lab thing: expected 'a FILE' or 'b' (see --help)\n");
+        free(err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("flags");
@@ -599,6 +669,7 @@ int main(void)
     tcase_add_test(tc, table_consistent);
     tcase_add_test(tc, short_flags_one_meaning);
     tcase_add_test(tc, commands);
+    tcase_add_test(tc, subcommands);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -8,6 +8,7 @@
  * and COW records leave referenced) and the lab's plot points (a small curve per series
  * beside, e.g. reward and KL). */
 #include "view.h"
+#include "serve_model.h"
 #include "../stepmodel.h"
 #include "../../../core/trace_values.h"
 #include <math.h>
@@ -554,8 +555,7 @@ static void move_text(const move *m, char *out, size_t n, int longer)
         snprintf(out, n, "weights v%d%s%s%s", m->version, sz ? " (" : "", sz ? b : "",
                  sz ? ")" : "");
     else if (m->what == MLSYS_FLOW_REQUESTS && m->seq >= 0)
-        snprintf(out, n, "req %d: %d%s%s%s", m->seq, m->count, sz ? " (" : "", sz ? b : "",
-                 sz ? ")" : "");       /* one request; the count is the lab's (tokens, rows) */
+        svm_move_text(m->from, m->to, m->seq, m->count, out, n);   /* its unit: serve_model */
     else
         snprintf(out, n, "%d %s%s%s%s%s", m->count,
                  m->label[0] ? m->label : what_word(m->what, m->count), v, sz ? " (" : "",

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 7's exercises: the bubble and the peak activations of fill-drain
+/* ch07_exercises.c - Chapter 7's exercises: the bubble and the peak activations of fill-drain
  * and 1F1B (predict, from the closed forms that schedule.c's generator obeys), the traffic
  * of an MoE layer under tensor and expert parallelism (a quiz file), and a TP x PP x DP
  * layout for 70B on 64 GPUs, checked against the strategy calculator's --compat model. */

@@ -1,10 +1,9 @@
-/* collector.c - receives the ranks' event streams over TCP for one job. The listener binds
+/* net_collector.c - receives the ranks' event streams over TCP for one job. The listener binds
  * to loopback unless the runner was given an address (clusters); a stream counts only after
  * a hello with the job's 128-bit token, and a wrong one is refused and said on stderr.
  * Events from another host (another boot id) are moved onto this host's clock by the offset
  * seen at hello time. Everything is non-blocking: the runner polls these fds with its pipes. */
-#include "collector.h"
-#include "../../core/net_events.h"
+#include "net_events.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

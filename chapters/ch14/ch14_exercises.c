@@ -1,7 +1,8 @@
-/* exercises.c - Chapter 14's exercises: the weight-sync step between a trainer rank and the
+/* ch14_exercises.c - Chapter 14's exercises: the weight-sync step between a trainer rank and the
  * generator ranks on real ranks (implement), the share of an iteration the weight transfer
  * takes (predict), and a memory plan and a 64-GPU design for 70B checked against
- * memory-timeline's own figures (experiment). */
+ * memory-timeline's own figures, replicated and sharded layouts told apart by ZeRO stage
+ * (experiment). */
 #include "../../lab/exercise/exercise.h"
 #include <math.h>
 #include <stdio.h>
@@ -104,38 +105,73 @@ static const exercise ch14_predict_transfer = {
 /* ---- ch14-memory-plan (experiment) ---- */
 
 #define MT_CMD "mlsys-lab run ch14/memory-timeline"
+#define MT_BATCH 4              /* the lab's default batch: sequences a DP replica can take */
 
-/* The lab's phase totals (generation, scoring, training), per-GPU shares over 8 GPUs, and the
- * actor's weights in GB. 0, or -1 with v set. */
-static int timeline(const ex_context *cx, double tot[3], double per8[3], double *actor,
-                    ex_verdict *v)
+/* memory-timeline's output with the extra flags (NULL-terminated, at most 8); NULL with v set
+ * when it failed. The caller frees it. */
+static char *run_timeline(const ex_context *cx, const char *const *extra, ex_verdict *v)
 {
     if (!cx->bin[0]) {
         ex_verdict_set(v, EX_ERROR, EXF_SETUP, "cannot find the mlsys-lab program to run "
                        "ch14/memory-timeline (set MLSYS_LAB_BIN)");
-        return -1;
+        return NULL;
     }
-    char *argv[] = {(char *)cx->bin, "run", "ch14/memory-timeline", NULL};
+    char *argv[16] = {(char *)cx->bin, "run", "ch14/memory-timeline"};
+    int n = 3;
+    for (int i = 0; extra && extra[i] && n < 15; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
     char *out = NULL;
-    int st = 0, found = 0;
-    if (ex_run_capture(argv, 60000, &out, &st) == 0 && st == 0) {
-        const char *p = out, *a = strstr(out, "Actor weights");
-        for (int i = 0; i < 3; i++) {
-            p = strstr(p, "TOTAL");
-            const char *q = p ? strstr(p, "over 8 GPUs:") : NULL;
-            if (!p || !q || sscanf(p, "TOTAL %lf", &tot[i]) != 1 ||
-                sscanf(q, "over 8 GPUs: %lf", &per8[i]) != 1)
-                break;
-            p = q;
-            found++;
-        }
-        if (!a || sscanf(a, "Actor weights %lf", actor) != 1)
-            found = 0;
+    int st = 0;
+    if (ex_run_capture(argv, 60000, &out, &st) == 0 && st == 0)
+        return out;
+    free(out);
+    ex_verdict_set(v, EX_ERROR, EXF_SETUP, "`" MT_CMD "` failed (status %d)", st);
+    return NULL;
+}
+
+/* One row of the layout table: "ZeRO-k (...)  weights gradients optimizer activations total
+ * ✓|✗". 0, or -1 when out has none. */
+static int zero_row(const char *out, int k, double c[5], int *ok)
+{
+    char key[16];
+    snprintf(key, sizeof key, "ZeRO-%d ", k);
+    const char *p = strstr(out, key), *q = p ? strchr(p, ')') : NULL;
+    if (!q || sscanf(q + 1, "%lf %lf %lf %lf %lf", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5)
+        return -1;
+    const char *eol = strchr(q, '\n');
+    *ok = eol && eol - q > 3 && !strncmp(eol - 3, "✓", 3);
+    return 0;
+}
+
+/* The lab's phase totals (generation, scoring, training), per-GPU shares over 8 GPUs, the
+ * actor's weights in GB and training per GPU on 8 GPUs of plain data parallelism (ZeRO-0).
+ * 0, or -1 with v set. */
+static int timeline(const ex_context *cx, double tot[3], double per8[3], double *actor,
+                    double *replicated, ex_verdict *v)
+{
+    char *out = run_timeline(cx, NULL, v);
+    if (!out)
+        return -1;
+    int found = 0, ok;
+    const char *p = out, *a = strstr(out, "Actor weights");
+    for (int i = 0; i < 3; i++) {
+        p = strstr(p, "TOTAL");
+        const char *q = p ? strstr(p, "over 8 GPUs:") : NULL;
+        if (!p || !q || sscanf(p, "TOTAL %lf", &tot[i]) != 1 ||
+            sscanf(q, "over 8 GPUs: %lf", &per8[i]) != 1)
+            break;
+        p = q;
+        found++;
     }
+    double row[5];
+    if (!a || sscanf(a, "Actor weights %lf", actor) != 1 || zero_row(out, 0, row, &ok))
+        found = 0;
+    *replicated = row[4];
     free(out);
     if (found != 3) {
-        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "`" MT_CMD "` failed or printed no phase totals "
-                       "(status %d)", st);
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "`" MT_CMD "` printed no phase totals or no "
+                       "layout table");
         return -1;
     }
     return 0;
@@ -152,27 +188,38 @@ static int check_memory_plan(const ex_context *cx, const exercise *ex, const cha
         ex_verdict_set(v, EX_ERROR, EXF_SETUP, "%s", err);
         return v->result;
     }
-    double g8, t8, tmin, tg, tp, pp, dp, gtp, grep, sync;
+    double g8, t8, r8, tmin, tg, tp, pp, dp, zr, tgb, gtp, grep, sync;
     int fits;
     if (ex_answer_number(&an, "gen_per_gpu_8", &g8, v) ||
+        ex_answer_number(&an, "replicated_per_gpu_8", &r8, v) ||
         ex_answer_number(&an, "train_per_gpu_8", &t8, v) ||
         ex_answer_choice(&an, "train_fits_8", yn, &fits, v) ||
         ex_answer_number(&an, "train_min_gpus", &tmin, v) ||
         ex_answer_number(&an, "train_gpus", &tg, v) || ex_answer_number(&an, "tp", &tp, v) ||
         ex_answer_number(&an, "pp", &pp, v) || ex_answer_number(&an, "dp", &dp, v) ||
+        ex_answer_number(&an, "zero", &zr, v) ||
+        ex_answer_number(&an, "train_gpu_gb", &tgb, v) ||
         ex_answer_number(&an, "gen_tp", &gtp, v) ||
         ex_answer_number(&an, "gen_replicas", &grep, v) ||
         ex_answer_number(&an, "sync_s", &sync, v))
         return v->result;
-    double tot[3], per8[3], actor;
-    if (timeline(cx, tot, per8, &actor, v))
+    double tot[3], per8[3], actor, repl;
+    if (timeline(cx, tot, per8, &actor, &repl, v))
         return v->result;
     if (fabs(g8 - per8[0]) > 0.051 || fabs(t8 - per8[2]) > 0.051) {
         int gen = fabs(g8 - per8[0]) > 0.051;
         ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "%s = %g, but `" MT_CMD "` gives %.1f GB of %s "
-                       "over 8 GPUs (%.1f GB / 8)", gen ? "gen_per_gpu_8" : "train_per_gpu_8",
-                       gen ? g8 : t8, gen ? per8[0] : per8[2], gen ? "generation" : "training",
+                       "over 8 GPUs (%.1f GB / 8, everything sharded: ZeRO-3)",
+                       gen ? "gen_per_gpu_8" : "train_per_gpu_8", gen ? g8 : t8,
+                       gen ? per8[0] : per8[2], gen ? "generation" : "training",
                        gen ? tot[0] : tot[2]);
+        return v->result;
+    }
+    if (fabs(r8 - repl) > 0.051) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "replicated_per_gpu_8 = %g, but with plain data "
+                       "parallelism (ZeRO-0) each of the 8 GPUs holds %.1f GB: the whole actor "
+                       "and critic, their gradients and optimizer state, and an eighth of the "
+                       "activations (the lab's ZeRO-0 row)", r8, repl);
         return v->result;
     }
     if (fits != (per8[2] <= 80.0)) {
@@ -182,21 +229,26 @@ static int check_memory_plan(const ex_context *cx, const exercise *ex, const cha
     }
     int need = (int)ceil(tot[2] / 80.0 - 1e-9);
     if (tmin != need) {
-        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "train_min_gpus = %g: %.1f GB of training over N "
-                       "GPUs of 80 GB fits from N = ceil(%.1f / 80) = %d", tmin, tot[2], tot[2],
-                       need);
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "train_min_gpus = %g: %.1f GB of training, "
+                       "sharded whole (ZeRO-3) over N GPUs of 80 GB, fits from N = ceil(%.1f / "
+                       "80) = %d", tmin, tot[2], tot[2], need);
         return v->result;
     }
-    int T = (int)tg, a = (int)tp, b = (int)pp, c = (int)dp, gt = (int)gtp, gr = (int)grep;
+    int T = (int)tg, a = (int)tp, b = (int)pp, c = (int)dp, z = (int)zr, gt = (int)gtp,
+        gr = (int)grep;
     const char *bad = NULL;
     char why[256];
-    if (tg != T || tp != a || pp != b || dp != c || gtp != gt || grep != gr || a < 1 || b < 1 ||
-        c < 1 || gt < 1 || gr < 1 || T < 1)
-        bad = "GPU counts and parallel degrees are whole numbers >= 1";
+    if (tg != T || tp != a || pp != b || dp != c || zr != z || gtp != gt || grep != gr ||
+        a < 1 || b < 1 || c < 1 || gt < 1 || gr < 1 || T < 1)
+        bad = "GPU counts, parallel degrees and the ZeRO stage are whole numbers";
+    else if (z < 0 || z > 3)
+        bad = "the ZeRO stage is 0 (plain DP), 1, 2 or 3";
     else if (a * b * c != T)
         bad = "tp x pp x dp must equal train_gpus";
     else if (a > 8 || gt > 8)
         bad = "tensor parallelism stays inside a node of 8 GPUs (tp, gen_tp <= 8)";
+    else if (b > 80)
+        bad = "70B has 80 layers: at most 80 pipeline stages";
     else if (T < need)
         bad = "the training group must hold the training phase: train_gpus >= train_min_gpus";
     else if (gt * gr != 64 - T)
@@ -204,12 +256,54 @@ static int check_memory_plan(const ex_context *cx, const exercise *ex, const cha
     else if (tot[0] / gt > 80.0)
         bad = "each generation replica holds the generation phase over its gen_tp GPUs: it "
               "must fit in 80 GB each";
+    snprintf(why, sizeof why, "train %d GPUs = tp %d x pp %d x dp %d under ZeRO-%d, generation "
+             "%d x %d: ", T, a, b, c, z, gr, gt);
     if (bad) {
-        snprintf(why, sizeof why, "train %g GPUs = tp %g x pp %g x dp %g, generation %g x %g: ",
-                 tg, tp, pp, dp, gtp, grep);
         ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "%s%s", why, bad);
-        if (strstr(bad, "replica"))
+        if (strstr(bad, "replica holds"))
             ex_verdict_add(v, "%.1f GB / %d = %.1f GB per GPU", tot[0], gt, tot[0] / gt);
+        return v->result;
+    }
+    /* the layout's training memory per GPU, as the lab computes it for that layout */
+    char sa[16], sb[16], sc[16], sz[16];
+    snprintf(sa, sizeof sa, "%d", a);
+    snprintf(sb, sizeof sb, "%d", b);
+    snprintf(sc, sizeof sc, "%d", c);
+    snprintf(sz, sizeof sz, "%d", z);
+    const char *extra[] = {"--tp-size", sa, "--pp-size", sb, "--dp-size", sc, "--zero", sz,
+                           NULL};
+    char *out = run_timeline(cx, extra, v);
+    if (!out)
+        return v->result;
+    double row[5];
+    int ok = 0;
+    int found = zero_row(out, z, row, &ok) == 0;
+    free(out);
+    if (!found) {
+        ex_verdict_set(v, EX_ERROR, EXF_SETUP, "`" MT_CMD " --tp-size %d --pp-size %d "
+                       "--dp-size %d --zero %d` printed no ZeRO-%d row", a, b, c, z, z);
+        return v->result;
+    }
+    if (row[4] > 80.0) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "%straining does not fit: %.1f GB per GPU "
+                       "(weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f)", why,
+                       row[4], row[0], row[1], row[2], row[3]);
+        if (z < 3)
+            ex_verdict_add(v, "data parallelism copies what ZeRO-%d leaves whole on each of its "
+                           "%d replicas; tensor and pipeline parallelism (%d GPUs) shard "
+                           "everything", z, c, a * b);
+        return v->result;
+    }
+    if (c > MT_BATCH) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "%sit fits in memory (%.1f GB per GPU), but "
+                       "each data-parallel replica needs a sequence of the batch of %d: dp <= %d",
+                       why, row[4], MT_BATCH, MT_BATCH);
+        return v->result;
+    }
+    if (fabs(tgb - row[4]) > 0.051) {
+        ex_verdict_set(v, EX_FAIL, EXF_ANSWER, "train_gpu_gb = %g, but your layout holds %.1f "
+                       "GB of training per GPU (`" MT_CMD " --tp-size %d --pp-size %d "
+                       "--dp-size %d --zero %d`)", tgb, row[4], a, b, c, z);
         return v->result;
     }
     double want_sync = actor / 50.0 + 0.05;
@@ -220,24 +314,32 @@ static int check_memory_plan(const ex_context *cx, const exercise *ex, const cha
                        actor);
         return v->result;
     }
-    ex_verdict_set(v, EX_PASS, EXF_NONE, "training %.1f GB: %.1f GB per GPU on 8 (does not "
-                   "fit), fits from %d; your design: train %d = %d x %d x %d, generation %d x "
-                   "TP %d (%.1f GB per GPU), %.2f s per sync", tot[2], per8[2], need, T, a, b,
-                   c, gr, gt, tot[0] / gt, want_sync);
-    ex_verdict_add(v, "Generation fits on 8 GPUs (%.1f GB each) but training needs %.1f: the "
-                   "optimizer states of two trained models dominate. Co-located, the phases "
-                   "take turns on the same GPUs; disaggregated, each group is sized for its own "
-                   "phase and the weights cross the network after every step.", per8[0], per8[2]);
+    ex_verdict_set(v, EX_PASS, EXF_NONE, "training %.1f GB: on 8 GPUs %.1f GB each as plain "
+                   "DP replicas, %.1f sharded whole (ZeRO-3), so it fits from %d; your design: "
+                   "train %d = %d x %d x %d under ZeRO-%d (%.1f GB per GPU), generation %d x "
+                   "TP %d (%.1f GB per GPU), %.2f s per sync", tot[2], repl, per8[2], need, T,
+                   a, b, c, z, row[4], gr, gt, tot[0] / gt, want_sync);
+    ex_verdict_add(v, "Generation fits on 8 GPUs (%.1f GB each) but training needs %.1f even "
+                   "sharded: the optimizer states of two trained models dominate. Data "
+                   "parallelism divides memory only where ZeRO shards it; co-located, the "
+                   "phases take turns on the same GPUs; disaggregated, each group is sized for "
+                   "its own phase and the weights cross the network after every step.",
+                   per8[0], per8[2]);
     return v->result;
 }
 
 static const char *const plan_hints[] = {
     "Which line under each phase says what one GPU holds when the phase is sharded perfectly "
-    "over 8 GPUs?",
+    "over 8 GPUs? Which ZeRO stage shards everything like that?",
+    "Plain data parallelism (ZeRO-0): what does each replica hold of the actor and the critic, "
+    "their gradients and their optimizer state?",
     "Over how many GPUs of 80 GB must the training total be spread before each GPU holds at "
     "most 80 GB?",
     "In a 64-GPU design, which group must hold the training phase and which the generation "
     "phase? How many GPUs does one generation replica need for its total?",
+    "Tensor and pipeline parallelism shard every state of the model; data parallelism divides "
+    "only what the ZeRO stage shards. `--tp-size T --pp-size P --dp-size D` prints all four "
+    "stages for a layout: which is the smallest that fits in 80 GB?",
     "What does the weight-update demo's time formula (size / bandwidth + setup) give for the "
     "actor's weights over InfiniBand?",
     NULL
@@ -248,9 +350,10 @@ static const exercise ch14_memory_plan = {
     .chapter = 14,
     .kind = EX_EXPERIMENT,
     .title = "A memory plan for 70B RLHF, and a 64-GPU design",
-    .task = "Run `" MT_CMD "`: report generation and training per GPU on 8 GPUs, whether "
-            "training fits, and the fewest GPUs it needs; then design 64 GPUs (training TP x PP "
-            "x DP, generation replicas x TP) that holds every phase, and the weight sync time "
+    .task = "Run `" MT_CMD "`: report generation and training per GPU on 8 GPUs, training "
+            "as plain data-parallel replicas and sharded whole (ZeRO-3), whether it fits, and "
+            "the fewest GPUs it needs; then design 64 GPUs (training TP x PP x DP under a ZeRO "
+            "stage, generation replicas x TP) that holds every phase, and the weight sync time "
             "over InfiniBand.",
     .hints = plan_hints,
     .lab = "ch14/memory-timeline",

@@ -1,6 +1,7 @@
-/* exercises.c - Chapter 10's exercises: serving any batch size with graphs captured for a
+/* ch10_exercises.c - Chapter 10's exercises: serving any batch size with graphs captured for a
  * few (implement, assets/exercises/ch10-graph-buckets/), launch overhead against one graph
- * launch and scheduling overlapped with compute (predict), and the dispatch work a captured
+ * launch and scheduling overlapped with compute, the original's loop or SGLang's (predict),
+ * and the dispatch work a captured
  * plan removes, measured on cuda-graph-simple's CPU analogue (experiment, ex_dispatch.c), and
  * scheduling overlapped with compute on two threads (implement, ch10-overlap). */
 #include "../../lab/exercise/exercise.h"
@@ -74,36 +75,52 @@ static void draw_launch(uint64_t seed, ex_question *q)
                  graph, eager, graph, eager / graph);
         return;
     }
-    /* scheduling overlapped with compute: the curriculum's 10.3 model */
+    /* scheduling overlapped with compute, two ways: the original's loop (10.3: the next
+     * batch scheduled under this one's compute, post-processing still on the critical path)
+     * and SGLang's (this batch's results processed, and the next scheduled, under the next
+     * one's compute) */
     int n = (int)ex_draw_int(&g, 5, 50);
     double s = (double)ex_draw_int(&g, 1, 8), c = (double)ex_draw_int(&g, 2, 20);
     double p = (double)ex_draw_int(&g, 0, 3);
-    double seq = n * (s + c + p), ovl = (s + c + p) + (n - 1) * (fmax(s, c) + p);
+    int sglang = (int)ex_draw_int(&g, 0, 1);
+    double seq = n * (s + c + p);
+    double step = sglang ? fmax(c, s + p) : fmax(s, c) + p, ovl = (s + c + p) + (n - 1) * step;
     snprintf(q->text, sizeof q->text,
              "A server runs %d batches. Each needs %.0f ms of CPU scheduling, then %.0f ms of "
              "GPU compute, then %.0f ms of post-processing on the CPU. Run in sequence, nothing "
-             "overlaps. Overlapped, the CPU schedules batch i+1 while the GPU computes batch i "
-             "(the first batch is scheduled alone; post-processing still waits for its "
-             "compute). What is the speed-up of the overlapped run over the sequential one?",
-             n, s, c, p);
+             "overlaps. Overlapped %s (the first batch is scheduled alone and the last one's "
+             "results processed after it). What is the speed-up of the overlapped run over the "
+             "sequential one?", n, s, c, p,
+             sglang ? "as SGLang's scheduler does, while the GPU computes batch i+1 the CPU "
+                      "post-processes batch i and schedules batch i+2 (batch i+1's tokens are "
+                      "placeholders until its forward fills them)"
+                    : "as the original tutorial's loop does, the CPU schedules batch i+1 while "
+                      "the GPU computes batch i, and post-processes batch i after its compute, "
+                      "before the GPU may start batch i+1");
     q->answer = seq / ovl;
     q->rel_tol = 0.005;
     snprintf(q->unit, sizeof q->unit, "x");
     snprintf(q->explain, sizeof q->explain,
              "Sequential: N(s + c + p) = %d x %.0f = %.0f ms. Overlapped: the first batch takes "
-             "s + c + p = %.0f, each later one max(s, c) + p = %.0f: %.0f + %d x %.0f = %.0f ms. "
-             "Speed-up %.0f / %.0f = %.3fx. %s", n, s + c + p, seq, s + c + p, fmax(s, c) + p,
-             s + c + p, n - 1, fmax(s, c) + p, ovl, seq, ovl, seq / ovl,
-             s > c ? "Here scheduling is longer than compute, so the GPU waits for the CPU: the "
-                     "overlap hides the compute instead." :
-                     "Scheduling hides behind the compute; post-processing does not.");
+             "s + c + p = %.0f, each later one %s = %.0f: %.0f + %d x %.0f = %.0f ms. "
+             "Speed-up %.0f / %.0f = %.3fx. %s", n, s + c + p, seq, s + c + p,
+             sglang ? "max(c, s + p)" : "max(s, c) + p", step, s + c + p, n - 1, step, ovl, seq,
+             ovl, seq / ovl,
+             sglang ? (s + p > c ? "Here the CPU's share (s + p) is longer than the compute: "
+                                   "the GPU waits for the CPU." :
+                                   "Both CPU phases hide behind the compute: the GPU never "
+                                   "waits, and only s + p beyond c would show.")
+                    : (s > c ? "Here scheduling is longer than compute, so the GPU waits for "
+                               "the CPU: the overlap hides the compute instead." :
+                               "Scheduling hides behind the compute; post-processing does not: "
+                               "SGLang's loop hides it too, max(c, s + p) a batch."));
 }
 
 static const char *const launch_hints[] = {
     "Eager: how many launches does one step make, and what is added to their cost?",
     "With a graph, how many launches are left, and does the GPU's work change?",
     "Overlapped: the first batch still runs s, c and p in turn. For each later batch, which "
-    "of s and c is hidden behind the other?",
+    "CPU work runs while the GPU computes, and which still stands between two forwards?",
     NULL
 };
 

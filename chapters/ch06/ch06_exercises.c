@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 6's exercises: the column-parallel check of tp-linear on 1 to 8
+/* ch06_exercises.c - Chapter 6's exercises: the column-parallel check of tp-linear on 1 to 8
  * ranks (experiment), the all-reduces of one tensor-parallel transformer layer (predict),
  * and the matmul/all-reduce split of tp-mlp (experiment). The experiments' checks run the
  * labs themselves; the predict answers come from the Megatron layout, computed here. */

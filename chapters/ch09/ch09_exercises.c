@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 9's exercises: the paged cache's block allocator (implement,
+/* ch09_exercises.c - Chapter 9's exercises: the paged cache's block allocator (implement,
  * assets/exercises/ch09-block-alloc/), the chained hash of a full block for prefix caching
  * (implement, ch09-block-hash), the KV bytes of a grouped-query model and the requests that
  * fit (predict), and prefix sharing measured on the engine against the formulas (experiment,

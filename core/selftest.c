@@ -1,10 +1,11 @@
-/* selftest.c - the machine report that ch01/verify-setup prints and `mlsys-lab doctor`
- * (lab/cli/doctor.c) prints too: cores, a real self-test of the shm backend (2 and then 4
- * ranks all-reduce r+1 and must get 3 and 10), CUDA and the GPUs, and which backends (shm,
- * mpi, nccl) can run here and why not. The mpi backend counts as working only when 2 ranks
- * of ch01/hello-distributed have run under mpirun (through this program's run command) and
- * got the right sum. */
-#include "common.h"
+/* selftest.c - the machine report that `mlsys-lab doctor` and ch01/verify-setup print: cores,
+ * a real self-test of the shm backend (2 and then 4 ranks all-reduce r+1 and must get 3 and
+ * 10), CUDA and the GPUs, and which backends (shm, mpi, nccl) can run here and why not. The
+ * mpi backend counts as working only when 2 ranks of the lab the caller names have run under
+ * mpirun (through this program's run command) and got the right sum. */
+#include "probe.h"
+#include "mlsys.h"
+#include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +21,15 @@
 
 #define W 50
 #define MAX_TEST_RANKS 8
+
+/* A section of the report: its title between two rules of W '=' (the labs' banner). */
+static void section(const char *title)
+{
+    char rule[W + 1];
+    memset(rule, '=', W);
+    rule[W] = 0;
+    printf("%s\n %s\n%s\n", rule, title, rule);
+}
 
 /* Shared with the forked self-test ranks (MAP_SHARED survives fork). */
 typedef struct selftest_result {
@@ -65,8 +75,9 @@ static int selftest(int n, int timeout_ms)
     }
     if (rc == 0 && all_done && all_equal && res->value[0] == (float)expected) {
         ok = 1;
-        char expr[128];
-        common_sum_expr(expr, sizeof expr, 1, n);
+        char expr[64] = "";       /* "1 + 2 + 3 + 4" */
+        for (int r = 1, k = 0; r <= n && k < (int)sizeof expr; r++)
+            k += snprintf(expr + k, sizeof expr - (size_t)k, "%s%d", r > 1 ? " + " : "", r);
         printf("[OK] self-test, %d ranks: all_reduce(SUM) of r+1 = %.1f on every rank "
                "(expected %s = %d)\n", n, (double)res->value[0], expr, expected);
     } else if (rc != 0) {
@@ -131,24 +142,26 @@ static void mpi_bytes(mpi_capture *m, int k, const char *b, size_t n)
     }
 }
 
-/* The runner's last line names the lab: "mlsys-lab: ch01/hello-distributed: WHY" -> WHY. */
-static const char *runner_reason(const char *line)
+/* The runner's last line names the lab: "mlsys-lab: LAB: WHY" -> WHY. */
+static const char *runner_reason(const char *line, const char *lab)
 {
-    static const char pre[] = "mlsys-lab: ch01/hello-distributed: ";
-    const char *s = strncmp(line, pre, sizeof pre - 1) ? line : line + sizeof pre - 1;
+    char pre[256];
+    int k = snprintf(pre, sizeof pre, "mlsys-lab: %s: ", lab);
+    const char *s = k > 0 && (size_t)k < sizeof pre && !strncmp(line, pre, (size_t)k)
+                  ? line + k : line;
     return strncmp(s, "--backend mpi: ", 15) ? s : s + 15;
 }
 
-/* Runs `mlsys-lab run ch01/hello-distributed --world-size 2 --backend mpi`: this program's own
- * run command, so the job starts the one way every mpi job starts (the runner, mpirun, the
- * MPI plugin). Returns 1 when it passed; otherwise writes why into why. *ms gets the wall
- * time. A job still running timeout + 15 s later is stopped (mpirun hangs at times). */
-static int mpi_selftest(int timeout_ms, char *why, size_t n, double *ms)
+/* Runs `mlsys-lab run LAB --world-size 2 --backend mpi`: this program's own run command, so
+ * the job starts the one way every mpi job starts (the runner, mpirun, the MPI plugin).
+ * Returns 1 when it passed; otherwise writes why into why. *ms gets the wall time. A job
+ * still running timeout + 15 s later is stopped (mpirun hangs at times). */
+static int mpi_selftest(const char *lab, int timeout_ms, char *why, size_t n, double *ms)
 {
     char ranks[16], secs[32];
     snprintf(ranks, sizeof ranks, "%d", MPI_TEST_RANKS);
     snprintf(secs, sizeof secs, "%g", timeout_ms / 1000.0);
-    char *args[] = {"/proc/self/exe", "run", "ch01/hello-distributed", "--world-size", ranks,
+    char *args[] = {"/proc/self/exe", "run", (char *)lab, "--world-size", ranks,
                     "--backend", "mpi", "--timeout", secs, NULL};
     int po[2], pe[2];
     mpi_capture cap;
@@ -223,7 +236,7 @@ static int mpi_selftest(int timeout_ms, char *why, size_t n, double *ms)
         ok &= cap.hello[r];
     if (ok)
         return 1;
-    const char *last = cap.nerr ? runner_reason(cap.last_err[cap.nerr - 1]) : "";
+    const char *last = cap.nerr ? runner_reason(cap.last_err[cap.nerr - 1], lab) : "";
     if (late)
         snprintf(why, n, "the 2-rank self-test under mpirun did not finish in %d s (stopped)",
                  timeout_ms / 1000 + 15);
@@ -243,7 +256,7 @@ no_pipe:
     return 0;
 }
 
-int probe_report(double timeout_s)
+int probe_report(double timeout_s, const char *mpi_lab)
 {
     int timeout_ms = (int)(timeout_s * 1000.0);
     char exe[4096] = "?";
@@ -251,21 +264,21 @@ int probe_report(double timeout_s)
     if (el > 0)
         exe[el] = 0;
 
-    common_banner(stdout, W, "MLSys Lab runtime");
+    section("MLSys Lab runtime");
     printf("[OK] mlsys-lab %s at %s\n", MLSYS_VERSION, exe);
 
-    common_banner(stdout, W, "Cores and processes");
+    section("Cores and processes");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     printf("[OK] %ld CPU core%s online (sysconf)\n", cores, cores == 1 ? "" : "s");
     printf("[OK] fork + exec: every rank is its own process (own memory, explicit messages)\n");
     printf("[INFO] more ranks than cores still work: waiting ranks spin, then sleep\n");
 
-    common_banner(stdout, W, "Self-test (shm backend)");
+    section("Self-test (shm backend)");
     int st2 = selftest(2, timeout_ms);
     int st4 = selftest(4, timeout_ms);
     int shm_ok = st2 && st4;
 
-    common_banner(stdout, W, "CUDA");
+    section("CUDA");
     char why[256];
     int gpus = probe_gpu_count(why, sizeof why);
     if (gpus > 0) {
@@ -292,7 +305,7 @@ int probe_report(double timeout_s)
         printf("[INFO] CPU + the shm backend (--backend gloo) is all every chapter needs\n");
     }
 
-    common_banner(stdout, W, "Backends");
+    section("Backends");
     if (shm_ok)
         printf("[OK] shm   (gloo)  CPU, one machine: shared memory between processes\n");
     else
@@ -307,7 +320,7 @@ int probe_report(double timeout_s)
         memmove(paren, paren + 1, strlen(paren));     /* "Open MPI) 4.1.4" -> "Open MPI 4.1.4" */
     char mwhy[700];
     double mms = 0;
-    int mpi_works = mpi_ok && mpi_selftest(timeout_ms, mwhy, sizeof mwhy, &mms);
+    int mpi_works = mpi_ok && mpi_selftest(mpi_lab, timeout_ms, mwhy, sizeof mwhy, &mms);
     if (mpi_works)
         printf("[OK] mpi           HPC clusters: mpirun at %s, %s; self-test: %d ranks under "
                "mpirun all-reduced through the MPI plugin (%.0f ms)\n", path, mpiver,
@@ -338,13 +351,13 @@ int probe_report(double timeout_s)
     if (shm_ok)
         printf("Recommendation: use --backend gloo (shm) for CPU runs and testing\n");
 
-    common_banner(stdout, W, "Summary");
+    section("Summary");
     int ready = shm_ok;
     if (ready) {
         printf("[OK] ready: runtime present, processes fork, the self-tests passed\n");
         printf("Next steps:\n");
-        printf("  mlsys-lab run ch01/hello-distributed\n");
-        printf("  then chapter 2: mlsys-lab run ch02/send-recv-basic\n");
+        printf("  mlsys-lab run %s\n", mpi_lab);
+        printf("  mlsys-lab list (every chapter's labs and exercises)\n");
     } else {
         printf("[WARN] not ready: the shm self-test failed; the distributed labs will not run\n");
     }

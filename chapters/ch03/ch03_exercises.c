@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 3's exercises: the global mean, distributed argmax, ring all-reduce
+/* ch03_exercises.c - Chapter 3's exercises: the global mean, distributed argmax, ring all-reduce
  * from send and recv, distributed softmax (implement), and predict questions on ring
  * volumes, message counts, reduce_scatter and weighted means. The implement files are in
  * assets/exercises/<id>/; the predict answers are computed here from the formulas. */

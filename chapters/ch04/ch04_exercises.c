@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 4's exercises: the ring/tree crossover measured with the benchmark
+/* ch04_exercises.c - Chapter 4's exercises: the ring/tree crossover measured with the benchmark
  * and its alpha-beta model (experiment), and predict questions: steps of ring and tree,
  * the busbw factor of each collective, the model's crossover size, a topology matrix read
  * by eye, and an all-reduce's time from its bus bandwidth. Answers come from the formulas

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 5's exercises: data parallelism by hand (the initial broadcast and
+/* ch05_exercises.c - Chapter 5's exercises: data parallelism by hand (the initial broadcast and
  * the gradient all-reduce, checked against one process on the whole batch), gradient
  * bucketing (checked by value and by the runtime's all-reduce counter), the times of one
  * step and its communication-to-compute ratio (an experiment on simple-ddp), and a predict

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 11's exercises: the speculative acceptance rule (greedy exactly,
+/* ch11_exercises.c - Chapter 11's exercises: the speculative acceptance rule (greedy exactly,
  * sampling statistically) and the JSON mask step, both the learner's version of a core/llm
  * seam; the speed-up of a draft length and cost (predict); acceptance, tokens per target
  * call and the best k measured on speculative-demo's simulator (experiment); viable-prefix

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 2's exercises: the chain turned into a ring, the even/odd exchange
+/* ch02_exercises.c - Chapter 2's exercises: the chain turned into a ring, the even/odd exchange
  * that deadlocks with blocking sends, timing blocking against non-blocking (implement), and
  * predict questions: the chain's final value, whether a pair of programs deadlocks (worked
  * out by simulating synchronous sends), overlap, and the pipeline's traffic. */

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 13's exercises: per-token rewards with the KL penalty and an adaptive
+/* ch13_exercises.c - Chapter 13's exercises: per-token rewards with the KL penalty and an adaptive
  * KL coefficient (the learner's version of core/rl's seam rl_token_rewards), the reward
  * model's pairwise loss and its gradient, the tensor shapes of one RLHF step (predict), and
  * beta at 0 and at 10 on reward-calculator (experiment). */

@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 1's exercises: observe hello-distributed on 8 ranks (experiment),
+/* ch01_exercises.c - Chapter 1's exercises: observe hello-distributed on 8 ranks (experiment),
  * even/odd work by rank and the torchrun-style environment (implement), and predict
  * questions on the all_reduce of the ranks, the all_gather layout and local ranks. The
  * experiment's check runs the lab itself and compares the learner's answers with it. */

@@ -1,7 +1,10 @@
 /* probe.c - what this machine can run, found at run time so that the lab builds and runs
  * without CUDA: libcudart/libcuda/libnccl/libcudnn through dlopen, mpirun on PATH through
- * popen. Every probe answers "no, because ..." instead of failing. Results are cached. */
-#include "common.h"
+ * popen. Every probe answers "no, because ..." instead of failing; libcudart and libcuda
+ * are opened once. */
+#include "probe.h"
+#include "mlsys.h"
+#include <stdio.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,45 +169,4 @@ int probe_mpirun(char *path, size_t pn, char *version, size_t vn)
         pclose(p);
     }
     return 1;
-}
-
-int common_backend_check(const lab_args *a, int world_size)
-{
-    const char *b = lab_arg_str(a, "backend");
-    const char *id = a->lab ? a->lab->id : "lab";
-    char why[256];
-    if (!b || !strcmp(b, "gloo") || !strcmp(b, "shm"))
-        return 0;
-    if (!strcmp(b, "nccl")) {
-        int v, gpus = probe_gpu_count(why, sizeof why);
-        if (!probe_nccl(&v, why, sizeof why)) {
-            fprintf(stderr, "mlsys-lab: %s: backend nccl: %s (use --backend gloo)\n", id, why);
-            return 2;
-        }
-        if (gpus < world_size) {
-            fprintf(stderr, "mlsys-lab: %s: NCCL needs one GPU per rank: %d GPU%s found for %d "
-                    "ranks (use --backend gloo)\n", id, gpus, gpus == 1 ? "" : "s", world_size);
-            return 2;
-        }
-        return 0;
-    }
-    if (!strcmp(b, "mpi")) {
-        char path[1024], ver[256];
-        if (!probe_mpirun(path, sizeof path, ver, sizeof ver)) {
-            fprintf(stderr, "mlsys-lab: %s: backend mpi: mpirun is not on PATH (install "
-                    "openmpi-bin, or use --backend gloo)\n", id);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n)
-{
-    const char *b = lab_arg_str(a, "backend");
-    if (b && !strcmp(b, "nccl"))
-        snprintf(buf, n, "cuda:%d", local_rank);
-    else
-        snprintf(buf, n, "CPU");
-    return buf;
 }

@@ -1,8 +1,8 @@
-/* bench.h - what the two halves of `mlsys-lab bench` share: the options the command parsed
- * (bench.c, which the ranks inherit through fork) and the rank's work with rank 0's tables
- * (bench_rank.c). The measuring engine itself is core/bench/bench.h. */
-#ifndef MLSYS_CLI_BENCH_H
-#define MLSYS_CLI_BENCH_H
+/* bench_cmd.h - what the two halves of `mlsys-lab bench` share: the options the command
+ * parsed (bench.c, which the ranks inherit through fork) and the rank's work with rank 0's
+ * tables (bench_rank.c). The measuring engine itself is core/bench/bench.h. */
+#ifndef MLSYS_CLI_BENCH_CMD_H
+#define MLSYS_CLI_BENCH_CMD_H
 
 #include "../../core/bench/bench.h"
 #include "cli.h"

@@ -1,4 +1,4 @@
-/* model.c - what a collective's size means and what it should cost: the count and buffer
+/* cost_model.c - what a collective's size means and what it should cost: the count and buffer
  * shapes of each collective, nccl-tests' bus-bandwidth factor (with the reason for it), and
  * the alpha-beta model of each algorithm. Shared by `mlsys-lab bench` and the labs that time
  * collectives (ch04/benchmark-algorithms). */

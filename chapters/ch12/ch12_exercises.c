@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 12's exercises: GAE and discounted returns, PPO's clipped objective
+/* ch12_exercises.c - Chapter 12's exercises: GAE and discounted returns, PPO's clipped objective
  * and its gradient (both the learner's version of a core/rl seam), an advantage by hand and
  * what a baseline does to REINFORCE's variance (predict), and what PPO learns on CartPole
  * against the original's loop that never updates (experiment on ppo-cartpole). */

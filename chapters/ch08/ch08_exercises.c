@@ -1,4 +1,4 @@
-/* exercises.c - Chapter 8's exercises: the continuous-batching admission rule inside the
+/* ch08_exercises.c - Chapter 8's exercises: the continuous-batching admission rule inside the
  * real serving engine (implement, assets/exercises/ch08-admission/), the KV-cache size of a
  * model and how many requests fit (predict), and one request's life read from
  * minimal-inference-server's step table (experiment, ex_trace.c). */
