@@ -541,8 +541,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         uint64_t pos = 0;
         for (int b = 0; b < rows; b++)
             pos += (uint64_t)np[b] + (uint64_t)(h->nresp[lo + b] > 0 ? h->nresp[lo + b] - 1 : 0);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV,
-                pos * llm_kv_bytes(&h->mc));
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, pos * llm_kv_bytes(&h->mc));
         for (int b = 0; b < rows; b++) {
             h->kv.ops->release(&h->kv, b);
             llm_sampler_fini(&smp[b]);

@@ -16,7 +16,7 @@
 
 #include "golden.h"
 #include "run_bin.h"
-#include "../../lab/ui/ui.h"
+#include "../../core/trace.h"
 
 static stepmodel *sm;
 static sm_cursor cur;
@@ -484,8 +484,8 @@ START_TEST(rlhf_from_a_real_run)
                            "--placement split -w 2 --trace %s", path);
     ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
     bin_result_free(&r);
-    replay_data d;
-    ck_assert_msg(replay_load(path, &d, err, sizeof err) == 0, "%s", err);
+    mlsys_trace d;
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
     unlink(path);
     fresh(d.nranks);
     int roots = 0;
@@ -526,7 +526,7 @@ START_TEST(rlhf_from_a_real_run)
         ck_assert_msg(line_has(f, "kv cache", " 0 B") == (k != 1), "frame %d:\n%s", k, f);
         free(f);
     }
-    replay_data_free(&d);
+    mlsys_trace_free(&d);
     done();
 }
 END_TEST
@@ -544,8 +544,8 @@ START_TEST(wsync_from_a_real_run)
                            "--bucket-size 1M,64M --trace %s", path);
     ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
     bin_result_free(&r);
-    replay_data d;
-    ck_assert_msg(replay_load(path, &d, err, sizeof err) == 0, "%s", err);
+    mlsys_trace d;
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
     unlink(path);
     fresh(d.nranks);
     int seen[64] = {0}, moves = 0;
@@ -576,7 +576,7 @@ START_TEST(wsync_from_a_real_run)
     box_ranks(f, "generator", rs, sizeof rs);
     ck_assert_msg(!strcmp(rs, "r1-2"), "generator on '%s'\n%s", rs, f);
     free(f);
-    replay_data_free(&d);
+    mlsys_trace_free(&d);
     done();
 }
 END_TEST

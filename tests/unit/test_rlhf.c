@@ -261,30 +261,6 @@ static void free_shipped(shipped *s)
     llm_tokenizer_free(&s->t);
 }
 
-/* A reward model that scores every line alike (its head is zero before training) cannot tell
- * the right sum from the wrong one: it is at chance, 50 %, not "0 % right". Its loss is
- * log 2 for every pair. */
-START_TEST(untrained_rm_is_at_chance)
-{
-    shipped s;
-    load_shipped(&s);
-    rl_rm rm;
-    char err[256];
-    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
-    ck_assert_double_eq(rl_rm_accuracy(&rm, &s.t, 9, 100, 7, 1), 0.5);
-    rl_rm_train_opts o;
-    rl_rm_train_defaults(&o);
-    o.steps = 1;
-    o.quiet = 1;
-    rl_rm_report rep;
-    ck_assert_int_eq(rl_rm_train(&rm, &s.t, &o, &rep, err, sizeof err), 0);
-    ck_assert_double_eq(rep.heldout_acc0, 0.5);
-    ck_assert_double_eq_tol(rep.first_loss, log(2.0), 1e-6);
-    rl_rm_free(&rm);
-    free_shipped(&s);
-}
-END_TEST
-
 /* Rows are padded only to the batch's longest (the reward model's lines too): what follows a
  * row's last token is never read, so a row scores the same padded to 24 or 16 tokens as to
  * its batch's longest, and the body-only forward's hidden state is the full forward's. */
@@ -336,6 +312,30 @@ START_TEST(padding_is_never_read)
     ck_assert(memcmp(a.xn_final, b.xn_final, (size_t)24 * C * sizeof(float)) == 0);
     nn_tf_fini(&a);
     nn_tf_fini(&b);
+    rl_rm_free(&rm);
+    free_shipped(&s);
+}
+END_TEST
+
+/* A reward model that scores every line alike (its head is zero before training) cannot tell
+ * the right sum from the wrong one: it is at chance, 50 %, not "0 % right". Its loss is
+ * log 2 for every pair. */
+START_TEST(untrained_rm_is_at_chance)
+{
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    ck_assert_double_eq(rl_rm_accuracy(&rm, &s.t, 9, 100, 7, 1), 0.5);
+    rl_rm_train_opts o;
+    rl_rm_train_defaults(&o);
+    o.steps = 1;
+    o.quiet = 1;
+    rl_rm_report rep;
+    ck_assert_int_eq(rl_rm_train(&rm, &s.t, &o, &rep, err, sizeof err), 0);
+    ck_assert_double_eq(rep.heldout_acc0, 0.5);
+    ck_assert_double_eq_tol(rep.first_loss, log(2.0), 1e-6);
     rl_rm_free(&rm);
     free_shipped(&s);
 }
@@ -551,8 +551,8 @@ int main(void)
     tcase_add_test(tc, rm_loss_is_bradley_terry);
     tcase_add_test(tc, rm_gradient_vs_finite_differences);
     tcase_add_test(tc, rm_file_round_trip);
-    tcase_add_test(tc, untrained_rm_is_at_chance);
     tcase_add_test(tc, padding_is_never_read);
+    tcase_add_test(tc, untrained_rm_is_at_chance);
     tcase_add_test(tc, ratio_is_one_before_the_first_update);
     tcase_add_test(tc, first_kl_is_zero_and_placement_counts);
     tcase_add_test(tc, short_run_raises_the_reward);
