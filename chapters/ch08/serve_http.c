@@ -1,11 +1,8 @@
-/* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the same engine behind
- * the OpenAI-compatible HTTP server of core/serve/ (127.0.0.1 unless an address is given;
- * port 0 takes a free one). It prints the URL and a ready line, serves until SIGINT or
- * SIGTERM, drains the requests in flight within --drain-timeout and exits 130 after Ctrl-C
- * (SIGINT), 0 after SIGTERM (a supervisor's ordinary stop). The bearer key comes from
- * --api-key or, kept out of the process list, from the environment (SRV_KEY_ENV). Headless it
- * runs in the runner's own process (before the ranks); in the front end, in the rank, with
- * the engine's events for the views (the launcher's stop then bounds the drain). */
+/* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the engine behind
+ * core/serve/'s OpenAI-compatible server (127.0.0.1 unless given; port 0: a free one), its
+ * key from --api-key or MLSYS_LAB_API_KEY; a ready line, then it serves until SIGINT (exit 130)
+ * or SIGTERM (exit 0), draining within --drain-timeout. Headless in the runner's process; in
+ * the front end in the rank, with the engine's events for the views. */
 #include "ch08.h"
 #include "../common/load_model.h"
 #include "../../core/serve/http.h"

@@ -224,7 +224,7 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
     s->w = w;
     s->o = d;
     llm_paged_opts po = {d.block_size, d.n_blocks, d.max_num_seqs, 0, d.no_prefix_cache,
-                         d.alloc, d.comm, 0};
+                         d.alloc, d.comm, 0, 0};
     if (llm_kv_init_paged(&s->kv, c, &po, err, errlen)) {
         free(s);
         return NULL;

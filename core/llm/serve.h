@@ -53,6 +53,8 @@ typedef struct llm_paged_opts {
     mlsys_comm *comm;         /* memory events (POOL, OWNER, ALLOC, SHARE, FREE, EVICT, COW);
                                  NULL: none. Emitted by the thread that calls the ops. */
     int pool;                 /* the pool id in those events */
+    int hash_bits;            /* tests only: keep this many bits of each chain hash (0: all
+                                 64), so that different blocks collide on purpose */
 } llm_paged_opts;
 /* An llm_kv whose ops are the paged map. 0, or -1 with err (bad sizes). */
 int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, char *err,

@@ -225,6 +225,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!cx) {
         cx = mlsys_xcalloc(1, sizeof *cx);
         cx->s = s;
+        cx->conn = c;
         cx->fd = -1;
         *con_cls = cx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");

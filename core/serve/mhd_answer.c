@@ -21,6 +21,17 @@ static int client_gone(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* The answer moves: libmicrohttpd's idle clock starts again. It counts only the bytes it
+ * moved itself, so a request the engine worked on for longer than the idle timeout (queued,
+ * or a long answer) would otherwise be closed the moment its answer is ready. */
+static void touch(conn_ctx *cx)
+{
+    /* a timeout set over none restarts the clock (libmicrohttpd's documented way) */
+    MHD_set_connection_option(cx->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(cx->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned)cx->s->o.idle_timeout_s);
+}
+
 enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
                           const char *ctype, char *body)
 {
@@ -31,6 +42,7 @@ enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
+    touch(cx);
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
@@ -69,6 +81,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 k = max;
             memcpy(buf, cx->pend + cx->pend_off, k);
             cx->pend_off += k;
+            touch(cx);
             return (ssize_t)k;
         }
         if (cx->final_sent)
@@ -171,6 +184,7 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
     MHD_add_response_header(r, "X-Mlsys-Engine-Ms", v);
     snprintf(v, sizeof v, "%.4f", server * 1e3);
     MHD_add_response_header(r, "X-Mlsys-Server-Ms", v);
+    touch(cx);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     cx->status = 200;

@@ -365,6 +365,83 @@ START_TEST(test_experiment_answers_ch11_14)
 }
 END_TEST
 
+/* ---- near misses: just inside each stated tolerance passes, just outside fails ---- */
+
+static void judge_number(const exercise *ex, uint64_t seed, double x, int pass)
+{
+    char a[64];
+    snprintf(a, sizeof a, "%.17g", x);
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ck_assert_msg(r == (pass ? EX_PASS : EX_FAIL), "%s seed %llu answer %s: %s (%s)", ex->id,
+                  (unsigned long long)seed, a, pass ? "rejected" : "accepted", v.summary);
+    ex_verdict_free(&v);
+}
+
+/* The precision each question asks for, written here from its text (not read from the
+ * question): "two decimals" accepts half a hundredth and a rounding hair, and so on. */
+START_TEST(test_predict_near_misses_ch11_14)
+{
+    static const struct {
+        const char *id;
+        double abs_tol, rel_tol;
+    } want[] = {
+        {"ch11-predict-speedup", 0.006, 0}, {"ch12-predict-gae", 0.00051, 0},
+        {"ch12-predict-baseline", 0, 0.01}, {"ch13-predict-shapes", 0, 0},
+        {"ch14-predict-transfer", 0.051, 0},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const exercise *ex = ex_find(want[k].id);
+        ck_assert_msg(ex != NULL, "%s", want[k].id);
+        for (uint64_t seed = 1; seed <= 25; seed++) {
+            ex_question q;
+            exercise_predict_draw(ex, seed, &q);
+            double tol = fmax(want[k].abs_tol, want[k].rel_tol * fabs(q.answer));
+            judge_number(ex, seed, q.answer, 1);
+            if (tol == 0) {               /* an exact count: one off is wrong */
+                judge_number(ex, seed, q.answer + 1, 0);
+                judge_number(ex, seed, q.answer - 1, 0);
+                continue;
+            }
+            judge_number(ex, seed, q.answer + 0.9 * tol, 1);
+            judge_number(ex, seed, q.answer - 0.9 * tol, 1);
+            judge_number(ex, seed, q.answer + 1.2 * tol, 0);
+            judge_number(ex, seed, q.answer - 1.2 * tol, 0);
+        }
+    }
+}
+END_TEST
+
+/* The implement checks' tolerances: GAE's steps within 1e-4 (absolute, or relative when
+ * larger; gae-visualizer's four-decimal table within 6e-4), the pairwise loss within 1e-6 on
+ * the hand pair (log 2) and 1e-5 relative on the batches. A solution off by a little less
+ * passes, by a little more fails. */
+START_TEST(test_implement_near_misses)
+{
+    fresh_env();
+    ex_verdict v;
+    check_variant("ch12-gae", "solution.c", "adv[t] = (float)next_adv;",
+                  "adv[t] = (float)next_adv + 3e-5f;", &v);
+    ck_assert_msg(v.result == EX_PASS, "GAE off by 3e-5: %s", v.summary);
+    ex_verdict_free(&v);
+    check_variant("ch12-gae", "solution.c", "adv[t] = (float)next_adv;",
+                  "adv[t] = (float)next_adv + 2e-4f;", &v);
+    expect_fail(&v, EXF_WRONG, "advantage A at t = ", NULL);
+    check_variant("ch12-gae", "solution.c", "ret[t] = (float)g;",
+                  "ret[t] = (float)(g * (1 + 4e-4));", &v);
+    expect_fail(&v, EXF_WRONG, "return G_t at t = ", NULL);
+    check_variant("ch13-rm-loss", "solution.c", "    return sum / n;",
+                  "    return sum / n * (1 + 1e-6);", &v);
+    ck_assert_msg(v.result == EX_PASS, "pairwise loss off by 1e-6 (relative): %s", v.summary);
+    ex_verdict_free(&v);
+    check_variant("ch13-rm-loss", "solution.c", "    return sum / n;",
+                  "    return sum / n * (1 + 2e-6);", &v);
+    expect_fail(&v, EXF_WRONG, "the loss is -log sigmoid(0)", NULL);
+    remove_tmp();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("exercises_rl");
@@ -379,6 +456,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_decoding_variants_named);
     tcase_add_test(t, test_weight_sync_variants_named);
     tcase_add_test(t, test_experiment_answers_ch11_14);
+    tcase_add_test(t, test_predict_near_misses_ch11_14);
+    tcase_add_test(t, test_implement_near_misses);
     suite_add_tcase(s, t);
     return s;
 }

@@ -482,6 +482,19 @@ START_TEST(error_statuses)
     strcat(big, "\"}");
     expect("POST", C, big, NULL, 400, "prompt");
     free(big);
+    /* a body of exactly the limit (4096 bytes here) is served, one byte more is 413 */
+    char *edge = malloc(4098);
+    snprintf(edge, 4098, "{\"prompt\":\"x\",\"max_tokens\":1}");
+    size_t el = strlen(edge);
+    memset(edge + el - 1, ' ', 4096 - el);
+    edge[4095] = '}';
+    edge[4096] = 0;
+    expect("POST", C, edge, NULL, 200, NULL);
+    edge[4095] = ' ';
+    edge[4096] = '}';
+    edge[4097] = 0;
+    expect("POST", C, edge, NULL, 413, NULL);
+    free(edge);
     /* a body over the limit (4096 bytes here) */
     char *huge = malloc(9000);
     memset(huge, ' ', 8999);
@@ -1112,6 +1125,7 @@ START_TEST(slow_clients_do_not_deny_service)
 }
 END_TEST
 
+
 /* A non-streamed client of the cut-drain test: its status and its whole body. */
 typedef struct cut_client {
     lg_url url;
@@ -1200,6 +1214,7 @@ typedef struct drain_client {
     char tail[64];
     size_t tl;
     int status, err;
+    char why[512];                /* the client's error */
 } drain_client;
 
 static int drain_body(void *u, const char *d, size_t n)
@@ -1224,8 +1239,68 @@ static void *drain_main(void *u)
                      "\"max_tokens\":110,\"ignore_eos\":true,\"stream\":true}", 60,
                      drain_body, c, &r);
     c->status = r.status;
+    snprintf(c->why, sizeof c->why, "%s", r.err);
     return NULL;
 }
+
+/* The deadline is for the request, not its answer, and the idle timeout counts from the
+ * last byte the answer moved: with one sequence a step, 128 streams of 110 tokens and 32
+ * whole answers of 100 take seconds (more than both limits) to come; every stream arrives
+ * whole, [DONE] last, every answer whole. */
+START_TEST(long_answers_outlive_the_request_deadline)
+{
+    char err[256];
+    load();
+    srv_opts o = {.port = 0, .request_timeout_s = 1, .idle_timeout_s = 2,
+                  .engine = {.max_num_seqs = 1, .max_num_batched_tokens = 64}};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    enum { NC = 128 };
+    static drain_client cl[NC];
+    pthread_t th[NC];
+    enum { NP = 32 };             /* and non-streamed ones, answered whole at the end */
+    static cut_client pl[NP];
+    pthread_t tp[NP];
+    double t0 = mlsys_now_s();
+    for (int i = 0; i < NC; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        ck_assert(pthread_create(&th[i], NULL, drain_main, &cl[i]) == 0);
+    }
+    for (int i = 0; i < NP; i++) {
+        memset(&pl[i], 0, sizeof pl[i]);
+        ck_assert(lg_url_parse(g_url, &pl[i].url) == 0);
+        ck_assert(pthread_create(&tp[i], NULL, cut_main, &pl[i]) == 0);
+    }
+    for (int i = 0; i < NC; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NP; i++)
+        pthread_join(tp[i], NULL);
+    double took = mlsys_now_s() - t0;
+    printf("long answers: %d streams in %.2f s under a request deadline of 1 s\n", NC, took);
+    ck_assert_msg(took > 1.5, "the streams took %.2f s: too quick to outlive the deadline",
+                  took);
+    for (int i = 0; i < NP; i++) {
+        ck_assert_msg(!pl[i].err && pl[i].status == 200, "answer %d: HTTP %d", i, pl[i].status);
+        cJSON *o = cJSON_Parse(pl[i].body);
+        ck_assert_msg(o, "answer %d: not whole JSON: %s", i, pl[i].body);
+        cJSON *u = cJSON_GetObjectItem(o, "usage");
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 100);
+        cJSON_Delete(o);
+    }
+    char *m = get_metrics();
+    for (int i = 0; i < NC; i++) {
+        const char *d = strstr(cl[i].tail, "data: [DONE]\n\n");
+        ck_assert_msg(!cl[i].err && cl[i].status == 200 && d && !strcmp(d, "data: [DONE]\n\n"),
+                      "stream %d: HTTP %d, %s, ends with '%s' (cut %g)", i, cl[i].status,
+                      cl[i].why, cl[i].tail, metric(m, "mlsys_http_slow_clients_cut_total"));
+    }
+    ck_assert_double_eq(metric(m, "mlsys_http_slow_clients_cut_total"), 0);
+    free(m);
+    stop();
+}
+END_TEST
 
 /* The real program, one sequence a step: SIGTERM while 64 streams come in, at least half of
  * them in the engine: newcomers get 503, every stream that got in finishes whole (ends with
@@ -1379,6 +1454,7 @@ int main(void)
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, drain_cut_answers_503);
     tcase_add_test(tc, slow_clients_do_not_deny_service);
+    tcase_add_test(tc, long_answers_outlive_the_request_deadline);
     tcase_add_test(tc, sigint_130_env_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
