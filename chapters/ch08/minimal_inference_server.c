@@ -1,12 +1,12 @@
 /* minimal_inference_server.c - ch08/minimal-inference-server: the lab's own serving engine
- * (core/llm/serve.h) on the lab's model, fed the original script's workload (its eight
+ * (core/llm/engine.h) on the lab's model, fed the original script's workload (its eight
  * prompts, requests submitted in order at time 0). One line per engine step says who
  * prefills how many tokens and who decodes in that one forward; then each request's TTFT,
  * time per output token and latency, percentiles and throughput. --simulate runs the
  * original's fake server on a virtual clock instead (server_sim.c), labelled as such. */
 #include "ch08.h"
 #include "../common/model.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +55,7 @@ typedef struct mis_run {
     size_t *text_len;
 } mis_run;
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     mis_run *m = u;
     ch08_req *q = &m->req[ev->id];
@@ -158,7 +158,7 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = (int)lab_arg_int(a, "batch-size");
-    llm_serve_opts o = {
+    llm_engine_opts o = {
         .max_num_seqs = seqs,
         .max_num_batched_tokens = (int)lab_arg_int(a, "max-num-batched-tokens"),
         .block_size = (int)lab_arg_int(a, "block-size"),
@@ -167,13 +167,13 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
         .comm = c,
     };
     int rc = 2;
-    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
         goto out;
     }
     llm_paged_stats ps;
-    llm_paged_stats_get(llm_serve_kv(s), &ps);
+    llm_paged_stats_get(llm_engine_kv(s), &ps);
     common_box(stdout, 68, "Minimal inference server");
     printf("The lab's model (%s: dim %d, %d layers, context %d) behind its serving engine:\n"
            "continuous batching, at most %d sequences and %d tokens per step, a paged KV cache "
@@ -201,7 +201,7 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
                          .temperature = (float)lab_arg_double(a, "temperature"),
                          .top_p = 0.95f, .seed = (uint64_t)lab_arg_int(a, "seed") + (uint64_t)i,
                          .on_event = on_event, .u = &m};
-        int id = llm_serve_submit(s, &r, err, sizeof err);
+        int id = llm_engine_submit(s, &r, err, sizeof err);
         if (id < 0) {
             fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: request %d: %s\n", i,
                     err);
@@ -216,7 +216,7 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
     fflush(stdout);
     llm_step_info info;
     int st;
-    while ((st = llm_serve_step(s, &info)) > 0) {
+    while ((st = llm_engine_step(s, &info)) > 0) {
         char line[1024];
         step_line(&info, (info.t_end - m.t0) * 1e3, line, sizeof line);
         printf("%s\n", line);
@@ -225,8 +225,8 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
     if (st < 0)
         goto done;
     double wall = mlsys_now_s() - m.t0;
-    llm_serve_metrics met;
-    llm_serve_metrics_get(s, &met);
+    llm_engine_metrics met;
+    llm_engine_metrics_get(s, &met);
     ch08_report(stdout, m.req, m.order, m.n_done, wall, 0);
     printf("  %-24s %ld prompt rows + %ld decode rows in %ld steps; %ld of %ld prompt tokens "
            "found\n  %-24s in the prefix cache; %ld preemptions\n", "engine", met.prefill_tokens,
@@ -253,7 +253,7 @@ done:
     free(m.order);
     free(m.text_len);
     free(ids);
-    llm_serve_free(s);
+    llm_engine_free(s);
 out:
     llm_tokenizer_free(&tok);
     llm_weights_free(&w);

@@ -7,7 +7,7 @@
  * The original's crash (a division by zero when no request fits without paging) prints
  * n/a instead. */
 #include "../common/common.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 #include <math.h>
 #include <string.h>

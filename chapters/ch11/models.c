@@ -38,10 +38,10 @@ int ch11_models_load(ch11_models *m, const char *model, const char *draft, const
         snprintf(err, n, "%s", e);
         goto fail;
     }
-    if (llm_engine_init(&m->te, &m->tc, &m->tw, target_rows, err, n) ||
+    if (llm_fwd_init(&m->te, &m->tc, &m->tw, target_rows, err, n) ||
         llm_kv_init_contiguous(&m->tkv, &m->tc, 1, 0, err, n))
         goto fail_tok;
-    if (m->have_draft && (llm_engine_init(&m->de, &m->dc, &m->dw, 8, err, n) ||
+    if (m->have_draft && (llm_fwd_init(&m->de, &m->dc, &m->dw, 8, err, n) ||
                           llm_kv_init_contiguous(&m->dkv, &m->dc, 1, 0, err, n)))
         goto fail_tok;
     return 0;
@@ -50,8 +50,8 @@ fail_tok:
 fail:
     llm_kv_free(&m->tkv);
     llm_kv_free(&m->dkv);
-    llm_engine_fini(&m->te);
-    llm_engine_fini(&m->de);
+    llm_fwd_fini(&m->te);
+    llm_fwd_fini(&m->de);
     llm_weights_free(&m->tw);
     if (m->have_draft)
         llm_weights_free(&m->dw);
@@ -63,8 +63,8 @@ void ch11_models_free(ch11_models *m)
 {
     llm_kv_free(&m->tkv);
     llm_kv_free(&m->dkv);
-    llm_engine_fini(&m->te);
-    llm_engine_fini(&m->de);
+    llm_fwd_fini(&m->te);
+    llm_fwd_fini(&m->de);
     llm_tokenizer_free(&m->tok);
     llm_weights_free(&m->tw);
     if (m->have_draft)

@@ -15,7 +15,7 @@ typedef struct ch11_models {
     llm_config tc, dc;
     llm_weights tw, dw;
     llm_tokenizer tok;
-    llm_engine te, de;
+    llm_fwd te, de;
     llm_kv tkv, dkv;
     int have_draft;
 } ch11_models;

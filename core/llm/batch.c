@@ -28,7 +28,7 @@ static int take(int b, int tok, int cap, int **out, int *n_out, int prev,
     return n_out[b] >= cap;
 }
 
-int llm_generate(llm_engine *e, llm_kv *kv, llm_sampler *samplers, int B,
+int llm_generate(llm_fwd *e, llm_kv *kv, llm_sampler *samplers, int B,
                  const int *const *prompts, const int *n_prompt, int **out, int *n_out,
                  const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen)
 {

@@ -1,5 +1,5 @@
-/* serve.c - the engine loop and its API: requests come in from any thread (submit, cancel),
- * one thread calls llm_serve_step, and each step takes in what arrived, asks the scheduler
+/* engine.c - the engine loop and its API: requests come in from any thread (submit, cancel),
+ * one thread calls llm_engine_step, and each step takes in what arrived, asks the scheduler
  * for a plan, runs it through the model runner, streams every new token to its request's
  * callback and retires what finished. Metrics are a snapshot taken at the end of each step.
  * Each step's time is split in phases (schedule, prepare, forward, sample, detokenize); the
@@ -8,7 +8,7 @@
  * compute span per phase (the forward on row 0, the CPU's phases on row 1), a STEP record
  * per step in numbers, the paged cache's memory records, and a gate (mlsys_step) before
  * each step, or "engine idle" while there is nothing to do. */
-#include "serve.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,14 +22,14 @@
 enum { ROLE_CLIENT, ROLE_QUEUE, ROLE_SCHED, ROLE_MODEL, ROLE_COUNT };
 static const char *const role_names[ROLE_COUNT] = {"clients", "queue", "scheduler", "model"};
 
-const double llm_serve_hist_bounds[LLM_SERVE_HIST_N - 1] = {
+const double llm_engine_hist_bounds[LLM_ENGINE_HIST_N - 1] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 };
 
-struct llm_serve {
+struct llm_engine {
     llm_config c;
     const llm_weights *w;
-    llm_serve_opts o;
+    llm_engine_opts o;
     llm_kv kv;
     llm_sched sc;
     llm_runner run;
@@ -41,9 +41,9 @@ struct llm_serve {
     int n_cancels, cap_cancels;
     int next_id;
     int busy;                 /* requests taken in and not finished yet */
-    llm_serve_metrics snap;
+    llm_engine_metrics snap;
     /* the step thread's own */
-    llm_serve_metrics m;
+    llm_engine_metrics m;
     long step_no;
     int *next;                /* [max_num_seqs] tokens drawn this step */
     llm_step_item *items;     /* [max_num_seqs] */
@@ -78,7 +78,7 @@ const char *llm_phase_name(int phase)
 }
 
 /* The phase p ends now; it began where the previous one of its thread ended (*mark). */
-static void phase_end_at(llm_serve *s, int p, uint64_t *mark)
+static void phase_end_at(llm_engine *s, int p, uint64_t *mark)
 {
     uint64_t t = mlsys_now_ns();
     s->st.t0[p] = *mark;
@@ -86,17 +86,17 @@ static void phase_end_at(llm_serve *s, int p, uint64_t *mark)
     *mark = t;
 }
 
-static void phase_end(llm_serve *s, int p)
+static void phase_end(llm_engine *s, int p)
 {
     phase_end_at(s, p, &s->mark);
 }
 
-static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+static int plan_into(llm_engine *s, int k, int cancels_too, int ph_sched, int ph_prep,
                      uint64_t *mark);
 
 static void *worker_main(void *u)
 {
-    llm_serve *s = u;
+    llm_engine *s = u;
     pthread_mutex_lock(&s->wmu);
     for (;;) {
         while (!s->w_job && !s->w_quit)
@@ -117,13 +117,13 @@ static void *worker_main(void *u)
     return NULL;
 }
 
-static double now(const llm_serve *s)
+static double now(const llm_engine *s)
 {
     return s->o.clock ? s->o.clock(s->o.clock_u) : mlsys_now_s();
 }
 
-/* One request moving between roles (see serve.h for what count and phase carry). */
-static void flow(llm_serve *s, int from, int to, int seq, int count, int phase)
+/* One request moving between roles (see engine.h for what count and phase carry). */
+static void flow(llm_engine *s, int from, int to, int seq, int count, int phase)
 {
     if (!s->o.comm)
         return;
@@ -151,7 +151,7 @@ static void place_worker(pthread_t th)
 }
 
 /* Is anything queued, running or submitted? (under mu) */
-static int work_locked(const llm_serve *s)
+static int work_locked(const llm_engine *s)
 {
     return s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
 }
@@ -159,7 +159,7 @@ static int work_locked(const llm_serve *s)
 /* The gate before a step with work ("engine step N"), or while there is none ("engine
  * idle"): gated, the stepping thread waits there for the viewer, once per call; not gated,
  * an idle gate is said once per idle period (a frame that says the engine had nothing). */
-static void gate(llm_serve *s, int idle)
+static void gate(llm_engine *s, int idle)
 {
     if (!s->o.comm || (idle && s->idle_said && !mlsys_gated(s->o.comm)))
         return;
@@ -173,7 +173,7 @@ static void gate(llm_serve *s, int idle)
 }
 
 /* The step in numbers (MLSYS_FLOW_STEP, core/mlsys.h). */
-static void step_record(llm_serve *s, int rows, int tokens, double secs)
+static void step_record(llm_engine *s, int rows, int tokens, double secs)
 {
     if (!s->o.comm || !mlsys_tracing(s->o.comm))
         return;
@@ -193,10 +193,10 @@ static void step_record(llm_serve *s, int rows, int tokens, double secs)
     mlsys_emit(s->o.comm, &e);
 }
 
-llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
-                            const llm_serve_opts *o, char *err, size_t errlen)
+llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
+                            const llm_engine_opts *o, char *err, size_t errlen)
 {
-    llm_serve_opts d = *o;
+    llm_engine_opts d = *o;
     if (d.max_num_seqs <= 0)
         d.max_num_seqs = 16;
     if (d.max_num_batched_tokens <= 0)
@@ -209,18 +209,18 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
     if (d.max_num_seqs > 4096 || d.max_num_batched_tokens > 65536 ||
         d.max_num_batched_tokens < d.max_num_seqs || d.block_size > c->seq_len ||
         d.n_blocks < per_seq) {
-        snprintf(err, errlen, "serve: max_num_seqs %d (1..4096), max_num_batched_tokens %d "
+        snprintf(err, errlen, "engine: max_num_seqs %d (1..4096), max_num_batched_tokens %d "
                  "(max_num_seqs..65536), block_size %d (1..%d), %d blocks (at least %d: one "
                  "full context)", d.max_num_seqs, d.max_num_batched_tokens, d.block_size,
                  c->seq_len, d.n_blocks, per_seq);
         return NULL;
     }
     if (d.tok && d.tok->vocab_size != c->vocab_size) {
-        snprintf(err, errlen, "serve: the tokenizer has %d ids, the model %d",
+        snprintf(err, errlen, "engine: the tokenizer has %d ids, the model %d",
                  d.tok->vocab_size, c->vocab_size);
         return NULL;
     }
-    llm_serve *s = mlsys_xcalloc(1, sizeof *s);
+    llm_engine *s = mlsys_xcalloc(1, sizeof *s);
     s->c = *c;
     s->w = w;
     s->o = d;
@@ -253,7 +253,7 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
         pthread_mutex_init(&s->wmu, NULL);
         pthread_cond_init(&s->wcv, NULL);
         if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
-            fprintf(stderr, "serve: no worker thread: the overlap scheduler is off\n");
+            fprintf(stderr, "engine: no worker thread: the overlap scheduler is off\n");
             s->o.overlap = 0;
             pthread_mutex_destroy(&s->wmu);
             pthread_cond_destroy(&s->wcv);
@@ -276,7 +276,7 @@ llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
     return s;
 }
 
-int llm_serve_submit(llm_serve *s, const llm_request *r, char *err, size_t errlen)
+int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t errlen)
 {
     double t = now(s);
     llm_seq *q = llm_seq_create(-1, r, &s->c, s->o.tok, err, errlen);
@@ -292,7 +292,7 @@ int llm_serve_submit(llm_serve *s, const llm_request *r, char *err, size_t errle
     return id;
 }
 
-int llm_serve_cancel(llm_serve *s, int id)
+int llm_engine_cancel(llm_engine *s, int id)
 {
     pthread_mutex_lock(&s->mu);
     int rc = -1;
@@ -301,7 +301,7 @@ int llm_serve_cancel(llm_serve *s, int id)
             s->cap_cancels = s->cap_cancels ? 2 * s->cap_cancels : 16;
             int *p = realloc(s->cancels, (size_t)s->cap_cancels * sizeof(int));
             if (!p) {
-                fprintf(stderr, "serve: out of memory for cancels\n");
+                fprintf(stderr, "engine: out of memory for cancels\n");
                 exit(1);
             }
             s->cancels = p;
@@ -316,13 +316,13 @@ int llm_serve_cancel(llm_serve *s, int id)
 
 /* ---- the step ---- */
 
-static void note_finished(llm_serve *s, int id)
+static void note_finished(llm_engine *s, int id)
 {
     if (s->n_finished == s->cap_finished) {
         s->cap_finished = s->cap_finished ? 2 * s->cap_finished : 32;
         int *p = realloc(s->finished, (size_t)s->cap_finished * sizeof(int));
         if (!p) {
-            fprintf(stderr, "serve: out of memory\n");
+            fprintf(stderr, "engine: out of memory\n");
             exit(1);
         }
         s->finished = p;
@@ -333,7 +333,7 @@ static void note_finished(llm_serve *s, int id)
 static void hist_add(long *h, double v)
 {
     int b = 0;
-    while (b < LLM_SERVE_HIST_N - 1 && v > llm_serve_hist_bounds[b])
+    while (b < LLM_ENGINE_HIST_N - 1 && v > llm_engine_hist_bounds[b])
         b++;
     h[b]++;
 }
@@ -349,7 +349,7 @@ static int item_of(const llm_batch *b, const llm_seq *q)
 
 /* Deliver an event for q (token or -1) and, when why != NONE, retire and free it (leaving
  * the next step's plan first: its item there is a decode whose token is q's last one). */
-static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
+static void deliver(llm_engine *s, llm_seq *q, int token, llm_finish why)
 {
     double t = now(s);
     if (why != LLM_FINISH_NONE && s->ahead) {
@@ -372,7 +372,7 @@ static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
         q->st.e2e = t - q->st.t_arrival;
         llm_sched_retire(&s->sc, q);
     }
-    llm_serve_event ev = {q->id, token, q->st.n_out, NULL, 0, why, &q->st};
+    llm_engine_event ev = {q->id, token, q->st.n_out, NULL, 0, why, &q->st};
     if (s->o.tok)
         ev.text_len = llm_seq_take_text(q, why != LLM_FINISH_NONE, &ev.text);
     if (q->on_event)
@@ -401,7 +401,7 @@ static void deliver(llm_serve *s, llm_seq *q, int token, llm_finish why)
     llm_seq_free(q);
 }
 
-static llm_seq *find_live(llm_serve *s, int id)
+static llm_seq *find_live(llm_engine *s, int id)
 {
     for (llm_seq *q = s->sc.running.head; q; q = q->next)
         if (q->id == id)
@@ -427,7 +427,7 @@ static int droppable(const llm_batch *b, const llm_seq *q)
  * except for a request the next step's plan computes known tokens for (its rows may fill
  * blocks the prefix cache already lists): that cancel waits for a step boundary where
  * nothing is planned ahead (a prompt being prefilled may then run one step more). */
-static void take_in(llm_serve *s, int cancels_too)
+static void take_in(llm_engine *s, int cancels_too)
 {
     pthread_mutex_lock(&s->mu);
     llm_seq_queue in = s->inbox;
@@ -452,7 +452,7 @@ static void take_in(llm_serve *s, int cancels_too)
     for (int i = 0; i < nc; i++) {
         llm_seq *q = find_live(s, cancels[i]);
         if (q && s->ahead && !droppable(&s->bt[s->cur ^ 1], q)) {
-            llm_serve_cancel(s, cancels[i]);
+            llm_engine_cancel(s, cancels[i]);
             continue;
         }
         if (q)
@@ -461,7 +461,7 @@ static void take_in(llm_serve *s, int cancels_too)
     free(cancels);
 }
 
-static void publish(llm_serve *s)
+static void publish(llm_engine *s)
 {
     llm_paged_stats ps;
     llm_paged_stats_get(&s->kv, &ps);
@@ -506,7 +506,7 @@ static void step_label(const llm_step_item *items, int n_items, char *out, size_
 
 /* Plan a step into bt[k] (schedule phase: take in, plan; prepare phase: the rows). Returns
  * the rows planned (0: nothing to run) or -1. */
-static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_prep,
+static int plan_into(llm_engine *s, int k, int cancels_too, int ph_sched, int ph_prep,
                      uint64_t *mark)
 {
     char err[256];
@@ -526,7 +526,7 @@ static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_
     }
     if (llm_runner_prepare(&s->run, &s->bt[k], sc->items, sc->n_items, sc->n_admitted, err,
                            sizeof err)) {
-        fprintf(stderr, "serve: step %ld: %s\n", s->step_no + 1, err);
+        fprintf(stderr, "engine: step %ld: %s\n", s->step_no + 1, err);
         return -1;
     }
     phase_end_at(s, ph_prep, mark);
@@ -534,7 +534,7 @@ static int plan_into(llm_serve *s, int k, int cancels_too, int ph_sched, int ph_
 }
 
 /* The step begins: its number and its flows (admitted, and the rows each request runs). */
-static void step_begins(llm_serve *s, const llm_batch *b)
+static void step_begins(llm_engine *s, const llm_batch *b)
 {
     s->step_no++;
     for (int i = b->n_items - b->n_admitted; i < b->n_items; i++)
@@ -546,7 +546,7 @@ static void step_begins(llm_serve *s, const llm_batch *b)
 /* The next step may be planned while this one's forward runs: nothing can be preempted (the
  * pool holds every running sequence's blocks up to its last token, the futures counted), no
  * sequence of this step must stop for its length, and no cancel is waiting. */
-static int can_plan_ahead(llm_serve *s, const llm_batch *b)
+static int can_plan_ahead(llm_engine *s, const llm_batch *b)
 {
     for (int i = 0; i < b->n_items; i++) {
         const llm_seq *q = b->items[i].s;
@@ -570,7 +570,7 @@ static int can_plan_ahead(llm_serve *s, const llm_batch *b)
     return need <= llm_paged_pool_count(&s->kv);
 }
 
-static void emit_spans(llm_serve *s, const llm_batch *b)
+static void emit_spans(llm_engine *s, const llm_batch *b)
 {
     if (!s->o.comm)
         return;
@@ -600,7 +600,7 @@ static void emit_spans(llm_serve *s, const llm_batch *b)
 
 /* After the forward of b: draw the tokens (sample phase), stream them and retire what
  * finished (detokenize phase), fill info. rc != 0: the forward failed. */
-static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
+static int step_ends(llm_engine *s, const llm_batch *b, int rc, const char *err,
                      llm_step_info *info, int k, double t0)
 {
     if (!rc)
@@ -615,7 +615,7 @@ static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
                                       rc ? -1 : s->next[i]};
     }
     if (rc) {
-        fprintf(stderr, "serve: step %ld: %s\n", s->step_no, err);
+        fprintf(stderr, "engine: step %ld: %s\n", s->step_no, err);
         for (int i = 0; i < n_items; i++)
             deliver(s, b->items[i].s, -1, LLM_FINISH_ERROR);
     }
@@ -659,7 +659,7 @@ static int step_ends(llm_serve *s, const llm_batch *b, int rc, const char *err,
     return rc ? -1 : 1;
 }
 
-static int nothing_to_run(llm_serve *s, llm_step_info *info, double t0)
+static int nothing_to_run(llm_engine *s, llm_step_info *info, double t0)
 {
     publish(s);
     if (info) {
@@ -672,7 +672,7 @@ static int nothing_to_run(llm_serve *s, llm_step_info *info, double t0)
 }
 
 /* Without overlap: every phase in turn on this thread. */
-static int step_plain(llm_serve *s, llm_step_info *info, double t0)
+static int step_plain(llm_engine *s, llm_step_info *info, double t0)
 {
     char err[256] = "";
     int rows = plan_into(s, 0, 1, LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, &s->mark);
@@ -697,7 +697,7 @@ static int step_plain(llm_serve *s, llm_step_info *info, double t0)
 /* With overlap: this step (planned ahead by the previous one, or now) runs its forward on
  * this thread while the worker plans and prepares the next step; then wait for the worker
  * (when it is slower than the forward), sample, stream. */
-static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
+static int step_overlap(llm_engine *s, llm_step_info *info, double t0)
 {
     char err[256] = "";
     int planned = s->ahead;
@@ -767,7 +767,7 @@ static int step_overlap(llm_serve *s, llm_step_info *info, double t0)
     return step_ends(s, b, rc, err, info, k, t0);
 }
 
-int llm_serve_step(llm_serve *s, llm_step_info *info)
+int llm_engine_step(llm_engine *s, llm_step_info *info)
 {
     if (s->o.comm) {          /* the gate comes before the step and is not timed */
         pthread_mutex_lock(&s->mu);
@@ -784,7 +784,7 @@ int llm_serve_step(llm_serve *s, llm_step_info *info)
     return s->o.overlap ? step_overlap(s, info, t0) : step_plain(s, info, t0);
 }
 
-int llm_serve_has_work(llm_serve *s)
+int llm_engine_has_work(llm_engine *s)
 {
     pthread_mutex_lock(&s->mu);
     int w = s->inbox.n > 0 || s->n_cancels > 0 || s->busy > 0;
@@ -792,7 +792,7 @@ int llm_serve_has_work(llm_serve *s)
     return w;
 }
 
-int llm_serve_wait(llm_serve *s, double timeout_s)
+int llm_engine_wait(llm_engine *s, double timeout_s)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -820,11 +820,11 @@ int llm_serve_wait(llm_serve *s, double timeout_s)
     return w;
 }
 
-long llm_serve_run(llm_serve *s)
+long llm_engine_run(llm_engine *s)
 {
     long steps = 0;
-    while (llm_serve_has_work(s)) {
-        int rc = llm_serve_step(s, NULL);
+    while (llm_engine_has_work(s)) {
+        int rc = llm_engine_step(s, NULL);
         if (rc < 0)
             return -1;
         steps += rc;
@@ -832,24 +832,24 @@ long llm_serve_run(llm_serve *s)
     return steps;
 }
 
-void llm_serve_metrics_get(llm_serve *s, llm_serve_metrics *m)
+void llm_engine_metrics_get(llm_engine *s, llm_engine_metrics *m)
 {
     pthread_mutex_lock(&s->mu);
     *m = s->snap;
     pthread_mutex_unlock(&s->mu);
 }
 
-void llm_serve_last_stats(const llm_serve *s, llm_step_stats *st)
+void llm_engine_last_stats(const llm_engine *s, llm_step_stats *st)
 {
     *st = s->last;
 }
 
-const llm_kv *llm_serve_kv(const llm_serve *s)
+const llm_kv *llm_engine_kv(const llm_engine *s)
 {
     return &s->kv;
 }
 
-void llm_serve_free(llm_serve *s)
+void llm_engine_free(llm_engine *s)
 {
     if (!s)
         return;

@@ -1,12 +1,12 @@
-/* serve.h - the serving engine over the lab's model, in the five parts nano-vllm has, one file
+/* engine.h - the generation engine over the lab's model, in the five parts nano-vllm has, one file
  * each: the paged KV cache (paged.c: blocks, block tables, reference counts, the prefix cache)
  * with its replaceable block allocator (block_alloc.c), a sequence (seq.c: one request's
  * tokens, sampler, stop strings and clock), the scheduler (sched.c: waiting and running
  * queues, the replaceable admission rule, chunked prefill, preemption), the model runner
- * (runner.c: one forward over the step's rows) and the engine loop (serve.c: the API below).
+ * (runner.c: one forward over the step's rows) and the engine loop (engine.c: the API below).
  * No curses, no HTTP: the chapters, the commands and core/serve build on this header. */
-#ifndef MLSYS_LLM_SERVE_H
-#define MLSYS_LLM_SERVE_H
+#ifndef MLSYS_LLM_ENGINE_H
+#define MLSYS_LLM_ENGINE_H
 
 #include "llm.h"
 
@@ -116,7 +116,7 @@ typedef enum {
     LLM_FINISH_NONE,          /* still going */
     LLM_FINISH_STOP,          /* drew EOS (or BOS), or produced a stop string */
     LLM_FINISH_LENGTH,        /* max_tokens, or the model's context is full */
-    LLM_FINISH_CANCEL,        /* llm_serve_cancel, or the engine was freed */
+    LLM_FINISH_CANCEL,        /* llm_engine_cancel, or the engine was freed */
     LLM_FINISH_ERROR          /* the forward failed (a bug: message on stderr) */
 } llm_finish;
 const char *llm_finish_name(llm_finish f);     /* "stop", "length", "cancelled", "error" */
@@ -126,7 +126,7 @@ const char *llm_finish_name(llm_finish f);     /* "stop", "length", "cancelled",
 
 /* Times on the engine's clock (seconds) and counts of one request. */
 typedef struct llm_req_stats {
-    double t_arrival;         /* llm_serve_submit */
+    double t_arrival;         /* llm_engine_submit */
     double t_first;           /* first token handed to the callback (0 before) */
     double t_finish;          /* final event (0 before) */
     double ttft, tpot, e2e;   /* set at the end: first - arrival; (finish - first) / (n_out
@@ -136,7 +136,7 @@ typedef struct llm_req_stats {
     int preemptions;          /* times its blocks were taken back (recomputed later) */
 } llm_req_stats;
 
-typedef struct llm_serve_event {
+typedef struct llm_engine_event {
     int id;                   /* the request */
     int token;                /* the new token, -1 for a final event without one */
     int n_out;                /* tokens generated so far, this one included */
@@ -146,11 +146,11 @@ typedef struct llm_serve_event {
     int text_len;
     llm_finish finish;        /* NONE while it goes on; otherwise this is its LAST event */
     const llm_req_stats *st;
-} llm_serve_event;
-/* Called on the thread that runs llm_serve_step, without the engine's lock (it may call
- * llm_serve_submit and llm_serve_cancel). Every accepted request gets exactly one event with
+} llm_engine_event;
+/* Called on the thread that runs llm_engine_step, without the engine's lock (it may call
+ * llm_engine_submit and llm_engine_cancel). Every accepted request gets exactly one event with
  * finish != NONE, and none after it. */
-typedef void (*llm_serve_fn)(void *u, const llm_serve_event *ev);
+typedef void (*llm_engine_fn)(void *u, const llm_engine_event *ev);
 
 typedef struct llm_request {
     const int *prompt;        /* [n_prompt] token ids (copied), 1 <= n_prompt <= seq_len */
@@ -163,7 +163,7 @@ typedef struct llm_request {
     const char *const *stop;  /* [n_stop] stop strings (copied; need the engine's tokenizer) */
     int n_stop;
     int ignore_eos;           /* 1: EOS and BOS do not end it (benchmarks) */
-    llm_serve_fn on_event;    /* may be NULL */
+    llm_engine_fn on_event;    /* may be NULL */
     void *u;
 } llm_request;
 
@@ -185,7 +185,7 @@ typedef struct llm_seq {
     int n_stop, stop_max;     /* stop_max: the longest stop string */
     char *text;               /* output text (without a tokenizer: unused) */
     size_t text_len, text_cap, text_sent;
-    llm_serve_fn on_event;
+    llm_engine_fn on_event;
     void *u;
     llm_req_stats st;
     struct llm_seq *prev, *next;   /* its queue */
@@ -287,7 +287,7 @@ void llm_batch_fini(llm_batch *b);
 void llm_batch_drop(llm_batch *b, int i);
 
 typedef struct llm_runner {
-    llm_engine e;
+    llm_fwd e;
     llm_kv *kv;
     int max_rows, max_seqs;
     llm_batch own;            /* llm_runner_run's rows */
@@ -311,14 +311,14 @@ void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next);
 int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
                    char *err, size_t errlen);
 
-/* ==== serve.c: the engine (its API) ====
- * Threads: one thread drives llm_serve_step (and gets every callback); llm_serve_submit,
- * llm_serve_cancel, llm_serve_metrics, llm_serve_has_work and llm_serve_wait may be called
+/* ==== engine.c: the engine (its API) ====
+ * Threads: one thread drives llm_engine_step (and gets every callback); llm_engine_submit,
+ * llm_engine_cancel, llm_engine_metrics, llm_engine_has_work and llm_engine_wait may be called
  * from any thread at any time. Submitted and cancelled requests take effect at the start of
  * the next step (and cancels also at the end of the current one). */
-typedef struct llm_serve llm_serve;
+typedef struct llm_engine llm_engine;
 
-typedef struct llm_serve_opts {
+typedef struct llm_engine_opts {
     int max_num_seqs;             /* sequences in a step's batch (0: 16) */
     int max_num_batched_tokens;   /* rows in a step's forward (0: 256; >= max_num_seqs) */
     int block_size;               /* tokens per KV block (0: 16) */
@@ -345,7 +345,7 @@ typedef struct llm_serve_opts {
      * what a Python scheduler's milliseconds do to a step, with and without overlap). */
     void (*plan_hook)(void *u);
     void *plan_hook_u;
-} llm_serve_opts;
+} llm_engine_opts;
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
  * caption):
@@ -365,24 +365,24 @@ typedef struct llm_serve_opts {
  *           next step's "schedule" and "prepare" lie beside the forward)
  *   flow    MLSYS_FLOW_STEP after each step that ran a forward: rows, tokens generated,
  *           seconds, waiting / running / finished after it (core/mlsys.h)
- *   gates   llm_serve_step calls mlsys_step first, labelled "engine step N" (N: the step it
+ *   gates   llm_engine_step calls mlsys_step first, labelled "engine step N" (N: the step it
  *           will run) or, with nothing to do, "engine idle: no requests"; so a gated job
- *           (--gated) runs one engine iteration per grant. llm_serve_wait with nothing to do
+ *           (--gated) runs one engine iteration per grant. llm_engine_wait with nothing to do
  *           also stops at an "engine idle" gate when gated (and returns at once after it:
  *           the viewer decides how long the engine waits); not gated, an idle gate is said
  *           once per idle period, so a trace shows when the engine had nothing to do. */
 /* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
-llm_serve *llm_serve_create(const llm_config *c, const llm_weights *w,
-                            const llm_serve_opts *o, char *err, size_t errlen);
+llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
+                            const llm_engine_opts *o, char *err, size_t errlen);
 /* Every request still queued or running gets its final event (LLM_FINISH_CANCEL) first. */
-void llm_serve_free(llm_serve *s);
+void llm_engine_free(llm_engine *s);
 /* Queue a request. Returns its id (>= 0, in submission order) or -1 with err (a bad
  * request: nothing is queued and no event will come). */
-int llm_serve_submit(llm_serve *s, const llm_request *r, char *err, size_t errlen);
+int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t errlen);
 /* Cancel request id: its blocks go back to the pool and it gets its final event
  * (LLM_FINISH_CANCEL) at the next step boundary, unless it has finished by then.
  * 0, or -1 for an id never issued. */
-int llm_serve_cancel(llm_serve *s, int id);
+int llm_engine_cancel(llm_engine *s, int id);
 
 /* What one step did (valid until the next step). */
 typedef struct llm_step_item {
@@ -432,23 +432,23 @@ static inline uint64_t llm_phase_ns(const llm_step_stats *st, int phase)
     return st->t1[phase] - st->t0[phase];
 }
 /* The last step that ran a forward (zeros before the first). Stepping thread only. */
-void llm_serve_last_stats(const llm_serve *s, llm_step_stats *st);
+void llm_engine_last_stats(const llm_engine *s, llm_step_stats *st);
 
 /* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
  * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
  * -1 on an internal error (message on stderr; the requests of the step are failed, and the
  * prefix cache may hold what that forward never wrote: free the engine). info
  * may be NULL. */
-int llm_serve_step(llm_serve *s, llm_step_info *info);
-int llm_serve_has_work(llm_serve *s);       /* queued, running or submitted-not-taken-in */
-/* Sleep until there is work or timeout_s passes; returns llm_serve_has_work. */
-int llm_serve_wait(llm_serve *s, double timeout_s);
+int llm_engine_step(llm_engine *s, llm_step_info *info);
+int llm_engine_has_work(llm_engine *s);       /* queued, running or submitted-not-taken-in */
+/* Sleep until there is work or timeout_s passes; returns llm_engine_has_work. */
+int llm_engine_wait(llm_engine *s, double timeout_s);
 /* Step until no work is left (tests and batch runs). Returns steps run, or -1. */
-long llm_serve_run(llm_serve *s);
+long llm_engine_run(llm_engine *s);
 
-#define LLM_SERVE_HIST_N 14       /* buckets: the bounds below, then +Inf */
-extern const double llm_serve_hist_bounds[LLM_SERVE_HIST_N - 1];   /* seconds, ascending */
-typedef struct llm_serve_metrics {
+#define LLM_ENGINE_HIST_N 14       /* buckets: the bounds below, then +Inf */
+extern const double llm_engine_hist_bounds[LLM_ENGINE_HIST_N - 1];   /* seconds, ascending */
+typedef struct llm_engine_metrics {
     int running, waiting;     /* sequences now */
     long submitted, finished, cancelled, steps;
     int kv_blocks, kv_used, kv_cached, kv_free, block_size;
@@ -461,13 +461,13 @@ typedef struct llm_serve_metrics {
     double prefix_hit_rate;   /* hit / query tokens, 0 when none */
     long preemptions;
     /* per finished request: per-bucket counts (not cumulative), sums, count */
-    long ttft_hist[LLM_SERVE_HIST_N], tpot_hist[LLM_SERVE_HIST_N];
+    long ttft_hist[LLM_ENGINE_HIST_N], tpot_hist[LLM_ENGINE_HIST_N];
     double ttft_sum, tpot_sum;
     long ttft_count, tpot_count;
-} llm_serve_metrics;
+} llm_engine_metrics;
 /* A consistent snapshot, taken at the end of the last step (any thread). */
-void llm_serve_metrics_get(llm_serve *s, llm_serve_metrics *m);
+void llm_engine_metrics_get(llm_engine *s, llm_engine_metrics *m);
 /* The engine's cache (tests, the block-map lab): only while no step runs. */
-const llm_kv *llm_serve_kv(const llm_serve *s);
+const llm_kv *llm_engine_kv(const llm_engine *s);
 
 #endif

@@ -16,7 +16,7 @@
 
 /* ---- the engine ---- */
 
-uint64_t llm_engine_bytes(const llm_config *c, int max_rows)
+uint64_t llm_fwd_bytes(const llm_config *c, int max_rows)
 {
     /* in double: seq_len x heads x rows can pass 2^64 for headers inside the limits */
     double R = max_rows, D = c->dim, KVD = c->kv_dim, H = c->hidden_dim, S = c->seq_len;
@@ -26,17 +26,17 @@ uint64_t llm_engine_bytes(const llm_config *c, int max_rows)
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
 
-int llm_engine_rows_that_fit(const llm_config *c, int want)
+int llm_fwd_rows_that_fit(const llm_config *c, int want)
 {
     uint64_t have = mlsys_mem_available();
-    if (have > LLM_ENGINE_MAX_BYTES)
-        have = LLM_ENGINE_MAX_BYTES;
-    while (want > 1 && llm_engine_bytes(c, want) > have)
+    if (have > LLM_FWD_MAX_BYTES)
+        have = LLM_FWD_MAX_BYTES;
+    while (want > 1 && llm_fwd_bytes(c, want) > have)
         want /= 2;
-    return llm_engine_bytes(c, want) <= have ? want : 0;
+    return llm_fwd_bytes(c, want) <= have ? want : 0;
 }
 
-int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
+int llm_fwd_init(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
@@ -46,15 +46,15 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     }
     /* every row holds attention scores over the whole context for every head: a header
      * inside the limits (seq_len 2^20, many heads) can ask for more than the machine has */
-    uint64_t need = llm_engine_bytes(c, max_rows), have = mlsys_mem_available();
-    if (need > LLM_ENGINE_MAX_BYTES || need > have) {
+    uint64_t need = llm_fwd_bytes(c, max_rows), have = mlsys_mem_available();
+    if (need > LLM_FWD_MAX_BYTES || need > have) {
         char a[32], b[32];
         mlsys_format_approx((double)need, a, sizeof a);
-        mlsys_format_approx((double)(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have),
+        mlsys_format_approx((double)(need > LLM_FWD_MAX_BYTES ? LLM_FWD_MAX_BYTES : have),
                             b, sizeof b);
         snprintf(err, errlen, "the engine's scratch for %d row%s needs %s (scores over seq_len "
                  "%d for %d heads per row), more than %s %s", max_rows, max_rows == 1 ? "" : "s",
-                 a, c->seq_len, c->n_heads, need > LLM_ENGINE_MAX_BYTES ? "the limit of" :
+                 a, c->seq_len, c->n_heads, need > LLM_FWD_MAX_BYTES ? "the limit of" :
                  "this machine has free:", b);
         return -1;
     }
@@ -84,7 +84,7 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     return 0;
 }
 
-void llm_engine_fini(llm_engine *e)
+void llm_fwd_fini(llm_fwd *e)
 {
     free(e->mem);
     memset(e, 0, sizeof *e);
@@ -94,7 +94,7 @@ void llm_engine_fini(llm_engine *e)
  * forward's (core/nn/transformer.c) step for step; only where keys and values live differs:
  * here in the cache's slots, written before any row attends (a row may attend to an earlier
  * row of the same sequence in this call). */
-static void forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const int *pos,
+static void forward_chunk(llm_fwd *e, llm_kv *kv, int m, const int *seq, const int *pos,
                           const int *tok, const unsigned char *want, float *logits)
 {
     const llm_config *c = &e->c;
@@ -149,7 +149,7 @@ static void forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, cons
     nn_linear_forward(logits, e->xb2, w->wcls, NULL, nw, D, V);
 }
 
-int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+int llm_forward(llm_fwd *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen)
 {
@@ -200,13 +200,13 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     cT.seq_len = T;
     long budget = (1L << 22) / ((long)c->n_heads * T);
     int chunk = budget < 1 ? 1 : budget < T ? (int)budget : T;
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     char err[200];
-    if (llm_engine_init(&e, &cT, w, chunk, err, sizeof err) != 0)
+    if (llm_fwd_init(&e, &cT, w, chunk, err, sizeof err) != 0)
         return -1;
     if (llm_kv_init_contiguous(&kv, &cT, 1, T, err, sizeof err) != 0) {
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
         return -1;
     }
     int *rows = malloc(2 * (size_t)T * sizeof(int));
@@ -223,6 +223,6 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     free(rows);
     free(want);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     return rc;
 }

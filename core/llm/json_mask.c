@@ -686,7 +686,7 @@ int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
 
 /* ---- constrained generation ---- */
 
-int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
+int llm_json_generate(llm_fwd *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
                       const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
                       int *n_out, llm_json_gen_stats *st, char *err, size_t errlen)
 {

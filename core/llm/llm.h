@@ -228,7 +228,7 @@ static inline float *llm_kv_v(const llm_kv *kv, int layer, int slot)
 /* ---- infer.c: the forward for inference ---- */
 /* The runner: weights (borrowed, not copied) and scratch for up to max_rows rows, all carved
  * from one allocation at init, so a forward allocates nothing. */
-typedef struct llm_engine {
+typedef struct llm_fwd {
     llm_config c;
     const llm_weights *w;
     int max_rows;             /* R per internal chunk; longer calls are cut into chunks */
@@ -242,17 +242,17 @@ typedef struct llm_engine {
     int *slots;               /* [R, S] each row's cache slots for positions 0..pos */
     float *mem;
     size_t bytes;
-} llm_engine;
+} llm_fwd;
 /* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
  * (mlsys_mem_available), before allocating. */
-#define LLM_ENGINE_MAX_BYTES (16ull << 30)
-int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
+#define LLM_FWD_MAX_BYTES (16ull << 30)
+int llm_fwd_init(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen);
-/* Bytes llm_engine_init allocates for max_rows rows (saturates at UINT64_MAX). */
-uint64_t llm_engine_bytes(const llm_config *c, int max_rows);
+/* Bytes llm_fwd_init allocates for max_rows rows (saturates at UINT64_MAX). */
+uint64_t llm_fwd_bytes(const llm_config *c, int max_rows);
 /* The most rows, want or fewer (halving), whose scratch fits; 0 when not even one does. */
-int llm_engine_rows_that_fit(const llm_config *c, int want);
-void llm_engine_fini(llm_engine *e);
+int llm_fwd_rows_that_fit(const llm_config *c, int want);
+void llm_fwd_fini(llm_fwd *e);
 /* One forward over n rows: row i is token tok[i] of sequence seq[i] at position pos[i]. The
  * caller reserved positions 0..pos[i] of each sequence in kv, and every position a row
  * attends to (0..pos[i]) was written earlier or is a row of this call (rows of one sequence
@@ -260,7 +260,7 @@ void llm_engine_fini(llm_engine *e);
  * step of B sequences (B rows), a prefill (the prompt's rows), or both mixed. want[i] != 0
  * asks for row i's logits (want NULL: every row); they are packed in row order into
  * logits [count of wanted rows, V]. Returns 0, or -1 on a bad row (message in err). */
-int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+int llm_forward(llm_fwd *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen);
 /* The same model with no cache kept: tokens [T] at positions 0..T-1 in one fresh prefill
@@ -315,7 +315,7 @@ typedef struct llm_gen_stats {
  * tokens, n_out[b] their count. Prefill is one forward per prompt; then every step decodes all
  * unfinished sequences in one forward. kv must have n_seqs >= B (unused with no_cache). The
  * engine's scratch must hold B rows. 0, or -1 with err. */
-int llm_generate(llm_engine *e, llm_kv *kv, llm_sampler *samplers, int B,
+int llm_generate(llm_fwd *e, llm_kv *kv, llm_sampler *samplers, int B,
                  const int *const *prompts, const int *n_prompt, int **out, int *n_out,
                  const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen);
 
@@ -395,7 +395,7 @@ typedef struct llm_spec_round_info {
 /* One sequence decoded speculatively: target and draft each with an engine (the target's
  * holds k + 1 rows, so a verify is one forward) and a cache sequence id of their own. */
 typedef struct llm_spec {
-    llm_engine *te, *de;
+    llm_fwd *te, *de;
     llm_kv *tkv, *dkv;
     int tseq, dseq;
     llm_spec_opts o;
@@ -415,7 +415,7 @@ typedef struct llm_spec {
 
 /* Prefill both caches with prompt[0..n-2] (the last prompt token is fed by the first round).
  * 1 <= n <= S; both models need the same vocabulary and context length. 0 or -1 with err. */
-int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_engine *draft,
+int llm_spec_start(llm_spec *s, llm_fwd *target, llm_kv *tkv, int tseq, llm_fwd *draft,
                    llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
                    char *err, size_t errlen);
 /* One round; info may be NULL. Returns 1 while the sequence goes on, 0 when it is finished
@@ -423,7 +423,7 @@ int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_e
 int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t errlen);
 void llm_spec_end(llm_spec *s);       /* releases both cache sequences, frees the scratch */
 /* start, rounds until done, end: out (room for max_new) gets the tokens, *n_out their count. */
-int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv *dkv,
+int llm_spec_generate(llm_fwd *target, llm_kv *tkv, llm_fwd *draft, llm_kv *dkv,
                       const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
                       int *n_out, llm_spec_stats *st, char *err, size_t errlen);
 /* The expected tokens per target forward when each draft is kept with probability a,
@@ -548,7 +548,7 @@ typedef struct llm_json_gen_stats {
     double forward_s, mask_s, sample_s;
     int done;                        /* 1: the value was completed */
 } llm_json_gen_stats;
-int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
+int llm_json_generate(llm_fwd *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
                       const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
                       int *n_out, llm_json_gen_stats *st, char *err, size_t errlen);
 

@@ -3,7 +3,7 @@
  * over (parent hash, block tokens), confirmed by comparing tokens, as vLLM does), copy on
  * write for a shared partial block, and the llm_kv_ops through which attention reads keys
  * and values. Which free block comes next is the allocator's business (block_alloc.c). */
-#include "serve.h"
+#include "engine.h"
 #include "llm_internal.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * token draws its next token from its own sampler. Split in its phases (prepare, forward,
  * sample) so the engine can time each and run the forward beside the next step's planning.
  * The arithmetic is llm_forward's. */
-#include "serve.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
     memset(r, 0, sizeof *r);
     /* the engine's scratch is cut in chunks of at most 256 rows: a longer step is several
      * GEMMs per weight, which changes nothing in the result (rows are independent) */
-    if (llm_engine_init(&r->e, c, w, max_rows < 256 ? max_rows : 256, err, errlen))
+    if (llm_fwd_init(&r->e, c, w, max_rows < 256 ? max_rows : 256, err, errlen))
         return -1;
     r->kv = kv;
     r->max_rows = max_rows;
@@ -58,7 +58,7 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
 
 void llm_runner_fini(llm_runner *r)
 {
-    llm_engine_fini(&r->e);
+    llm_fwd_fini(&r->e);
     llm_batch_fini(&r->own);
     free(r->logits);
     memset(r, 0, sizeof *r);

@@ -5,7 +5,7 @@
  * then waiting requests in arrival order while the admission rule says yes, all under one
  * token budget per step. When the pool runs out of blocks the newest running sequence is
  * preempted: its blocks go back and it is recomputed later (recompute, not swap). */
-#include "serve.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>

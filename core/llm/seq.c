@@ -3,7 +3,7 @@
  * depend on its neighbours in a batch), its stop rules (EOS, max_tokens, the context, stop
  * strings) and its output text, of which it hands out only what no stop string can still
  * claim. The scheduler moves sequences between queues; this file never looks at the cache. */
-#include "serve.h"
+#include "engine.h"
 
 #include <math.h>
 #include <stdio.h>

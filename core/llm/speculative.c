@@ -102,7 +102,7 @@ static void span(mlsys_comm *c, int begin, const char *label, long round, int ch
     mlsys_emit(c, &e);
 }
 
-int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_engine *draft,
+int llm_spec_start(llm_spec *s, llm_fwd *target, llm_kv *tkv, int tseq, llm_fwd *draft,
                    llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
                    char *err, size_t errlen)
 {
@@ -169,7 +169,7 @@ int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_e
             s->rtok[i] = prompt[i];
             s->want[i] = 0;
         }
-        struct { llm_engine *e; llm_kv *kv; int seq; } m[2] = {{target, tkv, tseq},
+        struct { llm_fwd *e; llm_kv *kv; int seq; } m[2] = {{target, tkv, tseq},
                                                                 {draft, dkv, dseq}};
         for (int j = 0; j < 2; j++) {
             for (int i = 0; i < n - 1; i++)
@@ -377,7 +377,7 @@ void llm_spec_end(llm_spec *s)
     s->tkv = s->dkv = NULL;
 }
 
-int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv *dkv,
+int llm_spec_generate(llm_fwd *target, llm_kv *tkv, llm_fwd *draft, llm_kv *dkv,
                       const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
                       int *n_out, llm_spec_stats *st, char *err, size_t errlen)
 {

@@ -125,7 +125,7 @@ struct rl_rlhf {
     int C, V, N, Nl, mb;        /* width, vocabulary, sequences, per trainer, per minibatch */
     /* generator */
     llm_weights gw;
-    llm_engine eng;
+    llm_fwd eng;
     llm_kv kv;
     int have_gen;
     uint64_t gen_version;
@@ -290,10 +290,10 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (heap_weights(&h->gw, mc, err, errlen))
             goto fail;
         copy_weights(&h->gw, actor);
-        if (llm_engine_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen))
+        if (llm_fwd_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen))
             goto fail;
         if (llm_kv_init_contiguous(&h->kv, mc, rows, T_ROW, err, errlen)) {
-            llm_engine_fini(&h->eng);
+            llm_fwd_fini(&h->eng);
             goto fail;
         }
         h->have_gen = 1;
@@ -366,7 +366,7 @@ void rl_rlhf_free(rl_rlhf *h)
         return;
     if (h->have_gen) {
         llm_kv_free(&h->kv);
-        llm_engine_fini(&h->eng);
+        llm_fwd_fini(&h->eng);
     }
     heap_weights_free(&h->gw);
     if (h->have_train) {

@@ -1,11 +1,11 @@
-/* http.h - the server room: the serving engine (core/llm/serve.h) behind an OpenAI-compatible
+/* http.h - the server room: the serving engine (core/llm/engine.h) behind an OpenAI-compatible
  * HTTP API on libmicrohttpd. One engine thread runs the engine loop; HTTP handler threads
  * parse a request into an engine request, hand it over through a queue and stream the tokens
  * back. No curses, no chapter knowledge: ch08's --serve and the tests build on this header. */
 #ifndef MLSYS_SERVE_HTTP_H
 #define MLSYS_SERVE_HTTP_H
 
-#include "../llm/serve.h"
+#include "../llm/engine.h"
 
 typedef struct srv_opts {
     const char *addr;             /* IPv4 address or host name to listen on (NULL: 127.0.0.1) */
@@ -14,7 +14,7 @@ typedef struct srv_opts {
     const char *model_name;       /* the id of /v1/models and the "model" requests must name */
     size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
     int max_connections;          /* 0: 512 */
-    llm_serve_opts engine;        /* the engine's options (tok is set from the tokenizer) */
+    llm_engine_opts engine;        /* the engine's options (tok is set from the tokenizer) */
     int speculative_k;            /* 0: off; K: every request decoded speculatively with the
                                      draft below, one request at a time */
     const llm_config *draft_c;    /* the draft model (same vocabulary and context) */

@@ -12,7 +12,7 @@
 #include <time.h>
 
 struct srv_loop {
-    llm_serve *eng;
+    llm_engine *eng;
     srv_side *side;
     int spec;                     /* every request goes to the side decoder */
     pthread_t th;
@@ -51,7 +51,7 @@ static void job_done(srv_loop *l, srv_job *j)
     srv_job_unref(j);
 }
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     srv_job *j = u;
     srv_job_deliver(j, ev->text, ev->text_len, ev->n_out, ev->finish,
@@ -73,7 +73,7 @@ static void submit(srv_loop *l, srv_job *j)
     };
     char err[256];
     j->t_submit = mlsys_now_s();
-    int id = llm_serve_submit(l->eng, &r, err, sizeof err);
+    int id = llm_engine_submit(l->eng, &r, err, sizeof err);
     if (id < 0) {
         srv_job_fail(j, err);
         job_done(l, j);
@@ -95,7 +95,7 @@ static void forward_cancels(srv_loop *l)
         if (!cancelled(j) || j->cancel_sent)
             continue;
         if (j->engine_id >= 0) {
-            llm_serve_cancel(l->eng, j->engine_id);
+            llm_engine_cancel(l->eng, j->engine_id);
             j->cancel_sent = 1;
         }
     }
@@ -137,7 +137,7 @@ static void *loop_main(void *arg)
 {
     srv_loop *l = arg;
     for (;;) {
-        int busy = llm_serve_has_work(l->eng) || srv_side_current(l->side) || l->sq_head;
+        int busy = llm_engine_has_work(l->eng) || srv_side_current(l->side) || l->sq_head;
         pthread_mutex_lock(&l->mu);
         while (!busy && !l->stop && !l->qhead && !l->wake) {
             struct timespec ts;
@@ -180,7 +180,7 @@ static void *loop_main(void *arg)
             sw++;
         __atomic_store_n(&l->side_running, srv_side_current(l->side) != NULL, __ATOMIC_RELAXED);
         __atomic_store_n(&l->side_waiting, sw, __ATOMIC_RELAXED);
-        if (llm_serve_has_work(l->eng) && llm_serve_step(l->eng, NULL) < 0)
+        if (llm_engine_has_work(l->eng) && llm_engine_step(l->eng, NULL) < 0)
             fprintf(stderr, "mlsys-lab serve: an engine step failed; its requests got an "
                     "error\n");
     }
@@ -195,7 +195,7 @@ static void *loop_main(void *arg)
     for (srv_job *j = l->active; j; j = j->anext)
         __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
     forward_cancels(l);
-    llm_serve_free(l->eng);
+    llm_engine_free(l->eng);
     l->eng = NULL;
     return NULL;
 }
@@ -210,10 +210,10 @@ srv_loop *srv_loop_start(const llm_config *c, const llm_weights *w, const llm_to
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
-    llm_serve_opts eo = o->engine;
+    llm_engine_opts eo = o->engine;
     eo.tok = t;
     l->spec = o->speculative_k > 0;
-    l->eng = llm_serve_create(c, w, &eo, err, errlen);
+    l->eng = llm_engine_create(c, w, &eo, err, errlen);
     if (l->eng)
         l->side = srv_side_create(c, w, t, o->speculative_k, o->draft_c, o->draft_w, err,
                                   errlen);
@@ -269,9 +269,9 @@ int srv_loop_in_flight(srv_loop *l)
     return n;
 }
 
-void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side)
+void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m, srv_side_stats *side)
 {
-    llm_serve_metrics_get(l->eng, m);
+    llm_engine_metrics_get(l->eng, m);
     srv_side_stats_get(l->side, side);
     side->running = __atomic_load_n(&l->side_running, __ATOMIC_RELAXED);
     side->waiting = __atomic_load_n(&l->side_waiting, __ATOMIC_RELAXED);
@@ -295,7 +295,7 @@ void srv_loop_stop(srv_loop *l)
         srv_job_unref(j);
     }
     if (l->eng)
-        llm_serve_free(l->eng);
+        llm_engine_free(l->eng);
     srv_side_free(l->side);
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);

@@ -44,17 +44,17 @@ static void histogram(buf *b, const char *name, const char *help, const long *h1
 {
     out(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     long cum = 0;
-    for (int i = 0; i < LLM_SERVE_HIST_N; i++) {
+    for (int i = 0; i < LLM_ENGINE_HIST_N; i++) {
         cum += h1[i] + h2[i];
-        if (i < LLM_SERVE_HIST_N - 1)
-            out(b, "%s_bucket{le=\"%g\"} %ld\n", name, llm_serve_hist_bounds[i], cum);
+        if (i < LLM_ENGINE_HIST_N - 1)
+            out(b, "%s_bucket{le=\"%g\"} %ld\n", name, llm_engine_hist_bounds[i], cum);
         else
             out(b, "%s_bucket{le=\"+Inf\"} %ld\n", name, cum);
     }
     out(b, "%s_sum %.17g\n%s_count %ld\n", name, sum, name, count);
 }
 
-char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
+char *srv_metrics_text(const llm_engine_metrics *m, const srv_side_stats *side,
                        const srv_http_counters *h, int draining)
 {
     buf b = {mlsys_xmalloc(4096), 0, 4096};

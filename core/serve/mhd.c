@@ -38,7 +38,7 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
     if (!strcmp(url, "/metrics")) {
         if (!get)
             return srv_reply_error(c, cx, 405, "use GET", "");
-        llm_serve_metrics m;
+        llm_engine_metrics m;
         srv_side_stats side;
         srv_http_counters h;
         srv_loop_metrics(s->loop, &m, &side);

@@ -14,7 +14,7 @@ struct srv_side {
     const llm_config *c;
     const llm_tokenizer *t;
     int k;                        /* speculative: tokens drafted per round (0: off) */
-    llm_engine te, de;
+    llm_fwd te, de;
     llm_kv tkv, dkv;
     int have_te, have_tkv, have_de, have_dkv, have_g;
     llm_json_grammar g;
@@ -36,7 +36,7 @@ struct srv_side {
 int srv_hist_bucket(double x)
 {
     int b = 0;
-    while (b < LLM_SERVE_HIST_N - 1 && x > llm_serve_hist_bounds[b])
+    while (b < LLM_ENGINE_HIST_N - 1 && x > llm_engine_hist_bounds[b])
         b++;
     return b;
 }
@@ -50,10 +50,10 @@ srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_t
     sd->c = c;
     sd->t = t;
     sd->k = spec_k;
-    int rows = llm_engine_rows_that_fit(c, 64);
+    int rows = llm_fwd_rows_that_fit(c, 64);
     if (rows < spec_k + 1)
         rows = spec_k + 1;
-    if (llm_engine_init(&sd->te, c, w, rows, err, errlen))
+    if (llm_fwd_init(&sd->te, c, w, rows, err, errlen))
         goto fail;
     sd->have_te = 1;
     if (llm_kv_init_contiguous(&sd->tkv, c, 1, 0, err, errlen))
@@ -70,7 +70,7 @@ srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_t
                      "vocabulary (%d) and context (%d)", c->vocab_size, c->seq_len);
             goto fail;
         }
-        if (llm_engine_init(&sd->de, dc, dw, 8, err, errlen))
+        if (llm_fwd_init(&sd->de, dc, dw, 8, err, errlen))
             goto fail;
         sd->have_de = 1;
         if (llm_kv_init_contiguous(&sd->dkv, dc, 1, 0, err, errlen))
@@ -97,11 +97,11 @@ void srv_side_free(srv_side *sd)
     if (sd->have_dkv)
         llm_kv_free(&sd->dkv);
     if (sd->have_de)
-        llm_engine_fini(&sd->de);
+        llm_fwd_fini(&sd->de);
     if (sd->have_tkv)
         llm_kv_free(&sd->tkv);
     if (sd->have_te)
-        llm_engine_fini(&sd->te);
+        llm_fwd_fini(&sd->te);
     pthread_mutex_destroy(&sd->mu);
     free(sd);
 }

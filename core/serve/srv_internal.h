@@ -88,14 +88,14 @@ srv_job *srv_side_current(const srv_side *sd);
 /* Counters of the side path, for /metrics. */
 typedef struct srv_side_stats {
     long requests, prompt_tokens, generated_tokens;
-    long ttft_hist[LLM_SERVE_HIST_N], tpot_hist[LLM_SERVE_HIST_N];
+    long ttft_hist[LLM_ENGINE_HIST_N], tpot_hist[LLM_ENGINE_HIST_N];
     double ttft_sum, tpot_sum;
     long ttft_count, tpot_count;
     long spec_rounds, spec_drafted, spec_accepted;
     int running, waiting;         /* now: the one being decoded, those queued for the side */
 } srv_side_stats;
 void srv_side_stats_get(srv_side *sd, srv_side_stats *st);   /* any thread */
-/* The histogram bucket of x seconds (llm_serve_hist_bounds). */
+/* The histogram bucket of x seconds (llm_engine_hist_bounds). */
 int srv_hist_bucket(double x);
 
 /* ---- loop.c: the engine thread ---- */
@@ -109,7 +109,7 @@ void srv_loop_cancel(srv_loop *l, srv_job *j);
 int srv_loop_in_flight(srv_loop *l);            /* jobs handed over and not finished */
 void srv_loop_cancel_all(srv_loop *l);
 void srv_loop_stop(srv_loop *l);                /* ends the thread, frees the engine */
-void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side);
+void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m, srv_side_stats *side);
 
 /* ---- resp.c: response bodies (malloc'd NUL-ended text) ---- */
 /* {"error": {"message", "type", "param", "code"}} for an HTTP status */
@@ -131,7 +131,7 @@ typedef struct srv_http_counters {
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
 /* Prometheus text format (malloc'd). */
-char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
+char *srv_metrics_text(const llm_engine_metrics *m, const srv_side_stats *side,
                        const srv_http_counters *h, int draining);
 
 /* ---- server.c / mhd.c: the server ---- */

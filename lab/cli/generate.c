@@ -202,7 +202,7 @@ typedef struct gen_run {
     int loaded;
     int *pids, np;              /* the prompt's ids, BOS first */
     long room;                  /* new tokens the context leaves */
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_sampler *smp;           /* [B] */
     int **out, *n_out;          /* [B] the new tokens of each sequence */
@@ -271,11 +271,11 @@ static int gen_setup(gen_run *g)
     /* rows for the prompt (up to 64 per forward), fewer when a long context makes each row's
      * scratch large, and B at least (a decode step holds every sequence); the cache holds
      * the positions this run can reach, not the whole context */
-    int rows = llm_engine_rows_that_fit(&g->c, g->np < 64 ? g->np : 64);
+    int rows = llm_fwd_rows_that_fit(&g->c, g->np < 64 ? g->np : 64);
     rows = rows > B ? rows : B;
     long reach = g->np + (g->steps < g->room ? g->steps : g->room);
     int kv_len = reach < g->c.seq_len ? (int)reach : g->c.seq_len;
-    if (llm_engine_init(&g->e, &g->c, &g->w, rows, err, sizeof err) ||
+    if (llm_fwd_init(&g->e, &g->c, &g->w, rows, err, sizeof err) ||
         (!g->no_cache && llm_kv_init_contiguous(&g->kv, &g->c, B, kv_len, err, sizeof err))) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);
         return 2;
@@ -369,7 +369,7 @@ static void gen_free(gen_run *g)
     free(g->n_prompt);
     free(g->pids);
     if (g->e.mem)
-        llm_engine_fini(&g->e);
+        llm_fwd_fini(&g->e);
     if (g->kv.k)
         llm_kv_free(&g->kv);
     if (g->loaded) {

@@ -136,12 +136,12 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
 
     /* the samples: all of them decoded together from BOS, each with its own stream */
     if (samples > 0) {
-        llm_engine e;
+        llm_fwd e;
         llm_kv kv;
-        if (llm_engine_init(&e, c, w, samples, err, errlen))   /* one row per sample */
+        if (llm_fwd_init(&e, c, w, samples, err, errlen))   /* one row per sample */
             goto out;
         if (llm_kv_init_contiguous(&kv, c, samples, SL, err, errlen)) {
-            llm_engine_fini(&e);
+            llm_fwd_fini(&e);
             goto out;
         }
         llm_sampler *smp = mlsys_xcalloc((size_t)samples, sizeof *smp);
@@ -187,7 +187,7 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
         free(pr);
         free(np);
         llm_kv_free(&kv);
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
         if (grc)
             goto out;
         q->samples = samples;

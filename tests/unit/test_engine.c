@@ -1,4 +1,4 @@
-/* test_serve_engine.c - the serving engine (core/llm/serve.c, sched.c, runner.c, seq.c) on the
+/* test_serve_engine.c - the serving engine (core/llm/engine.c, sched.c, runner.c, seq.c) on the
  * shipped model, on the batch-invariant GEMM (NN_GEMM_INVARIANT): a request's tokens are the same alone
  * and inside a busy batch with chunked prefill (greedy and seeded sampling); preempted
  * requests resume with unchanged output; finish reasons (EOS, max_tokens, the context, stop
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 
 #define MODEL "assets/models/model.bin"
@@ -54,10 +54,10 @@ typedef struct seen {
     char text[MAXREQ][1024];
     size_t text_len[MAXREQ];
     int cancel_at[MAXREQ];    /* cancel itself after this many tokens (0: never) */
-    llm_serve *s;
+    llm_engine *s;
 } seen;
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     seen *w = u;
     int id = ev->id;
@@ -74,7 +74,7 @@ static void on_event(void *u, const llm_serve_event *ev)
         w->why[id] = ev->finish;
         w->st[id] = *ev->st;
     } else if (w->cancel_at[id] && w->n[id] == w->cancel_at[id]) {
-        ck_assert_int_eq(llm_serve_cancel(w->s, id), 0);
+        ck_assert_int_eq(llm_engine_cancel(w->s, id), 0);
     }
 }
 
@@ -83,37 +83,37 @@ static int prompt_of(const char *text, int *ids)
     return (int)llm_bpe_encode_prompt(&g_t, text, strlen(text), 1, ids);
 }
 
-static llm_serve *make(const llm_serve_opts *o)
+static llm_engine *make(const llm_engine_opts *o)
 {
     char err[256];
-    llm_serve_opts oo = *o;
+    llm_engine_opts oo = *o;
     oo.overlap = g_overlap;
-    llm_serve *s = llm_serve_create(&g_c, &g_w, &oo, err, sizeof err);
+    llm_engine *s = llm_engine_create(&g_c, &g_w, &oo, err, sizeof err);
     ck_assert_msg(s != NULL, "%s", err);
     return s;
 }
 
-static int submit(llm_serve *s, seen *w, const int *p, int n, int max, float temp,
+static int submit(llm_engine *s, seen *w, const int *p, int n, int max, float temp,
                   uint64_t seed)
 {
     char err[256];
     llm_request r = {.prompt = p, .n_prompt = n, .max_tokens = max, .temperature = temp,
                      .top_p = 0.95f, .seed = seed, .ignore_eos = 1, .on_event = on_event,
                      .u = w};
-    int id = llm_serve_submit(s, &r, err, sizeof err);
+    int id = llm_engine_submit(s, &r, err, sizeof err);
     ck_assert_msg(id >= 0, "%s", err);
     return id;
 }
 
-static void finish_clean(llm_serve *s)
+static void finish_clean(llm_engine *s)
 {
     char err[256];
-    llm_serve_metrics m;
-    llm_serve_metrics_get(s, &m);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
     ck_assert_int_eq(m.kv_used, 0);
     ck_assert_int_eq(m.running + m.waiting, 0);
-    ck_assert_msg(llm_paged_check(llm_serve_kv(s), err, sizeof err) == 0, "%s", err);
-    llm_serve_free(s);
+    ck_assert_msg(llm_paged_check(llm_engine_kv(s), err, sizeof err) == 0, "%s", err);
+    llm_engine_free(s);
 }
 
 static const char *const texts[] = {
@@ -137,30 +137,30 @@ static void alone_vs_busy(float temp)
     static seen a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
-    llm_serve_opts o = {0};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {0};
+    llm_engine *s = make(&o);
     submit(s, &a, x, nx, 40, temp, 7);
-    llm_serve_run(s);
+    llm_engine_run(s);
     finish_clean(s);
     ck_assert_int_eq(a.n[0], 40);
 
     /* busy: a token budget of 16 (chunked prefill), six others before it, two after */
-    llm_serve_opts ob = {.max_num_seqs = 8, .max_num_batched_tokens = 16};
+    llm_engine_opts ob = {.max_num_seqs = 8, .max_num_batched_tokens = 16};
     s = make(&ob);
     int ids[NTEXT][64], n[NTEXT];
     for (int i = 0; i < 6; i++) {
         n[i] = prompt_of(texts[i], ids[i]);
         submit(s, &b, ids[i], n[i], 10 + 7 * i, 0.9f, 100 + (uint64_t)i);
     }
-    llm_serve_step(s, NULL);
-    llm_serve_step(s, NULL);
+    llm_engine_step(s, NULL);
+    llm_engine_step(s, NULL);
     int xid = submit(s, &b, x, nx, 40, temp, 7);
-    llm_serve_step(s, NULL);
+    llm_engine_step(s, NULL);
     for (int i = 6; i < NTEXT; i++) {
         n[i] = prompt_of(texts[i], ids[i]);
         submit(s, &b, ids[i], n[i], 30, 0.0f, 1);
     }
-    llm_serve_run(s);
+    llm_engine_run(s);
     finish_clean(s);
     ck_assert_int_eq(b.n[xid], 40);
     ck_assert_msg(!memcmp(a.tok[0], b.tok[xid], 40 * sizeof(int)),
@@ -178,12 +178,12 @@ START_TEST(output_independent_of_batch)
     int x[64], nx = prompt_of("Once upon a time", x);
     static seen a;
     memset(&a, 0, sizeof a);
-    llm_serve_opts o = {0};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {0};
+    llm_engine *s = make(&o);
     submit(s, &a, x, nx, 30, 1.0f, 1);
     submit(s, &a, x, nx, 30, 1.0f, 2);
     submit(s, &a, x, nx, 30, 1.0f, 1);
-    llm_serve_run(s);
+    llm_engine_run(s);
     finish_clean(s);
     ck_assert(memcmp(a.tok[0], a.tok[1], 30 * sizeof(int)) != 0);
     ck_assert(memcmp(a.tok[0], a.tok[2], 30 * sizeof(int)) == 0);
@@ -204,22 +204,22 @@ static void preempt_case(int no_prefix)
     for (int i = 0; i < 4; i++) {
         static seen one;
         memset(&one, 0, sizeof one);
-        llm_serve_opts o = {.no_prefix_cache = no_prefix};
-        llm_serve *s = make(&o);
+        llm_engine_opts o = {.no_prefix_cache = no_prefix};
+        llm_engine *s = make(&o);
         ck_assert_int_eq(submit(s, &one, ids[i], n[i], 60, 0.7f, 40 + (uint64_t)i), 0);
-        llm_serve_run(s);
+        llm_engine_run(s);
         finish_clean(s);
         memcpy(alone.tok[i], one.tok[0], sizeof one.tok[0]);
         alone.n[i] = one.n[0];
     }
     /* 8 blocks of 16 = one full context; four requests of ~75 tokens each need 20 */
-    llm_serve_opts o = {.max_num_seqs = 4, .n_blocks = 8, .no_prefix_cache = no_prefix};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.max_num_seqs = 4, .n_blocks = 8, .no_prefix_cache = no_prefix};
+    llm_engine *s = make(&o);
     for (int i = 0; i < 4; i++)
         submit(s, &tiny, ids[i], n[i], 60, 0.7f, 40 + (uint64_t)i);
-    llm_serve_run(s);
-    llm_serve_metrics m;
-    llm_serve_metrics_get(s, &m);
+    llm_engine_run(s);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
     finish_clean(s);
     int preempted = 0;
     for (int i = 0; i < 4; i++) {
@@ -257,8 +257,8 @@ START_TEST(finish_reasons_and_stop_strings)
     char err[256];
     static seen w;
     memset(&w, 0, sizeof w);
-    llm_serve_opts o = {.tok = &g_t};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.tok = &g_t};
+    llm_engine *s = make(&o);
     w.s = s;
     int p[200], np = prompt_of(texts[0], p);
     /* 0: max_tokens */
@@ -273,8 +273,8 @@ START_TEST(finish_reasons_and_stop_strings)
     int nsp = prompt_of("3 + 4 = 7\n10 - 2 = 8", sp);
     llm_request r = {.prompt = sp, .n_prompt = nsp, .max_tokens = 120, .on_event = on_event,
                      .u = &w};
-    ck_assert_int_eq(llm_serve_submit(s, &r, err, sizeof err), 2);
-    llm_serve_run(s);
+    ck_assert_int_eq(llm_engine_submit(s, &r, err, sizeof err), 2);
+    llm_engine_run(s);
     ck_assert_int_eq(w.why[0], LLM_FINISH_LENGTH);
     ck_assert_int_eq(w.n[0], 25);
     ck_assert_int_eq(w.why[1], LLM_FINISH_LENGTH);
@@ -305,8 +305,8 @@ START_TEST(finish_reasons_and_stop_strings)
     const char *stops[2] = {"#never#", stop};
     llm_request r3 = {.prompt = p, .n_prompt = np, .max_tokens = 25, .stop = stops,
                       .n_stop = 2, .on_event = on_event, .u = &w, .ignore_eos = 1};
-    ck_assert_int_eq(llm_serve_submit(s, &r3, err, sizeof err), 3);
-    llm_serve_run(s);
+    ck_assert_int_eq(llm_engine_submit(s, &r3, err, sizeof err), 3);
+    llm_engine_run(s);
     ck_assert_int_eq(w.why[3], LLM_FINISH_STOP);
     ck_assert_uint_eq(w.text_len[3], (size_t)(first - want));
     ck_assert(!memcmp(w.text[3], want, w.text_len[3]));
@@ -329,8 +329,8 @@ START_TEST(cancel_frees_blocks)
     load();
     static seen w;
     memset(&w, 0, sizeof w);
-    llm_serve_opts o = {.max_num_seqs = 2};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.max_num_seqs = 2};
+    llm_engine *s = make(&o);
     w.s = s;
     int p[64], np = prompt_of(texts[3], p);
     submit(s, &w, p, np, 50, 0.0f, 1);       /* 0: cancelled while running */
@@ -339,23 +339,23 @@ START_TEST(cancel_frees_blocks)
     submit(s, &w, p, np, 8, 0.0f, 1);        /* 3: runs to the end */
     w.cancel_at[1] = 6;
     for (int i = 0; i < 4; i++)
-        llm_serve_step(s, NULL);
-    llm_serve_metrics m0, m1;
-    llm_serve_metrics_get(s, &m0);
+        llm_engine_step(s, NULL);
+    llm_engine_metrics m0, m1;
+    llm_engine_metrics_get(s, &m0);
     ck_assert_int_eq(m0.running, 2);
-    ck_assert_int_eq(llm_serve_cancel(s, 0), 0);
-    ck_assert_int_eq(llm_serve_cancel(s, 2), 0);
-    ck_assert_int_eq(llm_serve_cancel(s, 99), -1);
+    ck_assert_int_eq(llm_engine_cancel(s, 0), 0);
+    ck_assert_int_eq(llm_engine_cancel(s, 2), 0);
+    ck_assert_int_eq(llm_engine_cancel(s, 99), -1);
     llm_step_info info;
-    llm_serve_step(s, &info);
+    llm_engine_step(s, &info);
     /* both finished at the start of that step: request 0's blocks are back already */
     ck_assert_int_eq(w.why[0], LLM_FINISH_CANCEL);
     ck_assert_int_eq(w.why[2], LLM_FINISH_CANCEL);
     ck_assert_int_eq(w.n[2], 0);
     ck_assert_int_ge(info.n_finished, 2);
-    llm_serve_metrics_get(s, &m1);
+    llm_engine_metrics_get(s, &m1);
     ck_assert_int_eq(m1.cancelled, 2 + (w.finals[1] ? 1 : 0));
-    llm_serve_run(s);
+    llm_engine_run(s);
     ck_assert_int_eq(w.why[1], LLM_FINISH_CANCEL);
     ck_assert_int_eq(w.n[1], 6);
     ck_assert_int_eq(w.why[3], LLM_FINISH_LENGTH);
@@ -364,8 +364,8 @@ START_TEST(cancel_frees_blocks)
         ck_assert_int_eq(w.after_final[i], 0);
     }
     /* cancelling a finished request changes nothing */
-    ck_assert_int_eq(llm_serve_cancel(s, 3), 0);
-    llm_serve_run(s);
+    ck_assert_int_eq(llm_engine_cancel(s, 3), 0);
+    llm_engine_run(s);
     ck_assert_int_eq(w.finals[3], 1);
     finish_clean(s);
     /* freeing the engine ends what is left, with one final event each */
@@ -374,8 +374,8 @@ START_TEST(cancel_frees_blocks)
     submit(s, &w, p, np, 50, 0.0f, 1);
     submit(s, &w, p, np, 50, 0.0f, 1);
     submit(s, &w, p, np, 50, 0.0f, 1);
-    llm_serve_step(s, NULL);
-    llm_serve_free(s);
+    llm_engine_step(s, NULL);
+    llm_engine_free(s);
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(w.finals[i], 1);
         ck_assert_int_eq(w.why[i], LLM_FINISH_CANCEL);
@@ -390,8 +390,8 @@ START_TEST(bad_requests_refused)
 {
     load();
     char err[256];
-    llm_serve_opts o = {0};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {0};
+    llm_engine *s = make(&o);
     int p[200] = {1, 5, 6};
     const char *stop[1] = {"x"};
     llm_request good = {.prompt = p, .n_prompt = 3, .max_tokens = 4};
@@ -409,19 +409,19 @@ START_TEST(bad_requests_refused)
     bad[7].prompt = q;
     for (int i = 0; i < 8; i++) {
         err[0] = 0;
-        ck_assert_int_eq(llm_serve_submit(s, &bad[i], err, sizeof err), -1);
+        ck_assert_int_eq(llm_engine_submit(s, &bad[i], err, sizeof err), -1);
         ck_assert_msg(err[0] != 0, "case %d: no message", i);
     }
-    ck_assert_int_eq(llm_serve_has_work(s), 0);
-    ck_assert_int_eq(llm_serve_submit(s, &good, err, sizeof err), 0);
-    ck_assert_int_eq(llm_serve_has_work(s), 1);
-    ck_assert_int_gt(llm_serve_run(s), 0);
-    llm_serve_free(s);
+    ck_assert_int_eq(llm_engine_has_work(s), 0);
+    ck_assert_int_eq(llm_engine_submit(s, &good, err, sizeof err), 0);
+    ck_assert_int_eq(llm_engine_has_work(s), 1);
+    ck_assert_int_gt(llm_engine_run(s), 0);
+    llm_engine_free(s);
     /* bad options */
-    llm_serve_opts bo = {.max_num_seqs = 8, .max_num_batched_tokens = 4};
-    ck_assert(llm_serve_create(&g_c, &g_w, &bo, err, sizeof err) == NULL);
-    llm_serve_opts bo2 = {.n_blocks = 3};
-    ck_assert(llm_serve_create(&g_c, &g_w, &bo2, err, sizeof err) == NULL);
+    llm_engine_opts bo = {.max_num_seqs = 8, .max_num_batched_tokens = 4};
+    ck_assert(llm_engine_create(&g_c, &g_w, &bo, err, sizeof err) == NULL);
+    llm_engine_opts bo2 = {.n_blocks = 3};
+    ck_assert(llm_engine_create(&g_c, &g_w, &bo2, err, sizeof err) == NULL);
     unload();
 }
 END_TEST
@@ -429,7 +429,7 @@ END_TEST
 /* ---- other threads submit while one steps ---- */
 
 typedef struct sub_arg {
-    llm_serve *s;
+    llm_engine *s;
     seen *w;
     int base;
 } sub_arg;
@@ -442,7 +442,7 @@ static void *submitter(void *u)
         char err[256];
         llm_request r = {.prompt = p, .n_prompt = np, .max_tokens = 5 + i, .on_event = on_event,
                          .u = a->w, .ignore_eos = 1};
-        if (llm_serve_submit(a->s, &r, err, sizeof err) < 0)
+        if (llm_engine_submit(a->s, &r, err, sizeof err) < 0)
             return (void *)1;
         usleep(2000);
     }
@@ -454,20 +454,20 @@ START_TEST(submit_from_threads)
     load();
     static seen w;
     memset(&w, 0, sizeof w);
-    llm_serve_opts o = {.max_num_seqs = 4};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.max_num_seqs = 4};
+    llm_engine *s = make(&o);
     sub_arg a[2] = {{s, &w, 0}, {s, &w, 1}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&th[i], NULL, submitter, &a[i]);
     /* the driver: step while there is work, wait when there is none, until 16 finished */
-    llm_serve_metrics m;
+    llm_engine_metrics m;
     int rounds = 0;
     do {
-        if (!llm_serve_wait(s, 0.05))
+        if (!llm_engine_wait(s, 0.05))
             rounds++;
-        llm_serve_step(s, NULL);
-        llm_serve_metrics_get(s, &m);
+        llm_engine_step(s, NULL);
+        llm_engine_metrics_get(s, &m);
     } while (m.finished < 16 && rounds < 400);
     for (int i = 0; i < 2; i++) {
         void *rv;
@@ -500,9 +500,9 @@ static double step_clock(void *u)
 /* Eight requests, one arriving every other step; times counted in steps. */
 static void arrivals(llm_admit_fn admit, seen *w, double *ttft_max, long *steps)
 {
-    llm_serve_opts o = {.max_num_seqs = 8, .max_num_batched_tokens = 24, .admit = admit,
+    llm_engine_opts o = {.max_num_seqs = 8, .max_num_batched_tokens = 24, .admit = admit,
                         .clock = step_clock};
-    llm_serve *s = make(&o);
+    llm_engine *s = make(&o);
     int p[NTEXT][64], n[NTEXT];
     for (int i = 0; i < NTEXT; i++)
         n[i] = prompt_of(texts[i], p[i]);
@@ -510,12 +510,12 @@ static void arrivals(llm_admit_fn admit, seen *w, double *ttft_max, long *steps)
     int next = 0;
     llm_step_info info;
     *ttft_max = 0;
-    while (next < NTEXT || llm_serve_has_work(s)) {
+    while (next < NTEXT || llm_engine_has_work(s)) {
         if (next < NTEXT && (long)g_steps >= 2 * next) {
             submit(s, w, p[next], n[next], 6 + 5 * next, 0.0f, 1);
             next++;
         }
-        llm_serve_step(s, &info);
+        llm_engine_step(s, &info);
         int dec = 0, pre = 0;
         for (int i = 0; i < info.n_items; i++) {
             dec += !info.items[i].prefill;
@@ -555,17 +555,17 @@ START_TEST(continuous_against_static)
      * running request keeps decoding in the same steps */
     static seen w;
     memset(&w, 0, sizeof w);
-    llm_serve_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 8};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 8};
+    llm_engine *s = make(&o);
     int a[64], na = prompt_of("Tom", a), b[128];
     for (int i = 0; i < 60; i++)
         b[i] = 3 + i % 90;
     submit(s, &w, a, na, 30, 0.0f, 1);
-    llm_serve_step(s, NULL);
+    llm_engine_step(s, NULL);
     submit(s, &w, b, 60, 5, 0.0f, 1);
     llm_step_info info;
     int mixed = 0, chunks = 0;
-    while (llm_serve_step(s, &info) > 0) {
+    while (llm_engine_step(s, &info) > 0) {
         int dec = 0, pre = 0;
         for (int i = 0; i < info.n_items; i++) {
             if (info.items[i].id == 1 && info.items[i].prefill)
@@ -590,8 +590,8 @@ START_TEST(metrics_accounting)
     load();
     static seen w;
     memset(&w, 0, sizeof w);
-    llm_serve_opts o = {.max_num_seqs = 4};
-    llm_serve *s = make(&o);
+    llm_engine_opts o = {.max_num_seqs = 4};
+    llm_engine *s = make(&o);
     int p[128], np = prompt_of("Once upon a time, there was a boy named Jake. He had a pink "
                                "book that he loved very much. It was a cold day.", p);
     long prompt_sum = 0;
@@ -599,9 +599,9 @@ START_TEST(metrics_accounting)
         submit(s, &w, p, np - i, 10, 0.0f, 1);
         prompt_sum += np - i;
     }
-    llm_serve_run(s);
-    llm_serve_metrics m;
-    llm_serve_metrics_get(s, &m);
+    llm_engine_run(s);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
     ck_assert_int_eq(m.submitted, 6);
     ck_assert_int_eq(m.finished, 6);
     ck_assert_int_eq(m.prompt_tokens, prompt_sum);
@@ -612,7 +612,7 @@ START_TEST(metrics_accounting)
     ck_assert_int_gt(m.prefix_hit_tokens, 0);
     ck_assert(m.prefix_hit_rate > 0.0 && m.prefix_hit_rate < 1.0);
     long th = 0, tp = 0;
-    for (int b = 0; b < LLM_SERVE_HIST_N; b++)
+    for (int b = 0; b < LLM_ENGINE_HIST_N; b++)
         th += m.ttft_hist[b], tp += m.tpot_hist[b];
     ck_assert_int_eq(th, 6);
     ck_assert_int_eq(tp, 6);
@@ -729,9 +729,9 @@ static int events_rank(mlsys_comm *c, void *arg)
         return 1;
     nn_set_gemm_kernel(NN_GEMM_INVARIANT);
     /* a pool of 10 blocks of 8 for 3 seats: shares, evictions and preemptions all happen */
-    llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c,
+    llm_engine_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c,
                         .overlap = g_overlap};
-    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
     if (!s)
         return 1;
     int p[40];
@@ -741,13 +741,13 @@ static int events_rank(mlsys_comm *c, void *arg)
         llm_request r = {.prompt = p, .n_prompt = 20 + 2 * i, .max_tokens = 30 + 3 * i,
                          .ignore_eos = 1};
         p[19] = 3 + i % 3;                 /* three families of prefixes */
-        if (llm_serve_submit(s, &r, err, sizeof err) < 0)
+        if (llm_engine_submit(s, &r, err, sizeof err) < 0)
             return 1;
     }
-    long steps = llm_serve_run(s);
-    llm_serve_metrics m;
-    llm_serve_metrics_get(s, &m);
-    llm_serve_free(s);
+    long steps = llm_engine_run(s);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
+    llm_engine_free(s);
     llm_weights_free(&w);
     return steps > 0 && m.preemptions > 0 ? 0 : 2;
 }
@@ -794,7 +794,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("serve_engine");
-    /* the same tests with the overlap scheduler (core/llm/serve.c): it must keep every
+    /* the same tests with the overlap scheduler (core/llm/engine.c): it must keep every
      * promise of the plain engine */
     for (int k = 0; k < 2; k++) {
         TCase *tc = tcase_create(k ? "overlap" : "engine");

@@ -385,9 +385,9 @@ START_TEST(model_constrained_outputs_parse)
     llm_config c;
     llm_weights w;
     ck_assert_msg(llm_checkpoint_read(mp, &c, &w, err, sizeof err) == 0, "%s", err);
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 16, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 16, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
     llm_json_grammar g, gs;
     llm_json_schema sc;
@@ -445,7 +445,7 @@ START_TEST(model_constrained_outputs_parse)
     llm_json_grammar_fini(&g);
     llm_json_grammar_fini(&gs);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
     llm_tokenizer_free(&tok);
 }

@@ -148,18 +148,18 @@ START_TEST(engine_and_cache_bound_what_the_header_asks)
         double want = 4.0 * ((double)c.seq_len * c.head_size +
                              R * (4.0 * c.dim + 2.0 * c.kv_dim + 2.0 * c.hidden_dim +
                                   (double)c.n_heads * c.seq_len + c.seq_len));
-        ck_assert_msg(fabs((double)llm_engine_bytes(&c, R) - want) < 1.0, "R=%d: %llu vs %.0f",
-                      R, (unsigned long long)llm_engine_bytes(&c, R), want);
+        ck_assert_msg(fabs((double)llm_fwd_bytes(&c, R) - want) < 1.0, "R=%d: %llu vs %.0f",
+                      R, (unsigned long long)llm_fwd_bytes(&c, R), want);
     }
     setenv("MLSYS_MEM_LIMIT", "1G", 1);
     ck_assert_uint_le(mlsys_mem_available(), 1ull << 30);
-    llm_engine e;
-    ck_assert_int_eq(llm_engine_init(&e, &c, NULL, 64, err, sizeof err), -1);
+    llm_fwd e;
+    ck_assert_int_eq(llm_fwd_init(&e, &c, NULL, 64, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "seq_len 1048576") && strstr(err, "32 heads"), "%s", err);
     ck_assert_ptr_null(e.mem);
-    int r = llm_engine_rows_that_fit(&c, 64);
-    ck_assert_msg(r >= 1 && r < 64 && llm_engine_bytes(&c, r) <= (1ull << 30) &&
-                  llm_engine_bytes(&c, 2 * r) > (1ull << 30), "rows that fit: %d", r);
+    int r = llm_fwd_rows_that_fit(&c, 64);
+    ck_assert_msg(r >= 1 && r < 64 && llm_fwd_bytes(&c, r) <= (1ull << 30) &&
+                  llm_fwd_bytes(&c, 2 * r) > (1ull << 30), "rows that fit: %d", r);
     llm_kv kv;
     ck_assert_int_eq(llm_kv_init_contiguous(&kv, &c, 64, 0, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "kv cache") && strstr(err, "more than"), "%s", err);
@@ -167,8 +167,8 @@ START_TEST(engine_and_cache_bound_what_the_header_asks)
     /* the stated limit holds whatever the machine has */
     setenv("MLSYS_MEM_LIMIT", "1T", 1);
     c.n_heads = c.n_kv_heads = 32;
-    ck_assert_uint_gt(llm_engine_bytes(&c, 4096), LLM_ENGINE_MAX_BYTES);
-    ck_assert_int_eq(llm_engine_init(&e, &c, NULL, 4096, err, sizeof err), -1);
+    ck_assert_uint_gt(llm_fwd_bytes(&c, 4096), LLM_FWD_MAX_BYTES);
+    ck_assert_int_eq(llm_fwd_init(&e, &c, NULL, 4096, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "limit"), "%s", err);
     unsetenv("MLSYS_MEM_LIMIT");
 }

@@ -129,10 +129,10 @@ static char *greedy_reference(const char *prompt, int max_new, int *n_out)
     char err[256];
     int ids[512], out[512];
     int np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_sampler sm;
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
     const int *pp[1] = {ids};
@@ -155,7 +155,7 @@ static char *greedy_reference(const char *prompt, int max_new, int *n_out)
     }
     llm_sampler_fini(&sm);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     return text;
 }
 
@@ -532,12 +532,12 @@ START_TEST(json_object_parses)
     free(r.body);
     char err[256];
     int ids[64], out[64], n_out = 0, np = (int)llm_bpe_encode_prompt(&g_t, "The cat", 7, 1, ids);
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_sampler sm;
     llm_json_grammar g;
     llm_json_gen_stats st;
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
     ck_assert(llm_json_grammar_init_tok(&g, &g_t, NULL, err, sizeof err) == 0);
@@ -554,7 +554,7 @@ START_TEST(json_object_parses)
     llm_json_grammar_fini(&g);
     llm_sampler_fini(&sm);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     stop();
 }
 END_TEST

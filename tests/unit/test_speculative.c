@@ -18,7 +18,7 @@ typedef struct pair {
     llm_config tc, dc;
     llm_weights tw, dw;
     llm_tokenizer tok;
-    llm_engine te, de;
+    llm_fwd te, de;
     llm_kv tkv, dkv;
 } pair;
 
@@ -37,8 +37,8 @@ static int load_pair(pair *p)
     ck_assert_msg(llm_checkpoint_read(dp, &p->dc, &p->dw, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(llm_tokfile_read(tp, p->tc.vocab_size, &p->tok, err, sizeof err) == 0, "%s",
                   err);
-    ck_assert(llm_engine_init(&p->te, &p->tc, &p->tw, LLM_SPEC_MAX_K + 1, err, sizeof err) == 0);
-    ck_assert(llm_engine_init(&p->de, &p->dc, &p->dw, 8, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&p->te, &p->tc, &p->tw, LLM_SPEC_MAX_K + 1, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&p->de, &p->dc, &p->dw, 8, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&p->tkv, &p->tc, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&p->dkv, &p->dc, 1, 0, err, sizeof err) == 0);
     return 1;
@@ -48,8 +48,8 @@ static void free_pair(pair *p)
 {
     llm_kv_free(&p->tkv);
     llm_kv_free(&p->dkv);
-    llm_engine_fini(&p->te);
-    llm_engine_fini(&p->de);
+    llm_fwd_fini(&p->te);
+    llm_fwd_fini(&p->de);
     llm_tokenizer_free(&p->tok);
     llm_weights_free(&p->tw);
     llm_weights_free(&p->dw);
@@ -441,17 +441,17 @@ START_TEST(bad_input)
     /* a draft with another vocabulary is refused */
     llm_config c = {32, 64, 1, 4, 2, 300, 128, 1, 0, 0};
     llm_weights w;
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     ck_assert(llm_config_check(&c, err, sizeof err) == 0);
     ck_assert(llm_weights_alloc(&w, &c, err, sizeof err) == 0);
-    ck_assert(llm_engine_init(&e, &c, &w, 4, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 4, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_spec_generate(&p.te, &p.tkv, &e, &kv, ids, 3, &o, out, &no, NULL, err,
                                 sizeof err) == -1);
     ck_assert(strstr(err, "vocabulary"));
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
     free_pair(&p);
 }
