@@ -366,14 +366,12 @@ static int unconstrained(json_ctx *x, const char *ptext, uint64_t seed, char *te
     int np = (int)llm_bpe_encode_prompt(&x->m.tok, ptext, strlen(ptext), 1, ids);
     llm_json_state start;
     int cont = prompt_state(x, ptext, &start);
-    llm_sampler s;
-    llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 0.95f, seed);
-    llm_gen_opts o = {.max_new = x->max_new, .stop_at_eos = 1};
+    llm_gen_opts o = {.max_new = x->max_new, .stop_at_eos = 1, .temperature = x->temperature,
+                      .top_p = 0.95f, .seed = seed};
     llm_gen_stats st;
     int *po = out;
     const int *pp = ids;
-    int rc = llm_generate(&x->m.te, &x->m.tkv, &s, 1, &pp, &np, &po, &no, &o, &st, err, n);
-    llm_sampler_fini(&s);
+    int rc = llm_generate(x->m.eng, 1, &pp, &np, &po, &no, &o, &st, err, n);
     if (rc)
         return -1;
     size_t used = cont ? (size_t)snprintf(text, cap, "%s", ptext) : 0;

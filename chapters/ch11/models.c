@@ -44,6 +44,10 @@ int ch11_models_load(ch11_models *m, const char *model, const char *draft, const
     if (m->have_draft && (llm_fwd_init(&m->de, &m->dc, &m->dw, 8, err, n) ||
                           llm_kv_init_contiguous(&m->dkv, &m->dc, 1, 0, err, n)))
         goto fail_tok;
+    llm_engine_opts eo = {.max_num_seqs = 1, .max_num_batched_tokens = 256};
+    m->eng = llm_engine_create(&m->tc, &m->tw, &eo, err, n);
+    if (!m->eng)
+        goto fail_tok;
     return 0;
 fail_tok:
     llm_tokenizer_free(&m->tok);
@@ -61,6 +65,7 @@ fail:
 
 void ch11_models_free(ch11_models *m)
 {
+    llm_engine_free(m->eng);
     llm_kv_free(&m->tkv);
     llm_kv_free(&m->dkv);
     llm_fwd_fini(&m->te);

@@ -5,7 +5,7 @@
 #define CH11_MODELS_H
 
 #include "../../lab/lab.h"
-#include "../../core/llm/llm.h"
+#include "../../core/llm/engine.h"
 
 #define CH11_MODEL "assets/models/model.bin"
 #define CH11_DRAFT "assets/models/draft.bin"
@@ -17,6 +17,7 @@ typedef struct ch11_models {
     llm_tokenizer tok;
     llm_fwd te, de;
     llm_kv tkv, dkv;
+    llm_engine *eng;          /* the target on the generation engine, one sequence at a time */
     int have_draft;
 } ch11_models;
 

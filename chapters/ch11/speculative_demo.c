@@ -212,17 +212,15 @@ static int measure_base(spec_ctx *x, char *err, size_t n)
         int np = ch11_prompt(&x->m, i, ids, text, sizeof text);
         int max_new = cap_new(x, np);
         x->base_out[i] = mlsys_xmalloc((size_t)(max_new > 0 ? max_new : 1) * sizeof(int));
-        llm_sampler s;
-        llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 1.0f, x->seed + (uint64_t)i);
-        llm_gen_opts o = {.max_new = max_new, .stop_at_eos = 0};
+        llm_gen_opts o = {.max_new = max_new, .stop_at_eos = 0, .temperature = x->temperature,
+                          .top_p = 1.0f, .seed = x->seed + (uint64_t)i};
         llm_gen_stats st;
         const int *pp = ids;
         double w0 = mlsys_now_s(), c0 = cpu_now();
-        int rc = llm_generate(&x->m.te, &x->m.tkv, &s, 1, &pp, &np, &x->base_out[i],
-                              &x->base_n[i], &o, &st, err, n);
+        int rc = llm_generate(x->m.eng, 1, &pp, &np, &x->base_out[i], &x->base_n[i], &o, &st,
+                              err, n);
         x->base_wall += mlsys_now_s() - w0;
         x->base_cpu += cpu_now() - c0;
-        llm_sampler_fini(&s);
         if (rc)
             return -1;
         x->base_tokens += x->base_n[i];

@@ -1,10 +1,14 @@
-/* engine.h - the generation engine over the lab's model, in the five parts nano-vllm has, one file
- * each: the paged KV cache (paged.c: blocks, block tables, reference counts, the prefix cache)
- * with its replaceable block allocator (block_alloc.c), a sequence (seq.c: one request's
- * tokens, sampler, stop strings and clock), the scheduler (sched.c: waiting and running
- * queues, the replaceable admission rule, chunked prefill, preemption), the model runner
- * (runner.c: one forward over the step's rows) and the engine loop (engine.c: the API below).
- * No curses, no HTTP: the chapters, the commands and core/serve build on this header. */
+/* engine.h - the generation engine over the lab's model: the one loop that turns prompts
+ * into tokens, whoever asks (`generate`, the HTTP server, the chapters, RLHF rollouts). In
+ * the five parts nano-vllm has, one file each: the paged KV cache (paged.c: blocks, block
+ * tables, reference counts, the prefix cache) with its replaceable block allocator
+ * (block_alloc.c), a sequence (seq.c: one request's tokens, sampler, stop strings and
+ * clock), the scheduler (sched.c: waiting and running queues, the replaceable admission
+ * rule, chunked prefill, preemption), the model runner (runner.c: one forward over the
+ * step's rows) and the engine loop (engine.c: the API below); what the engine measures and
+ * tells (metrics, histograms, phase timing, events) hangs off the loop in engine_stats.c,
+ * and batch.c generates a batch on it (submit, step until done). No curses, no HTTP: the
+ * chapters, the commands and core/serve build on this header. */
 #ifndef MLSYS_LLM_ENGINE_H
 #define MLSYS_LLM_ENGINE_H
 
@@ -115,7 +119,7 @@ int llm_paged_check(const llm_kv *kv, char *err, size_t errlen);
 typedef enum {
     LLM_FINISH_NONE,          /* still going */
     LLM_FINISH_STOP,          /* drew EOS (or BOS), or produced a stop string */
-    LLM_FINISH_LENGTH,        /* max_tokens, or the model's context is full */
+    LLM_FINISH_LENGTH,        /* max_tokens, or the context (max_model_len) is full */
     LLM_FINISH_CANCEL,        /* llm_engine_cancel, or the engine was freed */
     LLM_FINISH_ERROR          /* the forward failed (a bug: message on stderr) */
 } llm_finish;
@@ -153,9 +157,11 @@ typedef struct llm_engine_event {
 typedef void (*llm_engine_fn)(void *u, const llm_engine_event *ev);
 
 typedef struct llm_request {
-    const int *prompt;        /* [n_prompt] token ids (copied), 1 <= n_prompt <= seq_len */
+    const int *prompt;        /* [n_prompt] token ids (copied), 1 <= n_prompt <= the
+                                 engine's max_model_len */
     int n_prompt;
-    int max_tokens;           /* >= 1; cut to the room the context leaves */
+    int max_tokens;           /* >= 1; cut to the room the context leaves (the last token
+                                 drawn is never fed back: max_model_len - n_prompt + 1) */
     float temperature;        /* 0: greedy */
     float top_p;              /* (0, 1]; 0 is taken as 1 */
     int top_k;                /* 0: all */
@@ -190,14 +196,14 @@ typedef struct llm_seq {
     llm_req_stats st;
     struct llm_seq *prev, *next;   /* its queue */
 } llm_seq;
-/* A sequence for request r (validated against the model: ids in the vocabulary, lengths,
- * sampler parameters, stop strings need t). NULL with err. */
-llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
+/* A sequence for request r (validated against the model: ids in the vocabulary, lengths
+ * within max_len positions, sampler parameters, stop strings need t). NULL with err. */
+llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c, int max_len,
                         const llm_tokenizer *t, char *err, size_t errlen);
 void llm_seq_free(llm_seq *s);
 /* Append a generated token; its bytes go to the text (t may be NULL). Returns why the
  * sequence ends now, or LLM_FINISH_NONE. A stop string cuts the text before it. */
-llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_len);
+llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int max_len);
 /* The text not handed out yet that is safe to show: all of it when final, else all but the
  * longest tail that begins a stop string. Marks it handed out; returns its length. */
 int llm_seq_take_text(llm_seq *s, int final, const char **text);
@@ -290,11 +296,12 @@ typedef struct llm_runner {
     llm_fwd e;
     llm_kv *kv;
     int max_rows, max_seqs;
-    llm_batch own;            /* llm_runner_run's rows */
     float *logits;            /* [max_num_seqs, V] */
 } llm_runner;
+/* Rows of a step up to max_rows, items up to max_seqs; the forward's scratch holds fwd_rows
+ * rows (llm_fwd_rows_that_fit: longer steps run in chunks). 0, or -1 with err. */
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, char *err, size_t errlen);
+                    int max_rows, int max_seqs, int fwd_rows, char *err, size_t errlen);
 void llm_runner_fini(llm_runner *r);
 /* Input preparation: b gets the items (copied unless they are b->items) and their rows. */
 int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *items,
@@ -307,9 +314,6 @@ int llm_runner_resolve(llm_batch *b);
 int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errlen);
 /* Every item that draws a token draws it with its own sampler into next[i]; others get -1. */
 void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next);
-/* prepare + forward + sample in one call. 0, or -1 with err. */
-int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
-                   char *err, size_t errlen);
 
 /* ==== engine.c: the engine (its API) ====
  * Threads: one thread drives llm_engine_step (and gets every callback); llm_engine_submit,
@@ -322,8 +326,11 @@ typedef struct llm_engine_opts {
     int max_num_seqs;             /* sequences in a step's batch (0: 16) */
     int max_num_batched_tokens;   /* rows in a step's forward (0: 256; >= max_num_seqs) */
     int block_size;               /* tokens per KV block (0: 16) */
-    int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(seq_len / block_size));
-                                     at least one full context's worth */
+    int max_model_len;            /* positions a sequence may reach, prompt and output (0:
+                                     the model's seq_len): the cache is sized by what the run
+                                     needs, not the model's longest context */
+    int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(max_model_len /
+                                     block_size)); at least one full context's worth */
     int no_prefix_cache;          /* 1: prompts are always computed in full */
     llm_admit_fn admit;           /* NULL: llm_admit_continuous */
     void *admit_u;
@@ -346,6 +353,9 @@ typedef struct llm_engine_opts {
     void (*plan_hook)(void *u);
     void *plan_hook_u;
 } llm_engine_opts;
+/* Bytes the engine allocates with options o (the KV pool and the runner's scratch), before
+ * creating it: callers compare it with the memory free. Saturates at UINT64_MAX. */
+uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
  * caption):
@@ -403,6 +413,26 @@ typedef struct llm_step_info {
     const int *finished;      /* request ids (cancelled ones included) */
     double t_start, t_end;    /* engine clock */
 } llm_step_info;
+/* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
+ * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
+ * -1 on an internal error (message on stderr; the requests of the step are failed, and the
+ * prefix cache may hold what that forward never wrote: free the engine). info
+ * may be NULL. */
+int llm_engine_step(llm_engine *s, llm_step_info *info);
+int llm_engine_has_work(llm_engine *s);       /* queued, running or submitted-not-taken-in */
+/* Sleep until there is work or timeout_s passes; returns llm_engine_has_work. */
+int llm_engine_wait(llm_engine *s, double timeout_s);
+/* Step until no work is left (tests and batch runs). Returns steps run, or -1. */
+long llm_engine_run(llm_engine *s);
+
+/* The engine's cache (tests, the block-map lab): only while no step runs. */
+const llm_kv *llm_engine_kv(const llm_engine *s);
+
+
+/* ==== engine_stats.c: what the engine measures ====
+ * The metrics snapshot (with the TTFT and TPOT histograms), each step's phase timing, and
+ * the events described above (flows, spans, step records, gates): the loop calls into it at
+ * fixed points, so the step function itself only schedules, runs and streams. */
 /* Where one step's time went, on CLOCK_MONOTONIC (mlsys_now_ns, whatever opts.clock is).
  * Without overlap the phases follow one another on the stepping thread: schedule (take in
  * submissions and cancels, plan), prepare (the rows), forward, sample, detokenize (tokens to
@@ -434,18 +464,6 @@ static inline uint64_t llm_phase_ns(const llm_step_stats *st, int phase)
 /* The last step that ran a forward (zeros before the first). Stepping thread only. */
 void llm_engine_last_stats(const llm_engine *s, llm_step_stats *st);
 
-/* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
- * retire what finished. Returns 1 when a forward ran, 0 when there was nothing to run,
- * -1 on an internal error (message on stderr; the requests of the step are failed, and the
- * prefix cache may hold what that forward never wrote: free the engine). info
- * may be NULL. */
-int llm_engine_step(llm_engine *s, llm_step_info *info);
-int llm_engine_has_work(llm_engine *s);       /* queued, running or submitted-not-taken-in */
-/* Sleep until there is work or timeout_s passes; returns llm_engine_has_work. */
-int llm_engine_wait(llm_engine *s, double timeout_s);
-/* Step until no work is left (tests and batch runs). Returns steps run, or -1. */
-long llm_engine_run(llm_engine *s);
-
 #define LLM_ENGINE_HIST_N 14       /* buckets: the bounds below, then +Inf */
 extern const double llm_engine_hist_bounds[LLM_ENGINE_HIST_N - 1];   /* seconds, ascending */
 typedef struct llm_engine_metrics {
@@ -467,7 +485,45 @@ typedef struct llm_engine_metrics {
 } llm_engine_metrics;
 /* A consistent snapshot, taken at the end of the last step (any thread). */
 void llm_engine_metrics_get(llm_engine *s, llm_engine_metrics *m);
-/* The engine's cache (tests, the block-map lab): only while no step runs. */
-const llm_kv *llm_engine_kv(const llm_engine *s);
+
+/* ==== batch.c: B sequences on the engine (submit, step until done) ==== */
+typedef struct llm_gen_opts {
+    int max_new;              /* tokens to generate per sequence (fewer if the context ends) */
+    int stop_at_eos;          /* 1: a sequence ends when it draws BOS or EOS (not stored) */
+    float temperature;        /* 0: greedy; top_k, top_p as llm_request */
+    int top_k;
+    float top_p;
+    uint64_t seed;            /* sequence b draws with seed + b ... */
+    const uint64_t *seeds;    /* ... or with seeds[b] (NULL: seed + b) */
+    llm_token_fn on_token;    /* every token as it is drawn (prompt tokens are not
+                                 reported; may be NULL) */
+    void *u;
+} llm_gen_opts;
+typedef struct llm_gen_stats {
+    long prefill_tokens, decode_tokens;   /* prompt rows and decode rows the forwards ran */
+    long steps;                           /* decode steps: forwards with no prompt rows */
+    double prefill_s, decode_s;           /* wall time of the steps with prompt rows, and of
+                                             the decode steps */
+    double decode_cpu_s;                  /* this process's CPU time in decode steps (a
+                                             shared machine's fair measure) */
+} llm_gen_stats;
+/* Sequences b = 0..B-1 start from prompts[b] (1 <= n_prompt[b] <= the engine's
+ * max_model_len) and go to out[b] (room for max_new), n_out[b] their count: B requests
+ * submitted to the engine, which is stepped until they are done (with its own other
+ * requests, if it has any). With room for the B sequences and their prompts' rows in one
+ * step (max_num_seqs >= B, max_num_batched_tokens >= their prompt tokens), the prompts are
+ * prefilled in one forward and every later step decodes all unfinished sequences in one
+ * forward. The stepping thread must be the caller's. 0, or -1 with err (a bad prompt:
+ * nothing generated). */
+int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n_prompt,
+                 int **out, int *n_out, const llm_gen_opts *o, llm_gen_stats *st, char *err,
+                 size_t errlen);
+/* The reference without a cache: every step recomputes each sequence's whole prefix
+ * (llm_forward_nocache; O(n^2) work for n tokens) and draws with samplers[b]. What the
+ * cached engine is tested against, and `generate --no-cache`. 0, or -1 with err. */
+int llm_generate_nocache(const llm_config *c, const llm_weights *w, llm_sampler *samplers,
+                         int B, const int *const *prompts, const int *n_prompt, int **out,
+                         int *n_out, const llm_gen_opts *o, llm_gen_stats *st, char *err,
+                         size_t errlen);
 
 #endif

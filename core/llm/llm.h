@@ -173,7 +173,7 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
                      int nparts, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
- * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
+ * (kvcache.c, infer.c, sampler.c; the engine that generates with them: engine.h). Shape legend: R rows of one forward call (each
  * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
  * V = vocab, S = seq_len, L = layers, NH query heads. The model is llama2.c's run.c's
  * (RMSNorm eps 1e-5, RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier),
@@ -282,6 +282,7 @@ typedef struct llm_sampler {
     mlsys_rng rng;
     float *prob;              /* [V] scratch */
     int *idx;                 /* [V] scratch: candidates, most likely first */
+    float *cand;              /* [V] scratch: the candidates' probabilities, in that order */
 } llm_sampler;
 /* 0, or -1 when a parameter is out of range (temperature < 0, top_p not in (0,1]). */
 int llm_sampler_init(llm_sampler *s, int vocab, float temperature, int top_k, float top_p,
@@ -293,31 +294,9 @@ int llm_argmax(const float *x, int n);
  * greedy gives a one-hot. For tests and for speculative decoding's acceptance rule. */
 void llm_sampler_probs(llm_sampler *s, const float *logits, float *prob);
 
-/* ---- batch.c: generate B sequences together ---- */
-/* Called for every token as soon as it is chosen (prompt tokens are not reported). */
+/* A token as soon as it is chosen, of sequence seq after prev (generation callbacks: the
+ * engine's llm_generate, speculative and JSON-constrained decoding). */
 typedef void (*llm_token_fn)(void *u, int seq, int prev, int tok);
-typedef struct llm_gen_opts {
-    int max_new;              /* tokens to generate per sequence (fewer if S is reached) */
-    int stop_at_eos;          /* 1: a sequence ends when it draws BOS or EOS (not stored) */
-    int no_cache;             /* 1: every step recomputes the prefix (llm_forward_nocache) */
-    llm_token_fn on_token;    /* may be NULL */
-    void *u;
-} llm_gen_opts;
-typedef struct llm_gen_stats {
-    long prefill_tokens, decode_tokens;   /* tokens pushed through the model in each phase */
-    long steps;                           /* decode steps (forward calls) */
-    double prefill_s, decode_s;           /* wall time */
-    double decode_cpu_s;                  /* this process's CPU time while decoding (a
-                                             shared machine's fair measure) */
-} llm_gen_stats;
-/* Sequences b = 0..B-1 (kv sequence id b) start from prompts[b] (n_prompt[b] >= 1 tokens,
- * n_prompt[b] <= S) and draw with samplers[b]; out[b] (room for max_new) receives the new
- * tokens, n_out[b] their count. Prefill is one forward per prompt; then every step decodes all
- * unfinished sequences in one forward. kv must have n_seqs >= B (unused with no_cache). The
- * engine's scratch must hold B rows. 0, or -1 with err. */
-int llm_generate(llm_fwd *e, llm_kv *kv, llm_sampler *samplers, int B,
-                 const int *const *prompts, const int *n_prompt, int **out, int *n_out,
-                 const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen);
 
 /* ---- speculative.c: a small draft model proposes, the target verifies ----
  * Each round the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
@@ -343,10 +322,6 @@ typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, ml
  * y ~ norm(max(0, p - q)) (p itself when that is all zero, which only rounding can cause). */
 int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_rng *rng,
                            int *y);
-/* Inverse CDF: the first i whose cumulative sum of w exceeds u · sum(w) (u in [0,1)); w >= 0,
- * not necessarily normalised. -1 when the sum is 0. */
-int llm_draw(const float *w, int V, double u);
-
 typedef struct llm_spec_opts {
     int k;                    /* tokens drafted per round, 1..LLM_SPEC_MAX_K */
     int max_new;              /* tokens to generate (fewer when the context ends) */

@@ -41,17 +41,18 @@ void llm_batch_drop(llm_batch *b, int i)
 }
 
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, char *err, size_t errlen)
+                    int max_rows, int max_seqs, int fwd_rows, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    /* the engine's scratch is cut in chunks of at most 256 rows: a longer step is several
+    /* the forward's scratch holds fwd_rows rows: a longer step is cut in chunks, several
      * GEMMs per weight, which changes nothing in the result (rows are independent) */
-    if (llm_fwd_init(&r->e, c, w, max_rows < 256 ? max_rows : 256, err, errlen))
+    if (fwd_rows < 1)
+        fwd_rows = 1;         /* not even one fits: llm_fwd_init says why */
+    if (llm_fwd_init(&r->e, c, w, fwd_rows < max_rows ? fwd_rows : max_rows, err, errlen))
         return -1;
     r->kv = kv;
     r->max_rows = max_rows;
     r->max_seqs = max_seqs;
-    llm_batch_init(&r->own, max_rows, max_seqs);
     r->logits = mlsys_xmalloc((size_t)max_seqs * c->vocab_size * sizeof(float));
     return 0;
 }
@@ -59,7 +60,6 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
 void llm_runner_fini(llm_runner *r)
 {
     llm_fwd_fini(&r->e);
-    llm_batch_fini(&r->own);
     free(r->logits);
     memset(r, 0, sizeof *r);
 }
@@ -140,14 +140,4 @@ void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next)
         if (b->samples[i])
             next[i] = llm_sample(&b->items[i].s->sampler, r->logits + (size_t)w++ * V);
     }
-}
-
-int llm_runner_run(llm_runner *r, const llm_sched_item *items, int n_items, int *next,
-                   char *err, size_t errlen)
-{
-    if (llm_runner_prepare(r, &r->own, items, n_items, 0, err, errlen) ||
-        llm_runner_forward(r, &r->own, err, errlen))
-        return -1;
-    llm_runner_sample(r, &r->own, next);
-    return 0;
 }

@@ -21,13 +21,13 @@ const char *llm_finish_name(llm_finish f)
     }
 }
 
-llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
+llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c, int max_len,
                         const llm_tokenizer *t, char *err, size_t errlen)
 {
-    int S = c->seq_len;
+    int S = max_len > 0 && max_len < c->seq_len ? max_len : c->seq_len;
     if (!r->prompt || r->n_prompt < 1 || r->n_prompt > S) {
-        snprintf(err, errlen, "prompt of %d tokens: the model's context holds 1 to %d",
-                 r->n_prompt, S);
+        snprintf(err, errlen, "prompt of %d tokens: the context holds 1 to %d", r->n_prompt,
+                 S);
         return NULL;
     }
     for (int i = 0; i < r->n_prompt; i++)
@@ -133,7 +133,7 @@ static long find_stop(const llm_seq *s, size_t added)
     return best;
 }
 
-llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_len)
+llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int max_len)
 {
     int prev = s->tok[s->n_tok - 1];
     s->tok[s->n_tok++] = tok;
@@ -155,7 +155,7 @@ llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_l
             }
         }
     }
-    if (s->st.n_out >= s->max_tokens || s->n_tok > seq_len)
+    if (s->st.n_out >= s->max_tokens || s->n_tok > max_len)
         return LLM_FINISH_LENGTH;
     return LLM_FINISH_NONE;
 }

@@ -4,31 +4,12 @@
  * follow the target's distribution exactly; everything else here is bookkeeping of two KV
  * caches whose fill marks move back when drafts are refused. Contract and terms: llm.h. */
 #include "llm.h"
+#include "../nn/nn.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int llm_draw(const float *w, int V, double u)
-{
-    double sum = 0.0;
-    for (int i = 0; i < V; i++)
-        sum += w[i];
-    if (!(sum > 0.0))
-        return -1;
-    double r = u * sum, cum = 0.0;
-    int last = -1;
-    for (int i = 0; i < V; i++) {
-        if (w[i] <= 0.0f)
-            continue;
-        cum += w[i];
-        last = i;
-        if (r < cum)
-            return i;
-    }
-    return last;            /* r fell in the rounding gap at the very end */
-}
 
 /* Why it is exact: x comes from q and is kept with probability min(1, p(x)/q(x)), so token t
  * is produced by "draft t, keep it" with probability q(t)·min(1, p(t)/q(t)) = min(p(t), q(t)).
@@ -44,28 +25,10 @@ int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_r
     /* u < p/q without dividing: q(x) > 0 because x was drawn from q */
     if ((double)q[x] * u < (double)p[x])
         return 1;
-    double v = mlsys_rng_uniform(rng);
-    /* the residual, computed on the fly: max(0, p - q), normalised by its sum */
-    double sum = 0.0;
-    for (int i = 0; i < V; i++)
-        sum += p[i] > q[i] ? (double)p[i] - q[i] : 0.0;
-    if (!(sum > 0.0)) {
-        *y = llm_draw(p, V, v);
-        return 0;
-    }
-    double r = v * sum, cum = 0.0;
-    int last = x;
-    for (int i = 0; i < V; i++) {
-        if (p[i] <= q[i])
-            continue;
-        cum += (double)p[i] - q[i];
-        last = i;
-        if (r < cum) {
-            *y = i;
-            return 0;
-        }
-    }
-    *y = last;
+    /* the residual max(0, p - q), renormalised by the draw itself; p when it is all zero,
+     * which only rounding can cause */
+    int t = nn_sample_categorical_excess(p, q, V, rng);
+    *y = t >= 0 ? t : nn_sample_categorical(p, V, rng);
     return 0;
 }
 
@@ -265,7 +228,7 @@ int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t err
             s->st.draft_forwards++;
             float *q = s->q + (size_t)i * V;
             llm_sampler_probs(&s->ds, s->logits, q);
-            int x = llm_draw(q, s->V, mlsys_rng_uniform(&s->rng));
+            int x = nn_sample_categorical(q, s->V, &s->rng);
             info->x[i] = x < 0 ? llm_argmax(s->logits, s->V) : x;
             info->qx[i] = q[info->x[i]];
         }
@@ -325,7 +288,7 @@ int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t err
     }
     if (kept == k) {
         /* every draft kept: the target's distribution after the last one is free */
-        y = llm_draw(s->p + (size_t)k * V, s->V, mlsys_rng_uniform(&s->rng));
+        y = nn_sample_categorical(s->p + (size_t)k * V, s->V, &s->rng);
         if (y < 0)
             y = llm_argmax(s->logits + (size_t)k * V, s->V);
         s->st.bonus += k > 0;

@@ -174,7 +174,7 @@ int srv_side_begin(srv_side *sd, srv_job *j)
         .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
         .ignore_eos = j->req.ignore_eos,
     };
-    sd->seq = llm_seq_create(0, &r, sd->c, sd->t, err, sizeof err);
+    sd->seq = llm_seq_create(0, &r, sd->c, 0, sd->t, err, sizeof err);
     if (!sd->seq) {
         srv_job_fail(j, err);
         return -1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
+#include "ref_decode.h"
 
 #define MODEL "assets/models/model.bin"
 #define TOKENIZER "assets/models/tokenizer.bin"
@@ -85,7 +86,7 @@ START_TEST(forward_paged_bitwise_equals_contiguous)
 }
 END_TEST
 
-/* ---- greedy outputs: the engine on pages against llm_generate on the contiguous cache ---- */
+/* ---- greedy outputs: the engine on pages against the reference on a contiguous cache ---- */
 
 #define NPROMPT 50
 #define NEW 12
@@ -132,29 +133,15 @@ static void free_prompts(prompts *p)
         free(p->ids[i]);
 }
 
-/* The reference: llm_generate on the contiguous cache, all prompts in one batch. */
+/* The reference: each prompt alone on a contiguous cache, greedy (ref_decode.h). */
 static void reference(const prompts *p, int out[NPROMPT][NEW], int n_out[NPROMPT])
 {
-    char err[256];
-    llm_kv kv;
-    ck_assert(llm_kv_init_contiguous(&kv, &g_c, NPROMPT, 0, err, sizeof err) == 0);
-    llm_fwd e;
-    ck_assert(llm_fwd_init(&e, &g_c, &g_w, 256, err, sizeof err) == 0);
-    llm_sampler smp[NPROMPT];
-    int *outp[NPROMPT];
     for (int i = 0; i < NPROMPT; i++) {
-        llm_sampler_init(&smp[i], g_c.vocab_size, 0.0f, 0, 1.0f, 1);
-        outp[i] = out[i];
+        llm_sampler smp;
+        llm_sampler_init(&smp, g_c.vocab_size, 0.0f, 0, 1.0f, 1);
+        n_out[i] = ref_decode(&g_c, &g_w, &smp, p->ids[i], p->n[i], NEW, 0, out[i]);
+        llm_sampler_fini(&smp);
     }
-    llm_gen_opts o = {.max_new = NEW};
-    llm_gen_stats st;
-    memset(&st, 0, sizeof st);
-    ck_assert_msg(llm_generate(&e, &kv, smp, NPROMPT, (const int *const *)p->ids, p->n, outp,
-                               n_out, &o, &st, err, sizeof err) == 0, "%s", err);
-    for (int i = 0; i < NPROMPT; i++)
-        llm_sampler_fini(&smp[i]);
-    llm_fwd_fini(&e);
-    llm_kv_free(&kv);
 }
 
 typedef struct collected {

@@ -22,6 +22,7 @@
 #include "../../core/nn/nn.h"
 #include "../../lab/cli/cli.h"
 #include "../../lab/cli/loadgen_http.h"
+#include "ref_decode.h"
 #include "run_bin.h"
 
 #define MODEL "assets/models/model.bin"
@@ -123,24 +124,14 @@ static char *answer(const char *body, char *finish, cJSON **usage_out)
     return s;
 }
 
-/* The model's own greedy text for prompt (llm_generate, no server, no engine). */
+/* The model's own greedy text for prompt (ref_decode.h: no server, no engine). */
 static char *greedy_reference(const char *prompt, int max_new, int *n_out)
 {
-    char err[256];
     int ids[512], out[512];
     int np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
-    llm_fwd e;
-    llm_kv kv;
     llm_sampler sm;
-    ck_assert(llm_fwd_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
-    const int *pp[1] = {ids};
-    int *op[1] = {out};
-    llm_gen_opts o = {max_new, 1, 0, NULL, NULL};
-    llm_gen_stats st;
-    ck_assert_msg(llm_generate(&e, &kv, &sm, 1, pp, &np, op, n_out, &o, &st, err,
-                               sizeof err) == 0, "%s", err);
+    *n_out = ref_decode(&g_c, &g_w, &sm, ids, np, max_new, 1, out);
     char *text = calloc(1, 8192);
     size_t len = 0;
     int prev = ids[np - 1];
@@ -154,8 +145,6 @@ static char *greedy_reference(const char *prompt, int max_new, int *n_out)
         prev = out[i];
     }
     llm_sampler_fini(&sm);
-    llm_kv_free(&kv);
-    llm_fwd_fini(&e);
     return text;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "../../core/llm/llm.h"
 #include "../../core/nn/nn.h"
+#include "ref_decode.h"
 
 /* ---- the shipped pair, loaded once per test (CK_FORK) ---- */
 typedef struct pair {
@@ -67,17 +68,12 @@ static int prompt(const pair *p, int i, int *ids)
     return (int)llm_bpe_encode_prompt(&p->tok, doc, cut, 1, ids);
 }
 
-/* The target alone, greedy (llm_generate: one prefill, then one row per step). */
+/* The target alone, greedy (ref_decode.h: one prefill, then one row per step). */
 static int target_greedy(pair *p, const int *ids, int n, int max_new, int stop, int *out)
 {
     llm_sampler s;
-    char err[256];
     ck_assert(llm_sampler_init(&s, p->tc.vocab_size, 0.0f, 0, 1.0f, 1) == 0);
-    llm_gen_opts o = {.max_new = max_new, .stop_at_eos = stop};
-    llm_gen_stats st;
-    int n_out;
-    ck_assert_msg(llm_generate(&p->te, &p->tkv, &s, 1, &ids, &n, &out, &n_out, &o, &st, err,
-                               sizeof err) == 0, "%s", err);
+    int n_out = ref_decode(&p->tc, &p->tw, &s, ids, n, max_new, stop, out);
     llm_sampler_fini(&s);
     return n_out;
 }
@@ -162,7 +158,7 @@ static double rule_chi2(rule_fn rule, const float *p, const float *q, int V, lon
     mlsys_rng r;
     mlsys_rng_seed(&r, seed);
     for (long i = 0; i < N; i++) {
-        int x = llm_draw(q, V, mlsys_rng_uniform(&r)), y = -1;
+        int x = nn_sample_categorical(q, V, &r), y = -1;
         if (rule(p, q, V, x, &r, &y)) {
             cnt[x]++;
             kept++;
@@ -199,7 +195,7 @@ static int rule_resample_p(const float *p, const float *q, int V, int x, mlsys_r
 {
     if ((double)q[x] * mlsys_rng_uniform(r) < (double)p[x])
         return 1;
-    *y = llm_draw(p, V, mlsys_rng_uniform(r));
+    *y = nn_sample_categorical(p, V, r);
     return 0;
 }
 
@@ -358,14 +354,24 @@ START_TEST(expected_tokens_formula)
             s += pow(a, i);
         ck_assert(fabs(llm_spec_expected_tokens(a, k) - s) < 1e-9);
     }
-    /* llm_draw: inverse CDF over unnormalised weights, zeros never drawn */
-    float w[4] = {0.0f, 2.0f, 0.0f, 2.0f};
-    ck_assert_int_eq(llm_draw(w, 4, 0.0), 1);
-    ck_assert_int_eq(llm_draw(w, 4, 0.49), 1);
-    ck_assert_int_eq(llm_draw(w, 4, 0.51), 3);
-    ck_assert_int_eq(llm_draw(w, 4, 0.999999), 3);
-    float z[3] = {0, 0, 0};
-    ck_assert_int_eq(llm_draw(z, 3, 0.5), -1);
+    /* the replacement's draw (nn_sample_categorical_excess): weights max(0, p - q), so
+     * only where the target puts more than the draft; none: -1 and no uniform taken */
+    float p3[3] = {0.5f, 0.3f, 0.2f}, q3[3] = {0.1f, 0.3f, 0.0f};
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 9);
+    long cnt[3] = {0}, N = 30000;
+    for (long i = 0; i < N; i++) {
+        int t = nn_sample_categorical_excess(p3, q3, 3, &r);
+        ck_assert(t == 0 || t == 2);
+        cnt[t]++;
+    }
+    double f0 = (double)cnt[0] / N;         /* 0.4 / 0.6 */
+    printf("excess draw: token 0 %.4f (2/3), token 2 %.4f (1/3)\n", f0, 1 - f0);
+    ck_assert_msg(fabs(f0 - 2.0 / 3.0) < 0.015, "token 0 drawn %.4f of the time, 2/3 expected",
+                  f0);
+    mlsys_rng keep = r;
+    ck_assert_int_eq(nn_sample_categorical_excess(q3, q3, 3, &r), -1);
+    ck_assert(r.ctr == keep.ctr);
 }
 END_TEST
 
