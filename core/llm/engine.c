@@ -185,12 +185,33 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
 int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t errlen)
 {
     double t = eng_now(s);
-    llm_seq *q = llm_seq_create(-1, r, &s->c, s->max_len, s->o.tok, err, errlen);
+    int n = r->n > 1 ? r->n : 1;
+    if (r->n < 0 || n > s->o.max_num_seqs) {
+        snprintf(err, errlen, "n %d: 1 to %d samples (the engine runs %d sequences at once)",
+                 r->n, s->o.max_num_seqs, s->o.max_num_seqs);
+        return -1;
+    }
+    llm_seq *q = llm_seq_create(-1, 0, r, &s->c, s->max_len, s->o.tok, err, errlen);
     if (!q)
         return -1;
     q->st.t_arrival = t;
+    /* choices 1..n-1 wait on choice 0 until its prompt is prefilled (then they fork) */
+    llm_seq **tail = &q->forks;
+    for (int i = 1; i < n; i++) {
+        llm_seq *f = llm_seq_create(-1, i, r, &s->c, s->max_len, s->o.tok, err, errlen);
+        f->st.t_arrival = t;
+        *tail = f;
+        tail = &f->fnext;
+        q->n_forks++;
+    }
     pthread_mutex_lock(&s->mu);
-    int id = q->id = s->next_id++;
+    int id = s->next_id;
+    s->next_id += n;
+    q->id = q->req_id = id;
+    for (llm_seq *f = q->forks; f; f = f->fnext) {
+        f->req_id = id;
+        f->id = id + f->index;
+    }
     llm_queue_push_back(&s->inbox, q);
     s->snap.submitted++;
     pthread_cond_broadcast(&s->cv);
@@ -270,7 +291,7 @@ static void deliver(llm_engine *s, llm_seq *q, int token, llm_finish why)
         q->st.e2e = t - q->st.t_arrival;
         llm_sched_retire(&s->sc, q);
     }
-    llm_engine_event ev = {q->id, token, q->st.n_out, NULL, 0, why, &q->st};
+    llm_engine_event ev = {q->req_id, q->index, token, q->st.n_out, NULL, 0, why, &q->st};
     if (s->o.tok)
         ev.text_len = llm_seq_take_text(q, why != LLM_FINISH_NONE, &ev.text);
     if (q->on_event)
@@ -283,16 +304,26 @@ static void deliver(llm_engine *s, llm_seq *q, int token, llm_finish why)
     s->busy--;
     pthread_mutex_unlock(&s->mu);
     eng_count_finished(s, q);
+    /* choices that never forked from it end with it (cancelled, failed, or the engine's end) */
+    while (q->forks) {
+        llm_seq *f = q->forks;
+        q->forks = f->fnext;
+        q->n_forks--;
+        f->fnext = NULL;
+        f->status = LLM_SEQ_FINISHED;
+        deliver(s, f, -1, why == LLM_FINISH_ERROR ? why : LLM_FINISH_CANCEL);
+    }
     llm_seq_free(q);
 }
 
+/* The next live sequence of request id (running first, then waiting), NULL when none. */
 static llm_seq *find_live(llm_engine *s, int id)
 {
     for (llm_seq *q = s->sc.running.head; q; q = q->next)
-        if (q->id == id)
+        if (q->req_id == id)
             return q;
     for (llm_seq *q = s->sc.waiting.head; q; q = q->next)
-        if (q->id == id)
+        if (q->req_id == id)
             return q;
     return NULL;
 }
@@ -317,7 +348,8 @@ static void take_in(llm_engine *s, int cancels_too)
     pthread_mutex_lock(&s->mu);
     llm_seq_queue in = s->inbox;
     memset(&s->inbox, 0, sizeof s->inbox);
-    s->busy += in.n;
+    for (llm_seq *q = in.head; q; q = q->next)
+        s->busy += 1 + q->n_forks;
     int nc = cancels_too ? s->n_cancels : 0;
     int *cancels = NULL;
     if (nc) {
@@ -333,13 +365,17 @@ static void take_in(llm_engine *s, int cancels_too)
         llm_queue_push_back(&s->sc.waiting, q);
     }
     for (int i = 0; i < nc; i++) {
-        llm_seq *q = find_live(s, cancels[i]);
-        if (q && s->ahead && !droppable(&s->bt[s->cur ^ 1], q)) {
-            llm_engine_cancel(s, cancels[i]);
-            continue;
+        /* every choice of the request; one the plan made ahead still needs waits */
+        int retry = 0;
+        llm_seq *q;
+        while ((q = find_live(s, cancels[i])) != NULL && !retry) {
+            if (s->ahead && !droppable(&s->bt[s->cur ^ 1], q))
+                retry = 1;
+            else
+                deliver(s, q, -1, LLM_FINISH_CANCEL);
         }
-        if (q)
-            deliver(s, q, -1, LLM_FINISH_CANCEL);
+        if (retry)
+            llm_engine_cancel(s, cancels[i]);
     }
     free(cancels);
 }
@@ -462,6 +498,38 @@ static void plan_ahead_wait(llm_engine *s, const llm_batch *b)
 
 /* ---- the step ---- */
 
+/* q's new token into its text, out to its callback; it retires when that ends it. */
+static int append(llm_engine *s, llm_seq *q, int tok)
+{
+    llm_finish why = llm_seq_append(q, tok, s->o.tok, s->max_len);
+    s->m.generated_tokens++;
+    deliver(s, q, tok, why);
+    return 1;
+}
+
+/* The prompt of item i's sequence (choice 0 of a request of n samples) has just been
+ * computed: the other choices fork its blocks now (reference counts; the first write into
+ * its partial last block copies that block). Returns those that did (linked by fnext); one
+ * that found no free table waits as a request of its own. */
+static llm_seq *fork_choices(llm_engine *s, const llm_batch *b, int i)
+{
+    llm_seq *q = b->items[i].s, *done = NULL, **tail = &done;
+    while (q->forks) {
+        llm_seq *f = q->forks;
+        q->forks = f->fnext;
+        q->n_forks--;
+        f->fnext = NULL;
+        if (llm_sched_fork(&s->sc, q, f) == 0) {
+            eng_flow(s, ENG_ROLE_QUEUE, ENG_ROLE_SCHED, f->id, f->n_computed, -1);
+            *tail = f;
+            tail = &f->fnext;
+        } else {
+            llm_queue_push_back(&s->sc.waiting, f);
+        }
+    }
+    return done;
+}
+
 /* After the forward: draw the tokens (sample phase), then stream them and retire what
  * finished (detokenize phase). rc != 0: the forward failed and its requests fail. Returns
  * the tokens drawn. */
@@ -486,10 +554,14 @@ static int stream_tokens(llm_engine *s, const llm_batch *b, int rc, const char *
         llm_seq *q = b->items[i].s;
         if (s->next[i] < 0)
             continue;
-        llm_finish why = llm_seq_append(q, s->next[i], s->o.tok, s->max_len);
-        s->m.generated_tokens++;
-        drawn++;
-        deliver(s, q, s->next[i], why);
+        llm_seq *forked = q->forks ? fork_choices(s, b, i) : NULL;
+        drawn += append(s, q, s->next[i]);
+        while (forked) {          /* the other choices draw from the same logits */
+            llm_seq *f = forked;
+            forked = f->fnext;
+            f->fnext = NULL;
+            drawn += append(s, f, llm_runner_draw(&s->run, f, llm_runner_logits(&s->run, b, i)));
+        }
     }
     return drawn;
 }

@@ -83,8 +83,11 @@ int llm_paged_attach(llm_kv *kv, int seq, const int *tokens, int n);
  * blocks still being computed: its rows come after the writer's in that forward, and
  * llm_forward stores every row's keys and values before any row attends. */
 void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n);
-/* child (empty) shares every block of parent (parallel sampling, beams): counts up. 0/-1. */
-int llm_paged_fork(llm_kv *kv, int parent, int child);
+/* child (empty) shares the blocks of parent that hold positions 0..n-1 (n <= parent's
+ * positions; parallel sampling: the n samples of one prompt): reference counts up, SHARE
+ * events. A partial last block is copied by whichever table writes into it first
+ * (reserve's copy on write). 0, or -1 (bad ids, child not empty, n out of range). */
+int llm_paged_fork(llm_kv *kv, int parent, int child, int n);
 /* Name the owner the events of seq's table carry (a request id) and emit OWNER (label). */
 void llm_paged_set_owner(llm_kv *kv, int seq, int owner, const char *label);
 /* seq's table: *blocks (valid until the next op), *n_blocks; returns the positions mapped. */
@@ -142,18 +145,20 @@ typedef struct llm_req_stats {
 
 typedef struct llm_engine_event {
     int id;                   /* the request */
+    int index;                /* the choice: 0..n-1 (the request's n samples) */
     int token;                /* the new token, -1 for a final event without one */
-    int n_out;                /* tokens generated so far, this one included */
-    const char *text;         /* bytes of output text now safe to show (bytes that could be
-                                 the start of a stop string are held back until they cannot
-                                 be); NULL without a tokenizer */
+    int n_out;                /* tokens this choice generated so far, this one included */
+    const char *text;         /* output text now safe to show, valid UTF-8: bytes that could
+                                 be the start of a stop string, and an incomplete UTF-8
+                                 sequence, are held back until they cannot be (at the end,
+                                 what never completed is U+FFFD); NULL without a tokenizer */
     int text_len;
     llm_finish finish;        /* NONE while it goes on; otherwise this is its LAST event */
     const llm_req_stats *st;
 } llm_engine_event;
 /* Called on the thread that runs llm_engine_step, without the engine's lock (it may call
- * llm_engine_submit and llm_engine_cancel). Every accepted request gets exactly one event with
- * finish != NONE, and none after it. */
+ * llm_engine_submit and llm_engine_cancel). Every choice of an accepted request gets exactly
+ * one event with finish != NONE, and none after it. */
 typedef void (*llm_engine_fn)(void *u, const llm_engine_event *ev);
 
 typedef struct llm_request {
@@ -169,14 +174,19 @@ typedef struct llm_request {
     const char *const *stop;  /* [n_stop] stop strings (copied; need the engine's tokenizer) */
     int n_stop;
     int ignore_eos;           /* 1: EOS and BOS do not end it (benchmarks) */
-    llm_engine_fn on_event;    /* may be NULL */
+    int n;                    /* choices: samples of this one prompt (0 or 1: one; at most
+                                 the engine's max_num_seqs). The prompt is prefilled once;
+                                 choice i draws with seed + i from the same last logits, and
+                                 the choices share the prompt's blocks (llm_paged_fork) */
+    llm_engine_fn on_event;   /* may be NULL */
     void *u;
 } llm_request;
 
 typedef enum { LLM_SEQ_WAITING, LLM_SEQ_RUNNING, LLM_SEQ_FINISHED } llm_seq_status;
 
 typedef struct llm_seq {
-    int id;
+    int id;                   /* unique per sequence: the request's id + index */
+    int req_id, index;        /* its request, and which of its choices it is */
     llm_seq_status status;
     llm_finish finish;
     int *tok;                 /* [cap] the prompt, then the generated tokens */
@@ -189,36 +199,57 @@ typedef struct llm_seq {
     llm_sampler sampler;
     char *stop[LLM_MAX_STOP];
     int n_stop, stop_max;     /* stop_max: the longest stop string */
-    char *text;               /* output text (without a tokenizer: unused) */
+    char *text;               /* output bytes as the tokens give them (without a tokenizer:
+                                 unused) */
     size_t text_len, text_cap, text_sent;
+    char *emit;               /* the text last handed out, as valid UTF-8 */
+    size_t emit_cap;
+    /* choices 1..n-1 of a request wait here, on choice 0, until its prompt is prefilled:
+     * then they fork its blocks and draw their first tokens from its logits */
+    struct llm_seq *forks;    /* the first of them (linked by fnext) */
+    struct llm_seq *fnext;
+    int n_forks;
     llm_engine_fn on_event;
     void *u;
     llm_req_stats st;
     struct llm_seq *prev, *next;   /* its queue */
 } llm_seq;
-/* A sequence for request r (validated against the model: ids in the vocabulary, lengths
- * within max_len positions, sampler parameters, stop strings need t). NULL with err. */
-llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c, int max_len,
-                        const llm_tokenizer *t, char *err, size_t errlen);
+/* Choice index of request r (validated against the model: ids in the vocabulary, lengths
+ * within max_len positions, sampler parameters, stop strings need t); it draws with seed +
+ * index. NULL with err. */
+llm_seq *llm_seq_create(int id, int index, const llm_request *r, const llm_config *c,
+                        int max_len, const llm_tokenizer *t, char *err, size_t errlen);
 void llm_seq_free(llm_seq *s);
 /* Append a generated token; its bytes go to the text (t may be NULL). Returns why the
  * sequence ends now, or LLM_FINISH_NONE. A stop string cuts the text before it. */
 llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int max_len);
 /* The text not handed out yet that is safe to show: all of it when final, else all but the
- * longest tail that begins a stop string. Marks it handed out; returns its length. */
+ * longest tail that begins a stop string and an incomplete UTF-8 sequence at its end. It is
+ * handed out as valid UTF-8: bytes that can never be part of a character become U+FFFD (one
+ * per maximal invalid subpart, as vLLM and Python's decoder replace them), and so does an
+ * incomplete sequence at the end when final. Marks it handed out; *text (valid until the next
+ * call) gets it; returns its length. */
 int llm_seq_take_text(llm_seq *s, int final, const char **text);
+/* The longest prefix of b[0..n) that is valid UTF-8 ending on a character's end, with *bad =
+ * 1 when what stops it can never be valid (0: it is an incomplete sequence that could still
+ * complete, or the end). */
+size_t llm_utf8_valid_prefix(const char *b, size_t n, int *bad);
 
 /* ==== sched.c: who runs this step ==== */
 /* The admission rule: how many tokens of a waiting request's prompt to compute this step
  * (0: it keeps waiting, and so does everyone behind it: first come, first served). A
  * learner's rule replaces it (chapter 8). */
 typedef struct llm_admit_query {
-    int running;              /* sequences in this step's batch so far */
+    int running;              /* seats taken: sequences in this step's batch so far, and the
+                                 choices still to fork from running requests (a request of n
+                                 samples is admitted only with n seats free: the engine checks
+                                 that before asking) */
     int admitted;             /* of those, admitted in this step */
     int max_num_seqs;
     int budget;               /* tokens left of this step's max_num_batched_tokens */
     int free_blocks;          /* blocks the allocator can hand out now */
-    int need_blocks;          /* blocks its whole remaining prompt takes from them */
+    int need_blocks;          /* blocks its whole remaining prompt takes from them (with n
+                                 samples, the copies of a shared partial last block too) */
     int prompt_left;          /* tokens it still has to compute (prefix-cache hits excluded) */
     int waiting;              /* requests waiting, it included */
 } llm_admit_query;
@@ -257,6 +288,7 @@ typedef struct llm_sched {
     int n_items, rows, prefill_rows, decode_rows, n_admitted;
     int *preempted;           /* [max_num_seqs] request ids preempted this step */
     int n_preempted;
+    int pending_forks;        /* seats held for choices that fork when their prompt is done */
     long preemptions, query_tokens, hit_tokens;   /* totals */
 } llm_sched;
 int llm_sched_init(llm_sched *sc, llm_kv *kv, int max_num_seqs, int max_num_batched_tokens,
@@ -270,6 +302,11 @@ void llm_sched_fini(llm_sched *sc);
 int llm_sched_plan(llm_sched *sc);
 /* s leaves the running queue and gives its blocks back (finished or cancelled). */
 void llm_sched_retire(llm_sched *sc, llm_seq *s);
+/* child (one of parent's forks, unlinked from it by the caller) takes a seat and a block
+ * table that shares parent's computed positions, and runs from there (after parent in the
+ * running queue). 0, or -1 when no table is free (child then waits for one as a request of
+ * its own, its prompt computed again). */
+int llm_sched_fork(llm_sched *sc, llm_seq *parent, llm_seq *child);
 
 /* ==== runner.c: the forward of one step ==== */
 /* A step's rows, prepared from a plan: (block table, position, token) per row, which rows
@@ -281,6 +318,7 @@ void llm_sched_retire(llm_sched *sc, llm_seq *s);
 typedef struct llm_batch {
     llm_sched_item *items;    /* [max_seqs] the plan (a copy) */
     unsigned char *samples;   /* [max_seqs] 1: item i draws a token after the forward */
+    int *lrow;                /* [max_seqs] its first row of logits, -1 */
     int n_items, n_admitted;  /* the admitted items are the last n_admitted */
     int rows, prefill_rows, decode_rows, n_future;
     int *rseq, *rpos, *rtok;  /* [max_rows] */
@@ -314,6 +352,11 @@ int llm_runner_resolve(llm_batch *b);
 int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errlen);
 /* Every item that draws a token draws it with its own sampler into next[i]; others get -1. */
 void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next);
+/* The logits item i drew from (NULL when it draws nothing), valid until the next forward. */
+const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i);
+/* A token for s drawn from logits (its own sampler): what llm_runner_sample does per item,
+ * for a choice that forks from another's logits. */
+int llm_runner_draw(llm_runner *r, llm_seq *s, const float *logits);
 
 /* ==== engine.c: the engine (its API) ====
  * Threads: one thread drives llm_engine_step (and gets every callback); llm_engine_submit,

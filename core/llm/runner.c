@@ -15,6 +15,7 @@ void llm_batch_init(llm_batch *b, int max_rows, int max_seqs)
     memset(b, 0, sizeof *b);
     b->items = mlsys_xcalloc((size_t)max_seqs, sizeof *b->items);
     b->samples = mlsys_xcalloc((size_t)max_seqs, 1);
+    b->lrow = mlsys_xcalloc((size_t)max_seqs, sizeof(int));
     b->rseq = mlsys_xmalloc((size_t)max_rows * 3 * sizeof(int));
     b->rpos = b->rseq + max_rows;
     b->rtok = b->rpos + max_rows;
@@ -25,6 +26,7 @@ void llm_batch_fini(llm_batch *b)
 {
     free(b->items);
     free(b->samples);
+    free(b->lrow);
     free(b->rseq);
     free(b->want);
     memset(b, 0, sizeof *b);
@@ -76,7 +78,7 @@ int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *
     b->n_items = n_items;
     b->n_admitted = n_admitted;
     b->rows = b->prefill_rows = b->decode_rows = b->n_future = 0;
-    int n = 0;
+    int n = 0, lrows = 0;
     for (int i = 0; i < n_items; i++) {
         const llm_sched_item *it = &b->items[i];
         const llm_seq *s = it->s;
@@ -94,6 +96,7 @@ int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *
             b->want[n] = k == it->n - 1 && it->start + it->n == s->n_tok;
         }
         b->samples[i] = it->start + it->n == s->n_tok;
+        b->lrow[i] = b->samples[i] ? lrows++ : -1;
         if (it->prefill)
             b->prefill_rows += it->n;
         else
@@ -132,12 +135,23 @@ int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errl
     return 0;
 }
 
+int llm_runner_draw(llm_runner *r, llm_seq *s, const float *logits)
+{
+    (void)r;
+    return llm_sample(&s->sampler, logits);
+}
+
+const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i)
+{
+    if (i < 0 || i >= b->n_items || b->lrow[i] < 0)
+        return NULL;
+    return r->logits + (size_t)b->lrow[i] * r->e.c.vocab_size;
+}
+
 void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next)
 {
-    int V = r->e.c.vocab_size, w = 0;
     for (int i = 0; i < b->n_items; i++) {
-        next[i] = -1;
-        if (b->samples[i])
-            next[i] = llm_sample(&b->items[i].s->sampler, r->logits + (size_t)w++ * V);
+        const float *row = llm_runner_logits(r, b, i);
+        next[i] = row ? llm_runner_draw(r, b->items[i].s, row) : -1;
     }
 }

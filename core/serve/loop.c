@@ -54,9 +54,9 @@ static void job_done(srv_loop *l, srv_job *j)
 static void on_event(void *u, const llm_engine_event *ev)
 {
     srv_job *j = u;
-    srv_job_deliver(j, ev->text, ev->text_len, ev->n_out, ev->finish,
+    srv_job_deliver(j, ev->index, ev->text, ev->text_len, ev->n_out, ev->finish,
                     ev->st ? ev->st->n_cached : 0);
-    if (ev->finish != LLM_FINISH_NONE)
+    if (ev->finish != LLM_FINISH_NONE && ++j->ended == j->n)
         job_done(j->loop, j);
 }
 
@@ -69,7 +69,7 @@ static void submit(srv_loop *l, srv_job *j)
         .prompt = j->prompt, .n_prompt = j->n_prompt, .max_tokens = j->max_tokens,
         .temperature = (float)j->req.temperature, .top_p = (float)j->req.top_p,
         .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
-        .ignore_eos = j->req.ignore_eos, .on_event = on_event, .u = j,
+        .ignore_eos = j->req.ignore_eos, .n = j->n, .on_event = on_event, .u = j,
     };
     char err[256];
     j->t_submit = mlsys_now_s();
@@ -106,7 +106,7 @@ static void forward_cancels(srv_loop *l)
             *pp = j->qnext;
             if (l->sq_tail == j)
                 l->sq_tail = prev;
-            srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
+            srv_job_end(j, LLM_FINISH_CANCEL);
             job_done(l, j);
         } else {
             prev = j;
@@ -159,7 +159,11 @@ static void *loop_main(void *arg)
             nx = j->qnext;
             j->qnext = NULL;
             active_add(l, j);
-            if (l->spec || j->req.json_mode) {
+            if ((l->spec || j->req.json_mode) && j->n > 1) {
+                srv_job_fail(j, "n > 1 is not served with response_format json_object or a "
+                             "--speculative server");
+                job_done(l, j);
+            } else if (l->spec || j->req.json_mode) {
                 if (l->sq_tail)
                     l->sq_tail->qnext = j;
                 else
@@ -291,7 +295,7 @@ void srv_loop_stop(srv_loop *l)
     /* jobs handed over after the thread's last turn */
     for (srv_job *j = l->qhead, *nx; j; j = nx) {
         nx = j->qnext;
-        srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
+        srv_job_end(j, LLM_FINISH_CANCEL);
         srv_job_unref(j);
     }
     if (l->eng)

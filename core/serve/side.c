@@ -122,7 +122,8 @@ static void on_token(void *u, int seq, int prev, int tok)
     sd->fin = llm_seq_append(sd->seq, tok, sd->t, sd->c->seq_len);
     const char *text = NULL;
     int n = llm_seq_take_text(sd->seq, sd->fin != LLM_FINISH_NONE, &text);
-    srv_job_deliver(sd->j, text, n, sd->seq->n_tok - sd->seq->n_prompt, LLM_FINISH_NONE, 0);
+    srv_job_deliver(sd->j, 0, text, n, sd->seq->n_tok - sd->seq->n_prompt, LLM_FINISH_NONE,
+                    0);
 }
 
 /* JSON mode: the prompt prefilled, the automaton at its start. 0, or -1 with j failed. */
@@ -174,7 +175,7 @@ int srv_side_begin(srv_side *sd, srv_job *j)
         .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
         .ignore_eos = j->req.ignore_eos,
     };
-    sd->seq = llm_seq_create(0, &r, sd->c, 0, sd->t, err, sizeof err);
+    sd->seq = llm_seq_create(0, 0, &r, sd->c, 0, sd->t, err, sizeof err);
     if (!sd->seq) {
         srv_job_fail(j, err);
         return -1;
@@ -207,7 +208,7 @@ static void finish(srv_side *sd, llm_finish f)
     const char *text = NULL;
     int n = llm_seq_take_text(sd->seq, 1, &text);
     int n_out = sd->seq->n_tok - sd->seq->n_prompt;
-    srv_job_deliver(j, text, n, n_out, f, 0);
+    srv_job_deliver(j, 0, text, n, n_out, f, 0);
     pthread_mutex_lock(&sd->mu);
     sd->st.requests++;
     sd->st.prompt_tokens += j->n_prompt;

@@ -24,7 +24,9 @@ typedef struct srv_req {
     int n_stop;
     char stop[LLM_MAX_STOP][LLM_MAX_STOP_LEN + 1];
     int stream, include_usage, json_mode, ignore_eos;
+    int n;                        /* choices, 1..SRV_MAX_N */
 } srv_req;
+#define SRV_MAX_N 8               /* OpenAI's n: samples of one prompt per request */
 /* 0, or the HTTP status (400 bad JSON, types or values; 404 unknown model) with the message
  * in err and the offending field in param (may be ""). r is filled only on 0 (free it with
  * srv_req_free); nothing stays allocated otherwise. */
@@ -34,7 +36,13 @@ void srv_req_free(srv_req *r);
 
 /* ---- job.c: one request in flight ----
  * Two owners: the HTTP side (until its response is gone) and the engine side (until the
- * final event); the last one to let go frees it. */
+ * final event of its last choice); the last one to let go frees it. */
+typedef struct srv_choice {       /* one of the request's n samples */
+    char *text;                   /* its output (valid UTF-8: the engine holds back the rest) */
+    size_t len, cap;
+    int n_out, done;
+    llm_finish finish;
+} srv_choice;
 typedef struct srv_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -44,10 +52,13 @@ typedef struct srv_job {
     uint64_t seed;
     long serial;                  /* the server's request number (the response id) */
     /* output, appended by the engine thread */
-    char *text;
-    size_t len, cap;
-    int n_out, done;
-    llm_finish finish;
+    int n;                        /* choices (req.n) */
+    srv_choice ch[SRV_MAX_N];
+    size_t progress;              /* bytes of text and ends over every choice: grows with
+                                     every event a streamed answer shows */
+    int n_out, done;              /* tokens over every choice; every choice has ended */
+    llm_finish finish;            /* the job's end: an error if a choice failed, else the
+                                     first choice's */
     int cancel;                   /* the HTTP side gave up (client gone, shutdown) */
     int failed;                   /* the engine refused it: err */
     char err[256];
@@ -57,18 +68,22 @@ typedef struct srv_job {
     /* engine side */
     int engine_id;                /* -1 until submitted, or for a side job */
     int cancel_sent;
+    int ended;                    /* choices that got their final event */
     void *loop;                   /* the srv_loop it was handed to */
     struct srv_job *qnext;        /* the submission queue */
     struct srv_job *anext, *aprev;   /* the engine thread's list of jobs in flight */
 } srv_job;
 srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial);  /* takes both */
 void srv_job_unref(srv_job *j);
-/* The engine side delivers output (text may be NULL); finish != NONE ends the job. */
-void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
-                     int n_cached);
+/* The engine side delivers output of choice index (text may be NULL); finish != NONE ends
+ * that choice, and the job with its last one. */
+void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
+                     llm_finish finish, int n_cached);
+/* Every choice ends with finish (a cancel before the engine ran it, a drain). */
+void srv_job_end(srv_job *j, llm_finish finish);
 void srv_job_fail(srv_job *j, const char *err);
-/* Wait until the job has output past `have` bytes (a streamed job), or is done, or timeout_s
- * passes (have = (size_t)-1: the end only).
+/* Wait until the job's progress passes `have` (a streamed job: new text or a choice's end),
+ * or it is done, or timeout_s passes (have = (size_t)-1: the end only).
  * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
 int srv_job_wait(srv_job *j, size_t have, double timeout_s);
 
@@ -114,12 +129,13 @@ void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m, srv_side_stats *side);
 /* ---- resp.c: response bodies (malloc'd NUL-ended text) ---- */
 /* {"error": {"message", "type", "param", "code"}} for an HTTP status */
 char *srv_resp_error(int status, const char *msg, const char *param);
-/* The whole response of a finished job. */
+/* The whole response of a finished job: its choices in index order. */
 char *srv_resp_full(const srv_job *j, const char *model, long created);
-/* One server-sent event: "data: {chunk}\n\n" with text (first: the chat role comes too),
- * or the final chunk with finish_reason (and usage when asked). */
-char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
-                     size_t len, int first, int final);
+/* One server-sent event of choice index: "data: {chunk}\n\n" with text (first: the chat role
+ * comes too), or with final its last chunk with finish_reason (final 2: the stream's last,
+ * with usage when asked). */
+char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
+                     const char *text, size_t len, int first, int final);
 char *srv_resp_models(const char *model, long created);
 const char *srv_finish_reason(llm_finish f);
 

@@ -1,11 +1,13 @@
-/* test_serve_engine.c - the serving engine (core/llm/engine.c, sched.c, runner.c, seq.c) on the
- * shipped model, on the batch-invariant GEMM (NN_GEMM_INVARIANT): a request's tokens are the same alone
- * and inside a busy batch with chunked prefill (greedy and seeded sampling); preempted
- * requests resume with unchanged output; finish reasons (EOS, max_tokens, the context, stop
- * strings with held-back text); cancel frees blocks at once, also from a callback; bad
- * requests are refused; submissions from other threads; static against continuous admission;
- * the metrics' accounting; and the memory events, replayed, rebuild the cache's state. All
- * of it twice: the plain engine, then the overlap scheduler. */
+/* test_engine.c - the generation engine (core/llm/engine.c, sched.c, runner.c, seq.c) on the
+ * shipped model, on the batch-invariant GEMM (NN_GEMM_INVARIANT): a request's tokens are the
+ * same alone and inside a busy batch with chunked prefill (greedy and seeded sampling);
+ * preempted requests resume with unchanged output; finish reasons (EOS, max_tokens, the
+ * context, stop strings with held-back text); cancel frees blocks at once, also from a
+ * callback; bad requests are refused; submissions from other threads; static against
+ * continuous admission; the metrics' accounting; the memory events, replayed, rebuild the
+ * cache's state; n samples of one prompt (prefilled once, forked blocks, copy on write,
+ * seats, cancel); the text handed out is valid UTF-8. All of it twice: the plain engine, then
+ * the overlap scheduler. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -791,9 +793,292 @@ START_TEST(memory_events_rebuild_the_cache)
 }
 END_TEST
 
+/* ---- n samples of one prompt: prefilled once, blocks forked, copy on write ---- */
+
+#define NCH 8
+typedef struct choices {
+    int tok[NCH][MAXOUT];
+    int n[NCH], finals[NCH], after_final[NCH];
+    llm_finish why[NCH];
+    char text[NCH][1024];
+    size_t text_len[NCH];
+    int id;                   /* the request whose events these are */
+    int cancel_index, cancel_at;   /* cancel the request when that choice has that many */
+    llm_engine *s;
+} choices;
+
+static void on_choice(void *u, const llm_engine_event *ev)
+{
+    choices *c = u;
+    ck_assert_int_eq(ev->id, c->id);
+    ck_assert(ev->index >= 0 && ev->index < NCH);
+    int i = ev->index;
+    if (c->finals[i])
+        c->after_final[i]++;
+    if (ev->token >= 0 && c->n[i] < MAXOUT)
+        c->tok[i][c->n[i]++] = ev->token;
+    if (ev->text_len > 0 && c->text_len[i] + (size_t)ev->text_len < sizeof c->text[i]) {
+        memcpy(c->text[i] + c->text_len[i], ev->text, (size_t)ev->text_len);
+        c->text_len[i] += (size_t)ev->text_len;
+    }
+    if (ev->finish != LLM_FINISH_NONE) {
+        c->finals[i]++;
+        c->why[i] = ev->finish;
+    } else if (c->cancel_at && i == c->cancel_index && c->n[i] == c->cancel_at) {
+        ck_assert_int_eq(llm_engine_cancel(c->s, c->id), 0);
+    }
+}
+
+static int submit_n(llm_engine *s, choices *c, const int *p, int np, int n, int max,
+                    float temp, uint64_t seed)
+{
+    char err[256];
+    llm_request r = {.prompt = p, .n_prompt = np, .max_tokens = max, .temperature = temp,
+                     .top_p = 1.0f, .seed = seed, .ignore_eos = 1, .n = n,
+                     .on_event = on_choice, .u = c};
+    c->s = s;
+    c->id = llm_engine_submit(s, &r, err, sizeof err);
+    ck_assert_msg(c->id >= 0, "%s", err);
+    return c->id;
+}
+
+/* n = 4: the prompt is computed once, the four tables share its blocks, and the first write
+ * into the shared partial last block copies it: once per choice but the last to write (n - 1
+ * copies), none when the prompt ends on a block's end. Choice i draws exactly what a request
+ * of its own with seed + i draws. Every reference is gone at the end. */
+START_TEST(n_samples_fork_the_prompt)
+{
+    load();
+    char err[256];
+    for (int whole = 0; whole < 2; whole++) {
+        int p[200], np = prompt_of(texts[4], p);
+        np = whole ? np / 16 * 16 : (np % 16 ? np : np - 1);
+        ck_assert(np >= 16);
+        static choices c;
+        memset(&c, 0, sizeof c);
+        llm_engine_opts o = {.max_num_seqs = 8};
+        llm_engine *s = make(&o);
+        submit_n(s, &c, p, np, 4, 30, 1.0f, 77);
+        ck_assert_int_gt(llm_engine_run(s), 0);
+        llm_engine_metrics m;
+        llm_engine_metrics_get(s, &m);
+        llm_paged_stats ps;
+        llm_paged_stats_get(llm_engine_kv(s), &ps);
+        int cows = whole ? 0 : 3;
+        printf("n = 4, a prompt of %d tokens (%s blocks of 16): %ld prompt rows computed, "
+               "%ld copies on write (%d expected)\n", np, whole ? "whole" : "a partial last of",
+               m.prefill_tokens, ps.cows, cows);
+        ck_assert_int_eq(m.prefill_tokens, np);
+        ck_assert_int_eq(ps.cows, cows);
+        ck_assert_int_eq(m.kv_used, 0);
+        ck_assert_msg(llm_paged_check(llm_engine_kv(s), err, sizeof err) == 0, "%s", err);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(c.finals[i], 1);
+            ck_assert_int_eq(c.after_final[i], 0);
+            ck_assert_int_eq(c.why[i], LLM_FINISH_LENGTH);
+            ck_assert_int_eq(c.n[i], 30);
+        }
+        ck_assert_int_eq(c.finals[4], 0);
+        llm_engine_free(s);
+        /* the same choices as four requests of their own, nothing shared */
+        llm_engine_opts o1 = {.max_num_seqs = 8, .no_prefix_cache = 1};
+        s = make(&o1);
+        static choices one[4];
+        for (int i = 0; i < 4; i++) {
+            memset(&one[i], 0, sizeof one[i]);
+            submit_n(s, &one[i], p, np, 1, 30, 1.0f, 77 + (uint64_t)i);
+        }
+        llm_engine_run(s);
+        llm_engine_metrics_get(s, &m);
+        ck_assert_int_eq(m.prefill_tokens, 4 * np);
+        int differ = 0;
+        for (int i = 0; i < 4; i++)
+            differ += one[i].n[0] != c.n[i] || memcmp(one[i].tok[0], c.tok[i],
+                                                     sizeof(int) * (size_t)c.n[i]);
+        ck_assert_msg(!differ, "%d choices differ from requests of their own", differ);
+        /* and they are samples, not one answer four times */
+        ck_assert(memcmp(c.tok[0], c.tok[1], sizeof(int) * 30) ||
+                  memcmp(c.tok[0], c.tok[2], sizeof(int) * 30));
+        finish_clean(s);
+    }
+    unload();
+}
+END_TEST
+
+/* A request of n samples holds n seats from its admission: two of n = 4 on 4 seats run one
+ * after the other; a cancel ends every choice (before the fork, while running, from a
+ * callback) and gives every block back; n beyond the seats is refused. */
+START_TEST(n_samples_seats_and_cancel)
+{
+    load();
+    char err[256];
+    int p[200], np = prompt_of(texts[3], p);
+    llm_engine_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 8};
+    llm_engine *s = make(&o);
+    static choices a, b, c;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    /* a: cancelled while its prompt is still being prefilled in chunks (nothing forked) */
+    submit_n(s, &a, p, np, 4, 20, 1.0f, 1);
+    /* b: waits for a's seats, then cancels itself after choice 2 drew 5 tokens */
+    submit_n(s, &b, p, np, 4, 20, 1.0f, 2);
+    b.cancel_index = 2, b.cancel_at = 5;
+    /* c: then runs to its end */
+    submit_n(s, &c, p, np, 4, 6, 0.0f, 3);
+    llm_step_info info;
+    ck_assert_int_eq(llm_engine_step(s, &info), 1);
+    ck_assert_int_eq(info.n_items, 1);           /* only a's prompt: 8 rows */
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
+    ck_assert_int_eq(m.running, 1);
+    ck_assert_int_eq(m.waiting, 2);
+    ck_assert_int_eq(llm_engine_cancel(s, a.id), 0);
+    ck_assert_int_gt(llm_engine_run(s), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(a.finals[i], 1);
+        ck_assert_int_eq(a.why[i], LLM_FINISH_CANCEL);
+        ck_assert_int_eq(a.n[i], 0);
+        ck_assert_int_eq(b.finals[i], 1);
+        ck_assert_int_eq(b.why[i], LLM_FINISH_CANCEL);
+        ck_assert_int_eq(c.finals[i], 1);
+        ck_assert_int_eq(c.why[i], LLM_FINISH_LENGTH);
+        ck_assert_int_eq(c.n[i], 6);
+        ck_assert_int_eq(a.after_final[i] + b.after_final[i] + c.after_final[i], 0);
+    }
+    ck_assert_int_eq(b.n[2], 5);
+    /* greedy choices are one answer n times */
+    for (int i = 1; i < 4; i++)
+        ck_assert(!memcmp(c.tok[0], c.tok[i], sizeof(int) * 6));
+    llm_engine_metrics_get(s, &m);
+    ck_assert_int_eq(m.cancelled, 8);
+    ck_assert_int_eq(m.finished, 12);
+    /* n beyond the engine's seats */
+    llm_request r = {.prompt = p, .n_prompt = np, .max_tokens = 4, .n = 5};
+    err[0] = 0;
+    ck_assert_int_eq(llm_engine_submit(s, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "n 5") != NULL, "%s", err);
+    r.n = -1;
+    ck_assert_int_eq(llm_engine_submit(s, &r, err, sizeof err), -1);
+    finish_clean(s);
+    /* freeing the engine ends choices that never forked */
+    memset(&a, 0, sizeof a);
+    s = make(&o);
+    submit_n(s, &a, p, np, 3, 20, 1.0f, 1);
+    llm_engine_step(s, NULL);
+    llm_engine_free(s);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(a.finals[i], 1);
+    unload();
+}
+END_TEST
+
+/* ---- the text handed out is valid UTF-8 ---- */
+
+/* The tokenizer's byte tokens (id 3 + byte) one by one into a sequence: what take_text hands
+ * out after each, and at the end, is what Python's bytes.decode("utf-8", "replace") gives
+ * for those bytes (checked there once: b"\xed\xa0\x80" -> three U+FFFD, b"\xf0\x9fa" -> one
+ * and "a", b"\xc0\xaf" -> two, a cut b"\xe2\x82" at the end -> one). */
+static void bytes_through(const char *in, size_t n, int stop_a, const char *want_mid,
+                          const char *want_all)
+{
+    char err[256];
+    int prompt[1] = {LLM_TOK_BOS};
+    const char *stop[1] = {"a\xe2\x82"};
+    llm_request r = {.prompt = prompt, .n_prompt = 1, .max_tokens = 64, .stop = stop,
+                     .n_stop = stop_a};
+    llm_seq *q = llm_seq_create(0, 0, &r, &g_c, 0, &g_t, err, sizeof err);
+    ck_assert_msg(q != NULL, "%s", err);
+    char got[256];
+    size_t len = 0;
+    int ended = 0;
+    for (size_t i = 0; i < n && !ended; i++) {
+        ended = llm_seq_append(q, LLM_TOK_BYTE0 + (unsigned char)in[i], &g_t, g_c.seq_len) !=
+                LLM_FINISH_NONE;
+        const char *t;
+        int k = llm_seq_take_text(q, ended, &t);
+        memcpy(got + len, t, (size_t)k);
+        len += (size_t)k;
+        int bad;
+        ck_assert(llm_utf8_valid_prefix(got, len, &bad) == len);
+    }
+    got[len] = 0;
+    ck_assert_msg(!strcmp(got, want_mid), "before the end: '%s', want '%s'", got, want_mid);
+    const char *t;
+    int k = llm_seq_take_text(q, 1, &t);
+    memcpy(got + len, t, (size_t)k);
+    got[len + (size_t)k] = 0;
+    ck_assert_msg(!strcmp(got, want_all), "at the end: '%s', want '%s'", got, want_all);
+    llm_seq_free(q);
+}
+
+START_TEST(utf8_held_back_and_replaced)
+{
+    load();
+#define R "\xef\xbf\xbd"
+    bytes_through("\xe2\x82\xac!", 4, 0, "\xe2\x82\xac!", "\xe2\x82\xac!");
+    bytes_through("x\xe2\x82", 3, 0, "x", "x" R);                 /* cut: held, then U+FFFD */
+    bytes_through("\xed\xa0\x80", 3, 0, R R R, R R R);           /* a surrogate */
+    bytes_through("\xf0\x9f" "a", 3, 0, R "a", R "a");
+    bytes_through("\xc0\xaf", 2, 0, R R, R R);                   /* overlong */
+    bytes_through("\xf0\x9f\x98\x80", 4, 0, "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80");
+    bytes_through("\xff" "b", 2, 0, R "b", R "b");
+    /* a stop string's prefix held back too, then released when it cannot match */
+    bytes_through("xa\xe2", 3, 1, "x", "xa" R);
+    bytes_through("xa\xe2\x82" "b", 5, 1, "x", "x");      /* the stop string ends it there */
+#undef R
+    unload();
+}
+END_TEST
+
+/* Temperature 2 makes the model draw byte tokens that split characters or are no UTF-8 at
+ * all: every text handed out, streamed piece by piece, must still be valid UTF-8 (and the
+ * raw bytes of the tokens must not be, or the test proves nothing). */
+START_TEST(text_is_valid_utf8)
+{
+    load();
+    static seen w;
+    memset(&w, 0, sizeof w);
+    llm_engine_opts o = {.max_num_seqs = 16, .tok = &g_t};
+    llm_engine *s = make(&o);
+    w.s = s;
+    enum { NREQ = 48 };
+    char err[256];
+    const char *stops[2] = {"\xc3", "e."};
+    for (int i = 0; i < NREQ; i++) {
+        int p[64], np = prompt_of(texts[i % NTEXT], p);
+        llm_request r = {.prompt = p, .n_prompt = np, .max_tokens = 60, .temperature = 2.0f,
+                         .top_p = 1.0f, .seed = 1000 + (uint64_t)i, .ignore_eos = 1,
+                         .stop = stops, .n_stop = i % 3 == 0 ? 2 : 0, .on_event = on_event,
+                         .u = &w};
+        ck_assert_msg(llm_engine_submit(s, &r, err, sizeof err) == i, "%s", err);
+    }
+    llm_engine_run(s);
+    int raw_bad = 0, replaced = 0;
+    for (int i = 0; i < NREQ; i++) {
+        int bad;
+        ck_assert_int_eq(w.finals[i], 1);
+        ck_assert_msg(llm_utf8_valid_prefix(w.text[i], w.text_len[i], &bad) == w.text_len[i],
+                      "request %d: text not valid UTF-8 at byte %zu", i,
+                      llm_utf8_valid_prefix(w.text[i], w.text_len[i], &bad));
+        char raw[4096];
+        long n = llm_bpe_decode(&g_t, w.tok[i], (size_t)w.n[i], raw, sizeof raw);
+        if (n > 0 && n < (long)sizeof raw)
+            raw_bad += llm_utf8_valid_prefix(raw, (size_t)n, &bad) != (size_t)n;
+        replaced += w.text_len[i] >= 3 && memmem(w.text[i], w.text_len[i], "\xef\xbf\xbd", 3);
+    }
+    printf("temperature 2, %d requests: raw token bytes not UTF-8 in %d, every text handed "
+           "out valid (%d with U+FFFD)\n", NREQ, raw_bad, replaced);
+    ck_assert_msg(raw_bad >= 5, "only %d raw outputs are invalid: the test proves little",
+                  raw_bad);
+    finish_clean(s);
+    unload();
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("serve_engine");
+    Suite *s = suite_create("engine");
     /* the same tests with the overlap scheduler (core/llm/engine.c): it must keep every
      * promise of the plain engine */
     for (int k = 0; k < 2; k++) {
@@ -810,6 +1095,11 @@ int main(void)
         tcase_add_test(tc, continuous_against_static);
         tcase_add_test(tc, metrics_accounting);
         tcase_add_test(tc, memory_events_rebuild_the_cache);
+        tcase_add_test(tc, n_samples_fork_the_prompt);
+        tcase_add_test(tc, n_samples_seats_and_cancel);
+        tcase_add_test(tc, text_is_valid_utf8);
+        if (!k)
+            tcase_add_test(tc, utf8_held_back_and_replaced);
         suite_add_tcase(s, tc);
     }
     SRunner *sr = srunner_create(s);

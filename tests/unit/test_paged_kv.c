@@ -347,11 +347,15 @@ START_TEST(property_random_ops)
                 }
                 counts[1]++;
             } else if (kind == 3 && m->active) {
-                /* fork into an empty table */
+                /* fork a prefix (all of it, or its first positions) into an empty table */
                 int ch = (int)(mlsys_rng_u64(&r) % PSEQ);
                 if (!ms[ch].active && ch != s) {
-                    ck_assert(llm_paged_fork(&kv, s, ch) == 0);
+                    int nf = mlsys_rng_u64(&r) % 2 ? m->n
+                                                   : 1 + (int)(mlsys_rng_u64(&r) % (uint64_t)m->n);
+                    ck_assert(llm_paged_fork(&kv, s, ch, m->n + 1) == -1);
+                    ck_assert(llm_paged_fork(&kv, s, ch, nf) == 0);
                     ms[ch] = *m;
+                    ms[ch].n = nf;
                     counts[2]++;
                 }
             } else if (kind == 4 && m->active) {
@@ -471,7 +475,7 @@ START_TEST(cow_and_eviction)
     ck_assert(kv.ops->reserve(&kv, 0, 6) == 0);
     write_positions(&kv, 0, tok, 0, 6);
     llm_paged_commit(&kv, 0, tok, 6);
-    ck_assert(llm_paged_fork(&kv, 0, 1) == 0);
+    ck_assert(llm_paged_fork(&kv, 0, 1, 6) == 0);
     llm_paged_stats st;
     llm_paged_stats_get(&kv, &st);
     ck_assert_int_eq(st.used, 2);

@@ -358,7 +358,9 @@ START_TEST(error_statuses)
     expect("POST", C, "{\"prompt\":\"x\",\"stop\":5}", NULL, 400, "stop");
     expect("POST", C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", NULL, 400,
            "stop");
-    expect("POST", C, "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":9}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":1.5}", NULL, 400, "n");
     expect("POST", C, "{\"prompt\":\"x\",\"stream\":1}", NULL, 400, "stream");
     expect("POST", C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", NULL,
            400, "response_format");
@@ -734,6 +736,208 @@ START_TEST(sigterm_drains)
 }
 END_TEST
 
+/* ---- n choices ---- */
+
+/* A stream's events per choice: text, finish_reason and usage seen, [DONE] last. */
+typedef struct sse_choices {
+    char text[SRV_MAX_N][4096];
+    int finals[SRV_MAX_N], events, usage, done, n_index;
+} sse_choices;
+
+static void parse_sse(char *body, int chat, sse_choices *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    for (char *p = body; *p;) {
+        ck_assert_msg(!sc->done, "data after [DONE]");
+        ck_assert_msg(!strncmp(p, "data: ", 6), "event without 'data: ': %.40s", p);
+        char *end = strstr(p, "\n\n");
+        ck_assert_msg(end, "event not ended by a blank line");
+        *end = 0;
+        if (!strcmp(p + 6, "[DONE]")) {
+            sc->done = 1;
+        } else {
+            cJSON *o = cJSON_Parse(p + 6);
+            ck_assert_msg(o, "event not JSON: %s", p + 6);
+            cJSON *arr = cJSON_GetObjectItem(o, "choices");
+            for (int k = 0; k < cJSON_GetArraySize(arr); k++) {
+                cJSON *c = cJSON_GetArrayItem(arr, k);
+                int i = cJSON_GetObjectItem(c, "index")->valueint;
+                ck_assert(i >= 0 && i < SRV_MAX_N);
+                sc->n_index = i + 1 > sc->n_index ? i + 1 : sc->n_index;
+                cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"),
+                                                     "content")
+                                : cJSON_GetObjectItem(c, "text");
+                ck_assert_msg(!sc->finals[i], "choice %d: an event after its finish", i);
+                if (cJSON_IsString(t))
+                    strncat(sc->text[i], t->valuestring,
+                            sizeof sc->text[i] - strlen(sc->text[i]) - 1);
+                sc->finals[i] += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+            }
+            sc->usage += cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+            cJSON_Delete(o);
+            sc->events++;
+        }
+        p = end + 2;
+    }
+}
+
+/* n samples: choices[i].index 0..n-1 in order, as OpenAI returns them; usage counts every
+ * choice's tokens; streamed, each choice's pieces carry its index, each ends once, and the
+ * texts equal the whole answer's choice by choice (the same seed). */
+START_TEST(n_choices)
+{
+    start(0, NULL, 0);
+    const char *C = "/v1/completions", *H = "/v1/chat/completions";
+    for (int chat = 0; chat < 2; chat++) {
+        const char *base = chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"Tom saw a\"}]"
+                                : "\"prompt\":\"Tom saw a\"";
+        char body[512];
+        snprintf(body, sizeof body, "{%s,\"n\":4,\"max_tokens\":12,\"temperature\":1,"
+                 "\"seed\":5,\"ignore_eos\":true}", base);
+        reply r = http("POST", chat ? H : C, body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        cJSON *o = cJSON_Parse(r.body);
+        ck_assert_msg(o, "not JSON: %s", r.body);
+        cJSON *arr = cJSON_GetObjectItem(o, "choices");
+        ck_assert_int_eq(cJSON_GetArraySize(arr), 4);
+        char whole[4][4096];
+        int differ = 0;
+        for (int i = 0; i < 4; i++) {
+            cJSON *c = cJSON_GetArrayItem(arr, i);
+            ck_assert_int_eq(cJSON_GetObjectItem(c, "index")->valueint, i);
+            ck_assert_str_eq(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "length");
+            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")
+                            : cJSON_GetObjectItem(c, "text");
+            ck_assert(cJSON_IsString(t));
+            snprintf(whole[i], sizeof whole[i], "%s", t->valuestring);
+            differ += i > 0 && strcmp(whole[i], whole[0]) != 0;
+        }
+        ck_assert_msg(differ > 0, "four samples, one text: %s", whole[0]);
+        cJSON *u = cJSON_GetObjectItem(o, "usage");
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 4 * 12);
+        cJSON_Delete(o);
+        free(r.body);
+        snprintf(body, sizeof body, "{%s,\"n\":4,\"max_tokens\":12,\"temperature\":1,"
+                 "\"seed\":5,\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
+                 "{\"include_usage\":true}}", base);
+        r = http("POST", chat ? H : C, body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        static sse_choices sc;
+        parse_sse(r.body, chat, &sc);
+        ck_assert(sc.done);
+        ck_assert_int_eq(sc.n_index, 4);
+        ck_assert_int_eq(sc.usage, 1);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(sc.finals[i], 1);
+            ck_assert_str_eq(sc.text[i], whole[i]);
+        }
+        free(r.body);
+    }
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    free(m);
+    stop();
+}
+END_TEST
+
+/* A client that reads the first piece of a stream and leaves. */
+static int leave_early(void *u, const char *d, size_t n)
+{
+    int *got = u;
+    if (d && n > 0 && strstr(d, "data: "))
+        (*got)++;
+    return *got >= 2;
+}
+
+/* n = 4 streamed, the client gone after its first events: every choice is cancelled in the
+ * engine and every block's reference is back (none used), the requests not run to their
+ * length. */
+START_TEST(n_choices_client_leaves)
+{
+    start(0, NULL, 0);
+    lg_url u;
+    ck_assert(lg_url_parse(g_url, &u) == 0);
+    for (int i = 0; i < 3; i++) {
+        int got = 0;
+        lg_response r;
+        lg_post(&u, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\",\"n\":4,"
+                "\"max_tokens\":120,\"ignore_eos\":true,\"stream\":true}", 60, leave_early,
+                &got, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert(r.aborted);
+    }
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    ck_assert_double_eq(metric(m, "mlsys_requests_cancelled_total"), 12);
+    ck_assert_double_eq(metric(m, "mlsys_http_client_disconnects_total"), 3);
+    ck_assert_double_lt(metric(m, "mlsys_generation_tokens_total"), 3 * 4 * 120);
+    free(m);
+    stop();
+}
+END_TEST
+
+/* ---- every response is valid UTF-8 ---- */
+
+typedef struct collect_body {
+    char *b;
+    size_t n, cap;
+} collect_body;
+
+static int collect_fn(void *u, const char *d, size_t n)
+{
+    collect_body *c = u;
+    if (!d)
+        return 0;
+    if (c->n + n + 1 > c->cap) {
+        c->cap = (c->n + n + 1) * 2;
+        c->b = realloc(c->b, c->cap);
+    }
+    memcpy(c->b + c->n, d, n);
+    c->n += n;
+    c->b[c->n] = 0;
+    return 0;
+}
+
+/* Temperature 2 draws byte tokens that split characters or are not UTF-8 at all: 120
+ * responses (whole and streamed, completions and chat, some with n = 2) must each be valid
+ * UTF-8 from the first byte to the last, so any JSON decoder takes them. */
+START_TEST(responses_are_valid_utf8)
+{
+    start(0, NULL, 0);
+    lg_url u;
+    ck_assert(lg_url_parse(g_url, &u) == 0);
+    int replaced = 0;
+    for (int i = 0; i < 120; i++) {
+        int chat = i % 2, stream = (i / 2) % 2, n = i % 5 == 0 ? 2 : 1;
+        char body[512];
+        snprintf(body, sizeof body, "{%s,\"max_tokens\":48,\"temperature\":2,\"seed\":%d,"
+                 "\"n\":%d,\"ignore_eos\":true%s}",
+                 chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"Tom saw a\"}]"
+                      : "\"prompt\":\"One day,\"", 100 + i, n,
+                 stream ? ",\"stream\":true" : "");
+        collect_body c = {NULL, 0, 0};
+        lg_response r;
+        ck_assert(lg_post(&u, chat ? "/v1/chat/completions" : "/v1/completions", NULL, body,
+                          60, collect_fn, &c, &r) == 0);
+        ck_assert_int_eq(r.status, 200);
+        int bad;
+        size_t ok = llm_utf8_valid_prefix(c.b, c.n, &bad);
+        ck_assert_msg(ok == c.n, "response %d (%s): not UTF-8 at byte %zu of %zu", i,
+                      stream ? "streamed" : "whole", ok, c.n);
+        replaced += strstr(c.b, "\\ufffd") != NULL || memmem(c.b, c.n, "\xef\xbf\xbd", 3);
+        if (!stream) {
+            cJSON *o = cJSON_Parse(c.b);
+            ck_assert_msg(o, "response %d is not JSON", i);
+            cJSON_Delete(o);
+        }
+        free(c.b);
+    }
+    printf("temperature 2: 120 responses valid UTF-8, %d with U+FFFD\n", replaced);
+    ck_assert_msg(replaced > 0, "no replacement at all: the test proves little");
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     char why[256];
@@ -760,6 +964,9 @@ int main(void)
     tcase_add_test(tc, speculative_greedy_exact);
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
+    tcase_add_test(tc, n_choices);
+    tcase_add_test(tc, n_choices_client_leaves);
+    tcase_add_test(tc, responses_are_valid_utf8);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
