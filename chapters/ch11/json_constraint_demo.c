@@ -341,14 +341,11 @@ static int constrained(json_ctx *x, const char *ptext, uint64_t seed, llm_json_m
     int np = (int)llm_bpe_encode_prompt(&x->m.tok, ptext, strlen(ptext), 1, ids);
     llm_json_state start;
     int cont = prompt_state(x, ptext, &start);
-    llm_sampler s;
-    llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 0.95f, seed);
-    llm_json_gen_opts o = {.max_new = x->max_new, .mask = mask, .start = cont ? &start : NULL,
-                           .on_token = w ? walk_token : NULL, .u = w,
-                           .on_step = w ? walk_step : NULL};
-    int rc = llm_json_generate(&x->m.te, &x->m.tkv, &s, &x->g, ids, np, &o, out, &no, st, err,
-                               n);
-    llm_sampler_fini(&s);
+    llm_json_gen_opts o = {.max_new = x->max_new, .temperature = x->temperature,
+                           .top_p = 0.95f, .seed = seed, .mask = mask,
+                           .start = cont ? &start : NULL, .on_token = w ? walk_token : NULL,
+                           .u = w, .on_step = w ? walk_step : NULL};
+    int rc = llm_json_generate(x->m.eng, &x->g, ids, np, &o, out, &no, st, err, n);
     if (rc)
         return -1;
     size_t used = 0;

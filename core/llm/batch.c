@@ -1,5 +1,6 @@
 /* batch.c - B sequences generated together on the engine, nano-vllm's `generate`: submit one
- * request per prompt, step the engine until they are done, collect the tokens as they come.
+ * request per prompt, step the engine until they are done, collect the tokens as they come
+ * (and one JSON-constrained sequence the same way).
  * With seats and a token budget for all of them, the first step prefills every prompt in one
  * forward and every later step decodes every unfinished sequence in one forward, so each
  * weight is read once per step however many sequences there are. Beside it, the reference
@@ -131,6 +132,83 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
     free(gs);
     free(ids);
     return rc;
+}
+
+/* ---- one JSON-constrained sequence ---- */
+
+typedef struct json_call {
+    const llm_json_gen_opts *o;
+    int *out, n_out, prev, ended;
+    llm_finish why;
+    llm_req_stats st;
+} json_call;
+
+static void on_json_event(void *u, const llm_engine_event *ev)
+{
+    json_call *k = u;
+    if (ev->token >= 0) {
+        k->out[k->n_out++] = ev->token;
+        if (k->o->on_token)
+            k->o->on_token(k->o->u, 0, k->prev, ev->token);
+        k->prev = ev->token;
+    }
+    if (ev->finish != LLM_FINISH_NONE) {
+        k->ended = 1;
+        k->why = ev->finish;
+        k->st = *ev->st;
+    }
+}
+
+static void on_json_mask(void *u, const llm_json_state *js, int budget,
+                         const unsigned char *allowed, int n_allowed, const float *logits)
+{
+    json_call *k = u;
+    k->o->on_step(k->o->u, js, budget, allowed, n_allowed, logits);
+}
+
+int llm_json_generate(llm_engine *eng, llm_json_grammar *g, const int *prompt, int n_prompt,
+                      const llm_json_gen_opts *o, int *out, int *n_out,
+                      llm_json_gen_stats *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    *n_out = 0;
+    json_call k;
+    memset(&k, 0, sizeof k);
+    k.o = o;
+    k.out = out;
+    k.prev = n_prompt > 0 && prompt ? prompt[n_prompt - 1] : -1;
+    llm_request r = {
+        .prompt = prompt, .n_prompt = n_prompt, .max_tokens = o->max_new,
+        .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed,
+        .ignore_eos = 1, .json = 1, .grammar = g, .json_start = o->start, .mask = o->mask,
+        .on_mask = o->on_step ? on_json_mask : NULL, .on_event = on_json_event, .u = &k,
+    };
+    char why[256];
+    if (llm_engine_submit(eng, &r, why, sizeof why) < 0) {
+        snprintf(err, errlen, "json generate: %s", why);
+        return -1;
+    }
+    double sample_s = 0;
+    while (!k.ended) {
+        int ran = llm_engine_step(eng, NULL);
+        if (ran <= 0)
+            continue;
+        llm_step_stats ss;
+        llm_engine_last_stats(eng, &ss);
+        st->forward_s += 1e-9 * (double)llm_phase_ns(&ss, LLM_PHASE_FORWARD);
+        sample_s += 1e-9 * (double)llm_phase_ns(&ss, LLM_PHASE_SAMPLE);
+    }
+    *n_out = k.n_out;
+    st->tokens = k.n_out;
+    st->allowed_sum = k.st.json_allowed;
+    st->mask_s = k.st.json_mask_s;
+    st->sample_s = sample_s > st->mask_s ? sample_s - st->mask_s : 0.0;
+    st->done = k.why == LLM_FINISH_STOP;
+    if (k.why == LLM_FINISH_ERROR || k.why == LLM_FINISH_CANCEL) {
+        snprintf(err, errlen, "json generate: the request %s", llm_finish_name(k.why));
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the reference: no cache, every prefix recomputed ---- */

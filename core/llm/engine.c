@@ -178,6 +178,10 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
     }
     s->next = mlsys_xmalloc((size_t)d.max_num_seqs * sizeof(int));
     s->items = mlsys_xcalloc((size_t)d.max_num_seqs, sizeof *s->items);
+    /* JSON mode's grammar over the tokenizer's vocabulary: any object or array */
+    char jerr[256];
+    if (d.tok && llm_json_grammar_init_tok(&s->json, d.tok, NULL, jerr, sizeof jerr) == 0)
+        s->have_json = 1;
     eng_stats_init(s);
     return s;
 }
@@ -191,6 +195,10 @@ int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t err
                  r->n, s->o.max_num_seqs, s->o.max_num_seqs);
         return -1;
     }
+    llm_request rq = *r;
+    if (rq.json && !rq.grammar && s->have_json)
+        rq.grammar = &s->json;
+    r = &rq;
     llm_seq *q = llm_seq_create(-1, 0, r, &s->c, s->max_len, s->o.tok, err, errlen);
     if (!q)
         return -1;
@@ -501,6 +509,12 @@ static void plan_ahead_wait(llm_engine *s, const llm_batch *b)
 /* q's new token into its text, out to its callback; it retires when that ends it. */
 static int append(llm_engine *s, llm_seq *q, int tok)
 {
+    if (tok < 0) {            /* JSON mode: no token may follow (the budget should prevent it) */
+        fprintf(stderr, "engine: request %d: no token may follow the JSON state %s\n",
+                q->req_id, llm_json_mode_name(&q->js));
+        deliver(s, q, -1, LLM_FINISH_ERROR);
+        return 0;
+    }
     llm_finish why = llm_seq_append(q, tok, s->o.tok, s->max_len);
     s->m.generated_tokens++;
     deliver(s, q, tok, why);
@@ -541,7 +555,7 @@ static int stream_tokens(llm_engine *s, const llm_batch *b, int rc, const char *
     for (int i = 0; i < b->n_items; i++) {
         const llm_sched_item *it = &b->items[i];
         s->items[i] = (llm_step_item){it->s->id, it->start, it->n, it->prefill,
-                                      rc ? -1 : s->next[i]};
+                                      rc || s->next[i] < 0 ? -1 : s->next[i]};
     }
     if (rc) {
         fprintf(stderr, "engine: step %ld: %s\n", s->step_no, err);
@@ -552,7 +566,7 @@ static int stream_tokens(llm_engine *s, const llm_batch *b, int rc, const char *
     int drawn = 0;
     for (int i = 0; i < b->n_items; i++) {
         llm_seq *q = b->items[i].s;
-        if (s->next[i] < 0)
+        if (s->next[i] == -1)
             continue;
         llm_seq *forked = q->forks ? fork_choices(s, b, i) : NULL;
         drawn += append(s, q, s->next[i]);
@@ -647,6 +661,14 @@ int llm_engine_wait(llm_engine *s, double timeout_s)
     return llm_engine_has_work(s);
 }
 
+int llm_engine_idle(llm_engine *s)
+{
+    if (llm_engine_has_work(s))
+        return 1;
+    eng_gate(s, 1);
+    return llm_engine_has_work(s);
+}
+
 long llm_engine_run(llm_engine *s)
 {
     long steps = 0;
@@ -688,6 +710,8 @@ void llm_engine_free(llm_engine *s)
         free(s->pre[i]);
     }
     llm_runner_fini(&s->run);
+    if (s->have_json)
+        llm_json_grammar_fini(&s->json);
     llm_sched_fini(&s->sc);
     llm_kv_free(&s->kv);
     pthread_mutex_destroy(&s->mu);

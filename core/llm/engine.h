@@ -141,6 +141,8 @@ typedef struct llm_req_stats {
     int n_prompt, n_out;
     int n_cached;             /* prompt tokens found in the prefix cache at first admission */
     int preemptions;          /* times its blocks were taken back (recomputed later) */
+    long json_allowed;        /* JSON mode: tokens the mask allowed, summed over the draws */
+    double json_mask_s;       /* JSON mode: time in the mask (CLOCK_MONOTONIC seconds) */
 } llm_req_stats;
 
 typedef struct llm_engine_event {
@@ -160,6 +162,11 @@ typedef struct llm_engine_event {
  * llm_engine_submit and llm_engine_cancel). Every choice of an accepted request gets exactly
  * one event with finish != NONE, and none after it. */
 typedef void (*llm_engine_fn)(void *u, const llm_engine_event *ev);
+/* JSON mode, at every draw after the mask and before the token is drawn: the automaton's
+ * state, the budget (tokens left, this one included), the mask and the logits as the model
+ * gave them. */
+typedef void (*llm_mask_fn)(void *u, const llm_json_state *s, int budget,
+                            const unsigned char *allowed, int n_allowed, const float *logits);
 
 typedef struct llm_request {
     const int *prompt;        /* [n_prompt] token ids (copied), 1 <= n_prompt <= the
@@ -178,8 +185,21 @@ typedef struct llm_request {
                                  the engine's max_num_seqs). The prompt is prefilled once;
                                  choice i draws with seed + i from the same last logits, and
                                  the choices share the prompt's blocks (llm_paged_fork) */
+    /* JSON mode (response_format json_object): the output is one JSON object or array. Each
+     * token is drawn under json_mask.c's mask for the state the text so far left, within
+     * the budget of tokens left, so the value always closes in time; its completion ends
+     * the request (LLM_FINISH_STOP). It batches with every other request: the mask is
+     * applied to this row's logits only. */
+    int json;                 /* 1: on */
+    llm_json_grammar *grammar;   /* NULL: the engine's (any object or array over its
+                                    tokenizer); else a caller's (a schema), which must
+                                    outlive the request (used on the stepping thread only) */
+    const llm_json_state *json_start;   /* NULL: a fresh value; else the state the prompt's
+                                           own text left (a prompt that opens the JSON) */
+    llm_json_mask_fn mask;    /* NULL: llm_json_mask */
+    llm_mask_fn on_mask;      /* may be NULL */
     llm_engine_fn on_event;   /* may be NULL */
-    void *u;
+    void *u;                  /* for on_event and on_mask */
 } llm_request;
 
 typedef enum { LLM_SEQ_WAITING, LLM_SEQ_RUNNING, LLM_SEQ_FINISHED } llm_seq_status;
@@ -197,6 +217,11 @@ typedef struct llm_seq {
     int max_tokens, ignore_eos;
     int admitted;             /* 1 after its first admission */
     llm_sampler sampler;
+    int json;                 /* JSON mode (llm_request) */
+    llm_json_grammar *grammar;
+    llm_json_state js;        /* the automaton after the tokens so far */
+    llm_json_mask_fn mask;
+    llm_mask_fn on_mask;
     char *stop[LLM_MAX_STOP];
     int n_stop, stop_max;     /* stop_max: the longest stop string */
     char *text;               /* output bytes as the tokens give them (without a tokenizer:
@@ -335,6 +360,8 @@ typedef struct llm_runner {
     llm_kv *kv;
     int max_rows, max_seqs;
     float *logits;            /* [max_num_seqs, V] */
+    float *masked;            /* [V] a JSON row's logits under its mask */
+    unsigned char *allowed;   /* [V] that mask */
 } llm_runner;
 /* Rows of a step up to max_rows, items up to max_seqs; the forward's scratch holds fwd_rows
  * rows (llm_fwd_rows_that_fit: longer steps run in chunks). 0, or -1 with err. */
@@ -354,8 +381,10 @@ int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errl
 void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next);
 /* The logits item i drew from (NULL when it draws nothing), valid until the next forward. */
 const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i);
-/* A token for s drawn from logits (its own sampler): what llm_runner_sample does per item,
- * for a choice that forks from another's logits. */
+/* A token for s drawn from logits with its own sampler; in JSON mode under the mask of its
+ * automaton's state (on_mask called), the token then fed to the automaton. What
+ * llm_runner_sample does per item, and for a choice that forks from another's logits.
+ * -2 when JSON mode finds no token that may follow (a bug: the budget should prevent it). */
 int llm_runner_draw(llm_runner *r, llm_seq *s, const float *logits);
 
 /* ==== engine.c: the engine (its API) ====
@@ -465,6 +494,10 @@ int llm_engine_step(llm_engine *s, llm_step_info *info);
 int llm_engine_has_work(llm_engine *s);       /* queued, running or submitted-not-taken-in */
 /* Sleep until there is work or timeout_s passes; returns llm_engine_has_work. */
 int llm_engine_wait(llm_engine *s, double timeout_s);
+/* For a caller that waits for work its own way (the HTTP face's loop): with nothing to do,
+ * pass the "engine idle" gate (said once per idle period; gated, it waits there for the
+ * viewer, as llm_engine_wait does). Returns llm_engine_has_work. */
+int llm_engine_idle(llm_engine *s);
 /* Step until no work is left (tests and batch runs). Returns steps run, or -1. */
 long llm_engine_run(llm_engine *s);
 
@@ -561,6 +594,31 @@ typedef struct llm_gen_stats {
 int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n_prompt,
                  int **out, int *n_out, const llm_gen_opts *o, llm_gen_stats *st, char *err,
                  size_t errlen);
+/* One JSON-constrained sequence on the engine (a request with json = 1 and grammar g),
+ * stepped until done: out (room for max_new) gets its tokens; the stats sum the engine's
+ * forward and sample phases over its steps and the mask's share of them. max_new must
+ * cover llm_json_min_close at the start. 0, or -1 with err. */
+typedef struct llm_json_gen_opts {
+    int max_new;
+    float temperature;        /* sampling, as llm_request */
+    int top_k;
+    float top_p;
+    uint64_t seed;
+    llm_json_mask_fn mask;    /* NULL: llm_json_mask */
+    const llm_json_state *start;   /* NULL: a fresh value; else the state the prompt's own
+                                      text left (a prompt that opens the JSON itself) */
+    llm_mask_fn on_step;      /* every draw, after the mask (NULL: nothing) */
+    llm_token_fn on_token;
+    void *u;
+} llm_json_gen_opts;
+typedef struct llm_json_gen_stats {
+    long tokens, allowed_sum;        /* tokens generated; sum over steps of tokens allowed */
+    double forward_s, mask_s, sample_s;   /* the forwards, the mask, the draws (no mask) */
+    int done;                        /* 1: the value was completed */
+} llm_json_gen_stats;
+int llm_json_generate(llm_engine *eng, llm_json_grammar *g, const int *prompt, int n_prompt,
+                      const llm_json_gen_opts *o, int *out, int *n_out,
+                      llm_json_gen_stats *st, char *err, size_t errlen);
 /* The reference without a cache: every step recomputes each sequence's whole prefix
  * (llm_forward_nocache; O(n^2) work for n tokens) and draws with samplers[b]. What the
  * cached engine is tested against, and `generate --no-cache`. 0, or -1 with err. */

@@ -18,6 +18,8 @@ struct llm_engine {
     llm_kv kv;
     llm_sched sc;
     llm_runner run;
+    llm_json_grammar json;    /* JSON mode's default grammar (over opts.tok) */
+    int have_json;
     /* shared with other threads, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -502,29 +502,4 @@ int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
 int llm_json_mask_plain(llm_json_grammar *g, const llm_json_state *s, int budget,
                         unsigned char *allowed);
 
-/* Constrained generation of one sequence: prefill, then each step the forward, the mask
- * (o->mask, NULL: llm_json_mask) applied to the logits, the sampler, the token fed to the
- * automaton; it stops when the value is complete. max_new must cover llm_json_min_close at
- * the start. out (room for max_new) gets the tokens. kv sequence 0. */
-typedef struct llm_json_gen_opts {
-    int max_new;
-    llm_json_mask_fn mask;
-    const llm_json_state *start;     /* NULL: a fresh value; else the state the prompt's own
-                                        text left (a prompt that opens the JSON itself) */
-    /* Called at every step after the mask, before the draw (NULL: nothing): the state, the
-     * budget, the mask and the logits as the model gave them (before masking). */
-    void (*on_step)(void *u, const llm_json_state *s, int budget, const unsigned char *allowed,
-                    int n_allowed, const float *logits);
-    llm_token_fn on_token;
-    void *u;
-} llm_json_gen_opts;
-typedef struct llm_json_gen_stats {
-    long tokens, allowed_sum;        /* tokens generated; sum over steps of tokens allowed */
-    double forward_s, mask_s, sample_s;
-    int done;                        /* 1: the value was completed */
-} llm_json_gen_stats;
-int llm_json_generate(llm_fwd *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
-                      const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
-                      int *n_out, llm_json_gen_stats *st, char *err, size_t errlen);
-
 #endif

@@ -1,11 +1,12 @@
 /* runner.c - the model runner: the step's plan becomes the rows of ONE forward (sequence,
  * position, token), so every weight matrix is read once per step whether the rows are a
  * prompt chunk, a decode, or both mixed; then each sequence whose rows reached its last
- * token draws its next token from its own sampler. Split in its phases (prepare, forward,
- * sample) so the engine can time each and run the forward beside the next step's planning.
- * The arithmetic is llm_forward's. */
+ * token draws its next token from its own sampler (in JSON mode under its own mask, on its
+ * row only). Split in its phases (prepare, forward, sample) so the engine can time each
+ * and run the forward beside the next step's planning. The arithmetic is llm_forward's. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
     r->max_rows = max_rows;
     r->max_seqs = max_seqs;
     r->logits = mlsys_xmalloc((size_t)max_seqs * c->vocab_size * sizeof(float));
+    r->masked = mlsys_xmalloc((size_t)c->vocab_size * sizeof(float));
+    r->allowed = mlsys_xmalloc((size_t)c->vocab_size);
     return 0;
 }
 
@@ -63,6 +66,8 @@ void llm_runner_fini(llm_runner *r)
 {
     llm_fwd_fini(&r->e);
     free(r->logits);
+    free(r->masked);
+    free(r->allowed);
     memset(r, 0, sizeof *r);
 }
 
@@ -137,8 +142,28 @@ int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errl
 
 int llm_runner_draw(llm_runner *r, llm_seq *s, const float *logits)
 {
-    (void)r;
-    return llm_sample(&s->sampler, logits);
+    if (!s->json)
+        return llm_sample(&s->sampler, logits);
+    /* JSON mode: the tokens that can follow from the automaton's state and still close the
+     * value within the tokens left get their logits; every other one gets -inf */
+    int V = r->e.c.vocab_size;
+    int budget = s->max_tokens - (s->n_tok - s->n_prompt);
+    uint64_t t0 = mlsys_now_ns();
+    int n_ok = s->mask(s->grammar, &s->js, budget, r->allowed);
+    uint64_t t1 = mlsys_now_ns();
+    if (n_ok <= 0)
+        return -2;
+    if (s->on_mask)               /* outside the timed part: the hook's time is nobody's */
+        s->on_mask(s->u, &s->js, budget, r->allowed, n_ok, logits);
+    uint64_t t2 = mlsys_now_ns();
+    for (int t = 0; t < V; t++)
+        r->masked[t] = r->allowed[t] ? logits[t] : -INFINITY;
+    s->st.json_mask_s += 1e-9 * (double)((t1 - t0) + (mlsys_now_ns() - t2));
+    s->st.json_allowed += n_ok;
+    int tok = llm_sample(&s->sampler, r->masked);
+    if (!r->allowed[tok] || llm_json_feed_token(s->grammar, &s->js, tok))
+        return -2;
+    return tok;
 }
 
 const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i)

@@ -1,8 +1,9 @@
 /* seq.c - one request as the engine sees it: its tokens (the prompt, then what it generated),
  * how many of them have keys and values in the cache, its own sampler (so its draws never
- * depend on its neighbours in a batch), its stop rules (EOS, max_tokens, the context, stop
- * strings) and its output text, of which it hands out only what no stop string can still
- * claim. The scheduler moves sequences between queues; this file never looks at the cache. */
+ * depend on its neighbours in a batch), in JSON mode its automaton's state, its stop rules
+ * (EOS, max_tokens, the context, stop strings, a complete JSON value) and its output text,
+ * of which it hands out only what no stop string can still claim, as valid UTF-8. The
+ * scheduler moves sequences between queues; this file never looks at the cache. */
 #include "engine.h"
 
 #include <math.h>
@@ -62,6 +63,25 @@ llm_seq *llm_seq_create(int id, int index, const llm_request *r, const llm_confi
             return NULL;
         }
     }
+    llm_json_state js;
+    if (r->json) {
+        if (!r->grammar || r->grammar->V != c->vocab_size) {
+            snprintf(err, errlen, "JSON mode needs a grammar over the model's %d tokens (an "
+                     "engine with a tokenizer has one)", c->vocab_size);
+            return NULL;
+        }
+        if (r->json_start)
+            js = *r->json_start;
+        else
+            llm_json_start(r->grammar, &js);
+        int room = S + 1 - r->n_prompt, cap = r->max_tokens < room ? r->max_tokens : room;
+        int need = llm_json_min_close(r->grammar, &js);
+        if (cap < need) {
+            snprintf(err, errlen, "JSON mode: %d tokens cannot hold the shortest JSON text "
+                     "that closes it (%d bytes)", cap, need);
+            return NULL;
+        }
+    }
 
     llm_seq *s = mlsys_xcalloc(1, sizeof *s);
     s->id = id;
@@ -75,6 +95,13 @@ llm_seq *llm_seq_create(int id, int index, const llm_request *r, const llm_confi
     s->n_tok = s->n_prompt = r->n_prompt;
     s->max_tokens = r->max_tokens < s->cap - s->n_prompt ? r->max_tokens : s->cap - s->n_prompt;
     s->ignore_eos = r->ignore_eos;
+    if (r->json) {
+        s->json = 1;
+        s->grammar = r->grammar;
+        s->js = js;
+        s->mask = r->mask ? r->mask : llm_json_mask;
+        s->on_mask = r->on_mask;
+    }
     llm_sampler_init(&s->sampler, c->vocab_size, r->temperature, r->top_k, top_p,
                      r->seed + (uint64_t)index);
     for (int i = 0; i < r->n_stop; i++) {
@@ -158,6 +185,8 @@ llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int max_l
             }
         }
     }
+    if (s->json && llm_json_done(&s->js))
+        return LLM_FINISH_STOP;           /* a complete value is a natural end */
     if (s->st.n_out >= s->max_tokens || s->n_tok > max_len)
         return LLM_FINISH_LENGTH;
     return LLM_FINISH_NONE;

@@ -69,7 +69,8 @@ static void submit(srv_loop *l, srv_job *j)
         .prompt = j->prompt, .n_prompt = j->n_prompt, .max_tokens = j->max_tokens,
         .temperature = (float)j->req.temperature, .top_p = (float)j->req.top_p,
         .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
-        .ignore_eos = j->req.ignore_eos, .n = j->n, .on_event = on_event, .u = j,
+        .ignore_eos = j->req.ignore_eos, .n = j->n, .json = j->req.json_mode,
+        .on_event = on_event, .u = j,
     };
     char err[256];
     j->t_submit = mlsys_now_s();
@@ -138,6 +139,8 @@ static void *loop_main(void *arg)
     srv_loop *l = arg;
     for (;;) {
         int busy = llm_engine_has_work(l->eng) || srv_side_current(l->side) || l->sq_head;
+        if (!busy)            /* the idle gate, once per idle period (gated: the viewer's) */
+            busy = llm_engine_idle(l->eng);
         pthread_mutex_lock(&l->mu);
         while (!busy && !l->stop && !l->qhead && !l->wake) {
             struct timespec ts;
@@ -159,11 +162,11 @@ static void *loop_main(void *arg)
             nx = j->qnext;
             j->qnext = NULL;
             active_add(l, j);
-            if ((l->spec || j->req.json_mode) && j->n > 1) {
-                srv_job_fail(j, "n > 1 is not served with response_format json_object or a "
-                             "--speculative server");
+            int side = l->spec && !j->req.json_mode;     /* JSON mode batches */
+            if (side && j->n > 1) {
+                srv_job_fail(j, "n > 1 is not served by a --speculative server");
                 job_done(l, j);
-            } else if (l->spec || j->req.json_mode) {
+            } else if (side) {
                 if (l->sq_tail)
                     l->sq_tail->qnext = j;
                 else

@@ -3,7 +3,9 @@
  * static-batching loop it replaced drew (tests/fixtures/generate_golden.txt, recorded from
  * that loop: greedy, sampled with temperature / top-k / top-p, without EOS, at the end of
  * the context), whether the engine holds the whole batch in one step or is too small for it
- * (chunked prefill, requests queued for a seat). */
+ * (chunked prefill, requests queued for a seat). JSON mode is a request of the engine too:
+ * its outputs equal the one-sequence JSON loop's (tests/fixtures/json_golden.txt), alone
+ * and batched with plain requests. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +216,165 @@ START_TEST(generate_counts_rows_and_steps)
 }
 END_TEST
 
+/* ---- JSON mode inside the batch ---- */
+
+/* The sets tests/fixtures/json_golden.txt was recorded with (the one-sequence loop of
+ * llm_json_generate before the engine): prompt b of a set is jprompts[(first + b) % 8],
+ * sequence b draws with seed 200 + b (top-p 1), the schema "name:string,age:integer" or
+ * none. */
+static const char *const jprompts[] = {
+    "", "{\"name\": ", "Tom saw a", "[", "A record:", "{\"id\": 3, \"tags\": [", "12 + 7 =", "{",
+};
+typedef struct jset {
+    int first, n, max_new;
+    float temp;
+    int schema;
+} jset;
+static const jset jsets[] = {{0, 8, 64, 0.0f, 0}, {0, 8, 48, 0.8f, 0}, {0, 4, 64, 0.0f, 1},
+                             {2, 3, 12, 0.0f, 0}};
+enum { NJSETS = sizeof jsets / sizeof *jsets };
+
+typedef struct jgolden {
+    int n[NJSETS][8], done[NJSETS][8];
+    int tok[NJSETS][8][64];
+} jgolden;
+
+static void read_json_golden(jgolden *g)
+{
+    char path[512], line[4096];
+    FILE *f = fopen(fixture_path("json_golden.txt", path, sizeof path), "r");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    memset(g, 0, sizeof *g);
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        int si, b, np, rc, done, n, off;
+        if (line[0] == '#')
+            continue;
+        ck_assert_msg(sscanf(line, "json %d seq %d prompt %d rc %d done %d out %d:%n", &si, &b,
+                             &np, &rc, &done, &n, &off) == 6 && si >= 0 && si < NJSETS &&
+                      b >= 0 && b < 8 && n >= 0 && n <= 64 && rc == 0, "%s: bad line %s",
+                      path, line);
+        g->n[si][b] = n;
+        g->done[si][b] = done;
+        char *p = line + off;
+        for (int i = 0; i < n; i++)
+            g->tok[si][b][i] = (int)strtol(p, &p, 10);
+        lines++;
+    }
+    fclose(f);
+    ck_assert_int_eq(lines, 23);
+}
+
+typedef struct jcollect {
+    int tok[64], n, finals;
+    llm_finish why;
+} jcollect;
+
+static void on_jevent(void *u, const llm_engine_event *ev)
+{
+    jcollect *c = u;
+    if (ev->token >= 0 && c->n < 64)
+        c->tok[c->n++] = ev->token;
+    if (ev->finish != LLM_FINISH_NONE) {
+        c->finals++;
+        c->why = ev->finish;
+    }
+}
+
+/* Every JSON request of the golden sets, greedy and sampled, draws the recorded tokens:
+ * through llm_json_generate on an engine of its own, and all of them at once in one engine
+ * together with plain requests (the mask applied to each JSON row only), under chunked
+ * prefill with 4 seats. */
+START_TEST(json_mode_matches_the_loop_it_replaced)
+{
+    if (!load())
+        return;
+    static jgolden gold;
+    read_json_golden(&gold);
+    char err[256];
+    llm_json_schema sc;
+    ck_assert(llm_json_schema_parse(&sc, "name:string,age:integer", err, sizeof err) == 0);
+    llm_json_grammar g[2];
+    ck_assert(llm_json_grammar_init_tok(&g[0], &g_t, NULL, err, sizeof err) == 0);
+    ck_assert(llm_json_grammar_init_tok(&g[1], &g_t, &sc, err, sizeof err) == 0);
+    /* one at a time */
+    llm_engine_opts o1 = {.max_num_seqs = 1};
+    llm_engine *eng = llm_engine_create(&g_c, &g_w, &o1, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
+    int differ = 0, total = 0;
+    for (int si = 0; si < NJSETS; si++)
+        for (int b = 0; b < jsets[si].n; b++) {
+            const char *p = jprompts[(jsets[si].first + b) % 8];
+            int ids[64], out[64], no;
+            int np = (int)llm_bpe_encode_prompt(&g_t, p, strlen(p), 1, ids);
+            llm_json_gen_opts o = {.max_new = jsets[si].max_new, .temperature = jsets[si].temp,
+                                   .top_p = 1.0f, .seed = 200 + (uint64_t)b};
+            llm_json_gen_stats st;
+            ck_assert_msg(llm_json_generate(eng, &g[jsets[si].schema], ids, np, &o, out, &no,
+                                            &st, err, sizeof err) == 0, "%s", err);
+            differ += no != gold.n[si][b] || st.done != gold.done[si][b] ||
+                      memcmp(out, gold.tok[si][b], sizeof(int) * (size_t)no);
+            total++;
+        }
+    llm_engine_free(eng);
+    printf("llm_json_generate on the engine: %d of %d JSON outputs differ from the recorded "
+           "loop's\n", differ, total);
+    ck_assert_int_eq(differ, 0);
+    /* all at once, between plain requests, on an engine too small for them */
+    llm_engine_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 24, .block_size = 8,
+                         .tok = &g_t};
+    eng = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
+    static jcollect got[NJSETS][8], plain[16];
+    memset(got, 0, sizeof got);
+    memset(plain, 0, sizeof plain);
+    int np_plain = 0;
+    for (int si = 0; si < NJSETS; si++)
+        for (int b = 0; b < jsets[si].n; b++) {
+            const char *p = jprompts[(jsets[si].first + b) % 8];
+            int ids[64], plainp[64];
+            int np = (int)llm_bpe_encode_prompt(&g_t, p, strlen(p), 1, ids);
+            llm_request r = {.prompt = ids, .n_prompt = np, .max_tokens = jsets[si].max_new,
+                             .temperature = jsets[si].temp, .top_p = 1.0f,
+                             .seed = 200 + (uint64_t)b, .ignore_eos = 1, .json = 1,
+                             .grammar = jsets[si].schema ? &g[1] : NULL,
+                             .on_event = on_jevent, .u = &got[si][b]};
+            ck_assert_msg(llm_engine_submit(eng, &r, err, sizeof err) >= 0, "%s", err);
+            if (np_plain < 16 && b % 2 == 0) {     /* a plain request between them */
+                int pn = (int)llm_bpe_encode_prompt(&g_t, prompts[np_plain % NP],
+                                                    strlen(prompts[np_plain % NP]), 1, plainp);
+                llm_request q = {.prompt = plainp, .n_prompt = pn, .max_tokens = 30,
+                                 .temperature = 1.0f, .seed = (uint64_t)np_plain,
+                                 .on_event = on_jevent, .u = &plain[np_plain]};
+                ck_assert_msg(llm_engine_submit(eng, &q, err, sizeof err) >= 0, "%s", err);
+                np_plain++;
+            }
+        }
+    ck_assert_int_gt(llm_engine_run(eng), 0);
+    differ = 0;
+    for (int si = 0; si < NJSETS; si++)
+        for (int b = 0; b < jsets[si].n; b++) {
+            jcollect *c = &got[si][b];
+            ck_assert_int_eq(c->finals, 1);
+            ck_assert_int_eq(c->why, gold.done[si][b] ? LLM_FINISH_STOP : LLM_FINISH_LENGTH);
+            differ += c->n != gold.n[si][b] ||
+                      memcmp(c->tok, gold.tok[si][b], sizeof(int) * (size_t)c->n);
+        }
+    for (int i = 0; i < np_plain; i++)
+        ck_assert_int_eq(plain[i].finals, 1);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(eng, &m);
+    ck_assert_int_eq(m.kv_used, 0);
+    printf("JSON requests batched with %d plain ones (4 seats, 24 rows a step): %d of %d "
+           "differ from the recorded loop's\n", np_plain, differ, total);
+    ck_assert_int_eq(differ, 0);
+    llm_engine_free(eng);
+    llm_json_grammar_fini(&g[0]);
+    llm_json_grammar_fini(&g[1]);
+    unload();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("generate on the engine");
@@ -221,6 +382,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, generate_matches_the_loop_it_replaced);
     tcase_add_test(tc, generate_counts_rows_and_steps);
+    tcase_add_test(tc, json_mode_matches_the_loop_it_replaced);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
