@@ -38,8 +38,8 @@ static const lab_flag mis_flags[] = {
      "'Authorization: Bearer KEY'"},
     {"served-model-name", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "--serve: the model id "
      "requests name"},
-    {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: decode with the draft model, K "
-     "tokens drafted per round (requests one at a time)"},
+    {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: greedy requests speculate with "
+     "the draft model, K tokens drafted a step (in the batch)"},
     {"draft", 0, FLAG_STR, "assets/models/draft.bin", NULL, 0, 0, "--speculative: the draft "
      "model"},
     {"drain-timeout", 0, FLAG_DOUBLE, "10", NULL, 0, 3600, "--serve: seconds SIGINT/SIGTERM "

@@ -403,8 +403,8 @@ static int run_real(const lab_args *a)
         fprintf(stderr, "mlsys-lab: %s: --schema %s\n", LAB_ID, err);
         return 2;
     }
-    if (ch11_models_load(&x.m, lab_arg_str(a, "model"), NULL, lab_arg_str(a, "tokenizer"), 16,
-                         err, sizeof err)) {
+    if (ch11_models_load(&x.m, lab_arg_str(a, "model"), NULL, lab_arg_str(a, "tokenizer"), 1,
+                         16, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }

@@ -109,6 +109,14 @@ static int runner_rows(const llm_config *c, const llm_engine_opts *d)
     return llm_fwd_rows_that_fit(c, want);
 }
 
+/* Rows of logits a step may want: one per sequence, or with speculation k + 1 per decode. */
+static int max_logits(const llm_engine_opts *d)
+{
+    long n = (long)d->max_num_seqs * (d->spec_k > 0 ? d->spec_k + 1 : 1);
+    return (int)(n < d->max_num_batched_tokens || d->spec_k <= 0 ? n
+                                                                 : d->max_num_batched_tokens);
+}
+
 uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o)
 {
     llm_engine_opts d;
@@ -118,8 +126,19 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o)
     uint64_t kv = 2ull * (uint64_t)c->n_layers * (uint64_t)d.n_blocks * (uint64_t)d.block_size *
                   (uint64_t)c->kv_dim * sizeof(float);
     uint64_t fwd = llm_fwd_bytes(c, runner_rows(c, &d));
-    uint64_t logits = (uint64_t)d.max_num_seqs * (uint64_t)c->vocab_size * sizeof(float);
-    return kv + fwd + logits;
+    uint64_t logits = (uint64_t)max_logits(&d) * (uint64_t)c->vocab_size * sizeof(float);
+    uint64_t draft = 0;
+    if (d.spec_k > 0 && d.draft_c) {
+        const llm_config *dc = d.draft_c;
+        uint64_t per_seq = (uint64_t)((d.max_model_len + d.block_size - 1) / d.block_size) *
+                           (uint64_t)d.block_size;
+        draft = 2ull * (uint64_t)dc->n_layers * (uint64_t)d.max_num_seqs * per_seq *
+                    (uint64_t)dc->kv_dim * sizeof(float) +
+                llm_fwd_bytes(dc, 256) +
+                (uint64_t)d.max_num_seqs * (uint64_t)(d.spec_k + 1) * (uint64_t)c->vocab_size *
+                    sizeof(float);
+    }
+    return kv + fwd + logits + draft;
 }
 
 llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
@@ -138,18 +157,33 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
     s->w = w;
     s->o = d;
     s->max_len = d.max_model_len;
+    if (d.spec_k > 0) {
+        /* a step's tokens are not known in number before it runs: nothing is planned ahead */
+        s->o.overlap = 0;
+        if (llm_drafter_init(&s->draft, c, d.draft_c, d.draft_w, d.spec_k, d.max_num_seqs,
+                             d.max_model_len, d.block_size, d.spec_rule,
+                             d.spec_draft_temperature, err, errlen)) {
+            free(s);
+            return NULL;
+        }
+        s->have_draft = 1;
+    }
     llm_paged_opts po = {d.block_size, d.n_blocks, d.max_num_seqs, d.max_model_len,
                          d.no_prefix_cache, d.alloc, d.comm, 0};
     if (llm_kv_init_paged(&s->kv, c, &po, err, errlen)) {
+        llm_drafter_fini(&s->draft);
         free(s);
         return NULL;
     }
     llm_sched_init(&s->sc, &s->kv, d.max_num_seqs, d.max_num_batched_tokens, d.admit,
                    d.admit_u);
+    s->sc.max_len = d.max_model_len;
+    s->sc.spec = s->have_draft ? &s->draft : NULL;
     if (llm_runner_init(&s->run, c, w, &s->kv, d.max_num_batched_tokens, d.max_num_seqs,
-                        runner_rows(c, &d), err, errlen)) {
+                        max_logits(&d), runner_rows(c, &d), err, errlen)) {
         llm_sched_fini(&s->sc);
         llm_kv_free(&s->kv);
+        llm_drafter_fini(&s->draft);
         free(s);
         return NULL;
     }
@@ -203,11 +237,15 @@ int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t err
     if (!q)
         return -1;
     q->st.t_arrival = t;
+    /* drafted for on an engine with a draft model, unless it opts out (JSON never: a draft
+     * would have to write under the mask too) */
+    q->spec = s->have_draft && !r->no_speculate && !r->json;
     /* choices 1..n-1 wait on choice 0 until its prompt is prefilled (then they fork) */
     llm_seq **tail = &q->forks;
     for (int i = 1; i < n; i++) {
         llm_seq *f = llm_seq_create(-1, i, r, &s->c, s->max_len, s->o.tok, err, errlen);
         f->st.t_arrival = t;
+        f->spec = q->spec;
         *tail = f;
         tail = &f->fnext;
         q->n_forks++;
@@ -506,19 +544,20 @@ static void plan_ahead_wait(llm_engine *s, const llm_batch *b)
 
 /* ---- the step ---- */
 
-/* q's new token into its text, out to its callback; it retires when that ends it. */
-static int append(llm_engine *s, llm_seq *q, int tok)
+/* q's new token into its text, out to its callback; q retires (and is freed) when that ends
+ * it. Returns why it ended, LLM_FINISH_NONE while it goes on. */
+static llm_finish append(llm_engine *s, llm_seq *q, int tok)
 {
     if (tok < 0) {            /* JSON mode: no token may follow (the budget should prevent it) */
         fprintf(stderr, "engine: request %d: no token may follow the JSON state %s\n",
                 q->req_id, llm_json_mode_name(&q->js));
         deliver(s, q, -1, LLM_FINISH_ERROR);
-        return 0;
+        return LLM_FINISH_ERROR;
     }
     llm_finish why = llm_seq_append(q, tok, s->o.tok, s->max_len);
     s->m.generated_tokens++;
     deliver(s, q, tok, why);
-    return 1;
+    return why;
 }
 
 /* The prompt of item i's sequence (choice 0 of a request of n samples) has just been
@@ -544,6 +583,32 @@ static llm_seq *fork_choices(llm_engine *s, const llm_batch *b, int i)
     return done;
 }
 
+/* A speculative decode after the forward: the rule keeps a prefix of its drafts and adds a
+ * token of the target's; they go out one by one (the sequence may end on any of them), and
+ * both caches roll back past what was refused. Returns the tokens committed. */
+static int commit_round(llm_engine *s, const llm_batch *b, int i)
+{
+    llm_seq *q = b->items[i].s;
+    llm_step_item *it = &s->items[i];
+    int out[LLM_SPEC_MAX_K + 1];
+    int n = llm_drafter_verify(&s->draft, q, i, b->items[i].spec,
+                               llm_runner_logits(&s->run, b, i), out, it);
+    llm_finish why = LLM_FINISH_NONE;
+    int c = 0;
+    while (c < n && why == LLM_FINISH_NONE) {
+        it->token = out[c];
+        q->spec_st.tokens++;
+        why = append(s, q, out[c++]);     /* q is freed when that token ends it */
+    }
+    it->committed = c;
+    s->draft.st.tokens += c;
+    if (why == LLM_FINISH_NONE) {
+        q->n_computed = q->n_tok - 1;     /* the last token is fed by the next round */
+        llm_drafter_rollback(&s->draft, &s->kv, q);
+    }
+    return c;
+}
+
 /* After the forward: draw the tokens (sample phase), then stream them and retire what
  * finished (detokenize phase). rc != 0: the forward failed and its requests fail. Returns
  * the tokens drawn. */
@@ -554,8 +619,13 @@ static int stream_tokens(llm_engine *s, const llm_batch *b, int rc, const char *
     eng_phase(s, LLM_PHASE_SAMPLE);
     for (int i = 0; i < b->n_items; i++) {
         const llm_sched_item *it = &b->items[i];
-        s->items[i] = (llm_step_item){it->s->id, it->start, it->n, it->prefill,
-                                      rc || s->next[i] < 0 ? -1 : s->next[i]};
+        llm_step_item *si = &s->items[i];
+        memset(si, 0, sizeof *si);
+        si->id = it->s->id;
+        si->start = it->start;
+        si->n = it->n;
+        si->prefill = it->prefill;
+        si->token = rc || s->next[i] < 0 ? -1 : s->next[i];
     }
     if (rc) {
         fprintf(stderr, "engine: step %ld: %s\n", s->step_no, err);
@@ -566,15 +636,20 @@ static int stream_tokens(llm_engine *s, const llm_batch *b, int rc, const char *
     int drawn = 0;
     for (int i = 0; i < b->n_items; i++) {
         llm_seq *q = b->items[i].s;
+        if (b->items[i].spec > 0) {
+            drawn += commit_round(s, b, i);
+            continue;
+        }
         if (s->next[i] == -1)
             continue;
         llm_seq *forked = q->forks ? fork_choices(s, b, i) : NULL;
-        drawn += append(s, q, s->next[i]);
+        drawn += append(s, q, s->next[i]) != LLM_FINISH_ERROR;
         while (forked) {          /* the other choices draw from the same logits */
             llm_seq *f = forked;
             forked = f->fnext;
             f->fnext = NULL;
-            drawn += append(s, f, llm_runner_draw(&s->run, f, llm_runner_logits(&s->run, b, i)));
+            int t = llm_runner_draw(&s->run, f, llm_runner_logits(&s->run, b, i));
+            drawn += append(s, f, t) != LLM_FINISH_ERROR;
         }
     }
     return drawn;
@@ -606,6 +681,10 @@ int llm_engine_step(llm_engine *s, llm_step_info *info)
     for (int i = 0; i < b->n_items; i++)
         eng_flow(s, ENG_ROLE_SCHED, ENG_ROLE_MODEL, b->items[i].s->id, b->items[i].n,
                  b->items[i].prefill);
+    if (!rc && s->have_draft) {   /* speculative decoding: the drafts to verify */
+        rc = llm_drafter_draft(&s->draft, b, err, sizeof err);
+        eng_phase(s, LLM_PHASE_DRAFT);
+    }
     if (!rc && llm_runner_resolve(b)) {
         rc = -1;
         snprintf(err, sizeof err, "a token planned ahead never came");
@@ -686,6 +765,14 @@ const llm_kv *llm_engine_kv(const llm_engine *s)
     return &s->kv;
 }
 
+void llm_engine_spec_stats(const llm_engine *s, llm_spec_stats *st)
+{
+    if (s->have_draft)
+        *st = s->draft.st;
+    else
+        memset(st, 0, sizeof *st);
+}
+
 void llm_engine_free(llm_engine *s)
 {
     if (!s)
@@ -712,6 +799,7 @@ void llm_engine_free(llm_engine *s)
     llm_runner_fini(&s->run);
     if (s->have_json)
         llm_json_grammar_fini(&s->json);
+    llm_drafter_fini(&s->draft);
     llm_sched_fini(&s->sc);
     llm_kv_free(&s->kv);
     pthread_mutex_destroy(&s->mu);

@@ -88,6 +88,10 @@ void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n);
  * events. A partial last block is copied by whichever table writes into it first
  * (reserve's copy on write). 0, or -1 (bad ids, child not empty, n out of range). */
 int llm_paged_fork(llm_kv *kv, int parent, int child, int n);
+/* Roll seq back to its first n positions (speculative decoding's refused drafts): the
+ * blocks wholly past them go back (FREE events, last first), the partial last one stays (its
+ * later positions are written again). 0, or -1 (bad seq or n). */
+int llm_paged_truncate(llm_kv *kv, int seq, int n);
 /* Name the owner the events of seq's table carry (a request id) and emit OWNER (label). */
 void llm_paged_set_owner(llm_kv *kv, int seq, int owner, const char *label);
 /* seq's table: *blocks (valid until the next op), *n_blocks; returns the positions mapped. */
@@ -198,6 +202,8 @@ typedef struct llm_request {
                                            own text left (a prompt that opens the JSON) */
     llm_json_mask_fn mask;    /* NULL: llm_json_mask */
     llm_mask_fn on_mask;      /* may be NULL */
+    int no_speculate;         /* 1: plain decoding even on an engine with a draft model (a
+                                 JSON request never speculates) */
     llm_engine_fn on_event;   /* may be NULL */
     void *u;                  /* for on_event and on_mask */
 } llm_request;
@@ -222,6 +228,11 @@ typedef struct llm_seq {
     llm_json_state js;        /* the automaton after the tokens so far */
     llm_json_mask_fn mask;
     llm_mask_fn on_mask;
+    /* speculative decoding (an engine with a draft model) */
+    int spec;                 /* 1: it is drafted for */
+    int draft[LLM_SPEC_MAX_K];   /* this step's drafts */
+    int d_fed;                /* positions 0..d_fed-1 hold keys and values in the draft's cache */
+    llm_spec_stats spec_st;   /* its rounds */
     char *stop[LLM_MAX_STOP];
     int n_stop, stop_max;     /* stop_max: the longest stop string */
     char *text;               /* output bytes as the tokens give them (without a tokenizer:
@@ -299,7 +310,11 @@ typedef struct llm_sched_item {
     llm_seq *s;
     int start, n;             /* rows: positions start .. start+n-1 */
     int prefill;              /* 1: prompt (or recomputed) tokens; 0: a decode */
+    int spec;                 /* a decode with this many drafts: its last spec rows are the
+                                 draft's tokens, verified by the step's forward */
 } llm_sched_item;
+typedef struct llm_drafter llm_drafter;
+typedef struct llm_step_item llm_step_item;
 typedef struct llm_sched {
     int max_num_seqs, max_num_batched_tokens;
     llm_admit_fn admit;
@@ -314,6 +329,9 @@ typedef struct llm_sched {
     int *preempted;           /* [max_num_seqs] request ids preempted this step */
     int n_preempted;
     int pending_forks;        /* seats held for choices that fork when their prompt is done */
+    llm_drafter *spec;        /* speculative decoding: how many drafts a decode gets, and the
+                                 draft's cache to release with a table (NULL: none) */
+    int max_len;              /* positions per sequence (the cache's; a round stays within) */
     long preemptions, query_tokens, hit_tokens;   /* totals */
 } llm_sched;
 int llm_sched_init(llm_sched *sc, llm_kv *kv, int max_num_seqs, int max_num_batched_tokens,
@@ -358,15 +376,17 @@ void llm_batch_drop(llm_batch *b, int i);
 typedef struct llm_runner {
     llm_fwd e;
     llm_kv *kv;
-    int max_rows, max_seqs;
-    float *logits;            /* [max_num_seqs, V] */
+    int max_rows, max_seqs, max_logits;
+    float *logits;            /* [max_logits, V] */
     float *masked;            /* [V] a JSON row's logits under its mask */
     unsigned char *allowed;   /* [V] that mask */
 } llm_runner;
-/* Rows of a step up to max_rows, items up to max_seqs; the forward's scratch holds fwd_rows
- * rows (llm_fwd_rows_that_fit: longer steps run in chunks). 0, or -1 with err. */
+/* Rows of a step up to max_rows, items up to max_seqs, rows of logits up to max_logits (one
+ * per item that draws; a speculative decode wants all its rows); the forward's scratch holds
+ * fwd_rows rows (llm_fwd_rows_that_fit: longer steps run in chunks). 0, or -1 with err. */
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, int fwd_rows, char *err, size_t errlen);
+                    int max_rows, int max_seqs, int max_logits, int fwd_rows, char *err,
+                    size_t errlen);
 void llm_runner_fini(llm_runner *r);
 /* Input preparation: b gets the items (copied unless they are b->items) and their rows. */
 int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *items,
@@ -386,6 +406,54 @@ const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i);
  * llm_runner_sample does per item, and for a choice that forks from another's logits.
  * -2 when JSON mode finds no token that may follow (a bug: the budget should prevent it). */
 int llm_runner_draw(llm_runner *r, llm_seq *s, const float *logits);
+
+/* ==== speculative.c: speculative decoding, a mode of the engine ====
+ * The draft model runs beside the target with a paged cache of its own, whose table i serves
+ * the sequence that holds the target's table i. A decode that speculates plans 1 + k rows
+ * (its last committed token and k drafts, k = llm_drafter_k); before the step's forward the
+ * draft phase catches the draft's cache up with what the sequence committed and drafts the
+ * k tokens of every such sequence, one batched draft forward per draft position; the
+ * target's forward then scores all of them together with everybody's other rows; after it,
+ * the rule keeps a prefix of each sequence's drafts and adds one token of the target's, and
+ * both caches are rolled back to what was committed (llm_paged_truncate). */
+struct llm_drafter {
+    int k;                    /* drafts per sequence and step, 1..LLM_SPEC_MAX_K */
+    int V, max_seqs, max_rows;
+    llm_fwd f;                /* the draft model's forward */
+    llm_kv kv;                /* its paged cache */
+    llm_spec_rule_fn rule;
+    float temperature;        /* the draft's sampling temperature (0: each request's own) */
+    llm_sampler q_smp;        /* the draft's distribution, the request's filters */
+    int *rseq, *rpos, *rtok;  /* [max_rows] one draft forward's rows */
+    unsigned char *want;
+    int *row_of;              /* [max_seqs] an item's logits row in that forward, -1 */
+    float *logits;            /* [max_seqs, V] */
+    float *q;                 /* [max_seqs, k, V] each item's draft distributions */
+    float *p;                 /* [k + 1, V] a verify's target distributions */
+    llm_spec_stats st;        /* every round so far */
+};
+/* The draft model (its vocabulary and context the target's) with k drafts per sequence, a
+ * cache of max_seqs tables of max_len positions in blocks of block_size, rule (NULL: the
+ * standard one). 0, or -1 with err. */
+int llm_drafter_init(llm_drafter *d, const llm_config *target, const llm_config *dc,
+                     const llm_weights *dw, int k, int max_seqs, int max_len, int block_size,
+                     llm_spec_rule_fn rule, float temperature, char *err, size_t errlen);
+void llm_drafter_fini(llm_drafter *d);
+/* The drafts s gets in a decode step with budget rows left (0: it decodes plainly): k, cut
+ * so the round commits no token past max_tokens or the context. */
+int llm_drafter_k(const llm_drafter *d, const llm_seq *s, int max_len, int budget);
+/* The draft phase of batch b: every item with spec > 0 gets its drafts (into its sequence's
+ * draft[] and b's rows). 0, or -1 with err. */
+int llm_drafter_draft(llm_drafter *d, llm_batch *b, char *err, size_t errlen);
+/* The verify of item i (sequence s, its k + 1 rows of target logits from logits): the rule,
+ * then the committed tokens into out (the kept drafts, then the target's own); returns their
+ * count, 1..k+1. The round's figures go to the drafter's and s's stats, and to it (NULL: not
+ * wanted). */
+int llm_drafter_verify(llm_drafter *d, llm_seq *s, int i, int k, const float *logits,
+                       int *out, struct llm_step_item *it);
+/* Roll both caches of s back to what it committed: the target's to n_computed positions,
+ * the draft's to at most that. */
+void llm_drafter_rollback(llm_drafter *d, llm_kv *target, llm_seq *s);
 
 /* ==== engine.c: the engine (its API) ====
  * Threads: one thread drives llm_engine_step (and gets every callback); llm_engine_submit,
@@ -424,6 +492,15 @@ typedef struct llm_engine_opts {
      * what a Python scheduler's milliseconds do to a step, with and without overlap). */
     void (*plan_hook)(void *u);
     void *plan_hook_u;
+    /* Speculative decoding (speculative.c): a draft model with the target's vocabulary and
+     * context; every decode of a request that does not opt out drafts spec_k tokens a step,
+     * verified in the step's forward. The overlap scheduler is off then (a step's tokens are
+     * not known in number before it runs). */
+    int spec_k;                   /* 0: off; 1..LLM_SPEC_MAX_K */
+    const llm_config *draft_c;
+    const llm_weights *draft_w;
+    llm_spec_rule_fn spec_rule;   /* NULL: llm_spec_rule_standard */
+    float spec_draft_temperature; /* the draft's temperature; 0: each request's own */
 } llm_engine_opts;
 /* Bytes the engine allocates with options o (the KV pool and the runner's scratch), before
  * creating it: callers compare it with the memory free. Saturates at UINT64_MAX. */
@@ -467,12 +544,19 @@ int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t err
 int llm_engine_cancel(llm_engine *s, int id);
 
 /* What one step did (valid until the next step). */
-typedef struct llm_step_item {
+struct llm_step_item {
     int id;                   /* request */
     int start, n;             /* positions start .. start+n-1 computed */
     int prefill;              /* 1 prompt or recomputed tokens, 0 a decode */
-    int token;                /* the token it drew, -1 (a prefill chunk before the end) */
-} llm_step_item;
+    int token;                /* the token it drew (a speculative round: its last committed),
+                                 -1 (a prefill chunk before the end) */
+    /* a speculative round: k drafts x with the draft's q(x) and the target's p(x), kept a
+     * prefix of them, then y (the replacement, or the bonus when all were kept); committed
+     * tokens (kept + 1, fewer when the sequence ended) */
+    int k, kept, y, committed;
+    int x[LLM_SPEC_MAX_K];
+    float qx[LLM_SPEC_MAX_K], px[LLM_SPEC_MAX_K];
+};
 typedef struct llm_step_info {
     long step;                /* 1, 2, ... (steps that ran a forward) */
     int n_items;
@@ -503,6 +587,8 @@ long llm_engine_run(llm_engine *s);
 
 /* The engine's cache (tests, the block-map lab): only while no step runs. */
 const llm_kv *llm_engine_kv(const llm_engine *s);
+/* Speculative decoding's figures so far (zeros without a draft model). Stepping thread. */
+void llm_engine_spec_stats(const llm_engine *s, llm_spec_stats *st);
 
 
 /* ==== engine_stats.c: what the engine measures ====
@@ -511,8 +597,9 @@ const llm_kv *llm_engine_kv(const llm_engine *s);
  * fixed points, so the step function itself only schedules, runs and streams. */
 /* Where one step's time went, on CLOCK_MONOTONIC (mlsys_now_ns, whatever opts.clock is).
  * Without overlap the phases follow one another on the stepping thread: schedule (take in
- * submissions and cancels, plan), prepare (the rows), forward, sample, detokenize (tokens to
- * text, stop strings, the callbacks, retiring what finished): t0[schedule] = t_start, each
+ * submissions and cancels, plan), prepare (the rows), [draft: speculative decoding's draft
+ * forwards], forward, sample (with speculation: the verifies), detokenize (tokens to text,
+ * stop strings, the callbacks, retiring what finished): t0[schedule] = t_start, each
  * phase starts where the one before ended, t1[detokenize] = t_end. With overlap the stepping
  * thread's phases are, in order: [schedule, prepare: when this step was not planned ahead],
  * launch (resolve the futures, hand the next step's planning to the worker), forward,
@@ -523,6 +610,7 @@ typedef enum {
     LLM_PHASE_SCHEDULE, LLM_PHASE_PREPARE, LLM_PHASE_FORWARD, LLM_PHASE_SAMPLE,
     LLM_PHASE_DETOKENIZE, LLM_PHASE_LAUNCH, LLM_PHASE_WAIT,
     LLM_PHASE_SCHEDULE_NEXT, LLM_PHASE_PREPARE_NEXT,    /* overlapped: the next step's */
+    LLM_PHASE_DRAFT,          /* speculative decoding: the draft forwards, before the forward */
     LLM_PHASE_COUNT
 } llm_phase;
 const char *llm_phase_name(int phase);   /* "schedule", "prepare", ... */
@@ -554,6 +642,7 @@ typedef struct llm_engine_metrics {
     long prefix_query_tokens, prefix_hit_tokens;   /* at admissions */
     double prefix_hit_rate;   /* hit / query tokens, 0 when none */
     long preemptions;
+    long spec_rounds, spec_drafted, spec_accepted;   /* speculative decoding */
     /* per finished request: per-bucket counts (not cumulative), sums, count */
     long ttft_hist[LLM_ENGINE_HIST_N], tpot_hist[LLM_ENGINE_HIST_N];
     double ttft_sum, tpot_sum;

@@ -20,6 +20,8 @@ struct llm_engine {
     llm_runner run;
     llm_json_grammar json;    /* JSON mode's default grammar (over opts.tok) */
     int have_json;
+    llm_drafter draft;        /* speculative decoding (opts.spec_k) */
+    int have_draft;
     /* shared with other threads, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -17,7 +17,7 @@ const double llm_engine_hist_bounds[LLM_ENGINE_HIST_N - 1] = {
 
 static const char *const phase_names[LLM_PHASE_COUNT] = {
     "schedule", "prepare", "forward", "token sample", "detokenize", "launch", "wait",
-    "schedule next", "prepare next",
+    "schedule next", "prepare next", "draft",
 };
 
 const char *llm_phase_name(int phase)
@@ -115,19 +115,20 @@ static void step_record(llm_engine *s, int rows, int tokens, double secs)
     mlsys_emit(s->o.comm, &e);
 }
 
-/* "forward P3:24 P5:8 D0,1,2": who prefills how many rows, who decodes (cut to the
- * label's size). */
+/* "forward P3:24 P5:8 V4:5 D0,1,2": who prefills how many rows, who verifies a speculative
+ * round of how many rows, who decodes (cut to the label's size). */
 static void step_label(const llm_step_item *items, int n_items, char *out, size_t n)
 {
     size_t len = (size_t)snprintf(out, n, "forward");
-    for (int pass = 1; pass >= 0; pass--) {
+    for (int pass = 2; pass >= 0; pass--) {     /* prefills, verifies, decodes */
         int first = 1;
         for (int i = 0; i < n_items && len + 1 < n; i++) {
             const llm_step_item *it = &items[i];
-            if (it->prefill != pass)
+            int kind = it->prefill ? 2 : it->k > 0 ? 1 : 0;
+            if (kind != pass)
                 continue;
-            int k = pass ? snprintf(out + len, n - len, "%sP%d:%d", len ? " " : "", it->id,
-                                    it->n)
+            int k = pass ? snprintf(out + len, n - len, "%s%c%d:%d", len ? " " : "",
+                                    pass == 2 ? 'P' : 'V', it->id, it->n)
                          : snprintf(out + len, n - len, "%s%d", first ? (len ? " D" : "D") : ",",
                                     it->id);
             first = 0;
@@ -209,6 +210,11 @@ void eng_publish(llm_engine *s)
     s->m.prefix_hit_rate = s->sc.query_tokens > 0
                                ? (double)s->sc.hit_tokens / (double)s->sc.query_tokens : 0.0;
     s->m.preemptions = s->sc.preemptions;
+    if (s->sc.spec) {
+        s->m.spec_rounds = s->sc.spec->st.rounds;
+        s->m.spec_drafted = s->sc.spec->st.drafted;
+        s->m.spec_accepted = s->sc.spec->st.accepted;
+    }
     pthread_mutex_lock(&s->mu);
     long submitted = s->snap.submitted;
     s->snap = s->m;

@@ -299,22 +299,21 @@ void llm_sampler_probs(llm_sampler *s, const float *logits, float *prob);
 typedef void (*llm_token_fn)(void *u, int seq, int prev, int tok);
 
 /* ---- speculative.c: a small draft model proposes, the target verifies ----
- * Each round the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
- * distribution q_i); the target then runs ONE forward over k + 1 rows (the last committed
- * token and the k drafts) and gets p_0..p_k. Position by position a rule keeps x_i or, at the
- * first refusal, puts a token of its own in its place and drops the rest; when all k are
- * kept, a bonus token is drawn from p_k. So a round yields 1..k+1 tokens for one target
- * forward. Rejected positions are "rolled back" by moving each cache's fill mark back: the
- * next round overwrites them (writing position p again overwrites it, see kvcache.c).
- * With the standard rule (accept with min(1, p/q), else draw from norm(max(0, p - q))) the
- * tokens follow the target's own distribution exactly; at temperature 0 p and q are one-hot
- * and the output is the target's greedy decoding, token for token, as long as the target
- * computes a row the same way alone and among k + 1 rows (a batch-invariant GEMM: see the
- * chapter 11 text; OpenBLAS is not). */
+ * (Speculative decoding is a mode of the generation engine: engine.h, opts.spec_k.) Each
+ * step the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
+ * distribution q_i); the target scores them in the step's one forward over k + 1 rows (the
+ * last committed token and the k drafts) and gets p_0..p_k. Position by position a rule
+ * keeps x_i or, at the first refusal, puts a token of its own in its place and drops the
+ * rest; when all k are kept, a bonus token is drawn from p_k. So a round yields 1..k+1 tokens
+ * for one target forward. With the standard rule (accept with min(1, p/q), else draw from
+ * norm(max(0, p - q))) the tokens follow the target's own distribution exactly; at
+ * temperature 0 p and q are one-hot and the output is the target's greedy decoding, token
+ * for token, as long as the target computes a row the same way alone and among k + 1 rows
+ * (a batch-invariant GEMM: see the chapter 11 text; OpenBLAS is not). */
 #define LLM_SPEC_MAX_K 16
 /* The rule at one drafted position (the seam a learner's exercise replaces): p [V] the
  * target's distribution, q [V] the draft's, x the drafted token (drawn from q). Return 1 to
- * keep x; 0 to refuse it, with *y the token that takes its place. rng is the round's own
+ * keep x; 0 to refuse it, with *y the token that takes its place. rng is the sequence's own
  * stream (draws from it are reproducible by seed). */
 typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, mlsys_rng *rng,
                                 int *y);
@@ -322,85 +321,21 @@ typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, ml
  * y ~ norm(max(0, p - q)) (p itself when that is all zero, which only rounding can cause). */
 int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_rng *rng,
                            int *y);
-typedef struct llm_spec_opts {
-    int k;                    /* tokens drafted per round, 1..LLM_SPEC_MAX_K */
-    int max_new;              /* tokens to generate (fewer when the context ends) */
-    int stop_at_eos;          /* 1: BOS or EOS ends the sequence (not stored) */
-    float temperature;        /* the target's sampling (0: greedy), top_k, top_p as llm_sampler */
-    int top_k;
-    float top_p;
-    float draft_temperature;  /* < 0: the same as the target's */
-    uint64_t seed;            /* the rounds' random stream */
-    llm_spec_rule_fn rule;    /* NULL: llm_spec_rule_standard */
-    llm_token_fn on_token;    /* every committed token, as it is committed (may be NULL) */
-    void *u;
-    /* Events for the timeline (NULL: none): per round a compute span "draft" (step = round,
-     * val[0] = k), "verify" (val[0] = rows of the target forward), then "accept" when every
-     * draft was kept or "reject" at the first refusal (chunk = drafts kept, val[0] = kept,
-     * val[1] = drafted, val[2] = tokens the round committed). */
-    mlsys_comm *trace;
-} llm_spec_opts;
-
+/* What speculation did, summed over rounds (an engine's, or one request's). */
 typedef struct llm_spec_stats {
-    long rounds;              /* verify forwards of the target (one per round) */
-    long target_forwards;     /* rounds + the prefill */
-    long draft_forwards;      /* draft calls (a round's first may carry 2 catch-up rows) */
+    long rounds;              /* verifies: one target forward's rows for one sequence each */
+    long draft_forwards;      /* draft forwards (each covers every sequence drafting) */
     long drafted, accepted;   /* draft tokens proposed and kept */
     long bonus;               /* rounds where all were kept (a bonus token from p_k) */
-    long tokens;              /* tokens committed (generated) */
+    long tokens;              /* tokens committed by rounds */
     long pos_tried[LLM_SPEC_MAX_K], pos_kept[LLM_SPEC_MAX_K];   /* per draft position i: the
                                  rounds that reached it, and those that kept it */
     long kept_hist[LLM_SPEC_MAX_K + 1];   /* rounds by number of drafts kept */
     double overlap_sum;       /* over the positions evaluated, sum of Σ_x min(p(x), q(x)): the
                                  probability the standard rule keeps a draft there, so
                                  overlap_sum / Σ pos_tried is the acceptance to expect */
-    double prefill_s, draft_s, verify_s, rule_s, total_s;      /* wall time */
+    double draft_s;           /* wall time of the draft forwards */
 } llm_spec_stats;
-
-/* What one round did (for the demo's round-by-round view and for tests). */
-typedef struct llm_spec_round_info {
-    int k;                    /* drafted this round (k, or fewer near the end) */
-    int x[LLM_SPEC_MAX_K];    /* the drafts */
-    float qx[LLM_SPEC_MAX_K], px[LLM_SPEC_MAX_K];   /* q_i(x_i), p_i(x_i) */
-    int kept;                 /* drafts kept (a prefix of x) */
-    int y;                    /* the replacement (kept < k) or the bonus token (kept == k) */
-    int committed;            /* tokens this round added (kept + 1, fewer at EOS or the cap) */
-} llm_spec_round_info;
-
-/* One sequence decoded speculatively: target and draft each with an engine (the target's
- * holds k + 1 rows, so a verify is one forward) and a cache sequence id of their own. */
-typedef struct llm_spec {
-    llm_fwd *te, *de;
-    llm_kv *tkv, *dkv;
-    int tseq, dseq;
-    llm_spec_opts o;
-    llm_sampler ts, ds;       /* their distributions (llm_sampler_probs) */
-    mlsys_rng rng;
-    int V, S;
-    int *ctx;                 /* [S + 1] committed tokens: prompt, then generated */
-    int n, n_prompt, cap;     /* committed; prompt; most tokens to generate */
-    int t_fed, d_fed;         /* ctx[0..fed) have their keys and values in each cache */
-    int done;
-    float *q, *p, *logits;    /* [K, V], [K+1, V], [K+1, V] */
-    int *rseq, *rpos, *rtok;  /* [S + K + 1] rows of one forward */
-    unsigned char *want;
-    long round_no;
-    llm_spec_stats st;
-} llm_spec;
-
-/* Prefill both caches with prompt[0..n-2] (the last prompt token is fed by the first round).
- * 1 <= n <= S; both models need the same vocabulary and context length. 0 or -1 with err. */
-int llm_spec_start(llm_spec *s, llm_fwd *target, llm_kv *tkv, int tseq, llm_fwd *draft,
-                   llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
-                   char *err, size_t errlen);
-/* One round; info may be NULL. Returns 1 while the sequence goes on, 0 when it is finished
- * (cap, context or EOS), -1 on an error (err). Committed tokens are s->ctx[n_prompt..n). */
-int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t errlen);
-void llm_spec_end(llm_spec *s);       /* releases both cache sequences, frees the scratch */
-/* start, rounds until done, end: out (room for max_new) gets the tokens, *n_out their count. */
-int llm_spec_generate(llm_fwd *target, llm_kv *tkv, llm_fwd *draft, llm_kv *dkv,
-                      const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
-                      int *n_out, llm_spec_stats *st, char *err, size_t errlen);
 /* The expected tokens per target forward when each draft is kept with probability a,
  * independently: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1). */
 double llm_spec_expected_tokens(double a, int k);

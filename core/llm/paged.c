@@ -403,6 +403,24 @@ int llm_paged_fork(llm_kv *kv, int parent, int child, int n)
     return 0;
 }
 
+int llm_paged_truncate(llm_kv *kv, int seq, int n)
+{
+    pg *p = kv->impl;
+    if (seq < 0 || seq >= kv->n_seqs || n < 0)
+        return -1;
+    pg_table *t = &p->t[seq];
+    if (n >= t->n_tok)
+        return 0;
+    int keep = (n + p->bs - 1) / p->bs;
+    for (int i = t->n_blk - 1; i >= keep; i--)     /* last first, as release does */
+        drop_ref(p, t->blk[i], t->owner, i);
+    t->n_blk = keep;
+    __atomic_store_n(&t->n_tok, n, __ATOMIC_RELEASE);
+    if (t->n_hashed > n / p->bs)
+        t->n_hashed = n / p->bs;
+    return 0;
+}
+
 void llm_paged_set_owner(llm_kv *kv, int seq, int owner, const char *label)
 {
     pg *p = kv->impl;

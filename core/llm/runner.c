@@ -44,7 +44,8 @@ void llm_batch_drop(llm_batch *b, int i)
 }
 
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, int fwd_rows, char *err, size_t errlen)
+                    int max_rows, int max_seqs, int max_logits, int fwd_rows, char *err,
+                    size_t errlen)
 {
     memset(r, 0, sizeof *r);
     /* the forward's scratch holds fwd_rows rows: a longer step is cut in chunks, several
@@ -56,7 +57,8 @@ int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, ll
     r->kv = kv;
     r->max_rows = max_rows;
     r->max_seqs = max_seqs;
-    r->logits = mlsys_xmalloc((size_t)max_seqs * c->vocab_size * sizeof(float));
+    r->max_logits = max_logits > max_seqs ? max_logits : max_seqs;
+    r->logits = mlsys_xmalloc((size_t)r->max_logits * c->vocab_size * sizeof(float));
     r->masked = mlsys_xmalloc((size_t)c->vocab_size * sizeof(float));
     r->allowed = mlsys_xmalloc((size_t)c->vocab_size);
     return 0;
@@ -93,15 +95,24 @@ int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *
             return -1;
         }
         for (int k = 0; k < it->n; k++, n++) {
+            int pos = it->start + k;
             b->rseq[n] = s->kv_seq;
-            b->rpos[n] = it->start + k;
-            b->rtok[n] = s->tok[it->start + k];
+            b->rpos[n] = pos;
+            /* a speculative decode's drafts come from the draft phase, before the forward */
+            b->rtok[n] = pos < s->n_tok ? s->tok[pos] : -1;
             b->n_future += b->rtok[n] < 0;
-            /* logits only where the rows reach the sequence's last token */
-            b->want[n] = k == it->n - 1 && it->start + it->n == s->n_tok;
+            /* logits only where the rows reach the sequence's last token, and on every
+             * verify row */
+            b->want[n] = it->spec > 0 || (k == it->n - 1 && pos + 1 == s->n_tok);
         }
-        b->samples[i] = it->start + it->n == s->n_tok;
-        b->lrow[i] = b->samples[i] ? lrows++ : -1;
+        b->samples[i] = it->spec > 0 || it->start + it->n == s->n_tok;
+        b->lrow[i] = b->samples[i] ? lrows : -1;
+        lrows += it->spec > 0 ? it->n : b->samples[i];
+        if (lrows > r->max_logits) {
+            snprintf(err, errlen, "runner: %d rows of logits planned, room for %d", lrows,
+                     r->max_logits);
+            return -1;
+        }
         if (it->prefill)
             b->prefill_rows += it->n;
         else
@@ -176,7 +187,8 @@ const float *llm_runner_logits(const llm_runner *r, const llm_batch *b, int i)
 void llm_runner_sample(llm_runner *r, const llm_batch *b, int *next)
 {
     for (int i = 0; i < b->n_items; i++) {
-        const float *row = llm_runner_logits(r, b, i);
+        /* a speculative decode draws nothing here: its verify keeps drafts (the engine) */
+        const float *row = b->items[i].spec > 0 ? NULL : llm_runner_logits(r, b, i);
         next[i] = row ? llm_runner_draw(r, b->items[i].s, row) : -1;
     }
 }

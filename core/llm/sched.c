@@ -105,6 +105,9 @@ static void drop_kv(llm_sched *sc, llm_seq *s)
     if (s->kv_seq < 0)
         return;
     sc->kv->ops->release(sc->kv, s->kv_seq);
+    if (sc->spec)             /* the draft's table beside it */
+        sc->spec->kv.ops->release(&sc->spec->kv, s->kv_seq);
+    s->d_fed = 0;
     sc->free_kv[sc->n_free_kv++] = s->kv_seq;
     s->kv_seq = -1;
     s->n_computed = 0;
@@ -143,18 +146,20 @@ static int planned(const llm_sched *sc, const llm_seq *s)
     return 0;
 }
 
-static void add_item(llm_sched *sc, llm_seq *s, int n, int prefill)
+static void add_item(llm_sched *sc, llm_seq *s, int n, int prefill, int spec)
 {
     llm_sched_item *it = &sc->items[sc->n_items++];
     it->s = s;
     it->start = s->n_computed;
     it->n = n;
     it->prefill = prefill;
+    it->spec = spec;
     s->n_sched = n;
     /* its full blocks go into the prefix cache now, before the forward that fills them: a
      * request admitted later in this step already finds them (its rows come after these
-     * in the forward, which stores every row's keys before any row attends) */
-    int known = s->n_computed + n;
+     * in the forward, which stores every row's keys before any row attends); drafts are not
+     * committed tokens, so a speculative decode registers none of its draft rows */
+    int known = s->n_computed + n < s->n_tok ? s->n_computed + n : s->n_tok;
     while (known > 0 && s->tok[known - 1] < 0)
         known--;              /* the overlap scheduler's token not drawn yet: hashed later */
     llm_paged_commit(sc->kv, s->kv_seq, s->tok, known);
@@ -194,8 +199,11 @@ static void plan_running(llm_sched *sc, int *budget)
             int decode = left == 1 && s->n_computed >= s->n_prompt;
             if (pass == (decode ? 0 : 1) && !planned(sc, s)) {
                 int n = left < *budget ? left : *budget;
+                /* a speculative decode: its token and k drafts to verify */
+                int k = decode ? llm_drafter_k(sc->spec, s, sc->max_len, *budget) : 0;
+                n += k;
                 if (reserve_or_preempt(sc, s, n) == 0) {
-                    add_item(sc, s, n, !decode);
+                    add_item(sc, s, n, !decode, k);
                     *budget -= n;
                 }
                 next = s->next;       /* preemption only removes sequences after s */
@@ -258,7 +266,7 @@ static void plan_waiting(llm_sched *sc, int *budget)
         llm_queue_push_back(&sc->running, s);
         sc->pending_forks += s->n_forks;
         sc->n_admitted++;
-        add_item(sc, s, n, 1);
+        add_item(sc, s, n, 1, 0);
         *budget -= n;
     }
 }

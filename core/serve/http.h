@@ -15,8 +15,8 @@ typedef struct srv_opts {
     size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
     int max_connections;          /* 0: 512 */
     llm_engine_opts engine;        /* the engine's options (tok is set from the tokenizer) */
-    int speculative_k;            /* 0: off; K: every request decoded speculatively with the
-                                     draft below, one request at a time */
+    int speculative_k;            /* 0: off; K: greedy requests speculate, K drafts a step
+                                     from the draft below, in the engine's batch */
     const llm_config *draft_c;    /* the draft model (same vocabulary and context) */
     const llm_weights *draft_w;
     int log_requests;             /* 1: one line per request on stderr */

@@ -39,14 +39,13 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
         if (!get)
             return srv_reply_error(c, cx, 405, "use GET", "");
         llm_engine_metrics m;
-        srv_side_stats side;
         srv_http_counters h;
-        srv_loop_metrics(s->loop, &m, &side);
+        srv_loop_metrics(s->loop, &m);
         pthread_mutex_lock(&s->mu);
         h = s->http;
         pthread_mutex_unlock(&s->mu);
         return srv_reply(c, cx, 200, "text/plain; version=0.0.4",
-                     srv_metrics_text(&m, &side, &h, s->draining));
+                     srv_metrics_text(&m, &h, s->draining));
     }
     if (strncmp(url, "/v1/", 4))
         return srv_reply_error(c, cx, 404, "no such route", "");

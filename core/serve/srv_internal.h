@@ -1,7 +1,7 @@
 /* srv_internal.h - what the files of the server room share: a parsed request (req_parse.c),
  * a job, the channel between one HTTP handler thread and the engine thread (job.c), the
- * engine loop (loop.c), the one-at-a-time decoders for JSON and speculative requests
- * (side.c), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
+ * engine loop (loop.c: every request, plain, JSON-mode or speculative, goes to the one
+ * engine), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
  * (mhd.c). */
 #ifndef MLSYS_SERVE_INTERNAL_H
 #define MLSYS_SERVE_INTERNAL_H
@@ -66,7 +66,7 @@ typedef struct srv_job {
     double t_recv, t_submit, t_first, t_final;
     int n_cached;
     /* engine side */
-    int engine_id;                /* -1 until submitted, or for a side job */
+    int engine_id;                /* -1 until submitted */
     int cancel_sent;
     int ended;                    /* choices that got their final event */
     void *loop;                   /* the srv_loop it was handed to */
@@ -87,32 +87,6 @@ void srv_job_fail(srv_job *j, const char *err);
  * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
 int srv_job_wait(srv_job *j, size_t have, double timeout_s);
 
-/* ---- side.c: requests the batched engine cannot run, decoded one at a time ---- */
-typedef struct srv_side srv_side;
-/* spec_k > 0: speculative decoding with the draft; the JSON mask is always there. */
-srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
-                          int spec_k, const llm_config *dc, const llm_weights *dw, char *err,
-                          size_t errlen);
-void srv_side_free(srv_side *sd);
-/* Start job j (the side holds one at a time). 0, or -1 with the job failed. */
-int srv_side_begin(srv_side *sd, srv_job *j);
-/* One round (speculative) or one token (JSON mask); delivers the output. Returns 1
- * while j goes on, 0 once it got its final event (the side is free again). */
-int srv_side_advance(srv_side *sd);
-srv_job *srv_side_current(const srv_side *sd);
-/* Counters of the side path, for /metrics. */
-typedef struct srv_side_stats {
-    long requests, prompt_tokens, generated_tokens;
-    long ttft_hist[LLM_ENGINE_HIST_N], tpot_hist[LLM_ENGINE_HIST_N];
-    double ttft_sum, tpot_sum;
-    long ttft_count, tpot_count;
-    long spec_rounds, spec_drafted, spec_accepted;
-    int running, waiting;         /* now: the one being decoded, those queued for the side */
-} srv_side_stats;
-void srv_side_stats_get(srv_side *sd, srv_side_stats *st);   /* any thread */
-/* The histogram bucket of x seconds (llm_engine_hist_bounds). */
-int srv_hist_bucket(double x);
-
 /* ---- loop.c: the engine thread ---- */
 typedef struct srv_loop srv_loop;
 srv_loop *srv_loop_start(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
@@ -124,7 +98,7 @@ void srv_loop_cancel(srv_loop *l, srv_job *j);
 int srv_loop_in_flight(srv_loop *l);            /* jobs handed over and not finished */
 void srv_loop_cancel_all(srv_loop *l);
 void srv_loop_stop(srv_loop *l);                /* ends the thread, frees the engine */
-void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m, srv_side_stats *side);
+void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m);
 
 /* ---- resp.c: response bodies (malloc'd NUL-ended text) ---- */
 /* {"error": {"message", "type", "param", "code"}} for an HTTP status */
@@ -147,8 +121,7 @@ typedef struct srv_http_counters {
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
 /* Prometheus text format (malloc'd). */
-char *srv_metrics_text(const llm_engine_metrics *m, const srv_side_stats *side,
-                       const srv_http_counters *h, int draining);
+char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, int draining);
 
 /* ---- server.c / mhd.c: the server ---- */
 struct srv_server {
