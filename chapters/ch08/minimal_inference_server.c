@@ -44,6 +44,8 @@ static const lab_flag mis_flags[] = {
      "model"},
     {"drain-timeout", 0, FLAG_DOUBLE, "10", NULL, 0, 3600, "--serve: seconds SIGINT/SIGTERM "
      "leaves the requests in flight before cancelling them"},
+    {"stream-interval", 0, FLAG_INT, "1", NULL, 1, 1024, "--serve: a stream's event carries "
+     "the text of this many new tokens (fewer events: less CPU per token)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 

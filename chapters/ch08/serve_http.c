@@ -92,6 +92,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
             .comm = comm,
         },
         .speculative_k = k, .draft_c = k > 0 ? &dc : NULL, .draft_w = k > 0 ? &dw : NULL,
+        .stream_interval = (int)lab_arg_int(a, "stream-interval"),
     };
     if (o.engine.max_num_batched_tokens < seqs)
         o.engine.max_num_batched_tokens = seqs;

@@ -118,6 +118,7 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
         if (info.prefill_rows > 0) {
             st->prefill_tokens += info.prefill_rows;
             st->prefill_s += dt;
+            st->prefill_cpu_s += dc;
         } else {
             st->decode_tokens += info.decode_rows;
             st->steps++;
@@ -257,6 +258,7 @@ int llm_generate_nocache(const llm_config *c, const llm_weights *w, llm_sampler 
             int tok = llm_sample(&samplers[b], logits);
             if (n == n_prompt[b]) {
                 st->prefill_tokens += n;
+                st->prefill_cpu_s += cpu_s() - c0;
             } else {
                 st->decode_tokens++;
                 st->steps++;

@@ -671,6 +671,7 @@ typedef struct llm_gen_stats {
                                              the decode steps */
     double decode_cpu_s;                  /* this process's CPU time in decode steps (a
                                              shared machine's fair measure) */
+    double prefill_cpu_s;                 /* and in the steps with prompt rows */
 } llm_gen_stats;
 /* Sequences b = 0..B-1 start from prompts[b] (1 <= n_prompt[b] <= the engine's
  * max_model_len) and go to out[b] (room for max_new), n_out[b] their count: B requests

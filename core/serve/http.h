@@ -20,6 +20,8 @@ typedef struct srv_opts {
     const llm_config *draft_c;    /* the draft model (same vocabulary and context) */
     const llm_weights *draft_w;
     int log_requests;             /* 1: one line per request on stderr */
+    int stream_interval;          /* a stream's event carries a choice's text once it has this
+                                     many new tokens, or at its end (0: 1, every token) */
 } srv_opts;
 
 typedef struct srv_server srv_server;

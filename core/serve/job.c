@@ -86,12 +86,12 @@ void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out
         memcpy(c->text + c->len, text, (size_t)len);
         c->len += (size_t)len;
         c->text[c->len] = 0;
-        j->progress += (size_t)len;
     }
     if (n_out > c->n_out) {
         if (j->n_out == 0)
             j->t_first = now;
         j->n_out += n_out - c->n_out;
+        j->progress += (size_t)(n_out - c->n_out);
         c->n_out = n_out;
     }
     if (finish != LLM_FINISH_NONE) {
@@ -99,9 +99,10 @@ void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out
             j->n_cached = n_cached;
         end_choice(j, c, finish, now);
     }
-    /* a non-streamed answer's thread waits for the end only: waking it at every token
-     * would cost a context switch per token per request, on the engine thread's cores */
-    if (j->done || j->req.stream)
+    /* the handler is woken when it has what it waits for: a non-streamed answer's at the end,
+     * a stream's at its next event (waking it at every token would cost a context switch per
+     * token per request, on the engine thread's cores) */
+    if (j->done || (j->req.stream && j->progress >= j->wake_at))
         pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
@@ -137,6 +138,7 @@ int srv_job_wait(srv_job *j, size_t have, double timeout_s)
     ts.tv_nsec = ns % 1000000000L;
     pthread_mutex_lock(&j->mu);
     int rc = 0;
+    j->wake_at = have + 1;
     while (!j->done && j->progress <= have) {
         if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
             break;

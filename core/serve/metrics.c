@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct buf {
     char *p;
@@ -113,5 +114,10 @@ char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, 
            "Non-streamed requests in that sum.", (double)h->overhead_count);
     metric(&b, "mlsys_server_draining", "gauge", "1 after SIGINT/SIGTERM: new requests get "
            "503.", draining);
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    metric(&b, "process_cpu_seconds_total", "counter",
+           "User and system CPU time of the server process, every thread's.",
+           (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec);
     return b.p;
 }

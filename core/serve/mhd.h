@@ -19,6 +19,7 @@ typedef struct conn_ctx {
     /* streaming, per choice: bytes of its text sent, its opening (chat: the role) and its
      * last chunk sent; then the end ([DONE]) */
     size_t sent[SRV_MAX_N];
+    int sent_n[SRV_MAX_N];        /* its tokens when it was last sent */
     unsigned char opened[SRV_MAX_N], closed[SRV_MAX_N];
     int final_sent;
     size_t seen;                  /* the job's progress when the stream last looked */

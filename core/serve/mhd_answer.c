@@ -57,7 +57,8 @@ static void pend_set(conn_ctx *cx, char *ev)
 }
 
 /* The next event of the stream, or NULL when nothing is ready: per choice its opening, its
- * new text, its last chunk; once every choice is closed, the end. */
+ * new text (once it has stream_interval new tokens, or at its end), its last chunk; once
+ * every choice is closed, the end. */
 static char *next_event(conn_ctx *cx)
 {
     srv_job *j = cx->job;
@@ -71,10 +72,12 @@ static char *next_event(conn_ctx *cx)
         if (!cx->opened[i]) {
             cx->opened[i] = 1;
             ev = srv_resp_chunk(j, i, s->model_name, s->created, NULL, 0, 1, 0);
-        } else if (c->len > cx->sent[i]) {
+        } else if (c->len > cx->sent[i] &&
+                   (c->done || c->n_out - cx->sent_n[i] >= s->o.stream_interval)) {
             ev = srv_resp_chunk(j, i, s->model_name, s->created, c->text + cx->sent[i],
                                 c->len - cx->sent[i], 0, 0);
             cx->sent[i] = c->len;
+            cx->sent_n[i] = c->n_out;
         } else if (c->done && !cx->closed[i] && !j->failed) {
             cx->closed[i] = 1;
             int last = 1;
@@ -119,7 +122,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             pend_set(cx, ev);
             continue;
         }
-        if (!srv_job_wait(cx->job, cx->seen, 0.05) && client_gone(cx->fd))
+        if (!srv_job_wait(cx->job, cx->seen + (size_t)cx->s->o.stream_interval - 1, 0.05) &&
+            client_gone(cx->fd))
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }

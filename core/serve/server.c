@@ -44,6 +44,8 @@ srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_token
         s->o.max_body = 1u << 20;
     if (s->o.max_connections <= 0)
         s->o.max_connections = 512;
+    if (s->o.stream_interval <= 0)
+        s->o.stream_interval = 1;
     s->listen_fd = -1;
     s->created = (long)time(NULL);
     pthread_mutex_init(&s->mu, NULL);

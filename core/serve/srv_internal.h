@@ -54,8 +54,10 @@ typedef struct srv_job {
     /* output, appended by the engine thread */
     int n;                        /* choices (req.n) */
     srv_choice ch[SRV_MAX_N];
-    size_t progress;              /* bytes of text and ends over every choice: grows with
-                                     every event a streamed answer shows */
+    size_t progress;              /* tokens and ends over every choice: grows with every
+                                     event a streamed answer may show */
+    size_t wake_at;               /* the progress its waiting handler wants (srv_job_wait):
+                                     the engine wakes it no sooner */
     int n_out, done;              /* tokens over every choice; every choice has ended */
     llm_finish finish;            /* the job's end: an error if a choice failed, else the
                                      first choice's */
@@ -82,8 +84,9 @@ void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out
 /* Every choice ends with finish (a cancel before the engine ran it, a drain). */
 void srv_job_end(srv_job *j, llm_finish finish);
 void srv_job_fail(srv_job *j, const char *err);
-/* Wait until the job's progress passes `have` (a streamed job: new text or a choice's end),
- * or it is done, or timeout_s passes (have = (size_t)-1: the end only).
+/* Wait until the job's progress passes `have` (a streamed job: new tokens or a choice's
+ * end), or it is done, or timeout_s passes (have = (size_t)-1: the end only); the engine
+ * thread wakes the handler only then, not at every token.
  * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
 int srv_job_wait(srv_job *j, size_t have, double timeout_s);
 

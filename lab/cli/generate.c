@@ -362,9 +362,10 @@ static int gen_decode(gen_run *g)
     return 0;
 }
 
-/* One line on stderr: tokens, prefill and decode times, the rates, the cache, memory. The
- * decode rate counts the tokens fed through decode steps per second of decoding (the first
- * new token of each sequence comes out of the prefill). */
+/* One line on stderr: tokens, prefill and decode times, the rates, the cache, memory, and
+ * the CPU time of prefill and decode together (what the serving benchmarks divide the
+ * tokens by). The decode rate counts the tokens fed through decode steps per second of
+ * decoding (the first new token of each sequence comes out of the prefill). */
 static void gen_report(const gen_run *g)
 {
     const llm_gen_stats *st = &g->st;
@@ -377,10 +378,10 @@ static void gen_report(const gen_run *g)
     mlsys_format_size(g->no_cache ? 0 : g->kv_bytes, kvs, sizeof kvs);
     fprintf(stderr, "generate: %d x %ld tokens (%s, %s), prompt %d tokens: prefill %.1f ms, "
             "decode %ld steps %.3f s = %.1f tokens/s (%.1f per CPU second); kv cache %s; "
-            "peak RSS %.1f MiB\n", g->B, g->B ? gen / g->B : 0,
+            "peak RSS %.1f MiB; CPU %.1f ms in all\n", g->B, g->B ? gen / g->B : 0,
             g->no_cache ? "no cache" : "kv cache", nn_gemm_kernel_name(nn_get_gemm_kernel()),
             g->np, st->prefill_s * 1e3, st->steps, st->decode_s, dec_rate, cpu_rate, kvs,
-            peak_rss_kib() / 1024.0);
+            peak_rss_kib() / 1024.0, (st->prefill_cpu_s + st->decode_cpu_s) * 1e3);
 }
 
 static void gen_free(gen_run *g)

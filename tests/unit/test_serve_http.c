@@ -34,6 +34,7 @@ static llm_weights g_w, g_dw;
 static llm_tokenizer g_t;
 static srv_server *g_s;
 static char g_url[128];
+static int g_stream_interval;     /* the next start()'s (0: the default, every token) */
 
 static void load(void)
 {
@@ -81,7 +82,7 @@ static void start(int spec_k, const char *key, size_t max_body)
         ck_assert_msg(llm_checkpoint_read(DRAFT, &g_dc, &g_dw, err, sizeof err) == 0, "%s", err);
     srv_opts o = {.port = 0, .api_key = key, .model_name = "mlsys-lab", .max_body = max_body,
                   .speculative_k = spec_k, .draft_c = spec_k ? &g_dc : NULL,
-                  .draft_w = spec_k ? &g_dw : NULL};
+                  .draft_w = spec_k ? &g_dw : NULL, .stream_interval = g_stream_interval};
     g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
     ck_assert_msg(g_s, "%s", err);
     snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
@@ -913,6 +914,39 @@ START_TEST(n_choices)
 }
 END_TEST
 
+/* --stream-interval 4: a stream's text comes in pieces of 4 tokens (the last may be
+ * shorter), and reads the same as the whole answer. */
+START_TEST(stream_interval_coalesces)
+{
+    g_stream_interval = 4;
+    start(0, NULL, 0);
+    const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0,"
+                    "\"ignore_eos\":true";
+    char body[256];
+    snprintf(body, sizeof body, "%s}", b);
+    reply r = http("POST", "/v1/completions", body, NULL);
+    ck_assert_int_eq(r.status, 200);
+    char *whole = answer(r.body, NULL, NULL);
+    free(r.body);
+    snprintf(body, sizeof body, "%s,\"stream\":true}", b);
+    r = http("POST", "/v1/completions", body, NULL);
+    ck_assert_int_eq(r.status, 200);
+    static sse_choices sc;
+    parse_sse(r.body, 0, &sc);
+    ck_assert(sc.done);
+    ck_assert_int_eq(sc.finals[0], 1);
+    ck_assert_str_eq(sc.text[0], whole);
+    /* 30 tokens: at most ceil(30 / 4) = 8 pieces of text, and the final chunk */
+    printf("stream interval 4: %d events for 30 tokens\n", sc.events);
+    ck_assert_int_le(sc.events, 8 + 1);
+    ck_assert_int_ge(sc.events, 2);
+    free(whole);
+    free(r.body);
+    stop();
+    g_stream_interval = 0;
+}
+END_TEST
+
 /* A client that reads the first piece of a stream and leaves. */
 static int leave_early(void *u, const char *d, size_t n)
 {
@@ -1018,6 +1052,7 @@ int main(void)
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, n_choices);
+    tcase_add_test(tc, stream_interval_coalesces);
     tcase_add_test(tc, n_choices_client_leaves);
     tcase_add_test(tc, responses_are_valid_utf8);
     suite_add_tcase(s, tc);
