@@ -509,19 +509,23 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
  * caption):
  *   memory  pool 0, the paged cache (paged.c): POOL once, OWNER per admission (owner =
- *           request id, label "req N"), ALLOC, SHARE, FREE (cached), EVICT, COW
+ *           sequence id, label "req N"), ALLOC, SHARE (a prefix hit, or a choice forking
+ *           its request's prompt), FREE (cached), EVICT, COW (a forked choice's first write
+ *           into a shared partial block); the draft model's cache emits nothing
  *   flow    MLSYS_FLOW_REQUESTS between roles 0 clients, 1 queue, 2 scheduler, 3 model
- *           (named by ROLE records at create); seq = the request id, version = the step:
+ *           (named by ROLE records at create); seq = the sequence id (a request's, or
+ *           choice i's: the request's id + i), version = the step:
  *             clients -> queue       submitted       count = prompt tokens
  *             queue -> scheduler     admitted        count = tokens found in the prefix cache
  *             scheduler -> model     in this step    count = rows, phase 1 prefill / 0 decode
  *             scheduler -> queue     preempted       count = 0
  *             model -> clients       finished        count = tokens generated
  *   compute one span per phase of a step, emitted at the step's end with the times it
- *           measured (mlsys_compute_span): on row 0 the forward, label "forward P3:24 D0,1,2"
- *           (request 3 prefills 24 rows, 0..2 decode); on row 1 the CPU's other work:
- *           "schedule", "prepare", "launch", "token sample", "detokenize" (overlapped, the
- *           next step's "schedule" and "prepare" lie beside the forward)
+ *           measured (mlsys_compute_span): on row 0 the forward, label "forward P3:24 V4:5
+ *           D0,1,2" (request 3 prefills 24 rows, 4 verifies a speculative round of 5, 0..2
+ *           decode); on row 1 the CPU's other work: "schedule", "prepare", "draft",
+ *           "launch", "token sample", "detokenize" (overlapped, the next step's "schedule"
+ *           and "prepare" lie beside the forward)
  *   flow    MLSYS_FLOW_STEP after each step that ran a forward: rows, tokens generated,
  *           seconds, waiting / running / finished after it (core/mlsys.h)
  *   gates   llm_engine_step calls mlsys_step first, labelled "engine step N" (N: the step it
@@ -533,19 +537,20 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
 /* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
 llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
                             const llm_engine_opts *o, char *err, size_t errlen);
-/* Every request still queued or running gets its final event (LLM_FINISH_CANCEL) first. */
+/* Every choice still queued or running gets its final event (LLM_FINISH_CANCEL) first. */
 void llm_engine_free(llm_engine *s);
-/* Queue a request. Returns its id (>= 0, in submission order) or -1 with err (a bad
- * request: nothing is queued and no event will come). */
+/* Queue a request. Returns its id (>= 0, increasing in submission order; its n choices are
+ * sequences id .. id+n-1) or -1 with err (a bad request: nothing is queued and no event will
+ * come). */
 int llm_engine_submit(llm_engine *s, const llm_request *r, char *err, size_t errlen);
-/* Cancel request id: its blocks go back to the pool and it gets its final event
+/* Cancel request id: its choices' blocks go back to the pool and each gets its final event
  * (LLM_FINISH_CANCEL) at the next step boundary, unless it has finished by then.
  * 0, or -1 for an id never issued. */
 int llm_engine_cancel(llm_engine *s, int id);
 
 /* What one step did (valid until the next step). */
 struct llm_step_item {
-    int id;                   /* request */
+    int id;                   /* sequence: the request's id (+ i for its choice i) */
     int start, n;             /* positions start .. start+n-1 computed */
     int prefill;              /* 1 prompt or recomputed tokens, 0 a decode */
     int token;                /* the token it drew (a speculative round: its last committed),
@@ -562,11 +567,11 @@ typedef struct llm_step_info {
     int n_items;
     const llm_step_item *items;
     int rows, prefill_rows, decode_rows;
-    int n_admitted;           /* requests that got their first rows this step */
+    int n_admitted;           /* sequences that got their first rows this step */
     int n_preempted;
-    const int *preempted;     /* request ids */
+    const int *preempted;     /* sequence ids */
     int n_finished;
-    const int *finished;      /* request ids (cancelled ones included) */
+    const int *finished;      /* sequence ids (cancelled ones included) */
     double t_start, t_end;    /* engine clock */
 } llm_step_info;
 /* One iteration: take in submissions and cancels, plan, one forward, stream the new tokens,
