@@ -22,8 +22,9 @@ static double cpu_s(void)
 /* One call's sequences, as the engine's callbacks fill them. */
 typedef struct gen_call {
     const llm_gen_opts *o;
+    int n;                    /* samples per prompt */
     int **out, *n_out;
-    int *last;                /* [B] the token before the next one (on_token's prev) */
+    int *last;                /* [B·n] the token before the next one (on_token's prev) */
     int left;                 /* sequences not finished */
 } gen_call;
 
@@ -36,7 +37,7 @@ static void on_event(void *u, const llm_engine_event *ev)
 {
     gen_seq *g = u;
     gen_call *k = g->call;
-    int b = g->b;
+    int b = g->b * k->n + ev->index;
     /* a BOS or EOS that ended the sequence is not part of its output */
     int special = ev->finish == LLM_FINISH_STOP &&
                   (ev->token == LLM_TOK_EOS || ev->token == LLM_TOK_BOS);
@@ -59,14 +60,18 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
         snprintf(err, errlen, "generate: %d sequences: at least 1", B);
         return -1;
     }
-    gen_call k = {o, out, n_out, mlsys_xmalloc((size_t)B * sizeof(int)), 0};
+    int n = o->n > 1 ? o->n : 1;
+    gen_call k = {o, n, out, n_out, mlsys_xmalloc((size_t)B * n * sizeof(int)), 0};
     gen_seq *gs = mlsys_xmalloc((size_t)B * sizeof *gs);
     int *ids = mlsys_xmalloc((size_t)B * sizeof(int));
     int rc = 0;
     for (int b = 0; b < B; b++) {
-        n_out[b] = 0;
         ids[b] = -1;
-        k.last[b] = n_prompt[b] > 0 && prompts[b] ? prompts[b][n_prompt[b] - 1] : -1;
+        for (int i = 0; i < n; i++) {
+            n_out[b * n + i] = 0;
+            k.last[b * n + i] = n_prompt[b] > 0 && prompts[b] ? prompts[b][n_prompt[b] - 1]
+                                                             : -1;
+        }
     }
     /* submit every sequence, or none: a bad prompt cancels those already in */
     for (int b = 0; b < B && o->max_new > 0; b++) {
@@ -74,8 +79,8 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
         llm_request r = {
             .prompt = prompts[b], .n_prompt = n_prompt[b], .max_tokens = o->max_new,
             .temperature = o->temperature, .top_p = o->top_p, .top_k = o->top_k,
-            .seed = o->seeds ? o->seeds[b] : o->seed + (uint64_t)b,
-            .ignore_eos = !o->stop_at_eos, .on_event = on_event, .u = &gs[b],
+            .seed = o->seeds ? o->seeds[b] : o->seed + (uint64_t)b * (uint64_t)n,
+            .ignore_eos = !o->stop_at_eos, .n = n, .on_event = on_event, .u = &gs[b],
         };
         char why[256];
         ids[b] = llm_engine_submit(eng, &r, why, sizeof why);
@@ -86,7 +91,7 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
             rc = -1;
             break;
         }
-        k.left++;
+        k.left += n;
     }
     /* step until they are done; a step with prompt rows is prefill time, one without is a
      * decode step (the first new token of each sequence comes out of its prefill) */
@@ -127,8 +132,8 @@ int llm_generate(llm_engine *eng, int B, const int *const *prompts, const int *n
         }
     }
     if (rc)
-        for (int b = 0; b < B; b++)
-            n_out[b] = 0;
+        for (int s = 0; s < B * n; s++)
+            n_out[s] = 0;
     free(k.last);
     free(gs);
     free(ids);

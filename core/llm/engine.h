@@ -663,10 +663,12 @@ typedef struct llm_gen_opts {
     float temperature;        /* 0: greedy; top_k, top_p as llm_request */
     int top_k;
     float top_p;
-    uint64_t seed;            /* sequence b draws with seed + b ... */
-    const uint64_t *seeds;    /* ... or with seeds[b] (NULL: seed + b) */
-    llm_token_fn on_token;    /* every token as it is drawn (prompt tokens are not
-                                 reported; may be NULL) */
+    int n;                    /* samples of each prompt (0 or 1: one): prompt b's are
+                                 sequences b·n .. b·n+n-1, prefilled once, forking its blocks */
+    uint64_t seed;            /* sequence s draws with seed + s ... */
+    const uint64_t *seeds;    /* ... or sample i of prompt b with seeds[b] + i (NULL: seed) */
+    llm_token_fn on_token;    /* every token as it is drawn, of sequence s (prompt tokens are
+                                 not reported; may be NULL) */
     void *u;
 } llm_gen_opts;
 typedef struct llm_gen_stats {
@@ -678,11 +680,11 @@ typedef struct llm_gen_stats {
                                              shared machine's fair measure) */
     double prefill_cpu_s;                 /* and in the steps with prompt rows */
 } llm_gen_stats;
-/* Sequences b = 0..B-1 start from prompts[b] (1 <= n_prompt[b] <= the engine's
- * max_model_len) and go to out[b] (room for max_new), n_out[b] their count: B requests
+/* Prompts b = 0..B-1 (1 <= n_prompt[b] <= the engine's max_model_len), n samples each:
+ * sequence s = b·n + i goes to out[s] (room for max_new), n_out[s] its count. B requests
  * submitted to the engine, which is stepped until they are done (with its own other
- * requests, if it has any). With room for the B sequences and their prompts' rows in one
- * step (max_num_seqs >= B, max_num_batched_tokens >= their prompt tokens), the prompts are
+ * requests, if it has any). With room for the B·n sequences and the prompts' rows in one
+ * step (max_num_seqs >= B·n, max_num_batched_tokens >= the prompt tokens), the prompts are
  * prefilled in one forward and every later step decodes all unfinished sequences in one
  * forward. The stepping thread must be the caller's. 0, or -1 with err (a bad prompt:
  * nothing generated). */
@@ -715,8 +717,9 @@ int llm_json_generate(llm_engine *eng, llm_json_grammar *g, const int *prompt, i
                       const llm_json_gen_opts *o, int *out, int *n_out,
                       llm_json_gen_stats *st, char *err, size_t errlen);
 /* The reference without a cache: every step recomputes each sequence's whole prefix
- * (llm_forward_nocache; O(n^2) work for n tokens) and draws with samplers[b]. What the
- * cached engine is tested against, and `generate --no-cache`. 0, or -1 with err. */
+ * (llm_forward_nocache; O(n^2) work for n tokens), prompt b's one sequence drawing with
+ * samplers[b] (o->n, o->seed and o->seeds are not used). What the cached engine is tested
+ * against, and `generate --no-cache`. 0, or -1 with err. */
 int llm_generate_nocache(const llm_config *c, const llm_weights *w, llm_sampler *samplers,
                          int B, const int *const *prompts, const int *n_prompt, int **out,
                          int *n_out, const llm_gen_opts *o, llm_gen_stats *st, char *err,

@@ -287,10 +287,9 @@ static int gen_setup(gen_run *g)
         return 0;
     }
     long reach = g->np + (g->steps < g->room ? g->steps : g->room);
-    long tokens = (long)B * g->np;
     llm_engine_opts o = {
         .max_num_seqs = B,
-        .max_num_batched_tokens = (int)(tokens < B ? B : tokens > 65536 ? 65536 : tokens),
+        .max_num_batched_tokens = g->np < B ? B : g->np,
         .max_model_len = (int)(reach < g->c.seq_len ? reach : g->c.seq_len),
     };
     if (o.max_num_batched_tokens < B)
@@ -320,10 +319,12 @@ static int gen_decode(gen_run *g)
     char err[512];
     int B = g->B;
     gen_stream gs = {&g->t, B};
+    /* the batch is B samples of the one prompt: prefilled once, its blocks forked */
     llm_gen_opts o = {
         .max_new = (int)(g->steps < g->room ? g->steps : g->room),
         .stop_at_eos = !g->ignore_eos, .temperature = g->temperature, .top_k = (int)g->top_k,
-        .top_p = g->top_p, .seed = (uint64_t)g->seed, .on_token = stream_token, .u = &gs,
+        .top_p = g->top_p, .n = B, .seed = (uint64_t)g->seed, .on_token = stream_token,
+        .u = &gs,
     };
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -338,7 +339,7 @@ static int gen_decode(gen_run *g)
                  ? llm_generate_nocache(&g->c, &g->w, g->smp, B, (const int *const *)g->prompts,
                                         g->n_prompt, g->out, g->n_out, &o, &g->st, err,
                                         sizeof err)
-                 : llm_generate(g->eng, B, (const int *const *)g->prompts, g->n_prompt, g->out,
+                 : llm_generate(g->eng, 1, (const int *const *)g->prompts, g->n_prompt, g->out,
                                 g->n_out, &o, &g->st, err, sizeof err);
     if (rc) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);

@@ -153,10 +153,11 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
             pr[b] = &bos;
             np[b] = 1;
         }
+        /* the samples of one prompt (BOS): prefilled once, its block forked */
         llm_gen_opts o = {.max_new = SL, .stop_at_eos = 1, .temperature = temperature,
-                          .top_p = 1.0f, .seed = seed};
+                          .top_p = 1.0f, .n = samples, .seed = seed};
         llm_gen_stats st;
-        int grc = llm_generate(eng, samples, pr, np, outs, n_out, &o, &st, err, errlen);
+        int grc = llm_generate(eng, 1, pr, np, outs, n_out, &o, &st, err, errlen);
         char *text = mlsys_xmalloc((size_t)SL * 64 + 1);
         for (int b = 0; grc == 0 && b < samples; b++) {
             long n = llm_bpe_decode(t, outs[b], (size_t)n_out[b], text, (size_t)SL * 64);

@@ -216,6 +216,50 @@ START_TEST(generate_counts_rows_and_steps)
 }
 END_TEST
 
+/* n samples of each prompt: sequence b·n + i is exactly what a request of its own with
+ * seed + b·n + i draws, the prompts' rows computed once instead of n times. */
+START_TEST(generate_n_samples_per_prompt)
+{
+    if (!load())
+        return;
+    char err[256];
+    llm_engine_opts o = {.max_num_seqs = 8, .max_num_batched_tokens = 256};
+    llm_engine *eng = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
+    int ids[2][64], np[2], out[6][24], n_out[6], rout[6][24], rn[6];
+    const int *pr[6];
+    int *po[6], *rpo[6], rnp[6];
+    for (int b = 0; b < 2; b++)
+        np[b] = (int)llm_bpe_encode_prompt(&g_t, prompts[b], strlen(prompts[b]), 1, ids[b]);
+    for (int s = 0; s < 6; s++) {
+        po[s] = out[s];
+        rpo[s] = rout[s];
+        pr[s] = ids[s / 3];           /* for the six requests of their own */
+        rnp[s] = np[s / 3];
+    }
+    const int *two[2] = {ids[0], ids[1]};
+    llm_gen_opts go = {.max_new = 24, .temperature = 0.9f, .top_p = 0.95f, .n = 3, .seed = 100};
+    llm_gen_stats st, rst;
+    ck_assert_msg(llm_generate(eng, 2, two, np, po, n_out, &go, &st, err, sizeof err) == 0,
+                  "%s", err);
+    go.n = 1;
+    ck_assert_msg(llm_generate(eng, 6, pr, rnp, rpo, rn, &go, &rst, err, sizeof err) == 0,
+                  "%s", err);
+    for (int s = 0; s < 6; s++) {
+        ck_assert_int_eq(n_out[s], rn[s]);
+        ck_assert_msg(!memcmp(out[s], rout[s], sizeof(int) * (size_t)rn[s]),
+                      "sequence %d differs from a request of its own", s);
+    }
+    ck_assert(memcmp(out[0], out[1], sizeof(int) * 24) || memcmp(out[0], out[2],
+                                                                 sizeof(int) * 24));
+    printf("n = 3 samples of 2 prompts: %ld prompt rows computed, %ld as 6 requests\n",
+           st.prefill_tokens, rst.prefill_tokens);
+    ck_assert_int_eq(st.prefill_tokens, np[0] + np[1]);
+    llm_engine_free(eng);
+    unload();
+}
+END_TEST
+
 /* ---- JSON mode inside the batch ---- */
 
 /* The sets tests/fixtures/json_golden.txt was recorded with (the one-sequence loop of
@@ -382,6 +426,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, generate_matches_the_loop_it_replaced);
     tcase_add_test(tc, generate_counts_rows_and_steps);
+    tcase_add_test(tc, generate_n_samples_per_prompt);
     tcase_add_test(tc, json_mode_matches_the_loop_it_replaced);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
