@@ -325,6 +325,65 @@ static void on_jevent(void *u, const llm_engine_event *ev)
     }
 }
 
+/* Every JSON request of the golden sets at once, between plain requests, on an engine too
+ * small for them (overlap: with the overlap scheduler, a JSON row's token planned around as a
+ * future). Returns the JSON outputs that differ from the recorded ones. */
+static int json_batched(const jgolden *gold, llm_json_grammar *g, int overlap, int total)
+{
+    char err[256];
+    llm_engine *eng;
+    llm_engine_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 24, .block_size = 8,
+                         .tok = &g_t, .overlap = overlap};
+    eng = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
+    static jcollect got[NJSETS][8], plain[16];
+    memset(got, 0, sizeof got);
+    memset(plain, 0, sizeof plain);
+    int np_plain = 0;
+    for (int si = 0; si < NJSETS; si++)
+        for (int b = 0; b < jsets[si].n; b++) {
+            const char *p = jprompts[(jsets[si].first + b) % 8];
+            int ids[64], plainp[64];
+            int np = (int)llm_bpe_encode_prompt(&g_t, p, strlen(p), 1, ids);
+            llm_request r = {.prompt = ids, .n_prompt = np, .max_tokens = jsets[si].max_new,
+                             .temperature = jsets[si].temp, .top_p = 1.0f,
+                             .seed = 200 + (uint64_t)b, .ignore_eos = 1, .json = 1,
+                             .grammar = jsets[si].schema ? &g[1] : NULL,
+                             .on_event = on_jevent, .u = &got[si][b]};
+            ck_assert_msg(llm_engine_submit(eng, &r, err, sizeof err) >= 0, "%s", err);
+            if (np_plain < 16 && b % 2 == 0) {     /* a plain request between them */
+                int pn = (int)llm_bpe_encode_prompt(&g_t, prompts[np_plain % NP],
+                                                    strlen(prompts[np_plain % NP]), 1, plainp);
+                llm_request q = {.prompt = plainp, .n_prompt = pn, .max_tokens = 30,
+                                 .temperature = 1.0f, .seed = (uint64_t)np_plain,
+                                 .on_event = on_jevent, .u = &plain[np_plain]};
+                ck_assert_msg(llm_engine_submit(eng, &q, err, sizeof err) >= 0, "%s", err);
+                np_plain++;
+            }
+        }
+    ck_assert_int_gt(llm_engine_run(eng), 0);
+    int differ = 0;
+    for (int si = 0; si < NJSETS; si++)
+        for (int b = 0; b < jsets[si].n; b++) {
+            jcollect *c = &got[si][b];
+            ck_assert_int_eq(c->finals, 1);
+            ck_assert_int_eq(c->why, gold->done[si][b] ? LLM_FINISH_STOP : LLM_FINISH_LENGTH);
+            differ += c->n != gold->n[si][b] ||
+                      memcmp(c->tok, gold->tok[si][b], sizeof(int) * (size_t)c->n);
+        }
+    for (int i = 0; i < np_plain; i++)
+        ck_assert_int_eq(plain[i].finals, 1);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(eng, &m);
+    ck_assert_int_eq(m.kv_used, 0);
+    printf("JSON requests batched with %d plain ones (4 seats, 24 rows a step%s): %d of %d "
+           "differ from the recorded loop's\n", np_plain, overlap ? ", overlap" : "", differ,
+           total);
+    ck_assert_int_eq(differ, 0);
+    llm_engine_free(eng);
+    return differ;
+}
+
 /* Every JSON request of the golden sets, greedy and sampled, draws the recorded tokens:
  * through llm_json_generate on an engine of its own, and all of them at once in one engine
  * together with plain requests (the mask applied to each JSON row only), under chunked
@@ -364,55 +423,10 @@ START_TEST(json_mode_matches_the_loop_it_replaced)
     printf("llm_json_generate on the engine: %d of %d JSON outputs differ from the recorded "
            "loop's\n", differ, total);
     ck_assert_int_eq(differ, 0);
-    /* all at once, between plain requests, on an engine too small for them */
-    llm_engine_opts o = {.max_num_seqs = 4, .max_num_batched_tokens = 24, .block_size = 8,
-                         .tok = &g_t};
-    eng = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
-    ck_assert_msg(eng != NULL, "%s", err);
-    static jcollect got[NJSETS][8], plain[16];
-    memset(got, 0, sizeof got);
-    memset(plain, 0, sizeof plain);
-    int np_plain = 0;
-    for (int si = 0; si < NJSETS; si++)
-        for (int b = 0; b < jsets[si].n; b++) {
-            const char *p = jprompts[(jsets[si].first + b) % 8];
-            int ids[64], plainp[64];
-            int np = (int)llm_bpe_encode_prompt(&g_t, p, strlen(p), 1, ids);
-            llm_request r = {.prompt = ids, .n_prompt = np, .max_tokens = jsets[si].max_new,
-                             .temperature = jsets[si].temp, .top_p = 1.0f,
-                             .seed = 200 + (uint64_t)b, .ignore_eos = 1, .json = 1,
-                             .grammar = jsets[si].schema ? &g[1] : NULL,
-                             .on_event = on_jevent, .u = &got[si][b]};
-            ck_assert_msg(llm_engine_submit(eng, &r, err, sizeof err) >= 0, "%s", err);
-            if (np_plain < 16 && b % 2 == 0) {     /* a plain request between them */
-                int pn = (int)llm_bpe_encode_prompt(&g_t, prompts[np_plain % NP],
-                                                    strlen(prompts[np_plain % NP]), 1, plainp);
-                llm_request q = {.prompt = plainp, .n_prompt = pn, .max_tokens = 30,
-                                 .temperature = 1.0f, .seed = (uint64_t)np_plain,
-                                 .on_event = on_jevent, .u = &plain[np_plain]};
-                ck_assert_msg(llm_engine_submit(eng, &q, err, sizeof err) >= 0, "%s", err);
-                np_plain++;
-            }
-        }
-    ck_assert_int_gt(llm_engine_run(eng), 0);
-    differ = 0;
-    for (int si = 0; si < NJSETS; si++)
-        for (int b = 0; b < jsets[si].n; b++) {
-            jcollect *c = &got[si][b];
-            ck_assert_int_eq(c->finals, 1);
-            ck_assert_int_eq(c->why, gold.done[si][b] ? LLM_FINISH_STOP : LLM_FINISH_LENGTH);
-            differ += c->n != gold.n[si][b] ||
-                      memcmp(c->tok, gold.tok[si][b], sizeof(int) * (size_t)c->n);
-        }
-    for (int i = 0; i < np_plain; i++)
-        ck_assert_int_eq(plain[i].finals, 1);
-    llm_engine_metrics m;
-    llm_engine_metrics_get(eng, &m);
-    ck_assert_int_eq(m.kv_used, 0);
-    printf("JSON requests batched with %d plain ones (4 seats, 24 rows a step): %d of %d "
-           "differ from the recorded loop's\n", np_plain, differ, total);
-    ck_assert_int_eq(differ, 0);
-    llm_engine_free(eng);
+    /* all at once, between plain requests, on an engine too small for them; again with the
+     * overlap scheduler */
+    ck_assert_int_eq(json_batched(&gold, g, 0, total), 0);
+    ck_assert_int_eq(json_batched(&gold, g, 1, total), 0);
     llm_json_grammar_fini(&g[0]);
     llm_json_grammar_fini(&g[1]);
     unload();

@@ -260,6 +260,49 @@ START_TEST(greedy_equals_target)
 }
 END_TEST
 
+/* A pool too small for every speculating sequence's rounds: sequences are preempted (both
+ * caches given back) and recomputed, and the tokens stay the target's own. */
+START_TEST(greedy_exact_under_preemption)
+{
+    pair p;
+    if (!load_pair(&p))
+        return;
+    ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
+    char err[256];
+    /* 8 seats, blocks of 8, room for 3 full contexts */
+    llm_engine_opts o = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .block_size = 8,
+                         .n_blocks = 3 * 16, .spec_k = 4, .draft_c = &p.dc, .draft_w = &p.dw};
+    llm_engine *e = llm_engine_create(&p.tc, &p.tw, &o, err, sizeof err);
+    ck_assert_msg(e != NULL, "%s", err);
+    enum { NP = 24 };
+    static got g[NP];
+    static int ref[NP][128], nref[NP];
+    for (int i = 0; i < NP; i++) {
+        int ids[LLM_DOC_MAX];
+        int n = prompt(&p, i, ids);
+        nref[i] = target_greedy(&p, ids, n, 60, 0, ref[i]);
+        memset(&g[i], 0, sizeof g[i]);
+        submit_req(e, ids, n, 60, 0, 0.0f, (uint64_t)i, &g[i]);
+    }
+    llm_engine_run(e);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(e, &m);
+    int differ = 0;
+    for (int i = 0; i < NP; i++)
+        differ += g[i].n != nref[i] || memcmp(g[i].tok, ref[i], sizeof(int) * (size_t)nref[i]);
+    llm_spec_stats st;
+    llm_engine_spec_stats(e, &st);
+    printf("speculation under preemption: %ld preemptions, %ld rounds, %d of %d differ\n",
+           m.preemptions, st.rounds, differ, NP);
+    ck_assert_int_gt(m.preemptions, 0);
+    ck_assert_int_eq(differ, 0);
+    ck_assert_int_eq(m.kv_used, 0);
+    ck_assert_msg(llm_paged_check(llm_engine_kv(e), err, sizeof err) == 0, "%s", err);
+    llm_engine_free(e);
+    free_pair(&p);
+}
+END_TEST
+
 START_TEST(greedy_equals_target_ref)
 {
     greedy_equal(NN_GEMM_REF, 24);
@@ -623,6 +666,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, greedy_equals_target);
     tcase_add_test(tc, greedy_equals_target_ref);
+    tcase_add_test(tc, greedy_exact_under_preemption);
     tcase_add_test(tc, rule_follows_target);
     tcase_add_test(tc, engine_samples_target);
     tcase_add_test(tc, expected_tokens_formula);
