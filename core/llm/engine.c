@@ -674,13 +674,7 @@ int llm_engine_step(llm_engine *s, llm_step_info *info)
         eng_step_idle(s, info);
         return 0;
     }
-    s->step_no++;
-    for (int i = b->n_items - b->n_admitted; i < b->n_items; i++)
-        eng_flow(s, ENG_ROLE_QUEUE, ENG_ROLE_SCHED, b->items[i].s->id,
-                 b->items[i].s->n_computed, -1);
-    for (int i = 0; i < b->n_items; i++)
-        eng_flow(s, ENG_ROLE_SCHED, ENG_ROLE_MODEL, b->items[i].s->id, b->items[i].n,
-                 b->items[i].prefill);
+    eng_step_runs(s, b);      /* its number, and who is admitted and runs (flows) */
     if (!rc && s->have_draft) {   /* speculative decoding: the drafts to verify */
         rc = llm_drafter_draft(&s->draft, b, err, sizeof err);
         eng_phase(s, LLM_PHASE_DRAFT);

@@ -71,6 +71,8 @@ void eng_flow(llm_engine *s, int from, int to, int seq, int count, int phase);
 void eng_gate(llm_engine *s, int idle);
 /* A step begins: its clock, its number's gate already said. */
 void eng_step_start(llm_engine *s, llm_step_info *info);
+/* It runs batch b: the step's number, the flows of who is admitted and who runs. */
+void eng_step_runs(llm_engine *s, const llm_batch *b);
 /* q is finished: its counts and times join the metrics and the histograms. */
 void eng_count_finished(llm_engine *s, const llm_seq *q);
 /* The end of a step that ran batch b: the snapshot other threads read, the STEP record, the

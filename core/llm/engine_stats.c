@@ -79,6 +79,17 @@ void eng_flow(llm_engine *s, int from, int to, int seq, int count, int phase)
     mlsys_emit_flow(s->o.comm, &f, 0, NULL);
 }
 
+void eng_step_runs(llm_engine *s, const llm_batch *b)
+{
+    s->step_no++;
+    for (int i = b->n_items - b->n_admitted; i < b->n_items; i++)
+        eng_flow(s, ENG_ROLE_QUEUE, ENG_ROLE_SCHED, b->items[i].s->id,
+                 b->items[i].s->n_computed, -1);
+    for (int i = 0; i < b->n_items; i++)
+        eng_flow(s, ENG_ROLE_SCHED, ENG_ROLE_MODEL, b->items[i].s->id, b->items[i].n,
+                 b->items[i].prefill);
+}
+
 /* Gated, the stepping thread waits here for the viewer, once per call; not gated, an idle
  * gate is said once per idle period (a frame that says the engine had nothing). */
 void eng_gate(llm_engine *s, int idle)
