@@ -317,7 +317,8 @@ static void emit_coll(mlsys_comm *c, int kind, mlsys_coll coll, int algo, const 
     e.op = (int16_t)(is_reduction(coll) ? a->op : -1);
     e.dtype = coll == MLSYS_COLL_BARRIER ? -1 : (int32_t)a->dt;
     e.bytes = bytes;
-    e.peer = is_rooted(coll) ? a->root : -1;     /* the views highlight the root */
+    /* the views highlight the root; a world rank, as every peer of an event */
+    e.peer = is_rooted(coll) ? c->world_of[a->root] : -1;
     e.tag = kind == MLSYS_EV_COLL_BEGIN ? c->algo_by[coll] : -1;
     e.step = -1;
     e.chunk = kind == MLSYS_EV_COLL_BEGIN && wanted != algo ? wanted : -1;

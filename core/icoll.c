@@ -1,7 +1,9 @@
 /* icoll.c - non-blocking collectives: mlsys_iallreduce, mlsys_ireduce_scatter and
  * mlsys_iallgather return a request at once; mlsys_wait / mlsys_waitall / mlsys_test complete
- * it. On shm a progress thread per process runs them while the caller computes; under a
- * backend with its own non-blocking collectives (MPI_Iallreduce & co.) the transport does.
+ * it. A progress thread per process runs them while the caller computes, on shm and on any
+ * transport that allows it (MPI with MPI_THREAD_SERIALIZED): the same algorithms, the same
+ * bits; a transport that does not (an MPI without thread support) runs its own non-blocking
+ * collectives (MPI_Iallreduce & co.).
  *
  * How it works on shm
  *   - The first non-blocking collective of a process starts one progress thread (the
@@ -31,7 +33,8 @@
  *   - mlsys_alloc_aligned / mlsys_free_aligned (the shared heap, also used by the
  *     algorithms' scratch on the thread) take heap.c's lock, so the caller may allocate
  *     while collectives are in flight.
- *   - Events of both threads go through one lock into the rank's ring (w->emit); the
+ *   - Events of both threads go through one lock into the rank's ring (w->emit), or
+ *     through the transport's emitter (events over TCP, which takes its own lock); the
  *     thread's collective spans are labelled "<algo> async" so that a timeline can put
  *     them on their own lane beside the caller's compute spans.
  *   - Failure: a collective that fails (timeout, abort, a dead peer) fails its request; the
@@ -88,6 +91,7 @@ typedef struct icoll_engine {
     _Atomic uint64_t finished;  /* engine only */
     icoll_op *open;             /* caller only */
     pthread_mutex_t emit_mu;
+    void (*next_emit)(mlsys_world *w, const mlsys_event *ev);   /* see chained_emit */
 } icoll_engine;
 
 static _Thread_local int on_engine;     /* this thread is a progress thread */
@@ -127,6 +131,19 @@ static void locked_emit(mlsys_world *w, const mlsys_event *ev)
     shm_ring_events(ring)[head % h->ring_cap] = x;
     atomic_store_explicit(&ring->head, head + 1, memory_order_release);
     pthread_mutex_unlock(&e->emit_mu);
+}
+
+/* Events that go elsewhere (w->emit was set: over TCP under mpirun, whose emitter takes
+ * both threads' events itself): the same label rule as locked_emit's. */
+static void chained_emit(mlsys_world *w, const mlsys_event *ev)
+{
+    icoll_engine *e = w->icoll;
+    mlsys_event x = *ev;
+    if (on_engine && (x.kind == MLSYS_EV_COLL_BEGIN || x.kind == MLSYS_EV_COLL_END)) {
+        size_t n = strnlen(x.label, sizeof x.label);
+        snprintf(x.label + n, sizeof x.label - n, " async");
+    }
+    e->next_emit(w, &x);
 }
 
 static void emit_mark(mlsys_comm *c, int kind, const icoll_op *op, const char *what)
@@ -239,8 +256,12 @@ static int engine_start(mlsys_comm *c, icoll_engine *e)
     if (!e->threaded)
         return 0;
     mlsys_world *w = e->w;
-    if (w->tracing && w->h && !w->emit)
+    if (w->tracing && w->h && !w->emit) {
         w->emit = locked_emit;      /* before the thread exists: the caller sees it set */
+    } else if (w->emit) {
+        e->next_emit = w->emit;
+        w->emit = chained_emit;
+    }
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay the caller's business */
@@ -249,6 +270,8 @@ static int engine_start(mlsys_comm *c, icoll_engine *e)
     if (rc) {
         if (w->emit == locked_emit)
             w->emit = NULL;
+        else if (w->emit == chained_emit)
+            w->emit = e->next_emit;
         mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: cannot start the progress thread of "
                         "non-blocking collectives: %s", c->rank, strerror(rc));
         return MLSYS_ERR_SYS;
@@ -266,7 +289,7 @@ static icoll_engine *engine_of(mlsys_comm *c, int *rc)
         return w->icoll;
     icoll_engine *e = mlsys_xcalloc(1, sizeof *e);
     e->w = w;
-    e->threaded = w->tp == &shm_transport;
+    e->threaded = w->tp->serialized_threads;
     if (!e->threaded && !w->tp->icoll) {
         free(e);
         *rc = MLSYS_ERR_UNSUPPORTED;
@@ -369,6 +392,12 @@ static int issue(mlsys_comm *c, mlsys_coll coll, const coll_args *a, mlsys_reque
         if (!c->icoll_shadow) {
             mlsys_comm *s = comm_create(w, c->size, c->world_of, c->ctx | ICOLL_CTX_BIT);
             s->is_shadow = 1;
+            /* the transport's side of it (MPI_Comm_dup): collective, and the thread must
+             * not be inside the transport meanwhile */
+            if (w->tp->dup && ((rc = icoll_fence(c)) != 0 || (rc = w->tp->dup(c, s)) != 0)) {
+                free(op);
+                return rc;
+            }
             c->icoll_shadow = s;
         }
         emit_mark(c, MLSYS_EV_MARK, op, "icoll issue");
@@ -416,12 +445,7 @@ static void wait_done(icoll_engine *e, icoll_op *op)
     pthread_mutex_lock(&e->mu);
     while (atomic_load_explicit(&op->state, memory_order_acquire) != OP_DONE) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mlsys_deadline(&ts, WAIT_SLICE_MS * 1e-3);
         pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);
@@ -540,12 +564,7 @@ int icoll_fence(mlsys_comm *c)
             return MLSYS_ERR_ABORTED;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mlsys_deadline(&ts, WAIT_SLICE_MS * 1e-3);
         pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);
@@ -567,6 +586,8 @@ void icoll_fini(mlsys_world *w)
         pthread_join(e->th, NULL);
         if (w->emit == locked_emit)
             w->emit = NULL;
+        else if (w->emit == chained_emit)
+            w->emit = e->next_emit;
     }
     while (e->open) {
         icoll_op *op = e->open;

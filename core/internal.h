@@ -213,6 +213,14 @@ typedef struct transport_ops {
      * any other request, and the transport completes it itself (not with req_complete).
      * args: core/coll/coll.h. 0, or an error with the communicator's message. */
     int (*icoll)(mlsys_request *r, int coll, const void *args);
+    /* Optional: the transport's side of child, a communicator of parent's group under a new
+     * context (a progress thread's shadow), made by every member of parent at the same point
+     * of its program (collective over parent). 0, or an error with parent's message. */
+    int (*dup)(mlsys_comm *parent, mlsys_comm *child);
+    /* 1: icoll.c's progress thread may drive this transport (one thread at a time, never two
+     * at once), so the non-blocking collectives run our algorithms as on shm, bit for bit;
+     * 0: they are the transport's icoll, or refused. */
+    int serialized_threads;
 } transport_ops;
 
 extern const transport_ops shm_transport;
@@ -281,6 +289,7 @@ struct mlsys_comm {
     int *world_of;              /* [size]: group rank -> world rank */
     uint32_t ctx;               /* user p2p context; collectives use ctx + 1 */
     int in_coll;                /* >0 while inside a collective */
+    int no_coll_steps;          /* mlsys_set_coll_steps(c, 0): its collectives mark no steps */
     int timeout_ms;
     int algo_forced[MLSYS_COLL_COUNT];   /* index into the table, -1 = rule */
     int8_t algo_by[MLSYS_COLL_COUNT];    /* who forced it: MLSYS_ALGO_BY_USER or _LAB */
@@ -348,6 +357,11 @@ const void *heap_peer(mlsys_world *w, int r, uint64_t off);
 void trace_ev(mlsys_comm *c, int kind, int peer_world, int tag, uint64_t bytes,
               uint64_t msg_id, uint64_t span_id);
 int trace_drain(shm_header *h, int world, mlsys_event *out, size_t max);
+/* trace_collect.c: an output line with its own time (the reader's, from the file); text is
+ * copied. (struct mlsys_trace: trace.h) */
+struct mlsys_trace;
+void trace_add_line_at(struct mlsys_trace *t, uint64_t t_ns, int rank, int is_err,
+                       const char *text);
 
 /* coll.c */
 void coll_init_comm(mlsys_comm *c);              /* algorithm choice from MLSYS_ALGO */

@@ -807,7 +807,11 @@ uint64_t mlsys_job_grant_step(mlsys_job *j)
 int mlsys_job_gate_step(const mlsys_job *j, int rank)
 {
     shm_rank_state *s = shm_rank(j->h, rank);
-    return atomic_load(&s->wait_kind) == WAIT_GATE ? atomic_load(&s->gate_step) : -1;
+    /* a rank whose credit came is leaving its gate, not waiting there (it has not woken yet) */
+    if (atomic_load(&s->wait_kind) != WAIT_GATE ||
+        atomic_load(&j->h->gate_credit) >= atomic_load(&s->gate_passed))
+        return -1;
+    return atomic_load(&s->gate_step);
 }
 
 void mlsys_job_free(mlsys_job *j)

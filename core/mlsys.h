@@ -154,12 +154,12 @@ enum { MLSYS_ALGO_BY_RULE, MLSYS_ALGO_BY_USER, MLSYS_ALGO_BY_LAB, MLSYS_ALGO_BY_
  * collectives of a communicator in the same order (they match in issue order, as in MPI);
  * several may be in flight and be waited for in any order. The result equals the blocking
  * call's bit for bit under the same algorithm (mlsys_set_algo at issue time, or the size
- * rule); under --backend mpi it is MPI's own (MPI_Iallreduce & co., as --algo native).
- * On shm a progress thread runs them while the caller computes. The rule while any are in
+ * rule), on every backend: a progress thread runs them while the caller computes (over MPI
+ * it needs MPI_THREAD_SERIALIZED; without it they are MPI's own, MPI_Iallreduce & co.; under
+ * nccl with "native" they are NCCL's, run from that thread). The rule while any are in
  * flight: compute, issue more, wait/test them; other calls that move messages (p2p,
  * blocking collectives, split) first wait for every one in flight (allocation from the
- * communication heap is safe: heap.c takes a lock). MLSYS_ERR_UNSUPPORTED under --backend
- * nccl. */
+ * communication heap is safe: heap.c takes a lock). */
 int mlsys_iallreduce(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                      mlsys_dtype dt, mlsys_op op, mlsys_request **req);
 int mlsys_ireduce_scatter(mlsys_comm *c, const void *sendbuf, void *recvbuf, size_t count,
@@ -299,6 +299,10 @@ void mlsys_emit(mlsys_comm *c, const mlsys_event *ev);   /* fills t_ns and rank 
 int mlsys_step(mlsys_comm *c, int step, const char *label);
 /* Does mlsys_step wait for the viewer (a gated job)? c may be NULL (0). */
 int mlsys_gated(const mlsys_comm *c);
+/* Do collectives on c mark their algorithm steps (STEP events, and a gate each in gated
+ * mode)? On by default. Off, a lab whose own steps are coarser than an algorithm's (RLHF's
+ * phases) gates only where it calls mlsys_step; its collectives' messages are still traced. */
+void mlsys_set_coll_steps(mlsys_comm *c, int on);
 void mlsys_compute_begin(mlsys_comm *c, const char *label);
 void mlsys_compute_end(mlsys_comm *c, const char *label);
 /* A compute span measured already: a COMPUTE_BEGIN at t0_ns and a COMPUTE_END at t1_ns
@@ -320,17 +324,7 @@ void mlsys_emit_mem_value(mlsys_comm *c, const mlsys_mem_info *m, uint64_t bytes
 void mlsys_emit_flow_value(mlsys_comm *c, const mlsys_flow_info *f, uint64_t bytes,
                            const char *label, double value);
 const char *mlsys_event_kind_name(int kind);
-/* Chrome Trace Event JSON (Perfetto, chrome://tracing): p2p ops as async spans, collectives
- * and compute as nested spans, one flow arrow per message. 0 on success. */
-int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns);
-/* The same with the ranks' output lines (replay's log view shows them). */
-typedef struct mlsys_trace_line {
-    uint64_t t_ns;
-    int32_t rank, is_err;
-    const char *text;
-} mlsys_trace_line;
-int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t n,
-                                 const mlsys_trace_line *lines, size_t nl, uint64_t t0_ns);
+/* Collecting a job's events, writing them as a trace file and reading one back: trace.h. */
 
 /* ---- print.c: output in rank order ---- */
 /* Every rank calls it; rank 0 prints the lines of ranks 0..N-1 in order. Collective. */
@@ -342,12 +336,17 @@ int mlsys_print_ordered(mlsys_comm *c, const char *fmt, ...)
 const char *mlsys_print_untag(const char *line, int *rank);
 /* Only rank 0 prints; others do nothing (not collective). */
 void mlsys_print_root(mlsys_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Is stdout a reader's terminal (progress lines may redraw in place)? isatty(1), except in
+ * a rank under Open MPI's mpirun: its stdout is always a pseudo-terminal that mpirun reads
+ * and forwards, wherever mpirun's own output goes (a pipe, a file). */
+int mlsys_stdout_is_terminal(void);
 
-/* ---- util.c: time, allocation, random numbers, sizes ---- */
+/* ---- util.c: time, allocation, random numbers, sizes, percentiles ---- */
 uint64_t mlsys_now_ns(void);
 double mlsys_now_s(void);
 void *mlsys_xmalloc(size_t n);                 /* never returns NULL: exits with a message */
 void *mlsys_xcalloc(size_t n, size_t size);
+void *mlsys_xrealloc(void *p, size_t n);
 void *mlsys_alloc_aligned(size_t n);           /* page-aligned, zeroed; free with mlsys_free_aligned */
 void mlsys_free_aligned(void *p, size_t n);
 char *mlsys_xstrdup(const char *s);
@@ -362,6 +361,15 @@ void mlsys_format_approx(double bytes, char *out, size_t n);   /* "7.2 TiB", one
  * set (a size such as "2G": tests, and sharing a machine). Sizes above it are refused before
  * they are allocated (model readers, the inference engine, train and the labs' ranks). */
 uint64_t mlsys_mem_available(void);
+/* The p-th percentile (0 to 100) of v[0..n): between the two values whose ranks enclose
+ * p / 100 * (n - 1), linearly (numpy's default), so p = 50 is the median: the middle value,
+ * or the mean of the two middle ones. Sorts v in place. 0 when n is 0. */
+double mlsys_percentile(double *v, size_t n, double p);
+/* *ts = the CLOCK_MONOTONIC time s seconds from now: the deadline pthread_cond_timedwait
+ * takes on a condition variable whose clock is CLOCK_MONOTONIC (pthread_condattr_setclock),
+ * which a change of the wall clock does not move. */
+struct timespec;
+void mlsys_deadline(struct timespec *ts, double s);
 
 /* Counter-based generator: the same seed gives the same stream on every rank. */
 typedef struct mlsys_rng { uint64_t key, ctr; int have_spare; double spare; } mlsys_rng;

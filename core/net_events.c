@@ -2,7 +2,9 @@
  * the runner's collector (MLSYS_EVENTS_ADDR) after a hello that carries the job's token
  * (MLSYS_EVENTS_TOKEN). A batch goes out when it is full, when it has waited 20 ms, when the
  * transport is about to sleep in a wait, and at the end. Blocking sends give back-pressure;
- * a send that fails closes the stream, and from then on every event is counted as lost. */
+ * a send that fails closes the stream, and from then on every event is counted as lost.
+ * Two threads may emit (a rank's and its non-blocking collectives' progress thread): the
+ * batch is under a lock. */
 #include "internal.h"
 #include "net_events.h"
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,8 @@ static struct {
     size_t n;
     uint64_t first_ns;                /* when the oldest event in buf was batched */
     uint64_t sent, lost;
-} g = {.fd = -1};
+    pthread_mutex_t mu;               /* the batch and the stream */
+} g = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 void net_events_boot_id(char *out, size_t n)
 {
@@ -135,23 +139,34 @@ static int dial(const char *addr, char *why, size_t n)
     return fd;
 }
 
+static void flush_locked(void);
+
 static void net_emit(mlsys_world *w, const mlsys_event *ev)
 {
     (void)w;
+    pthread_mutex_lock(&g.mu);
     if (g.fd < 0) {
         g.lost++;
-        return;
+    } else {
+        if (g.n == 0)
+            g.first_ns = ev->t_ns;
+        g.buf[g.n++] = *ev;
+        if (g.n == BATCH || ev->t_ns - g.first_ns > BATCH_AGE_NS)
+            flush_locked();
     }
-    if (g.n == 0)
-        g.first_ns = ev->t_ns;
-    g.buf[g.n++] = *ev;
-    if (g.n == BATCH || ev->t_ns - g.first_ns > BATCH_AGE_NS)
-        net_events_flush(w);
+    pthread_mutex_unlock(&g.mu);
 }
 
 void net_events_flush(mlsys_world *w)
 {
     (void)w;
+    pthread_mutex_lock(&g.mu);
+    flush_locked();
+    pthread_mutex_unlock(&g.mu);
+}
+
+static void flush_locked(void)
+{
     if (!g.n)
         return;
     if (g.fd < 0) {

@@ -1,12 +1,14 @@
 /* net_events.h - events over TCP, for ranks that have no ring in a shared job segment (the
- * MPI backend, ranks on other hosts): the wire format that ranks (net_events.c) and the
- * runner's collector (lab/collector.c) share, and the rank side's three calls. A rank
- * connects, sends a hello with the job's token, waits for the ack, then sends frames of
- * events; at the end a "bye" frame says how many it sent and how many it lost. */
+ * MPI backend, ranks on other hosts): the wire format, the rank side's calls (net_events.c)
+ * and the runner's side, the collector (net_collector.c), which hands what it receives to
+ * the same mlsys_job_sink the shm launcher feeds. A rank connects, sends a hello with the
+ * job's token, waits for the ack, then sends frames of events; at the end a "bye" frame says
+ * how many it sent and how many it lost. */
 #ifndef MLSYS_NET_EVENTS_H
 #define MLSYS_NET_EVENTS_H
 
 #include "mlsys.h"
+#include <poll.h>
 
 #define NET_EV_MAGIC "MLSYSEV1"      /* 8 bytes, no NUL on the wire */
 #define NET_EV_VERSION 2u            /* 2: the event union holds memory and flow records */
@@ -46,5 +48,28 @@ void net_events_flush(struct mlsys_world *w);   /* send what is batched now */
 void net_events_stop(struct mlsys_world *w);    /* flush, bye, close; says what was lost */
 /* The host's boot id (or "" when unknown), for the hello and the collector's clock rule. */
 void net_events_boot_id(char *out, size_t n);
+
+/* net_collector.c (the runner's side): a listening socket, bound to loopback unless an
+ * address is given, that accepts the ranks' streams and checks each hello against the job's
+ * token. */
+typedef struct collector collector;
+/* Listen on addr ("127.0.0.1", "10.0.0.5:7000", NULL = loopback, any free port) for a job
+ * of world ranks, with a fresh random token. NULL with one line in err on failure. */
+collector *collector_open(const char *addr, int world, char *err, size_t n);
+const char *collector_addr(const collector *c);     /* "host:port" for MLSYS_EVENTS_ADDR */
+const char *collector_token(const collector *c);    /* for MLSYS_EVENTS_TOKEN */
+/* Fill up to max pollfds (the listener and every stream); returns how many. */
+int collector_pollfds(const collector *c, struct pollfd *p, int max);
+/* Accept, read and deliver whatever is ready; never blocks. */
+void collector_pump(collector *c, const mlsys_job_sink *sink);
+/* After the job: wait up to ms for streams still open to finish (their bye). */
+void collector_finish(collector *c, const mlsys_job_sink *sink, int ms);
+uint64_t collector_events(const collector *c);      /* events delivered */
+uint64_t collector_lost(const collector *c);        /* as the ranks counted them */
+/* Ranks whose stream never ended with a bye: "1, 3" in buf; returns how many. */
+int collector_incomplete(const collector *c, char *buf, size_t n);
+int collector_refused(const collector *c);          /* connections refused so far */
+void collector_set_verbose(collector *c, int on);   /* say where each rank connected from */
+void collector_close(collector *c);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(sizeof(mlsys_event) == 128, "events are 128-byte records");
 _Static_assert(sizeof(mlsys_mem_info) == 24 && sizeof(mlsys_flow_info) == 24,
@@ -122,4 +123,10 @@ void mlsys_print_root(mlsys_comm *c, const char *fmt, ...)
     vprintf(fmt, ap);
     va_end(ap);
     fflush(stdout);
+}
+
+int mlsys_stdout_is_terminal(void)
+{
+    /* Open MPI sets OMPI_COMM_WORLD_SIZE in every process mpirun starts */
+    return isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE");
 }

@@ -530,4 +530,5 @@ const transport_ops shm_transport = {
     .send_now = fbox_send_now,
     .recv_now = fbox_recv_now,
     .fini = shm_fini,
+    .serialized_threads = 1,
 };

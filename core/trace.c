@@ -1,13 +1,20 @@
 /* trace.c - typed events: each rank writes fixed-size records into its own single-producer
  * ring in the job segment; the runner drains the rings. A full ring makes the rank wait for
  * the runner (back-pressure); only if the runner stops draining for seconds are events
- * dropped, and then they are counted. Also the step gate and Chrome-trace export. */
+ * dropped, and then they are counted. Also the step gate, and the writer of trace files
+ * (Chrome Trace Event JSON, put in place atomically). The collector and the reader are
+ * trace_collect.c and trace_read.c (trace.h). */
 #include "internal.h"
+#include "trace.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BACKPRESSURE_NS 2000000000ull    /* wait this long for room before dropping */
 
@@ -137,6 +144,8 @@ static int gate_open(void *arg)
 int mlsys_step(mlsys_comm *c, int step, const char *label)
 {
     mlsys_world *w = c->w;
+    if (c->in_coll && c->no_coll_steps)
+        return 0;           /* a collective's step on a communicator that marks none */
     if (mlsys_tracing(c))
         labelled(c, MLSYS_EV_STEP, step, label);
     if (!w->gated || !w->h)
@@ -162,6 +171,12 @@ int mlsys_step(mlsys_comm *c, int step, const char *label)
 int mlsys_gated(const mlsys_comm *c)
 {
     return c && c->w->gated && c->w->h;
+}
+
+void mlsys_set_coll_steps(mlsys_comm *c, int on)
+{
+    if (c)
+        c->no_coll_steps = !on;
 }
 
 /* Runner side: move up to max events out of the rings, rank by rank. */
@@ -210,12 +225,9 @@ static void json_str(FILE *f, const char *s)
 
 /* A non-blocking collective runs on the rank's progress thread (core/icoll.c labels its spans
  * "<algo> async"): it overlaps the caller's compute spans without nesting in them, so it gets
- * a track of its own, TRACE_ASYNC_TID + rank, named "rank R async" (replay maps it back). */
-#define TRACE_ASYNC_TID 1000
-/* A compute span of the rank's second thread (tag 1, mlsys_compute_span) overlaps its
- * compute the same way: track TRACE_HOST_TID + rank. */
-#define TRACE_HOST_TID 2000
-
+ * a track of its own, MLSYS_TRACE_TID_ASYNC + rank (the reader maps it back). A compute span
+ * of the rank's second thread (tag 1, mlsys_compute_span) overlaps its compute the same way:
+ * track MLSYS_TRACE_TID_HOST + rank. */
 static int trace_async_coll(const mlsys_event *e)
 {
     size_t n = strnlen(e->label, sizeof e->label);
@@ -342,9 +354,9 @@ int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t
         json_str(f, name);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":0,\"tid\":%d",
                 async ? "p2p" : mlsys_event_kind_name(e->kind), ph, ts,
-                trace_async_coll(e) ? TRACE_ASYNC_TID + e->rank
+                trace_async_coll(e) ? MLSYS_TRACE_TID_ASYNC + e->rank
                 : (e->kind == MLSYS_EV_COMPUTE_BEGIN || e->kind == MLSYS_EV_COMPUTE_END) &&
-                          e->tag == 1 ? TRACE_HOST_TID + e->rank : e->rank);
+                          e->tag == 1 ? MLSYS_TRACE_TID_HOST + e->rank : e->rank);
         if (async)
             fprintf(f, ",\"id\":\"0x%llx\"", (unsigned long long)e->span_id);
         if (ph[0] == 'i')
@@ -385,6 +397,51 @@ int mlsys_trace_write_json_lines(const char *path, const mlsys_event *ev, size_t
 int mlsys_trace_write_json(const char *path, const mlsys_event *ev, size_t n, uint64_t t0_ns)
 {
     return mlsys_trace_write_json_lines(path, ev, n, NULL, 0, t0_ns);
+}
+
+int mlsys_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen)
+{
+    struct stat st;
+    tmp[0] = 0;
+    if (!*path) {
+        snprintf(err, errlen, "--trace needs a file name");
+        return 2;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--trace %s is a directory: name a file in it", path);
+        return 2;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "--trace %s is not a regular file (a device or a pipe)", path);
+        return 2;
+    }
+    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
+        snprintf(err, errlen, "--trace %s: cannot write it: %s", path, strerror(errno));
+        return 2;
+    }
+    if (snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid()) >= (int)n) {
+        snprintf(err, errlen, "--trace %s: the name is too long", path);
+        tmp[0] = 0;
+        return 2;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "--trace %s: cannot create a file there: %s", path, strerror(errno));
+        tmp[0] = 0;
+        return 2;
+    }
+    close(fd);
+    return 0;
+}
+
+int mlsys_trace_commit(const char *path, const char *tmp, const mlsys_trace *t, uint64_t t0_ns)
+{
+    if (mlsys_trace_write_json_lines(tmp, t->ev, t->n, t->lines, t->nl, t0_ns) != 0 ||
+        rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 /* Memory and flow records: the typed halves of the event union (mlsys.h). val[0] is the

@@ -1,6 +1,6 @@
 /* util.c - small things every part of the runtime needs: clocks, allocation that never
- * returns NULL, page-aligned buffers, a counter-based random generator and the parsing of
- * sizes and integers given on command lines. */
+ * returns NULL, page-aligned buffers, a counter-based random generator, the parsing of
+ * sizes and integers given on command lines, and the one percentile (medians included). */
 #include "internal.h"
 #include <errno.h>
 #include <limits.h>
@@ -25,6 +25,14 @@ double mlsys_now_s(void)
     return (double)mlsys_now_ns() * 1e-9;
 }
 
+void mlsys_deadline(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    long long ns = (long long)ts->tv_nsec + (long long)(s > 0 ? s * 1e9 : 0);
+    ts->tv_sec += (time_t)(ns / 1000000000LL);
+    ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 static void oom(size_t n)
 {
     fprintf(stderr, "mlsys-lab: out of memory allocating %zu bytes\n", n);
@@ -45,6 +53,14 @@ void *mlsys_xcalloc(size_t n, size_t size)
     if (!p)
         oom(n * size);
     return p;
+}
+
+void *mlsys_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom(n);
+    return q;
 }
 
 char *mlsys_xstrdup(const char *s)
@@ -187,6 +203,24 @@ uint64_t mlsys_mem_available(void)
         (uint64_t)rl.rlim_cur < best)
         best = (uint64_t)rl.rlim_cur;
     return best;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double mlsys_percentile(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof *v, by_value);
+    double pos = (p < 0 ? 0 : p > 100 ? 100 : p) / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    if (lo >= n - 1)
+        return v[n - 1];
+    return v[lo] + (pos - (double)lo) * (v[lo + 1] - v[lo]);
 }
 
 void mlsys_format_size(uint64_t b, char *out, size_t n)

@@ -1,6 +1,7 @@
 /* assets.c - where the lab's shipped files are (chapter texts, models, tokenizers): one rule
- * for every caller, so that `mlsys-lab generate`, `model info` and the chapter reader find
- * assets/... from any folder, as the program's own files rather than the current folder's. */
+ * for every caller (the commands, the chapter reader and the labs' --model flags), so that
+ * assets/... is found from any folder, while a file the user names from the current folder
+ * is that file. */
 #include "lab.h"
 #include <limits.h>
 #include <stdlib.h>
@@ -21,8 +22,8 @@ const char *lab_asset_path(const char *rel, char *out, size_t n)
         return out;
     }
     snprintf(out, n, "%s", rel);
-    if (rel[0] == '/')
-        return out;
+    if (rel[0] == '/' || exists(rel))
+        return out;             /* what the user named, as the shell would read it */
     const char *src = getenv("MLSYS_LAB_SRC");
     char cand[PATH_MAX + 64];
     if (src && *src) {
@@ -30,8 +31,6 @@ const char *lab_asset_path(const char *rel, char *out, size_t n)
         if (exists(cand))
             return snprintf(out, n, "%s", cand), out;
     }
-    if (exists(rel))
-        return out;
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *slash = k > 0 ? (exe[k] = 0, strrchr(exe, '/')) : NULL;

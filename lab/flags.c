@@ -1,6 +1,7 @@
 /* flags.c - the command-line parser every lab shares. A lab declares its flags as a table
  * (lab.h); this file parses argv against that table plus the common flags (--timeout, --algo,
- * --trace, --gated, --help), validates each value and prints the help. The same validator,
+ * --trace, --gated, --help; and --backend with mpirun's hosts for a lab that runs on ranks),
+ * validates each value and prints the help. The same validator,
  * lab_flag_check, is what the UI form calls while the learner types.
  *
  * Bounds: FLAG_INT and FLAG_SIZE use [min, max] inclusive (0,0 = none). FLAG_DOUBLE uses the
@@ -19,15 +20,33 @@ const lab_flag lab_common_flags[] = {
      "collective algorithm (ring, tree, direct, ...) or auto"},
     {"trace", 0, FLAG_STR, NULL, NULL, 0, 0, "write a Chrome trace (Perfetto) to FILE"},
     {"gated", 0, FLAG_BOOL, NULL, NULL, 0, 0, "ranks wait at every step for the viewer"},
+    {"verbose", 'v', FLAG_BOOL, NULL, NULL, 0, 0, "say more (under mpirun: the mpirun line)"},
+    {"help", 'h', FLAG_BOOL, NULL, NULL, 0, 0, "show this help"},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
+};
+
+/* What every lab that runs on ranks adds (lab_on_ranks): the transport and mpirun's hosts.
+ * "gloo", the original scripts' name for their CPU backend, is our shared memory. */
+const lab_flag lab_rank_flags[] = {
+    {"backend", 'b', FLAG_CHOICE, "shm", "shm|mpi|nccl|gloo", 0, 0,
+     "transport: shared memory, mpirun (hosts too), NCCL (a GPU per rank); gloo = shm"},
     {"hostfile", 0, FLAG_STR, NULL, NULL, 0, 0,
      "--backend mpi: mpirun's hostfile (a host per line, slots=N)"},
     {"host", 0, FLAG_STR, NULL, NULL, 0, 0, "--backend mpi: hosts for mpirun (a,b:2,...)"},
     {"events-addr", 0, FLAG_STR, NULL, NULL, 0, 0,
      "--backend mpi: address the ranks send events to (default loopback; HOST[:PORT])"},
-    {"verbose", 'v', FLAG_BOOL, NULL, NULL, 0, 0, "say more (--backend mpi: the mpirun line)"},
-    {"help", 'h', FLAG_BOOL, NULL, NULL, 0, 0, "show this help"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
+
+int lab_on_ranks(const lab *l)
+{
+    return l && l->rank_main && l->max_ranks != 1;
+}
+
+int lab_backend_is_shm(const char *backend)
+{
+    return !backend || !strcmp(backend, "shm") || !strcmp(backend, "gloo");
+}
 
 /* The reserved short flags: a letter here means one thing in every lab and every command
  * that has it (tests/unit/test_flags.c holds every table to it). These are the letters of
@@ -344,23 +363,40 @@ static int give(lab_args *a, int i, const char *v, char *msg, size_t n)
     return 0;
 }
 
-/* The flags of two tables (the lab's and the common ones, or the command's and --help) into
- * a, with up to max_pos positional arguments. 0, 1 when --help was given (nothing printed),
- * 2 with the reason in msg; a is filled in every case (the caller frees it). */
-static int parse(lab_args *a, const lab_flag *t1, const lab_flag *t2, int max_pos, int argc,
+/* A flag that only labs on ranks have, named to a lab that runs in one process: one line. */
+static int rank_flag_elsewhere(const lab_args *a, const char *name, size_t len, char *msg,
+                               size_t msglen)
+{
+    if (!a->lab || lab_on_ranks(a->lab))
+        return 0;
+    for (int i = 0; lab_rank_flags[i].name; i++)
+        if (strlen(lab_rank_flags[i].name) == len && !strncmp(lab_rank_flags[i].name, name, len)) {
+            snprintf(msg, msglen, "--%s is a flag of the labs that run on ranks; this lab runs "
+                     "in one process", lab_rank_flags[i].name);
+            return 1;
+        }
+    return 0;
+}
+
+/* The flags of up to three tables (a lab's, the rank labs' and the common ones; or the
+ * command's and --help) into a, with up to max_pos positional arguments. 0, 1 when --help
+ * was given (nothing printed), 2 with the reason in msg; a is filled in every case (the
+ * caller frees it). */
+static int parse(lab_args *a, const lab_flag *const tables[3], int max_pos, int argc,
                  char **argv, char *msg, size_t msglen)
 {
-    int n1 = count_flags(t1), n2 = count_flags(t2);
-    a->nflags = n1 + n2;
-    a->flags = mlsys_xcalloc((size_t)a->nflags, sizeof *a->flags);
-    a->values = mlsys_xcalloc((size_t)a->nflags, sizeof *a->values);
-    a->given = mlsys_xcalloc((size_t)a->nflags, sizeof *a->given);
-    a->src = mlsys_xcalloc((size_t)a->nflags, sizeof *a->src);
+    a->nflags = 0;
+    for (int t = 0; t < 3; t++)
+        a->nflags += count_flags(tables[t]);
+    a->flags = mlsys_xcalloc((size_t)a->nflags + 1, sizeof *a->flags);
+    a->values = mlsys_xcalloc((size_t)a->nflags + 1, sizeof *a->values);
+    a->given = mlsys_xcalloc((size_t)a->nflags + 1, sizeof *a->given);
+    a->src = mlsys_xcalloc((size_t)a->nflags + 1, sizeof *a->src);
     a->pos = mlsys_xcalloc((size_t)max_pos + 1, sizeof *a->pos);
-    for (int i = 0; i < n1; i++)
-        a->flags[i] = &t1[i];
-    for (int i = 0; i < n2; i++)
-        a->flags[n1 + i] = &t2[i];
+    int k0 = 0;
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; tables[t] && tables[t][i].name; i++)
+            a->flags[k0++] = &tables[t][i];
     for (int i = 0; i < a->nflags; i++)
         if (a->flags[i]->type != FLAG_BOOL && a->flags[i]->def) {
             set_value(a, i, a->flags[i]->def);
@@ -375,7 +411,8 @@ static int parse(lab_args *a, const lab_flag *t1, const lab_flag *t2, int max_po
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             int i = find_long(a, name, len);
             if (i < 0) {
-                snprintf(msg, msglen, "unknown flag '--%.*s' (see --help)", (int)len, name);
+                if (!rank_flag_elsewhere(a, name, len, msg, msglen))
+                    snprintf(msg, msglen, "unknown flag '--%.*s' (see --help)", (int)len, name);
                 return 2;
             }
             const lab_flag *f = a->flags[i];
@@ -452,7 +489,9 @@ int lab_args_parse(const lab *l, int argc, char **argv, lab_args *a, char *err, 
     char msg[512];
     memset(a, 0, sizeof *a);
     a->lab = l;
-    int rc = parse(a, l->flags, lab_common_flags, 0, argc, argv, msg, sizeof msg);
+    const lab_flag *const tables[3] = {l->flags, lab_on_ranks(l) ? lab_rank_flags : NULL,
+                                       lab_common_flags};
+    int rc = parse(a, tables, 0, argc, argv, msg, sizeof msg);
     if (rc == 1) {
         /* nothing to run: the values are freed here, like on an error */
         lab_print_help(l, stdout);
@@ -477,8 +516,8 @@ int lab_command_parse(const lab_command *c, int argc, char **argv, lab_args *a, 
     char msg[512];
     memset(a, 0, sizeof *a);
     a->cmd = c;
-    int rc = parse(a, c->flags, command_common, c->max_pos, argc - 1, argv + 1, msg,
-                   sizeof msg);
+    const lab_flag *const tables[3] = {c->flags, command_common, NULL};
+    int rc = parse(a, tables, c->max_pos, argc - 1, argv + 1, msg, sizeof msg);
     if (rc == 1) {
         lab_command_help(c, stdout);
         fflush(stdout);
@@ -491,6 +530,45 @@ int lab_command_parse(const lab_command *c, int argc, char **argv, lab_args *a, 
     if (rc)
         lab_args_free(a);
     return rc;
+}
+
+int lab_subcommand(const char *group, const lab_command *const *subs, int argc, char **argv,
+                   const lab_command **which)
+{
+    size_t gl = strlen(group);
+    for (int i = 0; argc >= 2 && subs[i]; i++)
+        if (!strcmp(argv[1], subs[i]->name + gl + 1)) {     /* "model info" -> "info" */
+            *which = subs[i];
+            return -1;
+        }
+    if (argc >= 2) {                    /* --help, as the parser reads it for any command */
+        static const lab_flag none[] = {{NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
+        lab_args a;
+        char msg[256];
+        memset(&a, 0, sizeof a);
+        const lab_flag *const tables[3] = {none, command_common, NULL};
+        int rc = parse(&a, tables, 0, 1, argv + 1, msg, sizeof msg);
+        lab_args_free(&a);
+        if (rc == 1) {
+            for (int i = 0; subs[i]; i++) {
+                if (i)
+                    printf("\n");
+                lab_command_help(subs[i], stdout);
+            }
+            fflush(stdout);
+            return 0;
+        }
+    }
+    char want[256];
+    size_t used = 0;
+    want[0] = 0;
+    for (int i = 0; subs[i] && used < sizeof want; i++)
+        used += (size_t)snprintf(want + used, sizeof want - used, "%s'%s%s%s'",
+                                 i == 0 ? "" : subs[i + 1] ? ", " : " or ", subs[i]->name + gl + 1,
+                                 subs[i]->args && *subs[i]->args ? " " : "",
+                                 subs[i]->args ? subs[i]->args : "");
+    fprintf(stderr, "mlsys-lab %s: expected %s (see --help)\n", group, want);
+    return 2;
 }
 
 int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a)
@@ -597,7 +675,9 @@ static void widths(const lab_flag *t, int *w_spell, int *w_type, int *w_def)
 void lab_print_help(const lab *l, FILE *out)
 {
     int ws = 0, wt = 4, wd = 7;
+    const lab_flag *ranks = lab_on_ranks(l) ? lab_rank_flags : NULL;
     widths(l->flags, &ws, &wt, &wd);
+    widths(ranks, &ws, &wt, &wd);
     widths(lab_common_flags, &ws, &wt, &wd);
     fprintf(out, "usage: mlsys-lab run %s [flags]\n\n", l->id);
     fprintf(out, "%s\n", l->title ? l->title : l->id);
@@ -609,6 +689,7 @@ void lab_print_help(const lab *l, FILE *out)
         print_table(l->flags, out, ws, wt, wd);
     }
     fprintf(out, "common flags:\n");
+    print_table(ranks, out, ws, wt, wd);
     print_table(lab_common_flags, out, ws, wt, wd);
     fprintf(out, "\nValues: --flag value or --flag=value; sizes accept 8, 64K, 1M, 2G.\n"
             "Reserved short flags mean the same in every lab and command: mlsys-lab help flags\n");

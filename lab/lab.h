@@ -13,8 +13,8 @@ typedef struct lab_flag {
     const char *name;       /* long name without dashes: "world-size" */
     char short_name;        /* 'w', or 0: a letter of lab_short_flags only with its meaning */
     lab_flag_type type;
-    const char *def;        /* default as text ("4", "64K", "gloo"); NULL for switches */
-    const char *choices;    /* FLAG_CHOICE: "gloo|nccl|shm|mpi" */
+    const char *def;        /* default as text ("4", "64K", "shm"); NULL for switches */
+    const char *choices;    /* FLAG_CHOICE: "shm|mpi|nccl|gloo" */
     /* [min, max] inclusive; 0,0 = none; max FLAG_NO_MAX: min or more. FLAG_DOUBLE: the
      * same, except that min 0 with max > 0 means "above 0" (a timeout of 0 makes no sense). */
     long min, max;
@@ -34,8 +34,9 @@ typedef struct lab_command {
     const char *notes;          /* printed after the flag table, or NULL */
 } lab_command;
 
-/* Parsed values: one text per flag of lab->flags followed by the common flags (or of the
- * command's flags followed by --help), and a command's positional arguments. */
+/* Parsed values: one text per flag of lab->flags followed by the common flags (those of
+ * lab_rank_flags first for a lab on ranks; or of the command's flags followed by --help),
+ * and a command's positional arguments. */
 typedef struct lab_args {
     const struct lab *lab;      /* the lab parsed for, or NULL for a command */
     const lab_command *cmd;     /* the command parsed for, or NULL for a lab */
@@ -99,10 +100,12 @@ typedef struct chapter {
 } chapter;
 
 /* assets.c */
-/* A shipped file by its path in the source tree ("assets/models/model.bin"): under
- * $MLSYS_LAB_SRC, else rel itself (from the current folder, or absolute), else next to the
- * program (one folder up for build/mlsys-lab, or beside it): the first that exists, into out,
- * which it returns; rel when none does, so that "cannot open" names the path asked for. */
+/* A file by the path a user gave or the source tree has ("assets/models/model.bin"), looked
+ * for in this order: rel itself when it is absolute or exists from the current folder (what
+ * the user named), then under $MLSYS_LAB_SRC, then next to the program (one folder up for
+ * build/mlsys-lab, or beside it). The first that exists goes into out, which it returns;
+ * rel when none does, so that "cannot open" names the path asked for. The one search for
+ * every caller: commands, the chapter reader and the labs. */
 const char *lab_asset_path(const char *rel, char *out, size_t n);
 
 /* chapters.c */
@@ -110,7 +113,14 @@ extern const chapter *const lab_chapters[];    /* NULL-terminated, in reading or
 const lab *lab_find(const char *id);           /* by id; NULL when unknown */
 
 /* flags.c */
-extern const lab_flag lab_common_flags[];      /* --timeout, --algo, --trace, ... */
+extern const lab_flag lab_common_flags[];      /* every lab's: --timeout, --algo, --trace, ... */
+extern const lab_flag lab_rank_flags[];        /* and a rank lab's: --backend, --hostfile, ... */
+/* Does the lab run on ranks (rank_main, more than one rank allowed)? Those have the common
+ * flags of lab_rank_flags as well; a single-process lab refuses them in one line. */
+int lab_on_ranks(const lab *l);
+/* --backend's value names shared memory ("shm", its default; "gloo", the original's name;
+ * NULL: a lab without the flag). */
+int lab_backend_is_shm(const char *backend);
 extern const lab_short_flag lab_short_flags[]; /* letter 0 ends it */
 /* The entry of a letter, NULL when the letter is free. */
 const lab_short_flag *lab_short_flag_of(char letter);
@@ -128,6 +138,11 @@ void lab_command_help(const lab_command *c, FILE *out);
 /* Parse for a command and answer what the caller would: -1 to go on with a parsed, else the
  * exit status (0 after --help, 2 after the one line on stderr). */
 int lab_command_args(const lab_command *c, int argc, char **argv, lab_args *a);
+/* A command of subcommands (group "model": subs "model info", "model init", NULL-ended):
+ * argv[1] names one, which goes into *which (then -1: go on with argc - 1, argv + 1); --help
+ * prints every one's help (0); anything else is one line on stderr (2). */
+int lab_subcommand(const char *group, const lab_command *const *subs, int argc, char **argv,
+                   const lab_command **which);
 const char *lab_arg_str(const lab_args *a, const char *name);   /* NULL when unknown/unset */
 /* The same text where it lives as long as argv (or the flag table, for a default): for a
  * value kept after lab_args_free. NULL when unknown or unset. */

@@ -5,7 +5,7 @@
 extern const lab ch01_verify_setup_lab;
 extern const lab ch01_hello_distributed_lab;
 
-extern const struct exercise *const ch01_exercises[];   /* exercises.c */
+extern const struct exercise *const ch01_exercises[];   /* ch01_exercises.c */
 
 static const lab *const ch01_labs[] = {
     &ch01_verify_setup_lab,

@@ -11,8 +11,6 @@
 
 static const lab_flag hello_flags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks (processes)"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -25,14 +23,13 @@ static int fail(mlsys_comm *c, const char *what)
 static int hello_before(const lab_args *a)
 {
     int n = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, n) != 0)
-        return 2;
     char why[256];
     int gpus = probe_gpu_count(why, sizeof why);
     common_banner(stdout, W, "Hello, distributed world");
     printf("World size: %d\n", n);
     printf("Backend: %s%s\n", lab_arg_str(a, "backend"),
-           !strcmp(lab_arg_str(a, "backend"), "gloo") ? " (our shared-memory CPU transport)" : "");
+           lab_backend_is_shm(lab_arg_str(a, "backend")) ? " (our shared-memory CPU transport)"
+                                                         : "");
     if (gpus > 0)
         printf("CUDA available: yes (%d GPU%s)\n", gpus, gpus == 1 ? "" : "s");
     else

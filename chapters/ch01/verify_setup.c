@@ -1,14 +1,14 @@
 /* verify_setup.c - ch01/verify-setup: what a distributed program needs from its machine,
  * checked for real: cores, separate processes, a working transport (2 and 4 ranks
  * all-reduce), which backends (shm, mpi, nccl) can run here and why not. Unlike the
- * original, the self-tests really run; the report is chapters/common/selftest.c's, the same
- * one `mlsys-lab doctor` prints. Single process. */
+ * original, the self-tests really run; the report is core/selftest.c's, the same one
+ * `mlsys-lab doctor` prints (its mpi self-test runs ch01/hello-distributed). Single process. */
 #include "../common/common.h"
 
 static int verify_main(const lab_args *a)
 {
     double t = lab_arg_double(a, "timeout");
-    return probe_report(t > 0 ? t : 30.0);
+    return probe_report(t > 0 ? t : 30.0, "ch01/hello-distributed");
 }
 
 const lab ch01_verify_setup_lab = {

@@ -6,7 +6,7 @@ extern const lab ch02_send_recv_basic_lab;
 extern const lab ch02_pipeline_simulation_lab;
 extern const lab ch02_async_communication_lab;
 
-extern const struct exercise *const ch02_exercises[];   /* exercises.c */
+extern const struct exercise *const ch02_exercises[];   /* ch02_exercises.c */
 
 static const lab *const ch02_labs[] = {
     &ch02_send_recv_basic_lab,

@@ -16,11 +16,9 @@
 static const lab_flag pipe_flags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "pipeline stages P, one per rank"},
     {"batch-size", 0, FLAG_INT, "32", NULL, 1, 1024,
-     "rows per micro-batch B (the original's -b; -b is --backend in every lab)"},
+     "rows per micro-batch B (the original's -b; -b is --backend wherever ranks run)"},
     {"hidden-size", 0, FLAG_INT, "64", NULL, 1, 1024, "layer width H"},
     {"num-microbatches", 'm', FLAG_INT, "4", NULL, 1, 256, "micro-batches M"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport (-b: as in every lab; it was the batch size here)"},
     {"visualize", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "draw how micro-batches fill a pipeline, without starting ranks"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
@@ -202,8 +200,6 @@ static int pipe_before(const lab_args *a)
         return 0;
     }
     int p = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, p) != 0)
-        return 2;
     char rule[256];
     common_rule(rule, sizeof rule, "=", W);
     printf("%s\n Pipeline simulation: forward pass through Linear+ReLU stages\n%s\n", rule, rule);

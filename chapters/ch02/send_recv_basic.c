@@ -14,8 +14,6 @@
 static const lab_flag srb_flags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 2, 64,
      "number of ranks in the chain (needs a sender and a receiver: at least 2)"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; gloo means our shared-memory CPU backend"},
     {"show-deadlock", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "explain the send/send deadlock and its fix, without starting ranks"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
@@ -55,8 +53,6 @@ static int srb_before(const lab_args *a)
         return 0;
     }
     int n = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, n) != 0)
-        return 2;
     common_banner(stdout, W, "Point-to-point: chain relay");
     printf("World size: %d\n", n);
     printf("Pattern: ");

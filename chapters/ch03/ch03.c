@@ -6,7 +6,7 @@ extern const lab ch03_collective_cheatsheet_lab;
 extern const lab ch03_distributed_mean_lab;
 extern const lab ch03_distributed_softmax_lab;
 
-extern const struct exercise *const ch03_exercises[];   /* exercises.c */
+extern const struct exercise *const ch03_exercises[];   /* ch03_exercises.c */
 
 static const lab *const ch03_labs[] = {
     &ch03_collective_cheatsheet_lab,

@@ -18,8 +18,6 @@ static const lab_flag cs_flags[] = {
      "broadcast|scatter|gather|all_gather|reduce|all_reduce|reduce_scatter|all", 0, 0,
      "which collective to show"},
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -29,8 +27,6 @@ static const char *const ops[] = {"broadcast", "scatter", "gather", "all_gather"
 static int cs_before(const lab_args *a)
 {
     int n = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, n) != 0)
-        return 2;
     common_box(stdout, COMMON_BOX_WIDTH, "Collective operations cheatsheet");
     printf("World size: %d\n", n);
     printf("Operation: %s\n\n", lab_arg_str(a, "operation"));

@@ -12,8 +12,6 @@
 static const lab_flag mean_flags[] = {
     {"data-size", 'd', FLAG_INT, "100", NULL, 2, 1L << 24, "elements per rank D"},
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -42,8 +40,6 @@ static long shard_size(int r, long d)
 static int mean_before(const lab_args *a)
 {
     int n = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, n) != 0)
-        return 2;
     common_box(stdout, COMMON_BOX_WIDTH, "Distributed mean");
     printf("World size: %d\n", n);
     printf("Data size per rank (D): %ld\n\n", lab_arg_int(a, "data-size"));

@@ -15,8 +15,6 @@ static const lab_flag sm_flags[] = {
     {"scale", 0, FLAG_DOUBLE, "1", NULL, 0, 0, "multiply the values (1000: the naive exp overflows)"},
     {"offset", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "add to the values (1000: large but not one-hot)"},
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi",
-     0, 0, "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -39,8 +37,6 @@ static void shard(long n, int ranks, int r, long *lo, long *len)
 static int sm_before(const lab_args *a)
 {
     int n = (int)lab_arg_int(a, "world-size");
-    if (common_backend_check(a, n) != 0)
-        return 2;
     common_box(stdout, COMMON_BOX_WIDTH, "Distributed softmax");
     printf("World size: %d\n", n);
     printf("Vector length: %ld, values: %g + %g · normal(0, 1)\n", lab_arg_int(a, "size"),

@@ -21,8 +21,6 @@ static const lab_flag algos_flags[] = {
     {"sizes", 0, FLAG_STR, "1000,10000,100000,1000000,10000000,100000000", NULL, 0, 0,
      "comma-separated message sizes in bytes (64K, 1M also work)"},
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks (processes)"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|nccl|shm|mpi", 0, 0,
-     "transport; gloo means our shared-memory CPU backend"},
     {"iterations", 'i', FLAG_INT, "50", NULL, 1, 10000000,
      "timed all_reduce calls per size and algorithm"},
     {"alpha", 0, FLAG_DOUBLE, NULL, NULL, 0, 100000000,
@@ -155,8 +153,6 @@ static int algos_before(const lab_args *a)
                 "and tree side by side) or native (--backend mpi)\n", LAB_ID, algo, list);
         return 2;
     }
-    if (common_backend_check(a, n) != 0)
-        return 2;
     uint64_t biggest = 0;
     for (int i = 0; i < ns; i++)
         biggest = sizes[i] > biggest ? sizes[i] : biggest;
@@ -178,7 +174,7 @@ static int algos_before(const lab_args *a)
         printf("%s%s", i ? ", " : "", fmt_bytes((double)sizes[i], 1, buf, sizeof buf));
     printf("]\n");
     printf("World size: %d\n", n);
-    printf("Backend: %s%s\n", backend, !strcmp(backend, "gloo") || !strcmp(backend, "shm") ?
+    printf("Backend: %s%s\n", backend, lab_backend_is_shm(backend) ?
            " (our shared-memory CPU transport)" : "");
     printf("Iterations: %ld\n", lab_arg_int(a, "iterations"));
     if (na == 2)

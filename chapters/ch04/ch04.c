@@ -6,7 +6,7 @@
 extern const lab ch04_topology_inspector_lab;
 extern const lab ch04_benchmark_algorithms_lab;
 
-extern const struct exercise *const ch04_exercises[];   /* exercises.c */
+extern const struct exercise *const ch04_exercises[];   /* ch04_exercises.c */
 
 static const lab *const ch04_labs[] = {
     &ch04_topology_inspector_lab,

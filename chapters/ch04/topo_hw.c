@@ -10,6 +10,7 @@
 #include <string.h>
 
 #ifdef HAVE_HWLOC
+#include "hwloc_lib.h"              /* before the library's header: loaded with dlopen */
 #include <hwloc.h>
 #endif
 
@@ -81,6 +82,10 @@ static hwloc_topology_t machine_topology(char *err, size_t n)
     if (loaded)
         return topo;
     hwloc_topology_t t;
+    if (hwloc_lib_why()) {
+        snprintf(err, n, "%s", hwloc_lib_why());
+        return NULL;
+    }
     if (hwloc_topology_init(&t) != 0) {
         snprintf(err, n, "hwloc_topology_init failed");
         return NULL;

@@ -6,7 +6,7 @@
 extern const lab ch05_simple_ddp_lab;
 extern const lab ch05_gradient_sync_visualizer_lab;
 extern const lab ch05_train_lm_lab;
-extern const struct exercise *const ch05_exercises[];   /* exercises.c */
+extern const struct exercise *const ch05_exercises[];   /* ch05_exercises.c */
 
 static const lab *const ch05_labs[] = {
     &ch05_simple_ddp_lab,

@@ -20,8 +20,6 @@ static const lab_flag gsv_flags[] = {
     {"bucket-size", 0, FLAG_SIZE, "24", NULL, 0, 1L << 20, "bucket size in bytes (6 floats)"},
     {"first-bucket", 0, FLAG_SIZE, "8", NULL, 0, 1L << 20, "first bucket in bytes (2 floats)"},
     {"zero", 0, FLAG_CHOICE, "0", "0|1|2|3", 0, 0, "mark the shard each rank owns under ZeRO"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|shm", 0, 0,
-     "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -40,8 +38,6 @@ static int gsv_before(const lab_args *a)
                 "rank: %d parameters, %d ranks\n", NPARAM, n);
         return 2;
     }
-    if (common_backend_check(a, n) != 0)
-        return 2;
     return -1;
 }
 

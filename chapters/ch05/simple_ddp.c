@@ -37,8 +37,6 @@ static const lab_flag ddp_flags[] = {
      "DDP: launch every bucket after backward (blocking)"},
     {"sweep", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "also time the gradient sync alone for buckets of 1 KiB to 1 MiB"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|shm", 0, 0,
-     "transport; gloo means our shared-memory CPU backend"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -107,8 +105,6 @@ static int ddp_before(const lab_args *a)
                 "parameters, %d ranks\n", shape_params(&s), n);
         return 2;
     }
-    if (common_backend_check(a, n) != 0)
-        return 2;
     long b = lab_arg_int(a, "batch-size");
     double need = ddp_memory(&s, b, n, !strcmp(lab_arg_str(a, "optim"), "adamw"));
     if (need > (double)mlsys_mem_available()) {
@@ -657,12 +653,6 @@ static void summarise(const trainer *T, int calls, method_times *mt)
     free(idx);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 #define ALONE_REPEATS 5
 
 /* The sync of d's buckets alone: every bucket launched after backward (nothing to hide
@@ -689,8 +679,7 @@ static int sync_alone(mlsys_comm *c, ddp *d, double *med)
     d->overlap = overlap;
     ddp_begin(d);
     if (!rc) {
-        qsort(t, ALONE_REPEATS, sizeof t[0], cmp_double);
-        *med = t[ALONE_REPEATS / 2];
+        *med = mlsys_percentile(t, ALONE_REPEATS, 50);
     }
     return rc;
 }

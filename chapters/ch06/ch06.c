@@ -6,7 +6,7 @@
 extern const lab ch06_tp_linear_lab;
 extern const lab ch06_tp_mlp_lab;
 extern const lab ch06_tp_attention_lab;
-extern const struct exercise *const ch06_exercises[];   /* exercises.c */
+extern const struct exercise *const ch06_exercises[];   /* ch06_exercises.c */
 
 static const lab *const ch06_labs[] = {
     &ch06_tp_linear_lab,

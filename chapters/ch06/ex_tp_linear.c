@@ -1,7 +1,7 @@
 /* ex_tp_linear.c - Chapter 6's implement exercise: the column- and row-parallel linear layer,
  * forward and backward, on T = 1, 2, 4 ranks, checked against the serial layer on seeded
  * inputs (assets/exercises/ch06-tp-linear/: the starter, the solution and the rank-side
- * check). Listed in exercises.c's table. */
+ * check). Listed in ch06_exercises.c's table. */
 #include "../../lab/exercise/exercise.h"
 
 static const int sizes_1_2_4[] = {1, 2, 4, 0};

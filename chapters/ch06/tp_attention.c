@@ -12,7 +12,7 @@ static const lab_flag attn_flags[] = {
     {"hidden-size", 'H', FLAG_INT, "64", NULL, 1, 4096, "hidden size H"},
     {"heads", 0, FLAG_INT, "8", NULL, 1, 256, "attention heads NH; H must divide by NH"},
     {"batch-size", 0, FLAG_INT, "2", NULL, 1, 256,
-     "batch B (-b was this; it is --backend in every lab)"},
+     "batch B (-b was this; it is --backend wherever ranks run)"},
     {"seq-len", 's', FLAG_INT, "16", NULL, 1, 1024, "sequence length S"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };

@@ -18,7 +18,7 @@ static const lab_flag mlp_flags[] = {
     {"tp-size", 't', FLAG_INT, "4", NULL, 1, 64, "TP degree T (ranks); must divide I = 4H"},
     {"hidden-size", 'H', FLAG_INT, "64", NULL, 1, 8192, "hidden size H (I = 4H)"},
     {"batch-size", 0, FLAG_INT, "4", NULL, 1, 1024,
-     "batch B of the benchmark input (-b was this; it is --backend in every lab)"},
+     "batch B of the benchmark input (-b was this; it is --backend wherever ranks run)"},
     {"seq-len", 's', FLAG_INT, "16", NULL, 1, 8192, "sequence length S of the benchmark input"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };

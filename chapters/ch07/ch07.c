@@ -5,7 +5,7 @@
 
 extern const lab ch07_pipeline_schedule_viz_lab;
 extern const lab ch07_parallel_strategy_calculator_lab;
-extern const struct exercise *const ch07_exercises[];   /* exercises.c */
+extern const struct exercise *const ch07_exercises[];   /* ch07_exercises.c */
 
 static const lab *const ch07_labs[] = {
     &ch07_pipeline_schedule_viz_lab,

@@ -1,7 +1,7 @@
 /* ex_1f1b.c - Chapter 7's implement exercise: the 1F1B schedule generator, checked on one
  * rank against the rules of a pipeline (one F and one B per stage and micro-batch,
  * dependencies, one task per slot) and of 1F1B (at most min(P - s, M) micro-batches in
- * flight, 2(M + P - 1) slots) for P and M drawn from the seed. Listed in exercises.c. */
+ * flight, 2(M + P - 1) slots) for P and M drawn from the seed. Listed in ch07_exercises.c. */
 #include "../../lab/exercise/exercise.h"
 
 static const int sizes_1[] = {1, 0};

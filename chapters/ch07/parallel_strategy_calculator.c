@@ -25,7 +25,7 @@ static const lab_flag calc_flags[] = {
     {"memory", 0, FLAG_DOUBLE, "80", NULL, 0, 100000,
      "GPU memory in GB (-m was this; it is --microbatches in every lab)"},
     {"batch-size", 0, FLAG_INT, "512", NULL, 1, 100000000,
-     "global batch size (-b was this; it is --backend in every lab)"},
+     "global batch size (-b was this; it is --backend wherever ranks run)"},
     {"seq-len", 's', FLAG_INT, "4096", NULL, 1, 100000000, "sequence length"},
     {"moe", 0, FLAG_BOOL, NULL, NULL, 0, 0, "the model is a mixture of experts"},
     {"num-experts", 0, FLAG_INT, "64", NULL, 1, 65536, "experts per MoE layer"},

@@ -31,7 +31,7 @@ static const lab_flag viz_flags[] = {
      "--run: layers of the MLP, split evenly over P stages (x v chunks)"},
     {"hidden", 0, FLAG_INT, "256", NULL, 1, 4096, "--run: width H of every layer"},
     {"batch-size", 0, FLAG_INT, "64", NULL, 1, 65536,
-     "--run: rows per micro-batch (-b was this; it is --backend in every lab)"},
+     "--run: rows per micro-batch (-b was this; it is --backend wherever ranks run)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 

@@ -3,7 +3,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch08_minimal_inference_server_lab;
-extern const struct exercise *const ch08_exercises[];   /* exercises.c */
+extern const struct exercise *const ch08_exercises[];   /* ch08_exercises.c */
 
 static const lab *const ch08_labs[] = {
     &ch08_minimal_inference_server_lab,

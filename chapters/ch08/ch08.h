@@ -22,12 +22,12 @@ typedef struct ch08_req {
 } ch08_req;
 
 /* report.c */
-/* Linear interpolation between the closest ranks (numpy's default), v sorted in place. */
-double ch08_percentile(double *v, int n, double p);
 /* The per-request table in completion order (order[] = ids), then percentiles of TTFT, time
- * per output token and end-to-end latency, total tokens, wall time and throughput. */
+ * per output token and end-to-end latency, total tokens, wall time and throughput.
+ * gate_wait_s >= 0: a gated run whose times are the engine's own, that much waiting at the
+ * gates for the viewer left out (said in the header and the summary); < 0: not gated. */
 void ch08_report(FILE *out, const ch08_req *r, const int *order, int n, double wall_s,
-                 int simulated);
+                 int simulated, double gate_wait_s);
 
 /* server_sim.c: the original's scheduler and fake model, virtual milliseconds */
 typedef struct ch08_sim_opts {

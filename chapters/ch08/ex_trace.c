@@ -150,9 +150,9 @@ static int check_trace(const ex_context *cx, const exercise *ex, const char *fil
     ex_verdict_set(v, EX_PASS, EXF_NONE, "request 4: queued until step %d, prefilled there, "
                    "%d decode steps, finished in step %d", p, d, f);
     ex_verdict_add(v, "Its TTFT is almost all queueing: it waited for a seat while r0..r3 ran "
-                   "(two at a time), then one step computed its 11 prompt tokens and drew the "
-                   "first token. Every later token costs one step, shared with r5: latency = "
-                   "TTFT + 19 x TPOT.");
+                   "(two at a time), then one step computed its %d prompt tokens and drew the "
+                   "first token. Every later token costs one step, shared with whoever else "
+                   "decodes: latency = TTFT + %d x TPOT.", pr, d);
     ex_verdict_add(v, "Prefill against decode: step %d ran %d prompt rows in one forward, step "
                    "%d ran %d rows, one per running request. A step's time follows its rows on "
                    "these CPU cores (compare the two steps' times in your run); on a GPU a "
@@ -163,13 +163,13 @@ static int check_trace(const ex_context *cx, const exercise *ex, const char *fil
 
 static const char *const trace_hints[] = {
     "Which step line first shows r4 after the word prefill?",
-    "Each decode step draws one token for r4: with 20 tokens, how many decode steps are "
-    "there after the prefill step that drew the first?",
+    "Each decode step draws one token for r4: with the tokens its row of the results table "
+    "gives, how many decode steps are there after the prefill step that drew the first?",
     "With two seats, what is request 4 waiting for while r0..r3 run?",
     "How many rows does a step compute for a prompt of 11 tokens, and how many for a request "
     "that decodes?",
     "TTFT ends with the first token, TPOT is the time per token after it: what do they add "
-    "up to with the 19 tokens that follow?",
+    "up to with the tokens that follow?",
     NULL
 };
 

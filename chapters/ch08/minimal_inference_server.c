@@ -2,10 +2,14 @@
  * (core/llm/engine.h) on the lab's model, fed the original script's workload (its eight
  * prompts, requests submitted in order at time 0). One line per engine step says who
  * prefills how many tokens and who decodes in that one forward; then each request's TTFT,
- * time per output token and latency, percentiles and throughput. --simulate runs the
- * original's fake server on a virtual clock instead (server_sim.c), labelled as such. */
+ * time per output token and latency, percentiles and throughput. Each request asks for its
+ * own number of tokens (drawn from its seed up to --max-tokens), so requests finish at
+ * different steps and continuous batching has seats to refill; --static runs the same
+ * workload with static batching, --compare runs both and sets them side by side.
+ * --simulate runs the original's fake server on a virtual clock instead (server_sim.c),
+ * labelled as such. */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/engine.h"
 
 #include <stdlib.h>
@@ -22,7 +26,14 @@ static const lab_flag mis_flags[] = {
     {"block-size", 0, FLAG_INT, "16", NULL, 1, 128, "tokens per KV-cache block"},
     {"kv-blocks", 0, FLAG_INT, "0", NULL, 0, 65536, "KV-cache blocks (0: a full context per "
      "seat); few blocks force preemption"},
-    {"max-tokens", 0, FLAG_INT, "20", NULL, 1, 128, "tokens generated per request at most"},
+    {"max-tokens", 0, FLAG_INT, "20", NULL, 1, 128, "tokens generated per request at most "
+     "(request i asks for a number drawn from its seed between a quarter of this and all)"},
+    {"fixed-output", 0, FLAG_BOOL, NULL, NULL, 0, 0, "every request asks for --max-tokens (the "
+     "original's workload: they all end together)"},
+    {"static", 0, FLAG_BOOL, NULL, NULL, 0, 0, "static batching: a batch waits for its "
+     "longest member, newcomers for the whole batch"},
+    {"compare", 0, FLAG_BOOL, NULL, NULL, 0, 0, "run the workload with continuous and with "
+     "static batching and compare them"},
     {"temperature", 0, FLAG_DOUBLE, "0.8", NULL, 0, 0, "sampling temperature (0: greedy)"},
     {"seed", 0, FLAG_INT, "42", NULL, 0, 1L << 40, "request i samples with seed + i; the "
      "simulation's random stream"},
@@ -35,7 +46,7 @@ static const lab_flag mis_flags[] = {
     {"serve", 0, FLAG_STR, NULL, NULL, 0, 0, "[ADDR:]PORT: serve the model over HTTP, "
      "OpenAI-compatible (ADDR 127.0.0.1 unless given; port 0: a free one)"},
     {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "--serve: requests to /v1/ need "
-     "'Authorization: Bearer KEY'"},
+     "'Authorization: Bearer KEY' (or set MLSYS_LAB_API_KEY, out of the process list)"},
     {"served-model-name", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "--serve: the model id "
      "requests name"},
     {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: greedy requests speculate with "
@@ -49,18 +60,45 @@ static const lab_flag mis_flags[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
-/* What the callbacks fill in while the engine runs. */
+/* What the callbacks fill in while the engine runs. Gated, the engine waits at a gate
+ * before each step until the viewer lets it go: the steps a request's first token and its
+ * end came in say how much of that waiting to take off its times (engine time). */
 typedef struct mis_run {
     ch08_req *req;
     int *order, n_done;
     double t0;
     size_t *text_len;
+    long step;                  /* the step running now (1 for the first) */
+    long *first_step, *last_step;       /* [request]: the steps of its first and last event */
 } mis_run;
+
+/* What one run of the workload came to, for the closing notes and --compare: steps, times
+ * in ms, and per request the step that prefilled it and the step it finished in. */
+typedef struct mis_sum {
+    long steps;
+    double wall_ms, ttft_p50, ttft_p99, lat_p50, lat_p99, tokens_s;
+    long *pre_step, *fin_step;      /* [N], 0 until known */
+} mis_sum;
+
+/* Request i's max_tokens: --max-tokens with --fixed-output; otherwise drawn from its own
+ * stream, uniformly between a quarter of --max-tokens (at least 1) and all of it. */
+static int request_max_tokens(const lab_args *a, int i)
+{
+    int hi = (int)lab_arg_int(a, "max-tokens"), lo = (hi + 3) / 4;
+    if (lab_arg_bool(a, "fixed-output"))
+        return hi;
+    mlsys_rng r;
+    mlsys_rng_seed(&r, (uint64_t)lab_arg_int(a, "seed") * 0x9e3779b97f4a7c15ull + (uint64_t)i);
+    return lo + (int)(mlsys_rng_u64(&r) % (uint64_t)(hi - lo + 1));
+}
 
 static void on_event(void *u, const llm_engine_event *ev)
 {
     mis_run *m = u;
     ch08_req *q = &m->req[ev->id];
+    if (ev->token >= 0 && !m->first_step[ev->id])
+        m->first_step[ev->id] = m->step;
+    m->last_step[ev->id] = m->step;
     /* the start of the output for the table, newlines shown as \n */
     for (int i = 0; i < ev->text_len && m->text_len[ev->id] + 3 < 40; i++) {
         char ch = ev->text[i];
@@ -147,15 +185,13 @@ static int mis_before(const lab_args *a)
     return -1;
 }
 
-static int mis_real(mlsys_comm *c, const lab_args *a)
+/* The workload once, with continuous (or static) batching. verbose: the banner, one line
+ * per submission and per step, the report; otherwise nothing but sum. */
+static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
+                        const llm_weights *w, llm_tokenizer *tok, int is_static, int verbose,
+                        mis_sum *sum)
 {
     char err[512], rule[256], mpath[4096];
-    llm_config cfg;
-    llm_weights w;
-    llm_tokenizer tok;
-    if (common_load_model(a, "ch08/minimal-inference-server", &cfg, &w, &tok))
-        return 2;
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
     int N = (int)lab_arg_int(a, "num-requests");
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
@@ -165,41 +201,48 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
         .max_num_batched_tokens = (int)lab_arg_int(a, "max-num-batched-tokens"),
         .block_size = (int)lab_arg_int(a, "block-size"),
         .n_blocks = (int)lab_arg_int(a, "kv-blocks"),
-        .tok = &tok,
-        .comm = c,
+        .admit = is_static ? llm_admit_static : NULL,
+        .tok = tok,
+        .comm = verbose ? c : NULL,
     };
     int rc = 2;
-    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(cfg, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
-        goto out;
+        return 2;
     }
-    llm_paged_stats ps;
-    llm_paged_stats_get(llm_engine_kv(s), &ps);
-    common_box(stdout, 68, "Minimal inference server");
-    printf("The lab's model (%s: dim %d, %d layers, context %d) behind its serving engine:\n"
-           "continuous batching, at most %d sequences and %d tokens per step, a paged KV cache "
-           "of\n%d blocks x %d tokens (%llu bytes per token), prefix caching on.\n"
-           "%d requests, max_tokens %ld, temperature %g, seed %ld (request i: seed + i)\n",
-           mpath, cfg.dim, cfg.n_layers, cfg.seq_len, seqs, o.max_num_batched_tokens,
-           ps.n_blocks, ps.block_size,
-           (unsigned long long)(ps.bytes_per_block / (uint64_t)ps.block_size), N,
-           lab_arg_int(a, "max-tokens"), lab_arg_double(a, "temperature"),
-           lab_arg_int(a, "seed"));
-
+    lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
+    if (verbose) {
+        llm_paged_stats ps;
+        llm_paged_stats_get(llm_engine_kv(s), &ps);
+        common_box(stdout, 68, "Minimal inference server");
+        printf("The lab's model (%s: dim %d, %d layers, context %d) behind its serving "
+               "engine:\n%s batching, at most %d sequences and %d tokens per step, a paged KV "
+               "cache of\n%d blocks x %d tokens (%llu bytes per token), prefix caching on.\n"
+               "%d requests, max_tokens %s%ld, temperature %g, seed %ld (request i: seed + "
+               "i)\n", mpath, cfg->dim, cfg->n_layers, cfg->seq_len,
+               is_static ? "static" : "continuous", seqs, o.max_num_batched_tokens,
+               ps.n_blocks, ps.block_size,
+               (unsigned long long)(ps.bytes_per_block / (uint64_t)ps.block_size), N,
+               lab_arg_bool(a, "fixed-output") ? "" : "drawn per request, at most ",
+               lab_arg_int(a, "max-tokens"), lab_arg_double(a, "temperature"),
+               lab_arg_int(a, "seed"));
+    }
     mis_run m = {0};
     m.req = calloc((size_t)N, sizeof *m.req);
     m.order = calloc((size_t)N, sizeof(int));
     m.text_len = calloc((size_t)N, sizeof(size_t));
+    m.first_step = calloc((size_t)N, sizeof(long));
+    m.last_step = calloc((size_t)N, sizeof(long));
     int (*ids)[160] = calloc((size_t)N, sizeof *ids);
-    printf("\n%s\nSubmitting %d requests (all at time 0, prompt i mod 8)\n%s\n",
-           common_rule(rule, sizeof rule, "=", 70), N, rule);
+    if (verbose)
+        printf("\n%s\nSubmitting %d requests (all at time 0, prompt i mod 8)\n%s\n",
+               common_rule(rule, sizeof rule, "=", 70), N, rule);
     m.t0 = mlsys_now_s();
     for (int i = 0; i < N; i++) {
         const char *text = ch08_prompts[i % CH08_NPROMPTS];
-        int n = (int)llm_bpe_encode_prompt(&tok, text, strlen(text), 1, ids[i]);
-        llm_request r = {.prompt = ids[i], .n_prompt = n,
-                         .max_tokens = (int)lab_arg_int(a, "max-tokens"),
+        int n = (int)llm_bpe_encode_prompt(tok, text, strlen(text), 1, ids[i]);
+        llm_request r = {.prompt = ids[i], .n_prompt = n, .max_tokens = request_max_tokens(a, i),
                          .temperature = (float)lab_arg_double(a, "temperature"),
                          .top_p = 0.95f, .seed = (uint64_t)lab_arg_int(a, "seed") + (uint64_t)i,
                          .on_event = on_event, .u = &m};
@@ -210,53 +253,202 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
             goto done;
         }
         m.req[id] = (ch08_req){.id = id, .n_prompt = n, .finish = "?"};
-        printf("  request %d: \"%s\" (%d tokens with BOS), queue length %d\n", id, text, n,
-               i + 1);
+        if (verbose)
+            printf("  request %d: \"%s\" (%d tokens with BOS), max_tokens %d, queue length "
+                   "%d\n", id, text, n, r.max_tokens, i + 1);
     }
-    printf("\n%s\nProcessing: one line per engine step (one forward for all its rows)\n%s\n",
-           rule, rule);
-    fflush(stdout);
+    int st, gated = mlsys_gated(c);
+    if (verbose) {
+        printf("\n%s\nProcessing: one line per engine step (one forward for all its rows)%s\n"
+               "%s\n", rule, gated ? ",\nat the engine's own time: its waits at the gates are "
+               "left out" : "", rule);
+        fflush(stdout);
+    }
     llm_step_info info;
-    int st;
-    while ((st = llm_engine_step(s, &info)) > 0) {
-        char line[1024];
-        step_line(&info, (info.t_end - m.t0) * 1e3, line, sizeof line);
-        printf("%s\n", line);
-        fflush(stdout);     /* the engine stops at a gate before each step (--gated) */
+    /* gated: waited[k] is the time spent at the gates of steps 1..k (before each step, the
+     * gap since the last one ended: the wait for the viewer, and printing a line) */
+    long cap = 64;
+    double *waited = mlsys_xcalloc((size_t)cap, sizeof *waited), prev_end = mlsys_now_s();
+    for (m.step = 1;; m.step++) {
+        if (m.step + 1 >= cap) {
+            cap *= 2;
+            double *more = realloc(waited, (size_t)cap * sizeof *waited);
+            if (!more) {
+                fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: out of memory at "
+                        "step %ld\n", m.step);
+                st = -1;
+                break;
+            }
+            waited = more;
+        }
+        st = llm_engine_step(s, &info);
+        if (st <= 0) {      /* the engine's last call: it had nothing left to do */
+            waited[m.step] = waited[m.step - 1] + (gated ? mlsys_now_s() - prev_end : 0.0);
+            break;
+        }
+        waited[m.step] = waited[m.step - 1] + (gated ? info.t_start - prev_end : 0.0);
+        prev_end = info.t_end;
+        for (int i = 0; i < info.n_items; i++) {
+            int id = info.items[i].id;
+            if (info.items[i].prefill && id >= 0 && id < N && !sum->pre_step[id])
+                sum->pre_step[id] = info.step;
+        }
+        for (int i = 0; i < info.n_finished; i++)
+            if (info.finished[i] >= 0 && info.finished[i] < N)
+                sum->fin_step[info.finished[i]] = info.step;
+        sum->steps = info.step;
+        if (verbose) {
+            char line[1024];
+            step_line(&info, (info.t_end - m.t0 - waited[m.step]) * 1e3, line, sizeof line);
+            printf("%s\n", line);
+            fflush(stdout);     /* the engine stops at a gate before each step (--gated) */
+        }
     }
-    if (st < 0)
+    if (st < 0) {
+        free(waited);
         goto done;
-    double wall = mlsys_now_s() - m.t0;
-    llm_engine_metrics met;
-    llm_engine_metrics_get(s, &met);
-    ch08_report(stdout, m.req, m.order, m.n_done, wall, 0);
-    printf("  %-24s %ld prompt rows + %ld decode rows in %ld steps; %ld of %ld prompt tokens "
-           "found\n  %-24s in the prefix cache; %ld preemptions\n", "engine", met.prefill_tokens,
-           met.decode_tokens, met.steps, met.prefix_hit_tokens, met.prefix_query_tokens, "",
-           met.preemptions);
-    printf("\nWhat happened:\n"
-           "  1. Each request: text -> token ids -> the waiting queue -> the scheduler -> the\n"
-           "     model -> one token at a time back to its callback (streaming) -> text.\n"
-           "  2. Each step is ONE forward over rows from several requests: whole prompt\n"
-           "     chunks (prefill) and one row per running request (decode) together.\n");
-    if (N > seqs)
-        printf("  3. Continuous batching: r%d took the seat that the first request to finish\n"
-               "     freed, in the very next step; it did not wait for the whole batch.\n", seqs);
-    else
-        printf("  3. Continuous batching: with more requests than seats (-n > -b), a newcomer\n"
-               "     takes a seat the step one frees, not when the whole batch is done.\n");
-    printf("  4. TTFT is queueing plus prefill; time per output token is the step time, which\n"
-           "     grows with the batch on a CPU (the chapter says why a GPU differs).\n"
-           "  5. KV memory comes in blocks from one pool; when it runs out the newest request\n"
-           "     is preempted and recomputed later (try --kv-blocks 8 -n 8).\n");
+    }
+    double wall = mlsys_now_s() - m.t0, held = waited[m.step];
+    if (gated) {            /* engine time: the end of its last step, the gates left out */
+        wall = prev_end - m.t0 - waited[m.step - 1];
+        for (int i = 0; i < N; i++) {
+            m.req[i].t_first -= waited[m.first_step[i]];
+            m.req[i].t_finish -= waited[m.last_step[i]];
+        }
+    }
+    free(waited);
+    /* the figures --compare sets side by side */
+    double *ttft = calloc((size_t)N + 1, sizeof(double)), *lat = calloc((size_t)N + 1,
+                                                                         sizeof(double));
+    long tokens = 0;
+    for (int k = 0; k < m.n_done; k++) {
+        const ch08_req *q = &m.req[m.order[k]];
+        ttft[k] = (q->t_first - q->t_arrival) * 1e3;
+        lat[k] = (q->t_finish - q->t_arrival) * 1e3;
+        tokens += q->n_out;
+    }
+    sum->wall_ms = wall * 1e3;
+    sum->tokens_s = wall > 0 ? tokens / wall : 0.0;
+    sum->ttft_p50 = mlsys_percentile(ttft, (size_t)m.n_done, 50);
+    sum->ttft_p99 = mlsys_percentile(ttft, (size_t)m.n_done, 99);
+    sum->lat_p50 = mlsys_percentile(lat, (size_t)m.n_done, 50);
+    sum->lat_p99 = mlsys_percentile(lat, (size_t)m.n_done, 99);
+    free(ttft);
+    free(lat);
+    if (verbose) {
+        llm_engine_metrics met;
+        llm_engine_metrics_get(s, &met);
+        ch08_report(stdout, m.req, m.order, m.n_done, wall, 0, gated ? held : -1.0);
+        printf("  %-24s %ld prompt rows + %ld decode rows in %ld steps; %ld of %ld prompt "
+               "tokens found\n  %-24s in the prefix cache; %ld preemptions\n", "engine",
+               met.prefill_tokens, met.decode_tokens, met.steps, met.prefix_hit_tokens,
+               met.prefix_query_tokens, "", met.preemptions);
+    }
     rc = 0;
 done:
     free(m.req);
     free(m.order);
     free(m.text_len);
+    free(m.first_step);
+    free(m.last_step);
     free(ids);
     llm_engine_free(s);
+    return rc;
+}
+
+/* What this run showed about batching, from its own steps: the first request beyond the
+ * seats, when it was prefilled and when the seat it took was freed. */
+static void batching_note(const lab_args *a, const mis_sum *u, int is_static)
+{
+    int N = (int)lab_arg_int(a, "num-requests"), seqs = (int)lab_arg_int(a, "max-num-seqs");
+    if (seqs == 0)
+        seqs = (int)lab_arg_int(a, "batch-size");
+    if (N <= seqs) {
+        printf("  3. Batching: with more requests than seats (--num-requests above\n"
+               "     --batch-size) a newcomer waits for a seat: %s.\n", is_static ?
+               "under --static, until the whole\n     batch is done" : "continuous batching "
+               "gives it\n     the one the first finisher frees");
+        return;
+    }
+    long first_fin = 0, last_fin = 0;
+    int first = 0;
+    for (int i = 0; i < seqs; i++) {
+        if (!first_fin || (u->fin_step[i] && u->fin_step[i] < first_fin))
+            first_fin = u->fin_step[i], first = i;
+        if (u->fin_step[i] > last_fin)
+            last_fin = u->fin_step[i];
+    }
+    long joined = u->pre_step[seqs];
+    if (is_static)
+        printf("  3. Static batching: the first %d requests finished between steps %ld and "
+               "%ld;\n     r%d waited for the last of them and was prefilled in step %ld.\n",
+               seqs, first_fin, last_fin, seqs, joined);
+    else if (first_fin < last_fin)
+        printf("  3. Continuous batching: r%d finished in step %ld while others ran until step "
+               "%ld;\n     r%d took its seat in step %ld%s (under --static it waits for\n"
+               "     the whole batch).\n", first, first_fin, last_fin, seqs, joined,
+               joined == first_fin + 1 ? ", the very next step" : "");
+    else
+        printf("  3. The first %d requests all finished in step %ld: r%d had no seat before "
+               "then;\n     continuous batching shows when lengths differ (without "
+               "--fixed-output).\n", seqs, first_fin, seqs);
+}
+
+static int mis_real(mlsys_comm *c, const lab_args *a)
+{
+    llm_config cfg;
+    llm_weights w;
+    llm_tokenizer tok;
+    if (common_load_model(a, "ch08/minimal-inference-server", &cfg, &w, &tok))
+        return 2;
+    int N = (int)lab_arg_int(a, "num-requests"), is_static = lab_arg_bool(a, "static");
+    mis_sum u[3] = {{0}};
+    for (int k = 0; k < 3; k++) {
+        u[k].pre_step = calloc((size_t)N, sizeof(long));
+        u[k].fin_step = calloc((size_t)N, sizeof(long));
+    }
+    int rc = run_workload(c, a, &cfg, &w, &tok, is_static, 1, &u[0]);
+    if (rc)
+        goto out;
+    printf("\nWhat happened:\n"
+           "  1. Each request: text -> token ids -> the waiting queue -> the scheduler -> the\n"
+           "     model -> one token at a time back to its callback (streaming) -> text.\n"
+           "  2. Each step is ONE forward over rows from several requests: whole prompt\n"
+           "     chunks (prefill) and one row per running request (decode) together.\n");
+    batching_note(a, &u[0], is_static);
+    printf("  4. TTFT is queueing plus prefill; time per output token is the step time, which\n"
+           "     grows with the batch on a CPU (the chapter says why a GPU differs).\n"
+           "  5. KV memory comes in blocks from one pool; when it runs out the newest request\n"
+           "     is preempted and recomputed (try --kv-blocks 8 --num-requests 8).\n");
+    if (lab_arg_bool(a, "compare")) {
+        /* the same workload quietly with each rule, the run above having warmed the caches;
+         * then the two side by side */
+        if ((rc = run_workload(c, a, &cfg, &w, &tok, 0, 0, &u[1])) ||
+            (rc = run_workload(c, a, &cfg, &w, &tok, 1, 0, &u[2])))
+            goto out;
+        char rule[256];
+        printf("\n%s\nContinuous against static batching, the same %d requests\n%s\n",
+               common_rule(rule, sizeof rule, "=", 70), N, rule);
+        printf("  %-10s %5s %8s %10s %10s %10s %10s %9s\n", "", "steps", "last in", "TTFT p50",
+               "TTFT p99", "e2e p50", "e2e p99", "tokens/s");
+        for (int k = 1; k < 3; k++) {
+            long last_in = 0;
+            for (int i = 0; i < N; i++)
+                last_in = u[k].pre_step[i] > last_in ? u[k].pre_step[i] : last_in;
+            printf("  %-10s %5ld %8ld %7.2f ms %7.2f ms %7.2f ms %7.2f ms %9.0f\n",
+                   k == 1 ? "continuous" : "static", u[k].steps, last_in, u[k].ttft_p50,
+                   u[k].ttft_p99, u[k].lat_p50, u[k].lat_p99, u[k].tokens_s);
+        }
+        printf("  (last in: the step that prefilled the last request.) Static batching fills\n"
+               "  the batch once and waits for its longest request, so newcomers wait for the\n"
+               "  whole batch and seats stand empty. Steps are exact; times are this run's,\n"
+               "  one after the other on a shared machine: make bench compares many runs.\n");
+    }
 out:
+    for (int k = 0; k < 3; k++) {
+        free(u[k].pre_step);
+        free(u[k].fin_step);
+    }
     llm_tokenizer_free(&tok);
     llm_weights_free(&w);
     return rc;

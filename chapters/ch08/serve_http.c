@@ -1,14 +1,14 @@
-/* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the same engine behind
- * the OpenAI-compatible HTTP server of core/serve/ (127.0.0.1 unless an address is given;
- * port 0 takes a free one). It prints the URL and a ready line, serves until SIGINT or
- * SIGTERM, drains the requests in flight within --drain-timeout and exits 0. Headless it
- * runs in the runner's own process (before the ranks); in the front end, in the rank, with
- * the engine's events for the views (the launcher's stop then bounds the drain). */
+/* serve_http.c - ch08/minimal-inference-server --serve [ADDR:]PORT: the engine behind
+ * core/serve/'s OpenAI-compatible server (127.0.0.1 unless given; port 0: a free one), its
+ * key from --api-key or MLSYS_LAB_API_KEY; a ready line, then it serves until SIGINT (exit 130)
+ * or SIGTERM (exit 0), draining within --drain-timeout. Headless in the runner's process; in
+ * the front end in the rank, with the engine's events for the views. */
 #include "ch08.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,7 +61,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     llm_weights w, dw;
     llm_tokenizer t;
     memset(&dw, 0, sizeof dw);
-    common_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
+    lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);
     if (common_load_model(a, "ch08/minimal-inference-server", &c, &w, &t))
         return 2;
     int rc = 2;
@@ -71,7 +71,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
          * GEMM guarantees and BLAS does not (MLSYS_GEMM picks another kernel on purpose) */
         if (!getenv("MLSYS_GEMM"))
             nn_set_gemm_kernel(NN_GEMM_INVARIANT);
-        common_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
+        lab_asset_path(lab_arg_str(a, "draft"), dpath, sizeof dpath);
         if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err)) {
             fprintf(stderr, "%s: --speculative: %s\n", me, err);
             goto out;
@@ -80,9 +80,14 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = 16;
+    const char *key = lab_arg_str(a, "api-key"), *key_from = "--api-key";
+    if (!lab_arg_given(a, "api-key") && getenv(SRV_KEY_ENV) && *getenv(SRV_KEY_ENV)) {
+        key = getenv(SRV_KEY_ENV);
+        key_from = SRV_KEY_ENV;
+    }
     srv_opts o = {
         .addr = addr, .port = port,
-        .api_key = lab_arg_str(a, "api-key"),
+        .api_key = key,
         .model_name = lab_arg_str(a, "served-model-name"),
         .engine = {
             .max_num_seqs = seqs,
@@ -98,13 +103,16 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
         o.engine.max_num_batched_tokens = seqs;
     srv_server *s = srv_start(&c, &w, &t, &o, err, sizeof err);
     if (!s) {
-        fprintf(stderr, "%s: --serve: %s\n", me, err);
+        if (key && strstr(err, "API key"))
+            fprintf(stderr, "%s: %s: %s\n", me, key_from, err);
+        else
+            fprintf(stderr, "%s: --serve: %s\n", me, err);
         goto out;
     }
     printf("Serving %s (dim %d, %d layers, context %d) as model \"%s\": continuous batching, "
-           "%d sequences per step, %s GEMM%s\n", mpath, c.dim, c.n_layers, c.seq_len,
+           "%d sequences per step, %s GEMM%s%s\n", mpath, c.dim, c.n_layers, c.seq_len,
            o.model_name, seqs, nn_gemm_kernel_name(nn_get_gemm_kernel()),
-           o.api_key ? ", bearer key required" : "");
+           key ? ", bearer key required from " : "", key ? key_from : "");
     if (k > 0)
         printf("Speculative decoding with %s, k = %d: greedy requests draft k tokens a "
                "step, verified in the batch's forward\n", dpath, k);
@@ -121,7 +129,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     srv_stop(s);
     printf("stopped cleanly\n");
     fflush(stdout);
-    rc = 0;
+    rc = sig == SIGINT ? 130 : 0;
 out:
     if (k > 0)
         llm_weights_free(&dw);

@@ -117,7 +117,7 @@ int ch08_simulate(FILE *out, const ch08_sim_opts *o, ch08_sim_result *res)
     res->virtual_ms = t;
     fprintf(out, "\n  %d prefills (one request each), %d decode steps, %ld tokens, %.1f ms of "
             "virtual time\n", res->prefills, res->decode_steps, res->tokens, t);
-    ch08_report(out, rep, order, nd, t / 1e3, 1);
+    ch08_report(out, rep, order, nd, t / 1e3, 1, -1);
     free(q);
     free(rep);
     free(waiting);

@@ -4,7 +4,7 @@
 
 extern const lab ch09_kv_cache_calculator_lab;
 extern const lab ch09_prefix_sharing_demo_lab;
-extern const struct exercise *const ch09_exercises[];   /* exercises.c */
+extern const struct exercise *const ch09_exercises[];   /* ch09_exercises.c */
 
 static const lab *const ch09_labs[] = {
     &ch09_kv_cache_calculator_lab,

@@ -1,11 +1,13 @@
 /* kv_cache_calculator.c - ch09/kv-cache-calculator: what a KV cache weighs. Bytes per token =
- * 2 (K and V) x layers x KV heads x head_dim x bytes per element, for six well-known models
+ * 2 (K and V) x layers x KV heads x head_dim x bytes per element, for seven well-known models
  * (FP16) and a custom one; how many requests fit on a GPU at four context lengths, with and
  * without paging (the original's 50 % and 95 % utilisation assumptions); how much
  * reserving the maximum context wastes. The lab's own model is one more row, computed from
  * its configuration (FP32) and checked against the bytes per token of a real paged pool.
- * The original's crash (a division by zero when no request fits without paging) prints
- * n/a instead. */
+ * One unit per quantity: sizes of a token and of a request in binary units named as such
+ * (KiB, GiB), the capacity of a GPU in GB = 10^9 bytes throughout (its memory, the weights
+ * and each request; the original divided GB by GiB). Its crash (a division by zero when no
+ * request fits without paging) prints n/a instead. */
 #include "../common/common.h"
 #include "../../core/llm/engine.h"
 
@@ -14,7 +16,8 @@
 
 static const lab_flag calc_flags[] = {
     {"model", 0, FLAG_CHOICE, "llama-70b", "llama-7b|llama-13b|llama-70b|mistral-7b|"
-     "qwen-72b|deepseek-67b", 0, 0, "model of the capacity and fragmentation analyses"},
+     "qwen-72b|qwen2-72b|deepseek-67b", 0, 0, "model of the capacity and fragmentation "
+     "analyses"},
     {"gpu", 0, FLAG_CHOICE, "h100", "h100|a100|a100-40|4090", 0, 0, "GPU of the capacity "
      "analysis"},
     {"custom", 0, FLAG_BOOL, NULL, NULL, 0, 0, "analyse a model made of the three flags "
@@ -37,10 +40,13 @@ static const kv_model models[] = {
     {"llama-13b", "LLaMA-13B", 40, 40, 128, 26},
     {"llama-70b", "LLaMA-70B", 80, 8, 128, 140},
     {"mistral-7b", "Mistral-7B", 32, 8, 128, 14},
-    {"qwen-72b", "Qwen-72B", 80, 8, 128, 144},
+    /* Qwen-72B (the first Qwen) has no grouped KV heads: 64 of them, one per query head (the
+     * original gave it 8, which is Qwen2-72B's shape) */
+    {"qwen-72b", "Qwen-72B", 80, 64, 128, 144},
+    {"qwen2-72b", "Qwen2-72B", 80, 8, 128, 145},
     {"deepseek-67b", "DeepSeek-67B", 95, 8, 128, 134},
 };
-#define NMODELS 6
+#define NMODELS 7
 
 static const struct { const char *key, *name; double gb; } gpus[] = {
     {"h100", "H100 80GB", 80}, {"a100", "A100 80GB", 80}, {"a100-40", "A100 40GB", 40},
@@ -53,10 +59,11 @@ static double bytes_per_token(const kv_model *m, int elem_bytes)
     return 2.0 * (double)m->layers * (double)m->kv_heads * (double)m->head_dim * elem_bytes;
 }
 
-/* 1024 at a time while the value is at least 1024: binary units, called KB, MB, GB, TB */
+/* 1024 at a time while the value is at least 1024: binary units, named KiB, MiB, GiB, TiB
+ * (the original divided the same way and called them KB, MB, GB) */
 static char *fmt_bytes(double v, char *out, size_t n)
 {
-    static const char *const unit[] = {"B", "KB", "MB", "GB", "TB"};
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     for (int i = 0; i < 5; i++) {
         if (v < 1024.0) {
             snprintf(out, n, "%.2f %s", v, unit[i]);
@@ -64,7 +71,7 @@ static char *fmt_bytes(double v, char *out, size_t n)
         }
         v /= 1024.0;
     }
-    snprintf(out, n, "%.2f PB", v);
+    snprintf(out, n, "%.2f PiB", v);
     return out;
 }
 
@@ -81,14 +88,13 @@ static int lab_model_row(const char *path)
 {
     char p[4096], err[512];
     llm_config c;
-    llm_weights w;
-    common_asset_path(path, p, sizeof p);
-    if (llm_checkpoint_read(p, &c, &w, err, sizeof err)) {
+    lab_asset_path(path, p, sizeof p);
+    if (llm_checkpoint_read(p, &c, NULL, err, sizeof err)) {   /* the header: the config */
         printf("(the lab's model: %s)\n", err);
         return 0;
     }
     kv_model m = {"lab", "lab model fp32", c.n_layers, c.n_kv_heads, c.head_size, 0};
-    double bpt = bytes_per_token(&m, (int)sizeof(float));
+    double bpt = (double)llm_kv_bytes(&c);
     table_row(m.name, m.layers, m.kv_heads, bpt);
     llm_kv kv;
     llm_paged_opts po = {.block_size = 16, .n_blocks = 4, .n_seqs = 1};
@@ -104,7 +110,6 @@ static int lab_model_row(const char *path)
         rc = real == bpt ? 0 : 1;
         llm_kv_free(&kv);
     }
-    llm_weights_free(&w);
     return rc;
 }
 
@@ -116,23 +121,31 @@ static void capacity(const kv_model *m, const char *gpu)
         g++;
     printf("\n%s\n CAPACITY ANALYSIS: %s on %s\n%s\n", common_rule(rule, sizeof rule, "=", 70),
            m->name, gpus[g].name, rule);
-    printf("(the original's units, kept: GPU memory and weights in GB, each request in GiB,\n"
-           " both printed as GB; 2 GB set aside for kernels and workspace)\n");
     static const long ctx[4] = {2048, 4096, 8192, 32768};
     double avail = gpus[g].gb - (double)m->weights_gb - 2.0;   /* 2 GB for kernels and such */
+    printf("(GB = 10^9 bytes for every figure here: the GPU's memory, the weights and each\n"
+           " request; 2 GB set aside for kernels and workspace.");
+    if (avail > 0) {
+        /* what the original's mix of units made of it: the budget in GB over a GiB */
+        double gib = bytes_per_token(m, 2) * 8192.0 / (1024.0 * 1024.0 * 1024.0);
+        printf(" The original divided GB by\n GiB and called both GB: at 8K context it counted "
+               "%ld requests where %ld fit.)\n", (long)(avail / gib),
+               (long)(avail * 1e9 / (bytes_per_token(m, 2) * 8192.0)));
+    } else {
+        printf(")\n");
+    }
     for (int i = 0; i < 4; i++) {
         if (avail <= 0) {
             printf("\n@ %ld context: the model does not fit in GPU memory (%.0f GB of weights + "
                    "2 GB > %.0f GB)\n", ctx[i], (double)m->weights_gb, gpus[g].gb);
             continue;
         }
-        /* the original's mix of units: the budget in GB, each request in GiB */
-        double kv_gib = bytes_per_token(m, 2) * (double)ctx[i] / (1024.0 * 1024.0 * 1024.0);
-        long max = (long)(avail / kv_gib);
+        double kv_gb = bytes_per_token(m, 2) * (double)ctx[i] / 1e9;
+        long max = (long)(avail / kv_gb);
         long without = (long)(max * 0.5), with = (long)(max * 0.95);
         printf("\n@ %ld context length:\n", ctx[i]);
         printf("  Available for KV cache: %.1f GB\n", avail);
-        printf("  KV per request: %.2f GB\n", kv_gib);
+        printf("  KV per request: %.2f GB\n", kv_gb);
         printf("  At full utilisation: %ld requests\n", max);
         printf("  Without PagedAttention: ~%ld concurrent requests\n", without);
         printf("  With PagedAttention: ~%ld concurrent requests\n", with);
@@ -198,27 +211,32 @@ static int calc_main(const lab_args *a)
     capacity(m, lab_arg_str(a, "gpu"));
     fragmentation(m);
 
+    /* insight 4's budget: 8 x 80 GB less 140 GB of weights and about 20 GB of kernels */
+    const double budget = 8 * 80.0 - 140.0 - 20.0, b70 = bytes_per_token(&models[2], 2);
     printf("\n%s\n KEY INSIGHTS\n%s\n", common_rule(rule, sizeof rule, "=", 70), rule);
     printf("\n1. The KV cache can outweigh the model\n"
-           "   A 70B model has 140 GB of FP16 weights; one 32K-token request adds 10 GiB of\n"
-           "   keys and values, so a few dozen long requests weigh more than the weights.\n"
+           "   A 70B model has 140 GB of FP16 weights; one 32K-token request adds 10 GiB\n"
+           "   (10.7 GB) of keys and values: thirteen such requests weigh what it weighs.\n"
            "\n2. Grouped-query attention shrinks it\n"
            "   LLaMA-70B keeps 8 KV heads for 64 query heads: 8x less cache per token.\n"
            "\n3. Paging nearly doubles how many requests fit\n"
            "   Reserving the maximum context wastes what is never used (assumed 50%%\n"
            "   utilisation); blocks allocated as tokens arrive reach about 95%%.\n"
            "\n4. Context length decides\n"
-           "   With 480 GB for the cache (8 x 80 GB minus the weights) at 320 KiB per token:\n"
-           "   about 47 requests at 32K context, about 12 at 128K. Same GPUs, same model.\n"
+           "   LLaMA-70B on 8 x 80 GB: %.0f GB for the cache after 140 GB of weights and 20 GB\n"
+           "   of kernels and workspace; at %.0f bytes a token that is %.2f million tokens:\n"
+           "   %ld requests at 4K context, %ld at 32K, %ld at 128K. Same GPUs, same model.\n"
            "\n5. A quantised cache holds more\n"
-           "   FP8 or INT8 keys and values: about twice the requests, at some cost in quality.\n");
+           "   FP8 or INT8 keys and values: about twice the requests, at some cost in quality.\n",
+           budget, b70, budget * 1e9 / b70 / 1e6, (long)(budget * 1e9 / (b70 * 4096)),
+           (long)(budget * 1e9 / (b70 * 32768)), (long)(budget * 1e9 / (b70 * 131072)));
     return rc;
 }
 
 const lab ch09_kv_cache_calculator_lab = {
     .id = "ch09/kv-cache-calculator",
     .title = "KV cache calculator",
-    .summary = "bytes per token for six models and the lab's own, requests per GPU with and "
+    .summary = "bytes per token for seven models and the lab's own, requests per GPU with and "
                "without paging, fragmentation",
     .flags = calc_flags,
     .main = calc_main,

@@ -8,7 +8,7 @@
  * table entries, and time to first token. The original hashed words modulo 1000 (two words
  * could collide); here each new word gets the next id. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/engine.h"
 
 #include <ctype.h>
@@ -213,32 +213,30 @@ static void on_event(void *u, const llm_engine_event *ev)
         r->ttft[r->n_ttft++] = ev->st->ttft;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    if (n == 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* N requests of system + user prompt: all at once (sequential = 0) or each after the
  * previous finished (sequential = 1: TTFT is then the prefill alone). */
+/* The engine's options: its cache sized for requests of the demo's length (system + user
+ * prompt + output), not for the model's whole context. */
+static llm_engine_opts psd_opts(const lab_args *a, int seq_len)
+{
+    long len = lab_arg_int(a, "engine-system-len") + lab_arg_int(a, "engine-user-len") +
+               lab_arg_int(a, "max-tokens");
+    llm_engine_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
+                        .max_num_batched_tokens = 512,
+                        .block_size = (int)lab_arg_int(a, "block-size"),
+                        .max_model_len = len < seq_len ? (int)len : seq_len};
+    return o;
+}
+
 static int engine_run(const llm_config *c, const llm_weights *w, mlsys_comm *comm,
                       int **prompts, int plen, long N, int no_prefix, int sequential,
                       const lab_args *a, run_result *r)
 {
     char err[256];
     memset(r, 0, sizeof *r);
-    llm_engine_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
-                        .max_num_batched_tokens = 512,
-                        .block_size = (int)lab_arg_int(a, "block-size"),
-                        .no_prefix_cache = no_prefix, .comm = comm};
+    llm_engine_opts o = psd_opts(a, c->seq_len);
+    o.no_prefix_cache = no_prefix;
+    o.comm = comm;
     llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
@@ -313,7 +311,7 @@ static int part_engine(mlsys_comm *comm, const lab_args *a)
         prompts[i][S] = 3 + (int)(i % 256);    /* distinct right after the system prompt */
     }
     int bs = (int)lab_arg_int(a, "block-size");
-    double bpt = 2.0 * c.n_layers * c.kv_dim * sizeof(float);
+    double bpt = (double)llm_kv_bytes(&c);
     printf("\n%s\n MEASURED ON THE LAB'S ENGINE (the model's context is %d tokens)\n%s\n",
            common_rule(rule, sizeof rule, "=", 70), c.seq_len, rule);
     printf("\n%ld requests = a %d-token system prompt + a %d-token user prompt each, %d tokens "
@@ -338,11 +336,13 @@ static int part_engine(mlsys_comm *comm, const lab_args *a)
     printf("  block-table entries at that step  %12d %12d\n", on->peak_entries,
            off->peak_entries);
     printf("  all at once: TTFT p50             %9.2f ms %9.2f ms\n",
-           median(on->ttft, on->n_ttft) * 1e3, median(off->ttft, off->n_ttft) * 1e3);
+           mlsys_percentile(on->ttft, (size_t)on->n_ttft, 50) * 1e3,
+           mlsys_percentile(off->ttft, (size_t)off->n_ttft, 50) * 1e3);
     printf("  all at once: wall time            %9.2f ms %9.2f ms\n", on->wall_s * 1e3,
            off->wall_s * 1e3);
     printf("  one at a time: TTFT p50           %9.2f ms %9.2f ms\n",
-           median(son->ttft, son->n_ttft) * 1e3, median(soff->ttft, soff->n_ttft) * 1e3);
+           mlsys_percentile(son->ttft, (size_t)son->n_ttft, 50) * 1e3,
+           mlsys_percentile(soff->ttft, (size_t)soff->n_ttft, 50) * 1e3);
     long shared_rows_off = N * (long)(S / bs * bs);
     long shared_rows_on = shared_rows_off - on->m.prefix_hit_tokens;
     printf("\n  Prompt rows the shared blocks cost: %ld without the cache, %ld with it: %.1f%% "
@@ -374,21 +374,22 @@ done:
 /* Bad files and sizes cost one line and exit 2 before the rank starts. */
 static int psd_before(const lab_args *a)
 {
-    char err[512], mp[4096];
+    char err[512];
     llm_config c;
-    llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
+    if (common_load_model(a, "ch09/prefix-sharing-demo", &c, NULL, NULL))
         return 2;
-    }
-    llm_weights_free(&w);
     long S = lab_arg_int(a, "engine-system-len"), U = lab_arg_int(a, "engine-user-len");
     long G = lab_arg_int(a, "max-tokens"), bs = lab_arg_int(a, "block-size");
     if (S + U + G > c.seq_len + 1 || bs > c.seq_len) {
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: --engine-system-len %ld + "
                 "--engine-user-len %ld + --max-tokens %ld (and --block-size %ld) must fit the "
                 "model's context of %d tokens\n", S, U, G, bs, c.seq_len);
+        return 2;
+    }
+    /* what the engine will allocate, against the free memory, before a rank starts */
+    llm_engine_opts o = psd_opts(a, c.seq_len);
+    if (llm_engine_plan(&c, &o, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
         return 2;
     }
     return -1;

@@ -4,7 +4,7 @@
 
 extern const lab ch10_cuda_graph_simple_lab;
 extern const lab ch10_scheduling_overhead_benchmark_lab;
-extern const struct exercise *const ch10_exercises[];   /* exercises.c */
+extern const struct exercise *const ch10_exercises[];   /* ch10_exercises.c */
 
 static const lab *const ch10_labs[] = {
     &ch10_cuda_graph_simple_lab,

@@ -5,7 +5,7 @@
  * runs), side by side in alternate runs: step time saved, tokens compared. --simulate prints
  * the original script's model instead (sched_sim.c), labelled. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 #include "sched_sim.h"
@@ -95,16 +95,28 @@ static void on_event(void *u, const llm_engine_event *ev)
         r->tok[(size_t)ev->id * r->max_out + r->n[ev->id]++] = ev->token;
 }
 
+/* The engine's options for B requests of plen + steps tokens: its cache sized for them,
+ * not for the model's whole context. */
+static llm_engine_opts soh_opts(int B, int plen, int steps, int seq_len)
+{
+    llm_engine_opts o = {.max_num_seqs = B,
+                        .max_num_batched_tokens = B * plen > 256 ? B * plen : 256,
+                        .max_model_len = plen + steps < seq_len ? plen + steps : seq_len};
+    return o;
+}
+
 /* B requests of prompt_len tokens (distinct corpus documents), `steps` tokens each, greedy. */
 static int run_engine(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
                       int **prompts, int plen, int B, int steps, int overlap,
                       mlsys_comm *comm, double *cost_s, run_sum *r)
 {
     char err[256];
-    llm_engine_opts o = {.max_num_seqs = B,
-                        .max_num_batched_tokens = B * plen > 256 ? B * plen : 256,
-                        .tok = t, .overlap = overlap, .comm = comm,
-                        .plan_hook = *cost_s > 0 ? busy_work : NULL, .plan_hook_u = cost_s};
+    llm_engine_opts o = soh_opts(B, plen, steps, c->seq_len);
+    o.tok = t;
+    o.overlap = overlap;
+    o.comm = comm;
+    o.plan_hook = *cost_s > 0 ? busy_work : NULL;
+    o.plan_hook_u = cost_s;
     llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
@@ -165,19 +177,9 @@ static double load_now(void)
     return l;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median_ms(run_sum *r)
 {
-    if (r->steps == 0)
-        return 0.0;
-    qsort(r->step_ns, (size_t)r->steps, sizeof(double), cmp_d);
-    long n = r->steps;
-    return (n % 2 ? r->step_ns[n / 2] : 0.5 * (r->step_ns[n / 2 - 1] + r->step_ns[n / 2])) / 1e6;
+    return mlsys_percentile(r->step_ns, (size_t)r->steps, 50) / 1e6;
 }
 
 static double ms(double ns, long n)
@@ -247,8 +249,14 @@ static int soh_main(mlsys_comm *comm, const lab_args *a)
                 mlsys_comm *ev = round == 0 ? comm : NULL;
                 char label[32];
                 snprintf(label, sizeof label, "batch %d %s", B, m ? "overlap" : "plain");
-                if (ev)
+                if (ev) {
+                    /* a phase names the engine steps that follow it on the timeline: each
+                     * frame says which batch size and which engine it shows */
+                    mlsys_flow_info ph = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)m, B, 2 * i + m,
+                                          -1, 0};
+                    mlsys_emit_flow(ev, &ph, 0, label);
                     mlsys_step(ev, 2 * i + m, label);
+                }
                 memset(rs[m]->n, 0, (size_t)B * sizeof(int));
                 if (run_engine(&c, &w, &t, prompts, plen, B, steps, m, ev, &cost, rs[m]))
                     goto done;
@@ -333,22 +341,28 @@ static int soh_before(const lab_args *a)
         fflush(stdout);
         return 0;
     }
-    if (parse_sizes(lab_arg_str(a, "batch-sizes"), sizes) < 0)
+    int ns = parse_sizes(lab_arg_str(a, "batch-sizes"), sizes);
+    if (ns < 0)
         return 2;
-    char err[512], mp[4096];
     llm_config c;
-    llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), mp, sizeof mp);
-    if (llm_checkpoint_read(mp, &c, &w, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+    if (common_load_model(a, LAB_ID, &c, NULL, NULL))
         return 2;
-    }
-    llm_weights_free(&w);
     long need = lab_arg_int(a, "prompt-len") + lab_arg_int(a, "steps");
     if (need > c.seq_len + 1) {
         fprintf(stderr, "mlsys-lab: %s: --prompt-len %ld + --steps %ld do not fit the model's "
                 "context of %d tokens\n", LAB_ID, lab_arg_int(a, "prompt-len"),
                 lab_arg_int(a, "steps"), c.seq_len);
+        return 2;
+    }
+    /* what the engine will allocate for the largest batch, before a rank starts */
+    int maxb = 0;
+    for (int i = 0; i < ns; i++)
+        maxb = sizes[i] > maxb ? sizes[i] : maxb;
+    llm_engine_opts o = soh_opts(maxb, (int)lab_arg_int(a, "prompt-len"),
+                                (int)lab_arg_int(a, "steps"), c.seq_len);
+    char err[512];
+    if (llm_engine_plan(&c, &o, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }
     common_box(stdout, 68, "Scheduling overhead on the serving engine");

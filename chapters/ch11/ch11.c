@@ -4,7 +4,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch11_speculative_demo_lab, ch11_json_constraint_demo_lab;
-extern const struct exercise *const ch11_exercises[];   /* exercises.c */
+extern const struct exercise *const ch11_exercises[];   /* ch11_exercises.c */
 
 static const lab *const ch11_labs[] = {
     &ch11_speculative_demo_lab,

@@ -14,9 +14,9 @@ int ch11_models_load(ch11_models *m, const char *model, const char *draft, const
 {
     memset(m, 0, sizeof *m);
     char e[400], pm[PATH_MAX], pd[PATH_MAX], pt[PATH_MAX];
-    model = common_asset_path(model, pm, sizeof pm);
-    draft = draft ? common_asset_path(draft, pd, sizeof pd) : NULL;
-    tok = common_asset_path(tok, pt, sizeof pt);
+    model = lab_asset_path(model, pm, sizeof pm);
+    draft = draft ? lab_asset_path(draft, pd, sizeof pd) : NULL;
+    tok = lab_asset_path(tok, pt, sizeof pt);
     if (llm_checkpoint_read(model, &m->tc, &m->tw, e, sizeof e)) {
         snprintf(err, n, "%s (the lab's model: see assets/models/README.md)", e);
         return -1;

@@ -4,7 +4,7 @@
 
 extern const lab ch12_gae_visualizer_lab;
 extern const lab ch12_ppo_cartpole_lab;
-extern const struct exercise *const ch12_exercises[];   /* exercises.c */
+extern const struct exercise *const ch12_exercises[];   /* ch12_exercises.c */
 
 static const lab *const ch12_labs[] = {
     &ch12_gae_visualizer_lab,

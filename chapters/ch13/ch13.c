@@ -3,7 +3,7 @@
 #include "../../lab/lab.h"
 
 extern const lab ch13_reward_calculator_lab;
-extern const struct exercise *const ch13_exercises[];   /* exercises.c */
+extern const struct exercise *const ch13_exercises[];   /* ch13_exercises.c */
 extern const lab ch13_rlhf_loop_lab;
 
 static const lab *const ch13_labs[] = {

@@ -1,10 +1,11 @@
 /* rlhf_loop.c - ch13/rlhf-loop: RLHF on the lab's own model. The actor (the shipped model)
  * answers sums "A + B =", the reward model (`mlsys-lab train --reward-model`, or trained here
  * when no file is given) scores the lines, the reference and the critic score the tokens, and
- * PPO (or GRPO) updates the actor; per iteration the mean reward, the rule's share of right
- * sums, the KL to the reference and the phases' times. --simulate: the original's placeholder. */
+ * PPO (or GRPO) updates the actor; per iteration the reward (the score minus β·KL; GRPO's:
+ * the score), the rule's share of right sums, the KL to the reference and the phases' times.
+ * --simulate: the original's placeholder. */
 #include "../common/common.h"
-#include "../common/model.h"
+#include "../common/load_model.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
 #include "../../core/trace_values.h"
@@ -43,8 +44,6 @@ static const lab_flag loop_flags[] = {
     {"simulate", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "the original's placeholder run: random numbers, no model"},
     {"world-size", 'w', FLAG_INT, "1", NULL, 1, 64, "ranks"},
-    {"backend", 'b', FLAG_CHOICE, "gloo", "gloo|shm|mpi", 0, 0,
-     "transport; gloo means our shared-memory CPU backend (the tensors are host memory)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -202,7 +201,7 @@ static int load_models(const lab_args *a, llm_config *c, llm_weights *w, llm_tok
     char dp[PATH_MAX + 64];
     llm_config dc;
     llm_weights dw;
-    const char *dpath = common_asset_path("assets/models/draft.bin", dp, sizeof dp);
+    const char *dpath = lab_asset_path("assets/models/draft.bin", dp, sizeof dp);
     if (llm_checkpoint_read(dpath, &dc, &dw, err, sizeof err) ||
         rl_rm_init(&g_rm, &dc, &dw, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
@@ -304,15 +303,27 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
             printf("Placement: split: rank%s 0..%d generate, ranks %d..%d score and train; "
                    "weights broadcast in %zu KiB buckets\n", k.gen_ranks > 1 ? "s" : "",
                    k.gen_ranks - 1, k.gen_ranks, world - 1, k.bucket_bytes >> 10);
+        else if (world == 1)
+            printf("Placement: colocated: every role in this one process\n");
         else
-            printf("Placement: colocated: all roles on each of %d rank%s, gradients "
-                   "all-reduced\n", world, world == 1 ? "" : "s");
+            printf("Placement: colocated: all roles on each of %d ranks, gradients "
+                   "all-reduced\n", world);
         printf("%s: %d problems x %d sample%s, answers of <= %d tokens, β %g, lr %g, %d "
                "epochs x %d minibatches\n\n", k.algo == RL_ALGO_PPO ? "PPO" : "GRPO",
                k.prompts, k.group, k.group == 1 ? "" : "s", k.max_new, (double)k.beta,
                (double)k.lr, k.epochs, k.minibatches);
-        printf("%4s %8s %7s %7s %8s %7s %6s  %s\n", "iter", "reward", "right", "no-sum", "KL",
-               "ratio0", "s/it", "generate/score/advantage/train/sync");
+        /* the reward column names what it holds: not the rule printed above */
+        if (k.algo == RL_ALGO_PPO)
+            printf("score-βKL: the reward model's score of an answer minus β x its KL to the "
+                   "reference,\nwhat PPO maximises (right and no-sum are the rule's verdicts)"
+                   "\n");
+        else
+            printf("RM score: the reward model's score of an answer, what GRPO compares "
+                   "within a group;\nits loss holds the KL to the reference (k3), not its "
+                   "reward (right and no-sum: the rule's)\n");
+        printf("iter %s %7s %7s %8s %7s %6s %6s  %s\n",
+               k.algo == RL_ALGO_PPO ? "score-βKL" : " RM score", "right", "no-sum", "KL",
+               "ratio0", "s/it", "cpu s", "% generate/score/advantage/train/sync");
         fflush(stdout);
     }
     /* the first and the last W iterations' means: one iteration's batch is a small sample */
@@ -325,7 +336,9 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
             rc = 1;
             goto out;
         }
-        double v[3] = {st.reward, st.right, st.kl};
+        /* PPO's reward is the score minus β·KL; GRPO's the score (its KL is in the loss) */
+        double rew = k.algo == RL_ALGO_PPO ? st.reward - (double)k.beta * st.kl : st.reward;
+        double v[3] = {rew, st.right, st.kl};
         for (int q = 0; q < 3; q++) {
             if (i < W)
                 head[q] += v[q] / W;
@@ -339,16 +352,18 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
             sync_later += st.phase_s[RL_PH_SYNC];
         if (!root)
             continue;
-        mlsys_emit_point(c, "mean reward", st.iteration, st.reward);
+        mlsys_emit_point(c, k.algo == RL_ALGO_PPO ? "score - β·KL" : "RM score",
+                         st.iteration, rew);
         mlsys_emit_point(c, "KL to reference", st.iteration, st.kl);
         mlsys_emit_point(c, "right sums %", st.iteration, 100.0 * st.right);
         char sh[64];
         int n = 0;
         for (int p = 0; p < RL_PH_COUNT; p++)
-            n += snprintf(sh + n, sizeof sh - (size_t)n, "%s%.0f%%", p ? "/" : "",
+            n += snprintf(sh + n, sizeof sh - (size_t)n, "%s%.0f", p ? "/" : "",
                           100.0 * st.phase_s[p] / (st.total_s > 0 ? st.total_s : 1));
-        printf("%4d %+8.3f %6.1f%% %6.1f%% %8.4f %7.0e %6.2f  %s\n", st.iteration, st.reward,
-               100.0 * st.right, 100.0 * st.malformed, st.kl, st.ratio_dev0, st.total_s, sh);
+        printf("%4d %+9.3f %6.1f%% %6.1f%% %8.4f %7.0e %6.3f %6.3f  %s\n", st.iteration,
+               rew, 100.0 * st.right, 100.0 * st.malformed, st.kl, st.ratio_dev0,
+               st.total_s, st.cpu_s, sh);
         fflush(stdout);
     }
     if (root) {
@@ -357,9 +372,10 @@ static int loop_rank(mlsys_comm *c, const lab_args *a)
         printf("\nLast answers (rank 0's):");
         for (int j = 0; j < n; j++)
             printf("%s %s", j % 3 ? "  |" : "\n ", lines[j]);
-        printf("\n\nMeans of the first and the last %d iteration%s: reward %+.3f -> %+.3f, right "
-               "sums %.1f%% -> %.1f%%,\nKL to the reference %.4f -> %.4f nats per answer; "
-               "%.2f s per iteration\n", W, W == 1 ? "" : "s", head[0], tail[0],
+        printf("\n\nMeans of the first and the last %d iteration%s: %s %+.3f -> %+.3f, "
+               "right sums %.1f%% -> %.1f%%,\nKL to the reference %.4f -> %.4f nats per answer; "
+               "%.2f s per iteration\n", W, W == 1 ? "" : "s",
+               k.algo == RL_ALGO_PPO ? "score - β·KL" : "RM score", head[0], tail[0],
                100.0 * head[1], 100.0 * tail[1], head[2], tail[2], sum_s / iters);
         printf("Phases, all iterations (the first trainer's clock):");
         for (int p = 0; p < RL_PH_COUNT; p++)

@@ -4,7 +4,7 @@
 
 extern const lab ch14_memory_timeline_lab;
 extern const lab ch14_weight_update_demo_lab;
-extern const struct exercise *const ch14_exercises[];   /* exercises.c */
+extern const struct exercise *const ch14_exercises[];   /* ch14_exercises.c */
 
 static const lab *const ch14_labs[] = {
     &ch14_memory_timeline_lab,

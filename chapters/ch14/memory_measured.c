@@ -6,6 +6,7 @@
 #include "../common/common.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
+#include "../../core/trace.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,11 @@ static int mm_rank(mlsys_comm *c, void *arg)
     llm_weights w, dw;
     llm_tokenizer t;
     rl_rm rm;
-    if (llm_checkpoint_read(common_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
-                            &w, err, sizeof err) ||
-        llm_checkpoint_read(common_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
+    if (llm_model_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp),
+                       lab_asset_path("assets/models/tokenizer.bin", tp, sizeof tp), &mc, &w,
+                       &t, err, sizeof err) ||
+        llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
                             &dw, err, sizeof err) ||
-        llm_tokfile_read(common_asset_path("assets/models/tokenizer.bin", tp, sizeof tp),
-                         mc.vocab_size, &t, err, sizeof err) ||
         rl_rm_init(&rm, &dc, &dw, err, sizeof err)) {
         fprintf(stderr, "ch14/memory-timeline: %s\n", err);
         return 2;
@@ -50,37 +50,6 @@ static int mm_rank(mlsys_comm *c, void *arg)
     llm_weights_free(&w);
     llm_weights_free(&dw);
     return rc;
-}
-
-/* the job's events, collected as they come (the runtime's sink) */
-typedef struct mm_events {
-    mlsys_event *ev;
-    size_t n, cap;
-} mm_events;
-
-static void mm_collect(void *u, const mlsys_event *ev, size_t n)
-{
-    mm_events *t = u;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->n + n)
-            cap *= 2;
-        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: ch14/memory-timeline: out of memory collecting events\n");
-            exit(70);
-        }
-        t->ev = p;
-        t->cap = cap;
-    }
-    memcpy(t->ev + t->n, ev, n * sizeof *ev);
-    t->n += n;
-}
-
-static int by_time(const void *a, const void *b)
-{
-    const mlsys_event *x = a, *y = b;
-    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
 }
 
 /* peak[phase][role]: bytes of the role, all ranks, at its highest within the phase */
@@ -104,16 +73,16 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return -1;
     }
-    mm_events tb = {0};
-    mlsys_job_sink sink = {NULL, mm_collect, &tb};
+    mlsys_trace tb = {0};       /* the job's events, collected as they come */
+    mlsys_job_sink sink = {NULL, mlsys_trace_collect, &tb};
     int rc = mlsys_job_wait(job, &sink, -1, why, sizeof why);
     mlsys_job_free(job);
     if (rc) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", why);
-        free(tb.ev);
+        mlsys_trace_free(&tb);
         return -1;
     }
-    qsort(tb.ev, tb.n, sizeof *tb.ev, by_time);
+    mlsys_trace_sort(&tb);
     static double cur[64][RL_ROLE_COUNT * RL_MEM_KINDS];
     memset(cur, 0, sizeof cur);
     memset(peak, 0, sizeof(double) * RL_PH_COUNT * RL_ROLE_COUNT);
@@ -138,7 +107,7 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
                 peak[ph][r] = s;
         }
     }
-    free(tb.ev);
+    mlsys_trace_free(&tb);
     return 0;
 }
 
@@ -146,7 +115,7 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
 static void estimate(const llm_config *c, int B, int T, double est[RL_ROLE_COUNT])
 {
     double P = (double)llm_file_floats(c) * 4.0;     /* the weights as loaded, RoPE tables too */
-    double kv = 2.0 * c->n_layers * c->kv_dim * 4.0 * B * T;
+    double kv = (double)llm_kv_bytes(c) * B * T;
     est[RL_ROLE_ACTOR] = P + P + 2 * P + nn_tf_bytes(c, B, T);    /* w, grads, Adam, activ. */
     est[RL_ROLE_REFERENCE] = P;
     est[RL_ROLE_REWARD] = 0;                                     /* filled by the caller */
@@ -158,17 +127,14 @@ int mt_measured(const lab_args *a)
 {
     (void)a;
     char mp[PATH_MAX + 64], dp[PATH_MAX + 64], err[512];
-    llm_config mc, dc;
-    llm_weights w, dw;
-    if (llm_checkpoint_read(common_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
-                            &w, err, sizeof err) ||
-        llm_checkpoint_read(common_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
-                            &dw, err, sizeof err)) {
+    llm_config mc, dc;           /* the configurations: the headers are enough */
+    if (llm_checkpoint_read(lab_asset_path("assets/models/model.bin", mp, sizeof mp), &mc,
+                            NULL, err, sizeof err) ||
+        llm_checkpoint_read(lab_asset_path("assets/models/draft.bin", dp, sizeof dp), &dc,
+                            NULL, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: ch14/memory-timeline: %s\n", err);
         return 2;
     }
-    llm_weights_free(&w);
-    llm_weights_free(&dw);
     common_box(stdout, 68, "RLHF memory, measured");
     printf("\nThe lab's RLHF loop (ch13/rlhf-loop, PPO) on the shipped model (%zu parameters, "
            "float32),\n16 problems per iteration, 2 iterations on 2 ranks; memory from the "

@@ -4,8 +4,12 @@
  * and Llama 3.1 405B: their parameter counts from their shapes, their KV caches with grouped
  * KV heads), gives both trained models their own optimizer state, counts weights, gradients
  * and optimizer state as the fixed cost (the original counted only the optimizer) and keeps
- * the batch table's totals consistent. --faithful prints the original's numbers. --measured:
- * the lab's own RLHF loop, colocated and split, from its memory events (memory_measured.c). */
+ * the batch table's totals consistent. Training's memory per GPU depends on the layout: tensor
+ * and pipeline parallelism shard every model state, data parallelism copies them unless a
+ * ZeRO stage shards them too; the lab prints the four stages for the GPUs given, or for a
+ * layout of --tp-size x --pp-size x --dp-size. --faithful prints the original's numbers.
+ * --measured: the lab's own RLHF loop, colocated and split, from its memory events
+ * (memory_measured.c). */
 #include "../common/common.h"
 #include <math.h>
 #include <string.h>
@@ -18,10 +22,16 @@ static const lab_flag mt_flags[] = {
     {"model-size", 0, FLAG_CHOICE, "70b", "7b|13b|70b|405b", 0, 0,
      "model (the original's -m: -m is --microbatches in every lab)"},
     {"batch-size", 0, FLAG_INT, "4", NULL, 1, 1000000,
-     "sequences per batch (the original's -b: -b is --backend in every lab)"},
+     "sequences per batch (the original's -b: -b is --backend wherever ranks run)"},
     {"seq-len", 's', FLAG_INT, "2048", NULL, 1, 10000000, "tokens per sequence"},
     {"gpu-memory", 'g', FLAG_DOUBLE, "80", NULL, 0, 1000000, "GB per GPU"},
     {"num-gpus", 'n', FLAG_INT, "8", NULL, 1, 1000000, "GPUs"},
+    {"tp-size", 't', FLAG_INT, NULL, NULL, 1, 64, "training layout: tensor-parallel degree "
+     "(with --pp-size and --dp-size; default: the GPUs as plain data parallelism)"},
+    {"pp-size", 0, FLAG_INT, NULL, NULL, 1, 1024, "training layout: pipeline stages"},
+    {"dp-size", 0, FLAG_INT, NULL, NULL, 1, 1000000, "training layout: data-parallel replicas"},
+    {"zero", 0, FLAG_INT, NULL, NULL, 0, 3, "training layout: the ZeRO stage to judge it by "
+     "(0 plain DP, 1 optimizer state, 2 + gradients, 3 + weights sharded; default: all four)"},
     {"faithful", 0, FLAG_BOOL, NULL, NULL, 0, 0,
      "the original's estimates: nominal sizes, no grouped KV, one optimizer, its scaling bug"},
     {"measured", 0, FLAG_BOOL, NULL, NULL, 0, 0,
@@ -108,6 +118,9 @@ static void build(const sizes *z, int faithful, long B, long S, phase ph[4])
     add(&ph[0], "Misc buffers", 2.0, 1);
     ph[1].name = "SCORING (forward passes only)";
     if (!faithful) {
+        /* the actor too: PPO's old log-probabilities are a forward of the actor over the
+         * sampled tokens (the original scored with the reward model alone) */
+        add(&ph[1], "Actor weights", z->w, 1);
         add(&ph[1], "Reference model weights", z->w, 1);
         add(&ph[1], "Critic weights", z->w, 1);
     }
@@ -151,6 +164,66 @@ static void sort_desc(comp *c, int n)
         }
         c[j + 1] = k;
     }
+}
+
+/* Training's memory on one GPU of a layout tp x pp x dp under ZeRO stage zero, for the two
+ * trained models (actor and critic): tensor and pipeline parallelism split every state over
+ * tp x pp GPUs; data parallelism keeps a whole copy on each of its dp replicas of what ZeRO
+ * does not shard (stage 1 the optimizer state, 2 the gradients too, 3 the weights too: FSDP);
+ * the batch's activations are split over all tp x pp x dp GPUs (perfectly, as the phases'
+ * "sharded perfectly" lines assume). out: weights, gradients, optimizer, activations, GB. */
+static double layout_gb(const sizes *z, double act, long tp, long pp, long dp, int zero,
+                        double out[4])
+{
+    double mp = (double)tp * (double)pp;
+    out[0] = 2 * z->w / mp / (zero >= 3 ? dp : 1);
+    out[1] = 2 * z->g / mp / (zero >= 2 ? dp : 1);
+    out[2] = 2 * z->opt / mp / (zero >= 1 ? dp : 1);
+    out[3] = act / (mp * (double)dp);
+    return out[0] + out[1] + out[2] + out[3];
+}
+
+static const char *const zero_names[4] = {
+    "ZeRO-0 (plain DP: copies)", "ZeRO-1 (optimizer)", "ZeRO-2 (+ gradients)",
+    "ZeRO-3 (+ weights: FSDP)",
+};
+
+/* The training phase of a layout, under each ZeRO stage (or the one asked for), per GPU. */
+static void layout_section(const lab_args *a, const sizes *z, double act, long B, long N,
+                           double G, const char *gtext, const char *rule)
+{
+    int given = lab_arg_given(a, "tp-size") || lab_arg_given(a, "pp-size") ||
+                lab_arg_given(a, "dp-size");
+    long tp = lab_arg_given(a, "tp-size") ? lab_arg_int(a, "tp-size") : 1;
+    long pp = lab_arg_given(a, "pp-size") ? lab_arg_int(a, "pp-size") : 1;
+    long dp = lab_arg_given(a, "dp-size") ? lab_arg_int(a, "dp-size") : given ? 1 : N;
+    int z0 = 0, z1 = 3;
+    if (lab_arg_given(a, "zero"))
+        z0 = z1 = (int)lab_arg_int(a, "zero");
+    printf("\n%s\n TRAINING ON %ld GPUs: REPLICATED OR SHARDED\n%s\n", rule, tp * pp * dp, rule);
+    printf("Tensor and pipeline parallelism split every model state over tp x pp GPUs. Data\n"
+           "parallelism copies them: each of its dp replicas holds a whole copy of what ZeRO\n"
+           "does not shard (DeepSpeed's stages; PyTorch's FSDP is stage 3). Training, the\n"
+           "actor and the critic, per GPU in GB:\n\n");
+    printf("  %-25s %8s %9s %9s %11s %8s\n", "", "weights", "gradients", "optimizer",
+           "activations", "total");
+    printf("  tp %ld x pp %ld x dp %ld\n", tp, pp, dp);
+    int valid = !given || (dp <= B && tp <= 8);
+    for (int k = z0; k <= z1; k++) {
+        double c[4], t = layout_gb(z, act, tp, pp, dp, k, c);
+        printf("  %-25s %8.1f %9.1f %9.1f %11.1f %8.1f %s\n", zero_names[k], c[0], c[1], c[2],
+               c[3], t, t <= G && valid ? "✓" : "✗");
+    }
+    if (given && dp > B)
+        printf("  ✗ dp %ld is above the batch of %ld sequences: %ld replicas would have "
+               "none\n", dp, B, dp - B);
+    if (given && tp > 8)
+        printf("  ✗ tp %ld spans nodes: tensor parallelism stays inside a node's 8 GPUs\n", tp);
+    printf("  (✓ fits in %s GB. ZeRO-1 and -2 move as many bytes as plain DP; stage 3\n"
+           "   gathers every layer's weights before using them: 1.5 times the traffic.)\n",
+           gtext);
+    if (!given)
+        printf("Your layout: --tp-size T --pp-size P --dp-size D, and --zero Z for one stage.\n");
 }
 
 /* "80" for the default, "80.0" when given: as the original echoes a float */
@@ -225,6 +298,9 @@ static int mt_main(const lab_args *a)
                    p->total / N <= G ? "fits" : "does not fit");
     }
 
+    if (!faithful)
+        layout_section(a, &z, z.act_token * (double)B * (double)S / GB, B, N, G, gtext, rule);
+
     /* what grows with the batch */
     long Bs = faithful ? 4 : B, Ss = faithful ? 2048 : S;
     phase full[4];
@@ -269,10 +345,22 @@ static int mt_main(const lab_args *a)
         if (tp > cap)
             tp = cap;
         long rest = N / tp;
-        printf("  ✓ fits across the %ld GPUs (if it could be sharded perfectly)\n", N);
-        printf("  tensor parallel: %ld\n", tp);
-        if (rest > 1)
-            printf("  data/pipeline parallel: %ld\n", rest);
+        printf("  ✓ fits across the %ld GPUs if it is sharded perfectly (%.1f GB each)\n", N,
+               need / (double)N);
+        if (faithful) {
+            printf("  tensor parallel: %ld\n", tp);
+            if (rest > 1)
+                printf("  data/pipeline parallel: %ld\n", rest);
+        } else {
+            /* the original's rule of thumb, shown as advice with what it costs a GPU */
+            printf("  a rule of thumb (the original's: TP = 0.7 x required / GPU memory, at "
+                   "most 8):\n  tensor parallel %ld x data parallel %ld. Data parallelism "
+                   "copies what ZeRO does not\n  shard: without ZeRO each GPU holds %.1f GB "
+                   "(everything / TP: %s);\n  with ZeRO-3 across the data-parallel ranks too, "
+                   "%.1f GB (%s).\n", tp, rest, need / (double)tp,
+                   need / (double)tp <= G ? "fits" : "does not fit", need / (double)(tp * rest),
+                   need / (double)(tp * rest) <= G ? "fits" : "does not fit");
+        }
     } else {
         /* the original rounds to the nearest (165.8/80 prints 2); enough GPUs is the ceiling */
         double ratio = need / G;

@@ -2,19 +2,26 @@
  * the inference engine. First the original's estimates: transfer time = size / bandwidth +
  * setup for disk, NCCL over NVLink, InfiniBand and Ethernet, and CUDA IPC (a handle, no
  * copy), for co-located, same-node and cross-node designs, then what an RLHF iteration pays
- * for it. Then measurements: the lab's ranks broadcast a model-sized buffer from rank 0, and
- * the real actor weights go from the trainer to the generators with rl_wsync
- * (wsync_measure.c), over our shared-memory runtime (or MPI with --backend mpi). GPU paths
- * say in one line when there is no GPU here. */
+ * for it (one transfer, trainer to engine: the original counted a return one too). Then
+ * measurements: the lab's ranks broadcast a model-sized buffer from rank 0, and the real
+ * actor weights go from the trainer to the generators with rl_wsync (wsync_measure.c), over
+ * our shared-memory runtime (or MPI with --backend mpi). GPU paths say in one line when there
+ * is no GPU here. */
 #include "../common/common.h"
+#include "../common/load_model.h"
+#include "../../core/llm/model.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LAB_ID "ch14/weight-update-demo"
 
-int ch14_bucket_list(const char *s, uint64_t *out, int max);       /* wsync_measure.c */
-int ch14_wsync_measure(mlsys_comm *c, const lab_args *a);
+/* wsync_measure.c */
+int ch14_bucket_list(const char *s, uint64_t *out, int max);
+int ch14_wsync_measure(mlsys_comm *c, const lab_args *a, int *gate);
+void ch14_wu_roles(mlsys_comm *c);
+int ch14_wu_section(mlsys_comm *c, int *gate, const char *label);
+void ch14_wu_mem(mlsys_comm *c, int pool, uint64_t bytes, const char *label);
 
 static const lab_flag wu_flags[] = {
     {"model-size", 0, FLAG_DOUBLE, "140", NULL, 0, 1000000,
@@ -27,8 +34,6 @@ static const lab_flag wu_flags[] = {
     {"no-measure", 0, FLAG_BOOL, NULL, NULL, 0, 0, "print the estimates only"},
     {"world-size", 'w', FLAG_INT, "2", NULL, 1, 64,
      "ranks: rank 0 is the trainer, the others receive"},
-    {"backend", 'b', FLAG_CHOICE, "shm", "shm|mpi|nccl", 0, 0,
-     "transport of the measured broadcast"},
     {"model", 0, FLAG_STR, "assets/models/model.bin", NULL, 0, 0,
      "the actor whose weights the trainer hands over (llama2.c checkpoint)"},
     {"bucket-size", 0, FLAG_STR, "64K,1M,16M", NULL, 0, 0,
@@ -128,22 +133,37 @@ static void box(const char *title, const char *const *lines)
     printf("└%s┘\n", bar);
 }
 
+/* The weights move one way: the trainer keeps its own copy and sends the new version to the
+ * engine; nothing comes back. The original also counted a "return direction", a second
+ * transfer engine -> trainer each iteration: named here with what it would have cost. */
 static void timeline(const char *label, double transfer_s)
 {
-    double gen = 30.0, train = 20.0, total = gen + 2 * transfer_s + train;
+    double gen = 30.0, train = 20.0, total = gen + transfer_s + train;
+    double twice = gen + 2 * transfer_s + train;
     printf("\n%s\n", label);
     printf("  generation         %6.2f s\n", gen);
-    printf("  weights -> engine  %6.2f s\n", transfer_s);
     printf("  training           %6.2f s\n", train);
-    printf("  weights -> trainer %6.2f s   (the return direction, same cost)\n", transfer_s);
-    printf("  iteration          %6.2f s   transfers are %.1f %% of it\n", total,
-           100.0 * 2 * transfer_s / total);
+    printf("  weights -> engine  %6.2f s   (trainer to engine only: nothing comes back)\n",
+           transfer_s);
+    printf("  iteration          %6.2f s   the transfer is %.1f %% of it\n", total,
+           100.0 * transfer_s / total);
+    printf("  (the original adds a return transfer, engine -> trainer, of the same cost: "
+           "%.2f s,\n   %.1f %%; no RLHF system sends the weights back)\n", twice,
+           100.0 * 2 * transfer_s / twice);
 }
 
 static int wu_before(const lab_args *a)
 {
     double gb = lab_arg_double(a, "model-size");
     char st[32], rule[256];
+    if (!lab_arg_bool(a, "no-measure") && lab_arg_int(a, "world-size") >= 2) {
+        /* the ranks read the model: a bad file is said here, in one line, before anything */
+        llm_config mc;
+        llm_weights mw;
+        if (common_load_model(a, LAB_ID, &mc, &mw, NULL))
+            return 2;
+        llm_weights_free(&mw);
+    }
     size_text(a, st, sizeof st);
     common_rule(rule, sizeof rule, "=", 72);
     common_box(stdout, 68, "Weight update in RLHF");
@@ -190,26 +210,25 @@ static int wu_before(const lab_args *a)
         printf("\nMeasuring a transfer needs a receiver: run with --world-size 2 or more.\n");
         return 0;
     }
+    /* every rank holds a buffer of --measure-bytes: all of them must fit in what is free */
+    uint64_t big = lab_arg_size(a, "measure-bytes");
+    long ranks = lab_arg_int(a, "world-size");
+    if ((double)big * (double)ranks > (double)mlsys_mem_available()) {
+        char want[32], have[32];
+        mlsys_format_approx((double)big * (double)ranks, want, sizeof want);
+        mlsys_format_approx((double)mlsys_mem_available(), have, sizeof have);
+        fprintf(stderr, "mlsys-lab: %s: --measure-bytes %s on %ld ranks needs %s (a buffer "
+                "per rank), more than this machine has free: %s\n", LAB_ID,
+                lab_arg_str(a, "measure-bytes"), ranks, want, have);
+        return 2;
+    }
     uint64_t bk[16];
     if (ch14_bucket_list(lab_arg_str(a, "bucket-size"), bk, 16) < 0) {
         fprintf(stderr, "mlsys-lab: %s: --bucket-size %s: want up to 16 sizes of 4 B to 16 GiB "
                 "such as 64K,1M,16M\n", LAB_ID, lab_arg_str(a, "bucket-size"));
         return 2;
     }
-    const char *be = lab_arg_str(a, "backend");
-    char why[256];
-    if (be && !strcmp(be, "nccl") && probe_gpu_count(why, sizeof why) <= 0) {
-        printf("\n--backend nccl: nothing measured, no GPU here (%s); the CPU transports: "
-               "--backend shm or mpi.\n", why);
-        return 0;
-    }
-    return common_backend_check(a, (int)lab_arg_int(a, "world-size")) ? 2 : -1;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
+return -1;       /* the runner has refused a backend that cannot run here */
 }
 
 /* Broadcast bytes from rank 0 iters times after one warm-up; the median seconds. The first
@@ -219,6 +238,7 @@ static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
 {
     size_t count = (size_t)(bytes / 4);
     float *buf = mlsys_alloc_aligned(count * 4);
+    ch14_wu_mem(c, 1, count * 4, "broadcast buffer");
     double *t = calloc((size_t)iters, sizeof *t);
     int rc = 0;
     for (int i = -1; i < iters && rc == 0; i++) {
@@ -241,9 +261,9 @@ static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
         if (i >= 0)
             t[i] = dt;
     }
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
-    *median = t[iters / 2];
+    *median = mlsys_percentile(t, (size_t)iters, 50);
     free(t);
+    ch14_wu_mem(c, 1, 0, "broadcast buffer");
     mlsys_free_aligned(buf, count * 4);
     return rc;
 }
@@ -251,6 +271,11 @@ static int timed_bcast(mlsys_comm *c, uint64_t bytes, int iters, double *median,
 static int wu_rank(mlsys_comm *c, const lab_args *a)
 {
     int root = mlsys_rank(c) == 0, n = mlsys_size(c), iters = (int)lab_arg_int(a, "iters");
+    int gate = 0;
+    /* the job's steps are the sections of the measurement (ch14_wu_section), not the
+     * broadcasts' algorithm steps; the flow view draws a trainer and its generators */
+    mlsys_set_coll_steps(c, 0);
+    ch14_wu_roles(c);
     uint64_t big = lab_arg_size(a, "measure-bytes");
     uint64_t sizes[2] = {4u << 20, big};    /* the lab's own 1M-parameter model is ~4 MB */
     int nsizes = big == sizes[0] ? 1 : 2;
@@ -266,6 +291,14 @@ static int wu_rank(mlsys_comm *c, const lab_args *a)
     for (int k = 0; k < nsizes; k++) {
         double s;
         const char *algo = "?";
+        char label[32], sz[16];
+        mlsys_format_size(sizes[k], sz, sizeof sz);
+        snprintf(label, sizeof label, "broadcast %s", sz);
+        if (ch14_wu_section(c, &gate, label) != 0) {
+            fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, mlsys_rank(c),
+                    mlsys_errmsg(c));
+            return 1;
+        }
         int rc = timed_bcast(c, sizes[k], iters, &s, &algo);
         if (rc) {
             if (root)
@@ -291,7 +324,7 @@ static int wu_rank(mlsys_comm *c, const lab_args *a)
             printf("  %d GPU%s here: --backend nccl measures the NCCL broadcast; CUDA IPC is "
                    "not measured by this lab.\n", gpus, gpus == 1 ? "" : "s");
     }
-    return ch14_wsync_measure(c, a);
+    return ch14_wsync_measure(c, a, &gate);
 }
 
 const lab ch14_weight_update_demo_lab = {
@@ -304,5 +337,5 @@ const lab ch14_weight_update_demo_lab = {
     .max_ranks = 64,
     .before = wu_before,
     .rank_main = wu_rank,
-    .view = "log",
+    .view = "flow",
 };

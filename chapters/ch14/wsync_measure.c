@@ -2,7 +2,9 @@
  * tensors (the actor's weights, read with core/llm) go from rank 0, the trainer, to every
  * other rank, a generator, with rl_wsync (core/rl) for each bucket size asked for, timed
  * beside one plain broadcast of the same bytes; versions checked by rl_wsync itself, the
- * received weights hashed on every rank and compared with the trainer's at the end. */
+ * received weights hashed on every rank and compared with the trainer's at the end. For the
+ * flow view: two roles, the trainer and the generators, a step of the job per section of the
+ * measurement, and one arrow per version of the weights, trainer to generators. */
 #include "../common/common.h"
 #include "../../core/llm/model.h"
 #include "../../core/rl/wsync.h"
@@ -10,6 +12,59 @@
 #include <string.h>
 
 #define LAB_ID "ch14/weight-update-demo"
+
+/* ---- what the flow view draws ---- */
+
+enum { WU_TRAINER, WU_GENERATOR };
+
+/* The two roles, named once (rank 0). */
+void ch14_wu_roles(mlsys_comm *c)
+{
+    if (mlsys_rank(c) != 0)
+        return;
+    static const char *const name[2] = {"trainer", "generator"};
+    for (int r = 0; r < 2; r++) {
+        mlsys_flow_info f = {(int16_t)r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1, 0};
+        mlsys_emit_flow(c, &f, 0, name[r]);
+    }
+}
+
+/* A section of the measurement: every rank passes a gate (in a gated run the viewer lets it
+ * start; the collectives inside mark no steps, see wu_rank), then rank 0 names the phase.
+ * 0, or an MLSYS_* code when the job was stopped. */
+int ch14_wu_section(mlsys_comm *c, int *gate, const char *label)
+{
+    int rc = mlsys_step(c, *gate, label);
+    if (rc == 0 && mlsys_rank(c) == 0) {
+        mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)*gate, 0, 0, -1, 0};
+        mlsys_emit_flow(c, &f, 0, label);
+    }
+    ++*gate;
+    return rc;
+}
+
+/* This rank's memory pool (0 the weights, 1 a broadcast buffer) under its role: declared,
+ * then bytes in use (0 when it is freed). */
+void ch14_wu_mem(mlsys_comm *c, int pool, uint64_t bytes, const char *label)
+{
+    int role = mlsys_rank(c) == 0 ? WU_TRAINER : WU_GENERATOR;
+    mlsys_mem_info m = {.pool = (int16_t)pool, .op = MLSYS_MEM_POOL, .block = -1,
+                        .owner = (int16_t)role, .refs = 0, .index = -1, .aux = 1};
+    mlsys_emit_mem(c, &m, bytes, label);
+    m.op = MLSYS_MEM_USAGE;
+    m.aux = 0;
+    mlsys_emit_mem(c, &m, bytes, label);
+}
+
+/* A version of the weights, trainer -> generators (rank 0 says it once for all). */
+static void version_moved(mlsys_comm *c, int tensors, uint64_t version, uint64_t bytes)
+{
+    if (mlsys_rank(c) != 0)
+        return;
+    mlsys_flow_info f = {WU_TRAINER, WU_GENERATOR, MLSYS_FLOW_WEIGHTS, -1, tensors,
+                         (int32_t)version, -1, 0};
+    mlsys_emit_flow(c, &f, bytes, NULL);
+}
 
 /* The actor as rl_wsync sees it: copies x the model's tensors, either in one page-aligned
  * block (back to back, as a trainer keeps them) or each in its own allocation. */
@@ -130,12 +185,6 @@ static size_t staged_buckets(const actor *ac, size_t bucket_bytes)
     return staged;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* The trainer's step: the weights change, the version advances. fresh: every weight is
  * rewritten (its sign flipped), as an optimizer step does; else only each tensor's first. */
 static void train_step(actor *ac, const float *first, uint64_t *version, int fresh)
@@ -157,6 +206,17 @@ static void train_step(actor *ac, const float *first, uint64_t *version, int fre
  * fresh: the trainer rewrites every weight (and the plain buffer) before each call, outside
  * the clock: each call is timed alone, from a barrier to a barrier. */
 #define ROUNDS 3
+/* One sync: rl_wsync without its per-bucket flow records, and one arrow for the version. */
+static int sync_once(mlsys_comm *c, actor *ac, size_t bucket, uint64_t *version, char *err,
+                     size_t errlen)
+{
+    static const rl_wsync_events ev = {RL_WSYNC_POOL, 1};
+    int rc = rl_wsync_with(c, 0, ac->t, ac->nt, bucket, version, &ev, err, errlen);
+    if (rc == 0)
+        version_moved(c, ac->nt, *version, ac->floats * sizeof(float));
+    return rc;
+}
+
 static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plain,
                        size_t bucket, int iters, int fresh, uint64_t *version, double *ts,
                        double *tb, char *err, size_t errlen)
@@ -165,7 +225,7 @@ static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plai
     double a[ROUNDS], b[ROUNDS];
     if (root)
         train_step(ac, first, version, 0);
-    rc = rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen);
+    rc = sync_once(c, ac, bucket, version, err, errlen);
     if (rc == 0)
         rc = mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
     for (int r = 0; r < ROUNDS && rc == 0; r++) {
@@ -187,7 +247,7 @@ static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plai
                 } else if (root && which == 0) {
                     train_step(ac, first, version, 0);
                 }
-                rc = which == 0 ? rl_wsync(c, 0, ac->t, ac->nt, bucket, version, err, errlen)
+                rc = which == 0 ? sync_once(c, ac, bucket, version, err, errlen)
                                 : mlsys_broadcast(c, plain, ac->floats, MLSYS_F32, 0);
                 if (fresh && rc == 0 && (rc = mlsys_barrier(c)) == 0)
                     acc += mlsys_now_s() - t0;
@@ -202,14 +262,12 @@ static int measure_one(mlsys_comm *c, actor *ac, const float *first, float *plai
             snprintf(err, errlen, "rank %d: %s", mlsys_rank(c), mlsys_errmsg(c));
         return rc;
     }
-    qsort(a, ROUNDS, sizeof *a, cmp_double);
-    qsort(b, ROUNDS, sizeof *b, cmp_double);
-    *ts = a[ROUNDS / 2];
-    *tb = b[ROUNDS / 2];
+    *ts = mlsys_percentile(a, ROUNDS, 50);
+    *tb = mlsys_percentile(b, ROUNDS, 50);
     return 0;
 }
 
-int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
+int ch14_wsync_measure(mlsys_comm *c, const lab_args *a, int *gate)
 {
     int me = mlsys_rank(c), n = mlsys_size(c), root = me == 0, rc = 1;
     int iters = (int)lab_arg_int(a, "iters"), copies = (int)lab_arg_int(a, "copies");
@@ -219,7 +277,7 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
     char path[1024], err[512] = "";
     llm_config cfg;
     llm_weights w;
-    common_asset_path(lab_arg_str(a, "model"), path, sizeof path);
+    lab_asset_path(lab_arg_str(a, "model"), path, sizeof path);
     if (llm_checkpoint_read(path, &cfg, &w, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, me, err);
         return 1;
@@ -231,6 +289,8 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
     for (int k = 0; k < ac.nt; k++)
         first[k] = ac.t[k].n ? ac.t[k].data[0] : 0;
     float *plain = mlsys_alloc_aligned(ac.floats * sizeof(float));
+    ch14_wu_mem(c, 0, ac.floats * sizeof(float), "weights");
+    ch14_wu_mem(c, 1, ac.floats * sizeof(float), "broadcast buffer");
     uint64_t version = 0;
     if (root) {
         char rule[256], sz[32];
@@ -255,16 +315,21 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
     }
     for (int i = 0; i < nbk; i++) {
         double ts, tb;
+        char label[32], sz[16];
+        mlsys_format_size(bk[i], sz, sizeof sz);
+        snprintf(label, sizeof label, "sync, %s buckets", sz);
         err[0] = 0;
+        if (ch14_wu_section(c, gate, label) != 0) {
+            fprintf(stderr, "mlsys-lab: %s: rank %d: %s\n", LAB_ID, me, mlsys_errmsg(c));
+            goto done;
+        }
         if (measure_one(c, &ac, first, plain, bk[i], iters, fresh, &version, &ts, &tb, err,
                         sizeof err) != 0) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err[0] ? err : mlsys_errmsg(c));
             goto done;
         }
         if (root) {
-            char sz[32];
             double bytes = (double)ac.floats * sizeof(float);
-            mlsys_format_size(bk[i], sz, sizeof sz);
             printf("  %9s %8zu %7zu %8.3f ms %10.2f %8.3f ms %10.2f %6.2fx\n", sz,
                    rl_wsync_buckets(ac.t, ac.nt, bk[i]), staged_buckets(&ac, bk[i]), ts * 1e3,
                    bytes / ts / 1e9, tb * 1e3, bytes / tb / 1e9, tb / ts);
@@ -300,6 +365,7 @@ int ch14_wsync_measure(mlsys_comm *c, const lab_args *a)
         free(all);
     }
 done:
+    ch14_wu_mem(c, 1, 0, "broadcast buffer");
     mlsys_free_aligned(plain, ac.floats * sizeof(float));
     free(first);
     actor_free(&ac);

@@ -1,6 +1,7 @@
 /* common.c - banners and number formats shared by every lab, so that all chapters print
  * the same way: `=` rules of 50/60/70 with a title line, the double-line box, lists with one
- * decimal and shapes without the "torch.Size" wrapper. */
+ * decimal and shapes without the "torch.Size" wrapper; and what a lab's --backend asks of
+ * this machine (core/probe.h answers). */
 #include "common.h"
 #include <ctype.h>
 #include <stdarg.h>
@@ -153,30 +154,43 @@ void common_text_free(common_text *t)
     t->len = t->cap = 0;
 }
 
-/* A shipped file (a model, a tokenizer) by its path in the source tree: as given when it
- * exists (absolute, or from the current folder), else under $MLSYS_LAB_SRC, else next to the
- * program (build/../rel, then beside it). out gets the first that exists, or rel itself. */
-const char *common_asset_path(const char *rel, char *out, size_t n)
+int common_backend_check(const lab_args *a, int world_size)
 {
-    snprintf(out, n, "%s", rel);
-    if (access(rel, R_OK) == 0 || rel[0] == '/')
-        return out;
-    const char *src = getenv("MLSYS_LAB_SRC");
-    if (src && *src && snprintf(out, n, "%s/%s", src, rel) < (int)n && access(out, R_OK) == 0)
-        return out;
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            if (snprintf(out, n, "%s/../%s", exe, rel) < (int)n && access(out, R_OK) == 0)
-                return out;
-            if (snprintf(out, n, "%s/%s", exe, rel) < (int)n && access(out, R_OK) == 0)
-                return out;
+    const char *b = lab_arg_str(a, "backend");
+    const char *id = a->lab ? a->lab->id : "lab";
+    char why[256];
+    if (!b || !strcmp(b, "gloo") || !strcmp(b, "shm"))
+        return 0;
+    if (!strcmp(b, "nccl")) {
+        int v, gpus = probe_gpu_count(why, sizeof why);
+        if (!probe_nccl(&v, why, sizeof why)) {
+            fprintf(stderr, "mlsys-lab: %s: backend nccl: %s (use --backend gloo)\n", id, why);
+            return 2;
+        }
+        if (gpus < world_size) {
+            fprintf(stderr, "mlsys-lab: %s: NCCL needs one GPU per rank: %d GPU%s found for %d "
+                    "ranks (use --backend gloo)\n", id, gpus, gpus == 1 ? "" : "s", world_size);
+            return 2;
+        }
+        return 0;
+    }
+    if (!strcmp(b, "mpi")) {
+        char path[1024], ver[256];
+        if (!probe_mpirun(path, sizeof path, ver, sizeof ver)) {
+            fprintf(stderr, "mlsys-lab: %s: backend mpi: mpirun is not on PATH (install "
+                    "openmpi-bin, or use --backend gloo)\n", id);
+            return 2;
         }
     }
-    snprintf(out, n, "%s", rel);
-    return out;
+    return 0;
+}
+
+const char *common_device_name(const lab_args *a, int local_rank, char *buf, size_t n)
+{
+    const char *b = lab_arg_str(a, "backend");
+    if (b && !strcmp(b, "nccl"))
+        snprintf(buf, n, "cuda:%d", local_rank);
+    else
+        snprintf(buf, n, "CPU");
+    return buf;
 }

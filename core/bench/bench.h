@@ -1,5 +1,5 @@
 /* bench.h - measuring and modelling collectives, nccl-tests' way: one measurement of one
- * size (measure.c), and what a size means and should cost (model.c: counts, busbw factor,
+ * size (measure.c), and what a size means and should cost (cost_model.c: counts, busbw factor,
  * alpha-beta model). `mlsys-lab bench` (lab/cli/bench.c) prints tables from it; the labs that
  * time collectives (ch04/benchmark-algorithms) use the same engine. Table of contents:
  * prototypes sit under the file that has them. */
@@ -48,7 +48,7 @@ void bench_ctx_free(bench_ctx *b);
  * one line on stderr naming the rank, the call and the size. */
 int bench_measure(bench_ctx *b, uint64_t bytes, int inplace, const char *algo, bench_result *r);
 
-/* ---- model.c ---- */
+/* ---- cost_model.c ---- */
 /* Collectives whose count is per rank (the table size S is the whole buffer of n blocks);
  * those that reduce; those with a root. */
 int bench_per_rank_count(mlsys_coll coll);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define HEADER_BYTES 28   /* the 7 int32 of the config */
@@ -66,13 +67,26 @@ int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weight
     return llm_write_atomic(path, parts, sz, 2, err, errlen);
 }
 
+/* Every float finite: an exponent of all ones is an infinity or a NaN. One pass without a
+ * branch per float, which the compiler turns into vector code: the scan runs at the speed
+ * of memory, the whole file being read once here. */
+static int all_finite(const float *f, size_t n)
+{
+    const uint32_t *u = (const uint32_t *)(const void *)f;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (uint32_t)((u[i] & 0x7f800000u) == 0x7f800000u);
+    return !bad;
+}
+
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen)
 {
     int fd;
     uint64_t n;
     char why[200];
-    memset(w, 0, sizeof *w);
+    if (w)
+        memset(w, 0, sizeof *w);
     if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
     int32_t h[7];
@@ -98,6 +112,10 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
                  c->shared_classifier ? "" : " unshared", c->seq_len, (unsigned long long)want);
         goto out;
     }
+    if (!w) {                   /* the configuration is all the caller wants */
+        rc = 0;
+        goto out;
+    }
     if (want > mlsys_mem_available()) {
         char a[32], b[32];
         mlsys_format_approx((double)want, a, sizeof a);
@@ -106,24 +124,64 @@ int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *e
                  a, b);
         goto out;
     }
-    if (llm_weights_alloc(w, c, why, sizeof why)) {
-        snprintf(err, errlen, "%s: %s", path, why);
-        goto out;
-    }
-    if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
-        llm_weights_free(w);
-        goto out;
-    }
-    for (size_t i = 0; i < w->n_floats; i++)
-        if (!isfinite(w->mem[i])) {
-            snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
+    /* The file mapped whole, as llama2.c's run.c does: the weights are the page cache's
+     * pages, shared with every process that reads the model, and nothing is copied or
+     * zeroed (a write, by a trainer, copies one page: MAP_PRIVATE). Where a file system
+     * cannot map it, it is read into an allocation instead. */
+    void *map = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+        if (llm_weights_over(w, c, (float *)(void *)((char *)map + HEADER_BYTES), why,
+                             sizeof why)) {
+            munmap(map, n);
+            snprintf(err, errlen, "%s: %s", path, why);
+            goto out;
+        }
+        w->map = map;
+        w->map_len = n;
+    } else {
+        if (llm_weights_alloc(w, c, why, sizeof why)) {
+            snprintf(err, errlen, "%s: %s", path, why);
+            goto out;
+        }
+        if (llm_read_exact(fd, w->mem, w->n_floats * sizeof(float), path, err, errlen)) {
             llm_weights_free(w);
             goto out;
         }
+    }
+    if (!all_finite(w->mem, w->n_floats)) {
+        size_t i = 0;
+        while (isfinite(w->mem[i]))
+            i++;
+        snprintf(err, errlen, "%s: weight %zu of %zu is not finite", path, i, w->n_floats);
+        llm_weights_free(w);
+        goto out;
+    }
     rc = 0;
 out:
     close(fd);
     return rc;
+}
+
+int llm_model_read(const char *mpath, const char *tpath, llm_config *c, llm_weights *w,
+                   llm_tokenizer *t, char *err, size_t errlen)
+{
+    if (llm_checkpoint_read(mpath, c, w, err, errlen))
+        return -1;
+    if (!t)
+        return 0;
+    if (llm_tokfile_read(tpath, 0, t, err, errlen))
+        goto fail;
+    if (t->vocab_size != c->vocab_size) {
+        snprintf(err, errlen, "%s has %d ids, the vocabulary of %s has %d: a tokenizer must be "
+                 "its model's", tpath, t->vocab_size, mpath, c->vocab_size);
+        llm_tokenizer_free(t);
+        goto fail;
+    }
+    return 0;
+fail:
+    if (w)
+        llm_weights_free(w);
+    return -1;
 }
 
 /* ---- the .train companion ---- */

@@ -196,6 +196,43 @@ bad:
     return -1;
 }
 
+/* What a training state must hold to be resumed: finite moments (v, a mean of squares, not
+ * negative), AdamW's constants in their ranges, a step inside its run. A file can pass its
+ * checksum and still hold these, when the run that wrote it had gone wrong. 0, or -1. */
+static int state_sane(const char *path, const llm_train_state *s, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    char why[160];
+    if (!(s->beta1 >= 0 && s->beta1 < 1) || !(s->beta2 >= 0 && s->beta2 < 1)) {
+        snprintf(why, sizeof why, "AdamW's betas are %g and %g; each must lie in [0, 1)",
+                 (double)s->beta1, (double)s->beta2);
+        bad = why;
+    } else if (!(s->eps > 0) || !isfinite(s->eps)) {
+        snprintf(why, sizeof why, "AdamW's eps is %g; it must be above 0", (double)s->eps);
+        bad = why;
+    } else if (!(s->lr >= 0) || !isfinite(s->lr) || !(s->weight_decay >= 0) ||
+               !isfinite(s->weight_decay)) {
+        snprintf(why, sizeof why, "learning rate %g or weight decay %g is not a finite "
+                 "non-negative number", (double)s->lr, (double)s->weight_decay);
+        bad = why;
+    } else if (s->version >= V2 && s->step > s->run.steps) {
+        snprintf(why, sizeof why, "step %llu is beyond its run of %llu steps",
+                 (unsigned long long)s->step, (unsigned long long)s->run.steps);
+        bad = why;
+    }
+    for (size_t i = 0; !bad && i < s->n; i++)
+        if (!isfinite(s->m[i]) || !isfinite(s->v[i]) || s->v[i] < 0) {
+            snprintf(why, sizeof why, "optimizer moment %zu of %zu is %g / %g (not finite, or a "
+                     "negative second moment)", i, s->n, (double)s->m[i], (double)s->v[i]);
+            bad = why;
+        }
+    if (!bad)
+        return 0;
+    snprintf(err, errlen, "%s: %s: the run that wrote it went wrong; start over with --force",
+             path, bad);
+    return -1;
+}
+
 int llm_ckpt_read(const char *dir, llm_config *c, llm_weights *w, llm_train_state *s,
                   int *bin_stale, char *err, size_t errlen)
 {
@@ -231,6 +268,11 @@ int llm_ckpt_read(const char *dir, llm_config *c, llm_weights *w, llm_train_stat
         close(fd);
         if (rc)
             return -1;
+        if (state_sane(tpath, s, err, errlen)) {
+            llm_weights_free(w);
+            llm_train_state_free(s);
+            return -1;
+        }
         /* model.bin: this checkpoint's export, or the previous one's (an interruption fell
          * between the two renames), or missing; anything else (other weights, a damaged
          * file) was put there by someone, and is refused rather than overwritten */
@@ -278,6 +320,11 @@ int llm_ckpt_read(const char *dir, llm_config *c, llm_weights *w, llm_train_stat
     if (s->weights_hash != llm_weights_hash(w)) {
         snprintf(err, errlen, "%s does not belong to %s (the weights hash differs)", tpath,
                  bpath);
+        llm_weights_free(w);
+        llm_train_state_free(s);
+        return -1;
+    }
+    if (state_sane(tpath, s, err, errlen)) {
         llm_weights_free(w);
         llm_train_state_free(s);
         return -1;
@@ -351,6 +398,7 @@ static const struct {
 } run_fields[] = {
     {"--data-seed", offsetof(llm_run_record, data_seed), F_U64, 1},
     {"--data-bytes", offsetof(llm_run_record, data_bytes), F_U64, 1},
+    {"--seed", offsetof(llm_run_record, init_seed), F_U64, 1},
     {"--batch", offsetof(llm_run_record, batch), F_U32, 1},
     {"-w", offsetof(llm_run_record, world), F_U32, 1},
     {"--lr", offsetof(llm_run_record, lr), F_F32, 0},

@@ -10,13 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* BOS + encode(" " + doc) for every document; also counts document bytes and tokens. */
 static int *encode_split(const llm_tokenizer *t, const llm_corpus *c, size_t *nids,
                          size_t *doc_bytes, size_t *doc_tokens)
@@ -41,14 +34,14 @@ int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size
     size_t tb = o->train_bytes ? o->train_bytes : LLM_DATAKIT_TRAIN_BYTES;
     size_t vb = o->val_bytes ? o->val_bytes : tb / 10;
     int vocab = o->vocab_size ? o->vocab_size : 512;
-    double t0 = now_s();
+    double t0 = mlsys_now_s();
     if (llm_corpus_generate(&k->train, o->seed, LLM_SPLIT_TRAIN, 0, tb) ||
         llm_corpus_generate(&k->val, o->seed, LLM_SPLIT_VAL, 0, vb)) {
         snprintf(err, errlen, "datakit: cannot generate the corpus");
         llm_datakit_free(k);
         return -1;
     }
-    double t1 = now_s();
+    double t1 = mlsys_now_s();
     /* the tokenizer sees what the model will see: " " + doc, documents kept apart by NUL */
     char *bt = mlsys_xmalloc(k->train.len + 1);
     size_t n = 0;
@@ -65,12 +58,12 @@ int llm_datakit_build(llm_datakit *k, const llm_datakit_opts *o, char *err, size
         llm_datakit_free(k);
         return -1;
     }
-    double t2 = now_s();
+    double t2 = mlsys_now_s();
     size_t db, dt;
     k->train_ids = encode_split(&k->tok, &k->train, &k->n_train_ids, &db, &dt);
     k->val_ids = encode_split(&k->tok, &k->val, &k->n_val_ids, &db, &dt);
     k->val_bytes_per_token = dt ? (double)db / (double)dt : 0.0;
-    double t3 = now_s();
+    double t3 = mlsys_now_s();
     k->corpus_s = t1 - t0;
     k->bpe_s = t2 - t1;
     k->encode_s = t3 - t2;

@@ -67,86 +67,18 @@ static void place_worker(pthread_t th)
 
 /* ---- create, submit, cancel ---- */
 
-/* The options with their defaults filled in; 0, or -1 with err. */
-static int resolve_opts(const llm_config *c, const llm_engine_opts *o, llm_engine_opts *d,
-                        char *err, size_t errlen)
-{
-    *d = *o;
-    if (d->max_num_seqs <= 0)
-        d->max_num_seqs = 16;
-    if (d->max_num_batched_tokens <= 0)
-        d->max_num_batched_tokens = 256;
-    if (d->block_size <= 0)
-        d->block_size = 16;
-    if (d->max_model_len <= 0 || d->max_model_len > c->seq_len)
-        d->max_model_len = d->max_model_len > c->seq_len ? -1 : c->seq_len;
-    if (d->max_model_len < 0) {
-        snprintf(err, errlen, "engine: max_model_len %d: the model's context holds %d",
-                 o->max_model_len, c->seq_len);
-        return -1;
-    }
-    int per_seq = (d->max_model_len + d->block_size - 1) / d->block_size;
-    if (d->n_blocks <= 0)
-        d->n_blocks = d->max_num_seqs * per_seq;
-    if (d->max_num_seqs > 4096 || d->max_num_batched_tokens > 65536 ||
-        d->max_num_batched_tokens < d->max_num_seqs || d->block_size > c->seq_len ||
-        d->n_blocks < per_seq) {
-        snprintf(err, errlen, "engine: max_num_seqs %d (1..4096), max_num_batched_tokens %d "
-                 "(max_num_seqs..65536), block_size %d (1..%d), %d blocks (at least %d: one "
-                 "full context)", d->max_num_seqs, d->max_num_batched_tokens, d->block_size,
-                 c->seq_len, d->n_blocks, per_seq);
-        return -1;
-    }
-    return 0;
-}
-
-/* The runner's scratch rows: a step's rows, at most 256 per internal chunk (a longer step is
- * several GEMMs per weight, which changes nothing in the result), fewer when a long context
- * makes each row's scratch large. */
-static int runner_rows(const llm_config *c, const llm_engine_opts *d)
-{
-    int want = d->max_num_batched_tokens < 256 ? d->max_num_batched_tokens : 256;
-    return llm_fwd_rows_that_fit(c, want);
-}
-
-/* Rows of logits a step may want: one per sequence, or with speculation k + 1 per decode. */
-static int max_logits(const llm_engine_opts *d)
-{
-    long n = (long)d->max_num_seqs * (d->spec_k > 0 ? d->spec_k + 1 : 1);
-    return (int)(n < d->max_num_batched_tokens || d->spec_k <= 0 ? n
-                                                                 : d->max_num_batched_tokens);
-}
-
-uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o)
-{
-    llm_engine_opts d;
-    char err[256];
-    if (resolve_opts(c, o, &d, err, sizeof err))
-        return 0;
-    uint64_t kv = 2ull * (uint64_t)c->n_layers * (uint64_t)d.n_blocks * (uint64_t)d.block_size *
-                  (uint64_t)c->kv_dim * sizeof(float);
-    uint64_t fwd = llm_fwd_bytes(c, runner_rows(c, &d));
-    uint64_t logits = (uint64_t)max_logits(&d) * (uint64_t)c->vocab_size * sizeof(float);
-    uint64_t draft = 0;
-    if (d.spec_k > 0 && d.draft_c) {
-        const llm_config *dc = d.draft_c;
-        uint64_t per_seq = (uint64_t)((d.max_model_len + d.block_size - 1) / d.block_size) *
-                           (uint64_t)d.block_size;
-        draft = 2ull * (uint64_t)dc->n_layers * (uint64_t)d.max_num_seqs * per_seq *
-                    (uint64_t)dc->kv_dim * sizeof(float) +
-                llm_fwd_bytes(dc, 256) +
-                (uint64_t)d.max_num_seqs * (uint64_t)(d.spec_k + 1) * (uint64_t)c->vocab_size *
-                    sizeof(float);
-    }
-    return kv + fwd + logits + draft;
-}
-
 llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
                               const llm_engine_opts *o, char *err, size_t errlen)
 {
-    llm_engine_opts d;
-    if (resolve_opts(c, o, &d, err, errlen))
+    /* defaults, and a context and a cache sized by what the run needs, checked against the
+     * free memory before anything is allocated (engine_mem.c); from here on c is the
+     * engine's view of the model, its context cut to max_model_len */
+    llm_engine_opts d = *o;
+    if (llm_engine_plan(c, &d, err, errlen))
         return NULL;
+    llm_config run = *c;
+    run.seq_len = d.max_model_len;
+    c = &run;
     if (d.tok && d.tok->vocab_size != c->vocab_size) {
         snprintf(err, errlen, "engine: the tokenizer has %d ids, the model %d",
                  d.tok->vocab_size, c->vocab_size);
@@ -169,7 +101,7 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
         s->have_draft = 1;
     }
     llm_paged_opts po = {d.block_size, d.n_blocks, d.max_num_seqs, d.max_model_len,
-                         d.no_prefix_cache, d.alloc, d.comm, 0};
+                         d.no_prefix_cache, d.alloc, d.comm, 0, 0};
     if (llm_kv_init_paged(&s->kv, c, &po, err, errlen)) {
         llm_drafter_fini(&s->draft);
         free(s);
@@ -180,7 +112,7 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
     s->sc.max_len = d.max_model_len;
     s->sc.spec = s->have_draft ? &s->draft : NULL;
     if (llm_runner_init(&s->run, c, w, &s->kv, d.max_num_batched_tokens, d.max_num_seqs,
-                        max_logits(&d), runner_rows(c, &d), err, errlen)) {
+                        eng_max_logits(&d), eng_runner_rows(c, &d), err, errlen)) {
         llm_sched_fini(&s->sc);
         llm_kv_free(&s->kv);
         llm_drafter_fini(&s->draft);

@@ -57,6 +57,8 @@ typedef struct llm_paged_opts {
     mlsys_comm *comm;         /* memory events (POOL, OWNER, ALLOC, SHARE, FREE, EVICT, COW);
                                  NULL: none. Emitted by the thread that calls the ops. */
     int pool;                 /* the pool id in those events */
+    int hash_bits;            /* tests only: keep this many bits of each chain hash (0: all
+                                 64), so that different blocks collide on purpose */
 } llm_paged_opts;
 /* An llm_kv whose ops are the paged map. 0, or -1 with err (bad sizes). */
 int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, char *err,
@@ -467,10 +469,11 @@ typedef struct llm_engine_opts {
     int max_num_batched_tokens;   /* rows in a step's forward (0: 256; >= max_num_seqs) */
     int block_size;               /* tokens per KV block (0: 16) */
     int max_model_len;            /* positions a sequence may reach, prompt and output (0:
-                                     the model's seq_len): the cache is sized by what the run
-                                     needs, not the model's longest context */
+                                     not known, the model's seq_len): sizes the cache and the
+                                     runner's scratch, not the model's longest context */
     int n_blocks;                 /* KV blocks (0: max_num_seqs · ceil(max_model_len /
-                                     block_size)); at least one full context's worth */
+                                     block_size); with max_model_len 0, at most what half the
+                                     free memory holds); at least one full context's worth */
     int no_prefix_cache;          /* 1: prompts are always computed in full */
     llm_admit_fn admit;           /* NULL: llm_admit_continuous */
     void *admit_u;
@@ -488,8 +491,9 @@ typedef struct llm_engine_opts {
      * runs. Outputs are token for token those without overlap. */
     int overlap;
     /* Called at the end of every planning that found rows, inside the schedule phase, on the
-     * thread that plans (the stepping thread, or with overlap the worker) (NULL: none): a heavier scheduler's cost stands here (chapter 10 adds busy work to show
-     * what a Python scheduler's milliseconds do to a step, with and without overlap). */
+     * thread that plans (the stepping thread, or with overlap the worker) (NULL: none): a
+     * heavier scheduler's cost stands here (chapter 10 adds busy work to show what a Python
+     * scheduler's milliseconds do to a step, with and without overlap). */
     void (*plan_hook)(void *u);
     void *plan_hook_u;
     /* Speculative decoding (speculative.c): a draft model with the target's vocabulary and
@@ -502,8 +506,13 @@ typedef struct llm_engine_opts {
     llm_spec_rule_fn spec_rule;   /* NULL: llm_spec_rule_standard */
     float spec_draft_temperature; /* the draft's temperature; 0: each request's own */
 } llm_engine_opts;
-/* Bytes the engine allocates with options o (the KV pool and the runner's scratch), before
- * creating it: callers compare it with the memory free. Saturates at UINT64_MAX. */
+/* engine_mem.c: o's defaults filled in (n_blocks sized as above) and the bytes the engine
+ * would allocate (the cache, the runner's scratch and logits, the draft's share, the block
+ * tables) compared with the memory free now. 0, or -1 with one line in err: nothing is
+ * allocated, so a lab can call it before its ranks start. llm_engine_create runs it. */
+int llm_engine_plan(const llm_config *c, llm_engine_opts *o, char *err, size_t errlen);
+/* Bytes the engine allocates with options o, n_blocks 0 sized by max_model_len as if it were
+ * known (the free memory aside). Saturates at UINT64_MAX; 0 for bad options. */
 uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
@@ -534,7 +543,8 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
  *           also stops at an "engine idle" gate when gated (and returns at once after it:
  *           the viewer decides how long the engine waits); not gated, an idle gate is said
  *           once per idle period, so a trace shows when the engine had nothing to do. */
-/* The engine borrows c and w (they must outlive it). NULL with err on bad options. */
+/* The engine borrows c and w (they must outlive it). NULL with err on bad options, or when
+ * what it would allocate is more than this machine has free (llm_engine_plan). */
 llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
                             const llm_engine_opts *o, char *err, size_t errlen);
 /* Every choice still queued or running gets its final event (LLM_FINISH_CANCEL) first. */

@@ -60,6 +60,14 @@ struct llm_engine {
 /* ---- engine.c ---- */
 double eng_now(const llm_engine *s);            /* the engine's clock (opts.clock) */
 
+/* ---- engine_mem.c ---- */
+/* The runner's scratch rows for options d (defaults filled in): a step's rows, at most 256
+ * per internal chunk (a longer step is several GEMMs per weight, which changes nothing in
+ * the result), fewer when a long context takes each row's scratch past LLM_FWD_MAX_BYTES. */
+int eng_runner_rows(const llm_config *c, const llm_engine_opts *d);
+/* Rows of logits a step may want: one per sequence, or with speculation k + 1 per decode. */
+int eng_max_logits(const llm_engine_opts *d);
+
 /* ---- engine_stats.c ---- */
 void eng_stats_init(llm_engine *s);             /* the metrics' constants; ROLE records */
 /* The phase p ends now; it began where the previous one of its thread ended (*mark). */

@@ -130,6 +130,12 @@ int llm_tokfile_write(const char *path, const llm_tokenizer *t, char *err, size_
  * rejects trailing bytes; vocab_size <= 0 reads entries until the end of the file. */
 int llm_tokfile_read(const char *path, int vocab_size, llm_tokenizer *t, char *err,
                      size_t errlen);
+/* (checkpoint.c) The one loader of the lab's model files: the model mpath into c and w (w
+ * NULL: the configuration only, llm_checkpoint_read), then the tokenizer tpath into t unless
+ * t is NULL, whose vocabulary must be the model's. 0, or -1 with "PATH: why" in err and
+ * nothing allocated. */
+int llm_model_read(const char *mpath, const char *tpath, llm_config *c, llm_weights *w,
+                   llm_tokenizer *t, char *err, size_t errlen);
 
 /* ---- datakit.c: seed -> corpus -> tokenizer -> token ids ---- */
 #define LLM_DATAKIT_TRAIN_BYTES ((size_t)2 << 20)   /* training text when 0 is asked */
@@ -242,6 +248,15 @@ typedef struct llm_fwd {
     int *slots;               /* [R, S] each row's cache slots for positions 0..pos */
     float *mem;
     size_t bytes;
+    /* Tensor parallelism (llm_fwd_init_tp): this rank's share of every layer, on tp */
+    mlsys_comm *tp;           /* NULL: the whole model here */
+    int tp_size, tp_rank;
+    int nh, nkv, hid;         /* heads, key/value heads, MLP hidden units held here */
+    float *shard;             /* per layer: Wq, Wk, Wv rows; Wo columns; W1, W3 rows; W2
+                                 columns, copied contiguous (NULL without tp) */
+    size_t shard_layer;       /* floats of one layer's share */
+    uint64_t tp_allreduces;   /* all-reduces run, and the time spent in them (ns): the */
+    uint64_t tp_allreduce_ns; /* price of the split, as ch06's tp-mlp measures it */
 } llm_fwd;
 /* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
  * (mlsys_mem_available), before allocating. */
@@ -253,6 +268,21 @@ uint64_t llm_fwd_bytes(const llm_config *c, int max_rows);
 /* The most rows, want or fewer (halving), whose scratch fits; 0 when not even one does. */
 int llm_fwd_rows_that_fit(const llm_config *c, int want);
 void llm_fwd_fini(llm_fwd *e);
+/* The forward scratch of one rank of a tensor-parallel group tp of T ranks (Megatron's
+ * split, as ch06's tp-attention and tp-mlp teach): rank r computes heads [r·NH/T, (r+1)·NH/T) with
+ * their key/value heads (Wq, Wk, Wv by rows: column-parallel; Wo by columns: row-parallel)
+ * and MLP hidden units [r·H/T, (r+1)·H/T) (W1, W3 by rows; W2 by columns); each half of a
+ * layer ends in one all-reduce (SUM) of its [rows, D] output, so every rank holds the whole
+ * residual stream and computes the same logits. Its share of the weights is copied out of w
+ * (w is still read for the embeddings, norms and classifier); its KV cache holds only its
+ * key/value heads: kv_dim / T (llm_tp_kv_config). T must divide n_heads, n_kv_heads and
+ * hidden_dim, else -1 with one line in err. tp NULL or of one rank: llm_fwd_init. Every
+ * rank of tp calls llm_forward with the same rows (collective). */
+int llm_fwd_init_tp(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
+                    mlsys_comm *tp, char *err, size_t errlen);
+/* The configuration a tensor-parallel rank's KV cache is made for (llm_kv_init_*): c with
+ * kv_dim / T; 0, or -1 when T does not divide the key/value heads. */
+int llm_tp_kv_config(const llm_config *c, int tp_size, llm_config *out);
 /* One forward over n rows: row i is token tok[i] of sequence seq[i] at position pos[i]. The
  * caller reserved positions 0..pos[i] of each sequence in kv, and every position a row
  * attends to (0..pos[i]) was written earlier or is a row of this call (rows of one sequence

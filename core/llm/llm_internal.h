@@ -1,5 +1,6 @@
-/* llm_internal.h - helpers shared inside core/llm (not part of the public API): open and
- * read a regular file with a size limit, a checksum; the tokenizer table's side of training. */
+/* llm_internal.h - helpers shared inside core/ (core/llm, and core/rl's reward-model reader;
+ * not part of the public API): open and read a regular file with a size limit, a checksum;
+ * the tokenizer table's side of training. */
 #ifndef MLSYS_LLM_INTERNAL_H
 #define MLSYS_LLM_INTERNAL_H
 

@@ -15,8 +15,10 @@
 /* Write path atomically (temporary file in the same directory, fsync, rename). */
 int llm_checkpoint_write(const char *path, const llm_config *c, const llm_weights *w,
                          char *err, size_t errlen);
-/* Read and validate path; on success c and w are filled (free w). On error nothing is
- * allocated and err holds "PATH: what is wrong". */
+/* Read and validate path; on success c and w are filled (free w). w NULL: only the header is
+ * read, and checked against the file's size (the configuration, without reading or
+ * allocating the weights). On error nothing is allocated and err holds "PATH: what is
+ * wrong". */
 int llm_checkpoint_read(const char *path, llm_config *c, llm_weights *w, char *err,
                         size_t errlen);
 /* FNV-1a 64 of the payload floats: the .train file records it to prove it belongs to the .bin. */
@@ -87,7 +89,7 @@ int llm_ckpt_read(const char *dir, llm_config *c, llm_weights *w, llm_train_stat
  * Returns how many files were removed. */
 int llm_ckpt_sweep(const char *dir);
 /* A resume's run against the checkpoint's. Differences that would silently change the run
- * (--data-seed, --data-bytes, --batch, the world size) refuse it: -1 with one line in err
+ * or rewrite its record (--data-seed, --data-bytes, --seed, --batch, the world size) refuse it: -1 with one line in err
  * naming the checkpoint's value and the given one. Differences that only steer it (--lr,
  * --min-lr, --warmup, --steps, --wd, --clip, --zero, --sync) are accepted: 0, and notes gets
  * one line saying which (empty when none); the given values are recorded at the next

@@ -33,6 +33,7 @@ typedef struct pg {
     int *btok;                /* [n_blocks, bs] tokens of registered blocks */
     int *bucket;              /* [n_buckets] first block of each hash chain, -1 */
     uint64_t mask;            /* n_buckets - 1 */
+    uint64_t hmask;           /* the bits of a chain hash kept (all but in tests) */
     pg_table *t;              /* [n_seqs] */
     const llm_block_alloc_ops *alloc;
     void *ast;
@@ -277,6 +278,7 @@ int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, 
     p->max_len = max_len;
     p->max_blocks = max_blocks;
     p->prefix_cache = !o->no_prefix_cache;
+    p->hmask = o->hash_bits > 0 && o->hash_bits < 64 ? (1ull << o->hash_bits) - 1 : ~0ull;
     p->b = mlsys_xcalloc((size_t)nb, sizeof *p->b);
     for (int b = 0; b < p->n_blocks; b++) {
         p->b[b].in_pool = 1;
@@ -322,7 +324,7 @@ static int walk_hits(pg *p, pg_table *tbl, const int *tokens, int n, int *from_p
         limit = 0;
     for (int i = 0; i < limit; i++) {
         const int *bt = tokens + (size_t)i * p->bs;
-        h = llm_paged_hash(h, bt, p->bs);
+        h = llm_paged_hash(h, bt, p->bs) & p->hmask;
         int b = lookup(p, h, bt);
         if (b < 0)
             break;
@@ -375,7 +377,7 @@ void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n)
     for (int i = t->n_hashed; i < full; i++) {
         uint64_t parent = i > 0 ? t->hash[i - 1] : LLM_PAGED_ROOT_HASH;
         const int *bt = tokens + (size_t)i * p->bs;
-        t->hash[i] = llm_paged_hash(parent, bt, p->bs);
+        t->hash[i] = llm_paged_hash(parent, bt, p->bs) & p->hmask;
         do_register(p, t->blk[i], t->hash[i], bt);
     }
     if (full > t->n_hashed)

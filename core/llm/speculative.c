@@ -74,11 +74,14 @@ int llm_drafter_init(llm_drafter *d, const llm_config *target, const llm_config 
     d->max_rows = max_seqs * max_len;
     d->rule = rule ? rule : llm_spec_rule_standard;
     d->temperature = temperature;
-    int rows = llm_fwd_rows_that_fit(dc, d->max_rows < 256 ? d->max_rows : 256);
-    if (llm_fwd_init(&d->f, dc, dw, rows > 0 ? rows : 1, err, errlen))
+    /* the draft's view, as the target's: no longer context than the sequences reach */
+    llm_config cut = *dc;
+    cut.seq_len = max_len;
+    int rows = llm_fwd_rows_that_fit(&cut, d->max_rows < 256 ? d->max_rows : 256);
+    if (llm_fwd_init(&d->f, &cut, dw, rows > 0 ? rows : 1, err, errlen))
         return -1;
-    llm_paged_opts po = {block_size, 0, max_seqs, max_len, 1, NULL, NULL, 1};
-    if (llm_kv_init_paged(&d->kv, dc, &po, err, errlen)) {
+    llm_paged_opts po = {block_size, 0, max_seqs, max_len, 1, NULL, NULL, 1, 0};
+    if (llm_kv_init_paged(&d->kv, &cut, &po, err, errlen)) {
         llm_fwd_fini(&d->f);
         return -1;
     }

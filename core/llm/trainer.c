@@ -99,8 +99,10 @@ int train_ctx_init(train_ctx *t, mlsys_comm *c, const train_opts *o, train_model
         }
         moff += m->rlen[r];
     }
+    t->saved_step = -1;
     if (st) {
         t->step = (long)st->step;
+        t->saved_step = t->step;
         t->tokens_seen = st->tokens_seen;
     }
     if (c && t->world > 1 && o->sync == TRAIN_SYNC_DDP && t->zero != 2)
@@ -200,6 +202,10 @@ int train_step(train_ctx *t, float *loss, float *lr)
             ss += nn_sumsq(G + m->roff[r], m->rlen[r]);
     }
     t->grad_norm = sqrt(ss);
+    /* a NaN or an infinity anywhere in the loss or the gradient: AdamW would spread it to
+     * every weight it touches; stop before it does */
+    if (!isfinite(*loss) || !isfinite(t->grad_norm))
+        return TRAIN_DIVERGED;
     if (t->o->clip > 0 && t->grad_norm > t->o->clip) {
         float s = (float)(t->o->clip / t->grad_norm);
         for (int r = 0; r < m->nranges; r++)
@@ -290,6 +296,13 @@ int train_save(train_ctx *t, char *err, size_t errlen)
             snprintf(err, errlen, "gathering the optimizer state: %s", mlsys_errmsg(t->c));
         return grc ? -1 : 0;
     }
+    for (size_t i = 0; i < m->n; i++)
+        if (!isfinite(m->w[i])) {
+            snprintf(err, errlen, "weight %zu of %zu is %g after step %ld: not saved (the "
+                     "last good checkpoint stays)", i, m->n, (double)m->w[i], t->step);
+            llm_train_state_free(&st);
+            return -1;
+        }
     st.step = (uint64_t)t->step;
     st.tokens_seen = t->tokens_seen;
     st.data_pos = (uint64_t)t->step;
@@ -325,6 +338,8 @@ static int checkpoint(train_ctx *t, long s)
 {
     char err[512];
     int bad = train_save(t, err, sizeof err);
+    if (!bad)
+        t->saved_step = t->step;
     if (bad && s >= 0)
         fprintf(stderr, "%s: rank %d: checkpoint at step %ld: %s\n", who(t), t->rank, s, err);
     else if (bad)
@@ -338,7 +353,7 @@ int train_run(train_ctx *t)
     const train_opts *o = t->o;
     mlsys_comm *c = t->c;
     int rank = t->rank, rc = 0;
-    int tty = rank == 0 && !o->quiet && isatty(STDOUT_FILENO);
+    int tty = rank == 0 && !o->quiet && mlsys_stdout_is_terminal();
     long stop = o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
     long first = t->step;
     double per_step = (double)o->batch * t->m->per_example;
@@ -353,7 +368,21 @@ int train_run(train_ctx *t)
                t->world, t->world == 1 ? "" : "s", first, stop, o->steps);
     }
     while (t->step < stop && !rc) {
-        if ((rc = train_step(t, &loss, &lr)) != 0)
+        if ((rc = train_step(t, &loss, &lr)) == TRAIN_DIVERGED) {
+            if (rank == 0) {
+                char kept[64] = "no checkpoint was written";
+                if (t->saved_step >= 0)
+                    snprintf(kept, sizeof kept, "the checkpoint of step %ld stays",
+                             t->saved_step);
+                fprintf(stderr, "%s%s: step %ld: the loss is %g and the gradient norm %g: "
+                        "training diverged (lower --lr, or --clip); stopped, %s\n",
+                        tty ? "\n" : "", who(t), t->step + 1, (double)loss, t->grad_norm,
+                        kept);
+                return TRAIN_RUN_SAID;
+            }
+            return 0;
+        }
+        if (rc)
             break;
         long s = t->step;
         if (rank == 0)          /* every rank has the same loss: one curve, not N */

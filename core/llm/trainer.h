@@ -83,6 +83,7 @@ typedef struct train_ctx {
     nn_params view;           /* the flat gradient as tensors, for the DDP engine */
     ddp *d;
     long step;                /* steps done */
+    long saved_step;          /* the step of the last checkpoint written or resumed (-1: none) */
     uint64_t tokens_seen;
     double grad_norm;         /* before clipping, of the last step */
 } train_ctx;
@@ -95,17 +96,25 @@ int train_ctx_init(train_ctx *t, mlsys_comm *c, const train_opts *o, train_model
 void train_ctx_fini(train_ctx *t);
 /* Forward, backward, gradient averaged over ranks; *loss: mean over all ranks. 0 or error. */
 int train_grad(train_ctx *t, float *loss);
-/* train_grad, clipping, learning rate of the schedule, AdamW. */
+/* train_grad, clipping, learning rate of the schedule, AdamW. TRAIN_DIVERGED (on every rank
+ * alike: the loss and the norm are the same everywhere) when the loss or the gradient is not
+ * finite: then nothing is updated and the step does not count. */
+#define TRAIN_DIVERGED 3
 int train_step(train_ctx *t, float *loss, float *lr);
 /* The schedule: linear warm-up to lr over warmup steps, cosine down to min_lr at steps. */
 float train_lr(const train_opts *o, long step);
 /* Validation loss over the fixed examples (collective). */
 int train_eval(train_ctx *t, double *loss);
-/* Checkpoint (collective: ZeRO gathers the moments; rank 0 writes). 0, or -1 with err. */
+/* Checkpoint (collective: ZeRO gathers the moments; rank 0 writes, and refuses weights that
+ * are not finite: a file its own readers would refuse). 0, or -1 with err. */
 int train_save(train_ctx *t, char *err, size_t errlen);
 /* A rank's whole run from t->step: steps with log lines (rank 0) and the "train loss" and
  * "val loss" plot points, evaluations and checkpoints as the options say, then a last
- * evaluation, a checkpoint and the summary. 0, or 1 (said on stderr). */
+ * evaluation, a checkpoint and the summary. 0, or 1 (said on stderr). A run that diverges
+ * keeps the last good checkpoint: rank 0 says the step in one line and returns
+ * TRAIN_RUN_SAID, the other ranks stop at the same step and return 0 (so that the job's
+ * failure is rank 0's, reported after its line). */
+#define TRAIN_RUN_SAID 3
 int train_run(train_ctx *t);
 
 /* ---- trainer_lm.c: the lab's language model as a train_model ---- */

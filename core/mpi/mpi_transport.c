@@ -2,7 +2,9 @@
  * MLSYS_BACKEND=mpi. p2p is MPI_Issend/MPI_Irecv (synchronous, so two ranks that both send
  * first deadlock as on shm); MPI's collectives are the algorithm "native". Each communicator
  * has two MPI ones, for user messages (ctx) and collectives (ctx + 1), made by MPI_Comm_split
- * when mlsys_split runs, so tags pass through unchanged. */
+ * when mlsys_split runs (MPI_Comm_dup for a progress thread's shadow), so tags pass through
+ * unchanged. The non-blocking collectives run our algorithms on icoll.c's progress thread,
+ * as on shm, where MPI gives MPI_THREAD_SERIALIZED; else MPI_Iallreduce & co. */
 #include "../coll/coll.h"
 #include "../net_events.h"
 #include <mpi.h>
@@ -632,7 +634,27 @@ static void mpi_fini(mlsys_world *w)
         mpi_cancel(r);
 }
 
-static const transport_ops mpi_transport = {
+/* Every member of parent makes child (a shadow: parent's group under a new context) at the
+ * same point: MPI_Comm_dup of parent's communicator is its MPI side. */
+static int mpi_dup(mlsys_comm *parent, mlsys_comm *child)
+{
+    char es[MPI_MAX_ERROR_STRING];
+    mpi_ctx *p = ctx_find(parent->ctx);
+    MPI_Comm nc = MPI_COMM_NULL;
+    int rc = p ? MPI_Comm_dup(p->user, &nc) : MPI_ERR_COMM;
+    if (rc == MPI_SUCCESS)
+        rc = ctx_add(child->ctx, nc);
+    if (rc != MPI_SUCCESS) {
+        mlsys_set_error(parent, MLSYS_ERR_SYS, "rank %d: the progress thread's communicator: "
+                        "MPI_Comm_dup: %s", parent->rank, p ? mpi_errstr(rc, es)
+                        : "the parent has no MPI communicator");
+        return MLSYS_ERR_SYS;
+    }
+    return 0;
+}
+
+/* serialized_threads and icoll are set at attach, from the thread level MPI provides */
+static transport_ops mpi_transport = {
     .name = "mpi",
     .post = mpi_post,
     .progress = mpi_progress,
@@ -641,6 +663,7 @@ static const transport_ops mpi_transport = {
     .native = mpi_native,
     .fini = mpi_fini,
     .icoll = mpi_icoll,
+    .dup = mpi_dup,
 };
 
 static void set_env_int(const char *k, int v)
@@ -656,10 +679,17 @@ int mlsys_mpi_attach(mlsys_world *w, char *err, size_t n)
     char es[MPI_MAX_ERROR_STRING];
     int inited = 0, provided = 0, rc;
     MPI_Initialized(&inited);
-    if (!inited && (rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided)) != 0) {
+    /* SERIALIZED: the progress thread of the non-blocking collectives may call MPI while the
+     * rank's own thread does not (icoll.c's fence); Open MPI needs no locks for it */
+    const char *single = getenv("MLSYS_MPI_THREAD_SINGLE");     /* tests: the fallback */
+    int want = single && *single == '1' ? MPI_THREAD_SINGLE : MPI_THREAD_SERIALIZED;
+    if (!inited && (rc = MPI_Init_thread(NULL, NULL, want, &provided)) != 0) {
         snprintf(err, n, "MPI_Init failed: %s", mpi_errstr(rc, es));
         return -1;
     }
+    if (inited)
+        MPI_Query_thread(&provided);
+    mpi_transport.serialized_threads = provided >= MPI_THREAD_SERIALIZED && want != MPI_THREAD_SINGLE;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g.size);

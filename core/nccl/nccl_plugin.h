@@ -31,10 +31,19 @@ void mlsys_nccl_describe(char *buf, size_t n);
  * Returns that count (0 = correct), or -1 with the reason. */
 long mlsys_nccl_selftest(mlsys_comm *c, size_t count, char *err, size_t n);
 
+/* Point-to-point on device buffers (a pipeline's activations stage to stage): within one
+ * ncclGroup, send scount elements of dsend to dst and receive rcount into drecv from src
+ * (dst or src -1: that half is not done), on c's NCCL communicator, synchronized before it
+ * returns. Ranks are c's. 0, or -1 with "rank R: ..." in err. */
+int mlsys_nccl_sendrecv(mlsys_comm *c, const void *dsend, size_t scount, int dst, void *drecv,
+                        size_t rcount, int src, mlsys_dtype dt, char *err, size_t n);
+
 typedef int (*mlsys_nccl_probe_fn)(int *, char *, size_t);
 typedef int (*mlsys_nccl_attach_comm_fn)(mlsys_comm *, char *, size_t);
 typedef void (*mlsys_nccl_describe_fn)(char *, size_t);
 typedef long (*mlsys_nccl_selftest_fn)(mlsys_comm *, size_t, char *, size_t);
+typedef int (*mlsys_nccl_sendrecv_fn)(mlsys_comm *, const void *, size_t, int, void *, size_t,
+                                      int, mlsys_dtype, char *, size_t);
 
 /* nccl_kernels.cu: plain C entry points (stream is a cudaStream_t) */
 #ifdef __cplusplus

@@ -186,6 +186,12 @@ static int nccl_native(mlsys_comm *c, int coll, const void *argp)
     size_t es = mlsys_dtype_size(a->dt), cnt = a->count, bytes = cnt * es;
     cudaStream_t s = st->stream;
 
+    /* the device is per thread: this may be icoll.c's progress thread */
+    if ((ce = cudaSetDevice(st->device)) != cudaSuccess) {
+        mlsys_set_error(c, MLSYS_ERR_SYS, "rank %d: cudaSetDevice(%d): %s", r, st->device,
+                        cudaGetErrorString(ce));
+        return MLSYS_ERR_SYS;
+    }
     if (coll != MLSYS_COLL_BARRIER && dtype_of(a->dt, &dt) != 0) {
         mlsys_set_error(c, MLSYS_ERR_UNSUPPORTED, "rank %d: nccl: no NCCL type for %s", r,
                         mlsys_dtype_name(a->dt));
@@ -410,6 +416,45 @@ int mlsys_nccl_attach(mlsys_world *w, char *err, size_t n)
 int mlsys_nccl_attach_comm(mlsys_comm *c, char *err, size_t n)
 {
     return mlsys_nccl_attach(c ? c->w : NULL, err, n);
+}
+
+/* ---- point-to-point on device buffers ---- */
+
+int mlsys_nccl_sendrecv(mlsys_comm *c, const void *dsend, size_t scount, int dst, void *drecv,
+                        size_t rcount, int src, mlsys_dtype dt, char *errout, size_t n)
+{
+    char err[384] = "";
+    ncclComm_t comm;
+    ncclDataType_t t;
+    nccl_state *st = c && c->w ? c->w->tp_state : NULL;
+    if (!st) {
+        snprintf(errout, n, "nccl sendrecv: the NCCL backend is not attached");
+        return -1;
+    }
+    if (dtype_of(dt, &t) != 0 || dst >= c->size || src >= c->size) {
+        snprintf(errout, n, "rank %d: nccl sendrecv: %s to %d, from %d: no such type or rank",
+                 c->rank, mlsys_dtype_name(dt), dst, src);
+        return -1;
+    }
+    if (cudaSetDevice(st->device) != cudaSuccess || comm_of(c, &comm, errout, n) != 0) {
+        if (!errout[0])
+            snprintf(errout, n, "rank %d: nccl sendrecv: cudaSetDevice(%d) failed", c->rank,
+                     st->device);
+        return -1;
+    }
+    cudaStream_t s = st->stream;
+    NC(ncclGroupStart());
+    if (dst >= 0)
+        NC(ncclSend(dsend, scount, t, dst, comm, s));
+    if (src >= 0)
+        NC(ncclRecv(drecv, rcount, t, src, comm, s));
+    NC(ncclGroupEnd());
+    CU(cudaStreamSynchronize(s));
+    return 0;
+fail:
+    snprintf(errout, n, "rank %d: nccl sendrecv (to %d: %zu, from %d: %zu): %s", c->rank, dst,
+             scount, src, rcount, err);
+    return -1;
 }
 
 /* ---- device-side self-test (tests/gpu) ---- */

@@ -5,10 +5,11 @@
  * nn_set_gemm_kernel (or MLSYS_GEMM=ref|blas|invariant, read by nn_gemm_start) picks one;
  * all must agree to float rounding, which tests/unit/test_nn.c checks. */
 #include "nn.h"
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -21,35 +22,71 @@ static nn_gemm_kernel g_kernel = NN_GEMM_BLAS;
 static nn_gemm_kernel g_kernel = NN_GEMM_REF;
 #endif
 
-/* OpenBLAS reads OPENBLAS_NUM_THREADS once, while the dynamic loader starts it (before main),
- * and starts that many threads (one per core when the variable is unset). Those threads spin
- * for a while even when no multiply ever uses them, and lowering the count later
- * (openblas_set_num_threads) leaves them spinning: a one-thread process was billed for two
- * cores. So the count has to be in the environment before the library starts, which for our
- * own process means starting it again: when the variable is unset we export 1 (one BLAS
- * thread per process: ranks are processes already) and exec this same program with the same
- * arguments. Every process the lab starts inherits the variable (forked ranks, exec'd ranks,
- * exercise programs, mpirun's ranks: the launchers export it too). */
+#ifdef HAVE_OPENBLAS
+/* OpenBLAS is loaded with dlopen by the first multiply that needs it, not by the dynamic
+ * loader at start: a process that never multiplies (a rank of chapters 1-3, a command that
+ * reads a file) neither loads it (with libgfortran and libquadmath) nor runs its start-up,
+ * and a machine without it still runs every kernel but this one. The library reads
+ * OPENBLAS_NUM_THREADS once, when it starts, and starts that many threads (one per core when
+ * unset), which spin for a while even when no multiply uses them; nn_gemm_start exports 1
+ * when the variable is unset (one BLAS thread per process: ranks are processes already), so
+ * the library starts with it, and so does every process the lab starts. */
+static struct {
+    pthread_once_t once;
+    void *so;
+    __typeof__(cblas_sgemm) *sgemm;
+    __typeof__(cblas_sgemv) *sgemv;
+    __typeof__(openblas_get_num_threads) *threads;
+    char why[300];
+} g_blas = {.once = PTHREAD_ONCE_INIT};
+
+static void blas_load(void)
+{
+    static const char *const names[] = {"libopenblas.so.0", "libopenblas.so", NULL};
+    const char *env = getenv("MLSYS_OPENBLAS");      /* another build of it */
+    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
+    for (int i = 0; !g_blas.so && (env && *env ? i == 0 : names[i] != NULL); i++) {
+        g_blas.so = dlopen(env && *env ? env : names[i], RTLD_NOW | RTLD_LOCAL);
+        const char *e = g_blas.so ? NULL : dlerror();
+        if (e && !err[0])
+            snprintf(err, sizeof err, "%s", e);
+    }
+    if (g_blas.so) {
+        __typeof__(cblas_sgemm) *sgemm = (__typeof__(cblas_sgemm) *)dlsym(g_blas.so,
+                                                                           "cblas_sgemm");
+        g_blas.sgemv = (__typeof__(cblas_sgemv) *)dlsym(g_blas.so, "cblas_sgemv");
+        g_blas.threads = (__typeof__(openblas_get_num_threads) *)dlsym(g_blas.so,
+                                                                       "openblas_get_num_threads");
+        if (!sgemm || !g_blas.sgemv) {
+            snprintf(g_blas.why, sizeof g_blas.why, "%s has no cblas_sgemm/cblas_sgemv",
+                     env && *env ? env : "libopenblas.so.0");
+            dlclose(g_blas.so);
+            g_blas.so = NULL;
+        } else {
+            /* last: nn_gemm's look at it without the once (a thread that sees it set
+             * sees the others set too) */
+            __atomic_store_n(&g_blas.sgemm, sgemm, __ATOMIC_RELEASE);
+        }
+    } else {
+        snprintf(g_blas.why, sizeof g_blas.why, "%s", err[0] ? err : "libopenblas.so.0: not found");
+    }
+}
+
+/* The library's functions, loaded on the first call; 0, or -1 (g_blas.why says why). */
+static int blas_ready(void)
+{
+    pthread_once(&g_blas.once, blas_load);
+    return g_blas.sgemm ? 0 : -1;
+}
+#endif
+
 void nn_gemm_start(char **argv)
 {
+    (void)argv;
 #ifdef HAVE_OPENBLAS
     const char *nt = getenv("OPENBLAS_NUM_THREADS");
-    if (!nt || !*nt) {
-        setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        /* the program's own file by its real path, not /proc/self/exe: the process keeps
-         * its name (ps, top, pgrep show "mlsys-lab", not "exe") */
-        char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (argv && argv[0] && n > 0) {
-            self[n] = '\0';
-            execv(self, argv);
-        }
-        /* no /proc, or exec refused: keep going with the library as it started */
-        nt = "1";
-    }
-    openblas_set_num_threads(atoi(nt) > 0 ? atoi(nt) : 1);
-#else
-    (void)argv;
+    if (!nt || !*nt)
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);     /* before any thread, before the library */
 #endif
     const char *env = getenv("MLSYS_GEMM");
     if (!env || !*env)
@@ -68,16 +105,25 @@ void nn_gemm_start(char **argv)
 int nn_have_blas(void)
 {
 #ifdef HAVE_OPENBLAS
-    return 1;
+    return blas_ready() == 0;
 #else
     return 0;
+#endif
+}
+
+const char *nn_blas_why(void)
+{
+#ifdef HAVE_OPENBLAS
+    return blas_ready() == 0 ? NULL : g_blas.why;
+#else
+    return "built without OpenBLAS (apt-get install libopenblas-dev, then make)";
 #endif
 }
 
 int nn_blas_threads(void)
 {
 #ifdef HAVE_OPENBLAS
-    return openblas_get_num_threads();
+    return blas_ready() == 0 && g_blas.threads ? g_blas.threads() : 0;
 #else
     return 0;
 #endif
@@ -167,14 +213,28 @@ static void gemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha
             memset(C, 0, (size_t)N * sizeof(float));
         int incx = trans_a ? lda : 1;
         if (trans_b)             /* C[j] = Σ_k B[j,k] a[k]: B [N,K] as it is */
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, incx, beta, C, 1);
+            g_blas.sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, incx, beta, C, 1);
         else                     /* C[j] = Σ_k B[k,j] a[k]: B [K,N] transposed */
-            cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, incx, beta, C, 1);
+            g_blas.sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, incx, beta, C, 1);
         return;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    g_blas.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                 ldc);
+}
+
+/* The default kernel's first call: the library is loaded here. Where it cannot be (not
+ * installed), the kernel becomes the reference one, said once on stderr. */
+static int blas_or_fallback(void)
+{
+    if (blas_ready() == 0)
+        return 0;
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "mlsys: OpenBLAS cannot be loaded here (%s): multiplying with the "
+                "reference kernel (MLSYS_GEMM=ref|invariant chooses one)\n", g_blas.why);
+    g_kernel = NN_GEMM_REF;
+    return -1;
 }
 #endif
 
@@ -186,7 +246,8 @@ void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     switch (g_kernel) {
 #ifdef HAVE_OPENBLAS
     case NN_GEMM_BLAS:
-        if (K > 0) {
+        if (K > 0 && (__atomic_load_n(&g_blas.sgemm, __ATOMIC_ACQUIRE) ||
+                      blas_or_fallback() == 0)) {
             gemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }

@@ -39,18 +39,22 @@ void nn_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
  * C is computed on its own: it is batch-invariant too, slowly. */
 void nn_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* Once per process, first thing in main (before any thread or fork): OpenBLAS starts with
- * OPENBLAS_NUM_THREADS threads (1 when unset: the variable is exported and the program
- * exec'd again from argv, so the library starts with it), and MLSYS_GEMM=ref|blas|invariant
- * picks the kernel. argv NULL: no exec (the count is then only lowered, and the threads the
- * library started stay). A process that never calls it runs the default kernel. */
+/* Once per process, first thing in main (before any thread or fork): exports
+ * OPENBLAS_NUM_THREADS=1 when it is unset, so that OpenBLAS, loaded (dlopen) by the first
+ * multiply that needs it, starts one thread per process; MLSYS_GEMM=ref|blas|invariant
+ * picks the kernel. argv is not used. A process that never calls it runs the default
+ * kernel, and OpenBLAS with as many threads as its own default says. */
 void nn_gemm_start(char **argv);
 /* Select the kernel nn_gemm dispatches to (default: BLAS when built with OpenBLAS, else
  * REF). Returns 0, or -1 when BLAS is asked for but not built in (the kernel stays). */
 int nn_set_gemm_kernel(nn_gemm_kernel k);
 nn_gemm_kernel nn_get_gemm_kernel(void);
 const char *nn_gemm_kernel_name(nn_gemm_kernel k);   /* "ref", "blas", "invariant" */
-int nn_have_blas(void);                              /* 1 when built with OpenBLAS */
+/* 1 when built with OpenBLAS and the library loads here (it is loaded by this call, or by
+ * the first BLAS multiply; where it cannot be, that multiply says so once on stderr and the
+ * kernel becomes the reference one). */
+int nn_have_blas(void);
+const char *nn_blas_why(void);                       /* why not: NULL when it loads */
 int nn_blas_threads(void);                           /* OpenBLAS's thread count (0: none) */
 /* Σ a[i]·b[i] over n: the reference kernel's and attention's dot product (inline, so each
  * caller's loop vectorises it). Eight running partial sums instead of one: with a single sum

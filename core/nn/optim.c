@@ -88,7 +88,8 @@ void nn_adamw_step(nn_adamw *o, float *w, const float *g)
     float b1 = o->beta1, b2 = o->beta2, eps = o->eps, lr = o->lr;
     float decay = 1.0f - o->lr * o->weight_decay;
     float *m = o->m, *v = o->v;
-    for (size_t i = 0; i < o->n; i++) {
+    size_t n = o->n;            /* a local bound: the loop vectorises (w may alias *o) */
+    for (size_t i = 0; i < n; i++) {
         w[i] *= decay;
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];

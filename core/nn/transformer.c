@@ -180,11 +180,9 @@ void nn_tf_init_weights(llm_weights *w, const llm_config *c, uint64_t seed)
         nn_init_normal(w->wcls, V * D, 0.0f, std, &r);
 }
 
-/* Forward over B sequences of T tokens (positions 0..T-1). Every activation the backward
- * reads is kept. With targets, returns the mean cross-entropy and leaves the probabilities
- * in m->logits; without, leaves the logits and returns 0. */
-float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *targets, int B,
-                    int T)
+/* The body's forward over B sequences of T tokens (positions 0..T-1), up to the final
+ * hidden state m->xn_final. Every activation the backward reads is kept. */
+void nn_tf_forward_hidden(nn_tf *m, const llm_weights *w, const int *ids, int B, int T)
 {
     const llm_config *c = &m->c;
     int L = c->n_layers, C = c->dim, KV = c->kv_dim, H = c->hidden_dim, V = c->vocab_size;
@@ -227,9 +225,18 @@ float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *t
     }
     nn_rmsnorm_forward(m->xn_final, m->rstd_final, AT(m->resid, L, sC), w->rms_final, N, C,
                        NN_TF_RMS_EPS);
-    nn_linear_forward(m->logits, m->xn_final, w->wcls, NULL, N, C, V);
     m->last_B = B;
     m->last_T = T;
+}
+
+/* The body, then the classifier. With targets, returns the mean cross-entropy and leaves the
+ * probabilities in m->logits; without, leaves the logits and returns 0. */
+float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *targets, int B,
+                    int T)
+{
+    int N = B * T, C = m->c.dim, V = m->c.vocab_size;
+    nn_tf_forward_hidden(m, w, ids, B, T);
+    nn_linear_forward(m->logits, m->xn_final, w->wcls, NULL, N, C, V);
     if (!targets)
         return 0.0f;
     return nn_softmax_ce_forward(m->logits, m->logits, targets, N, V);

@@ -52,8 +52,10 @@ typedef struct llm_weights {
     float *freq_cis_real;    /* [S, head_size/2] cos(pos·θ_i): written for old readers, run.c skips */
     float *freq_cis_imag;    /* [S, head_size/2] sin(pos·θ_i) */
     float *wcls;             /* [V, D]; == token_embedding when shared_classifier */
-    float *mem;              /* the one allocation */
+    float *mem;              /* the one allocation (or the payload of a mapped file) */
     size_t n_floats;         /* floats in mem == floats in the file payload */
+    void *map;               /* a model file mapped whole (llm_checkpoint_read), or NULL */
+    size_t map_len;
 } llm_weights;
 
 /* Validate c (every dimension positive and below the limits, n_heads | dim, n_kv_heads |
@@ -64,10 +66,18 @@ size_t llm_param_count(const llm_config *c);
 /* Floats of the file payload (parameters + the two RoPE tables); file = 28 + 4·this bytes. */
 size_t llm_file_floats(const llm_config *c);
 uint64_t llm_file_bytes(const llm_config *c);
+/* Bytes of KV cache one token of context takes in float32: a key and a value of kv_dim
+ * floats in every layer, 2 * n_layers * kv_dim * 4 (chapter 9's formula; a paged pool's
+ * slot holds exactly this). */
+size_t llm_kv_bytes(const llm_config *c);
 /* One zeroed allocation carved into w; the RoPE tables are filled (θ_i = 10000^(-2i/hs)).
  * 0, or -1 when c is invalid. Free with llm_weights_free. */
 int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t errlen);
-void llm_weights_free(llm_weights *w);
+/* w carved over mem, llm_file_floats(c) floats that the caller owns (a model file's payload,
+ * mapped): nothing allocated, nothing written. 0, or -1 when c is invalid. */
+int llm_weights_over(llm_weights *w, const llm_config *c, float *mem, char *err,
+                     size_t errlen);
+void llm_weights_free(llm_weights *w);     /* frees mem, or unmaps map */
 /* Offset (in floats, from mem) and length of each trainable tensor, in file order: lets an
  * optimizer walk the parameters without the RoPE tables. Returns the number of ranges (<= 12). */
 int llm_weights_param_ranges(const llm_config *c, size_t off[12], size_t len[12]);
@@ -165,7 +175,11 @@ double nn_tf_bytes(const llm_config *c, int B, int T);
 void nn_tf_fini(nn_tf *m);
 /* Seeded init (llama2.c's recipe): N(0, 0.02), wo and w2 N(0, 0.02/√(2L)), norms 1. */
 void nn_tf_init_weights(llm_weights *w, const llm_config *c, uint64_t seed);
-/* ids, targets [B,T]; b <= m->B, T <= m->T. With targets: mean cross-entropy (probabilities
+/* The body only: ids [B,T] (B <= m->B, T <= m->T) up to the final hidden state m->xn_final
+ * [B,T,C], no logits: what a scalar head (a critic, a reward model) reads. Its backward is
+ * nn_tf_backward_from with dlogits NULL. */
+void nn_tf_forward_hidden(nn_tf *m, const llm_weights *w, const int *ids, int B, int T);
+/* The body, then the classifier: ids, targets [B,T]; b <= m->B, T <= m->T. With targets: mean cross-entropy (probabilities
  * left in m->logits); targets NULL: logits left in m->logits, returns 0. */
 float nn_tf_forward(nn_tf *m, const llm_weights *w, const int *ids, const int *targets, int B,
                     int T);

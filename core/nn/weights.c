@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define HEADER_BYTES 28   /* the 7 int32 of the config at the start of a .bin */
 
@@ -76,6 +77,11 @@ size_t llm_param_count(const llm_config *c)
     return llm_file_floats(c) - s[11] - s[12];
 }
 
+size_t llm_kv_bytes(const llm_config *c)
+{
+    return (size_t)2 * (size_t)c->n_layers * (size_t)c->kv_dim * sizeof(float);
+}
+
 uint64_t llm_file_bytes(const llm_config *c)
 {
     return HEADER_BYTES + 4ull * llm_file_floats(c);
@@ -141,8 +147,24 @@ int llm_weights_alloc(llm_weights *w, const llm_config *c, char *err, size_t err
     return 0;
 }
 
+int llm_weights_over(llm_weights *w, const llm_config *c, float *mem, char *err,
+                     size_t errlen)
+{
+    llm_config cc = *c;
+    memset(w, 0, sizeof *w);
+    if (llm_config_check(&cc, err, errlen))
+        return -1;
+    w->n_floats = llm_file_floats(&cc);
+    w->mem = mem;
+    carve(w, &cc);
+    return 0;
+}
+
 void llm_weights_free(llm_weights *w)
 {
-    free(w->mem);
+    if (w->map)
+        munmap(w->map, w->map_len);
+    else
+        free(w->mem);
     memset(w, 0, sizeof *w);
 }

@@ -1,11 +1,15 @@
 /* ppo.c - proximal policy optimisation on vectorised CartPole, data parallel across ranks.
- * One iteration, the way CleanRL's ppo.py does it:
+ * One iteration, the way CleanRL's ppo.py does it (with a larger learning rate, rl.h):
  *   1. rollout: every environment takes num_steps steps with the current policy; each step
  *      keeps the observation, the action, its log-probability and the critic's value;
  *   2. advantages: GAE per environment (rl_gae), returns = advantages + values;
  *   3. update: update_epochs passes over the rollout in num_minibatches shuffled
  *      minibatches; each minibatch's loss is the clipped policy loss + vf_coef · the value
  *      loss - ent_coef · the entropy, one Adam step after clipping the gradient's norm.
+ *      What the update did is reported as means over all its minibatches: the clip
+ *      fraction as CleanRL reports it, and the losses and the approximate KL too (CleanRL
+ *      prints the last minibatch's, which says little about the clip: early minibatches,
+ *      still near the old policy, clip nothing).
  * Across N ranks: rank r runs environments [r·E/N, (r+1)·E/N), each environment with its
  * own random stream (seeded by its global index), so the rollout does not depend on N. The
  * rollout (a few KB) is all-gathered, every rank shuffles it with the same generator, and
@@ -65,7 +69,7 @@ void rl_ppo_defaults(rl_ppo_config *cfg)
     cfg->total_steps = 500000;
     cfg->update_epochs = 4;
     cfg->num_minibatches = 4;
-    cfg->lr = 2.5e-4f;
+    cfg->lr = 1e-3f;                /* CleanRL: 2.5e-4, where the clip never acts (rl.h) */
     cfg->anneal_lr = 1;
     cfg->gamma = 0.99f;
     cfg->lambda = 0.95f;
@@ -309,8 +313,9 @@ static double explained_variance(const rl_ppo *p)
 
 /* One minibatch: the indices perm[first .. first + mb). Every rank normalises the
  * advantages over the whole minibatch, computes its slice's gradient, and the all-reduce
- * adds the slices. *loss gets the slice's share of (policy, value, entropy, kl, clipfrac). */
-static int minibatch(rl_ppo *p, const int *idx, double loss[5])
+ * adds the slices. loss[] gets the slice's share of (policy, value, entropy, kl, clipfrac)
+ * added, times weight. */
+static int minibatch(rl_ppo *p, const int *idx, double weight, double loss[5])
 {
     int mb = p->mb, A = RL_CARTPOLE_ACTIONS, D = RL_CARTPOLE_OBS;
     const rl_ppo_config *k = &p->cfg;
@@ -376,11 +381,11 @@ static int minibatch(rl_ppo *p, const int *idx, double loss[5])
             nn_scale(g, np, (float)coef);
     }
     nn_adamw_step(&p->opt, p->ag.p.data, g);
-    loss[0] = pg * share;
-    loss[1] = vl * share;
-    loss[2] = ent * share;
-    loss[3] = kl * share;
-    loss[4] = clipfrac * share;
+    loss[0] += weight * pg * share;
+    loss[1] += weight * vl * share;
+    loss[2] += weight * ent * share;
+    loss[3] += weight * kl * share;
+    loss[4] += weight * clipfrac * share;
     return 0;
 }
 
@@ -406,6 +411,8 @@ int rl_ppo_iterate(rl_ppo *p, rl_ppo_stats *st)
     st->explained_var = explained_variance(p);
     double loss[5] = {0};
     int B = p->batch;
+    double weight = k->update_epochs > 0 ? 1.0 / ((double)k->update_epochs * k->num_minibatches)
+                                         : 0.0;
     for (int e = 0; e < k->update_epochs; e++) {
         for (int i = 0; i < B; i++)
             p->perm[i] = i;
@@ -416,7 +423,7 @@ int rl_ppo_iterate(rl_ppo *p, rl_ppo_stats *st)
             p->perm[j] = tmp;
         }
         for (int m = 0; m < k->num_minibatches; m++)
-            if ((rc = minibatch(p, p->perm + (size_t)m * p->mb, loss)) != 0)
+            if ((rc = minibatch(p, p->perm + (size_t)m * p->mb, weight, loss)) != 0)
                 return rc;
     }
     if (p->world > 1 && (rc = mlsys_allreduce(p->c, loss, loss, 5, MLSYS_F64, MLSYS_SUM)))

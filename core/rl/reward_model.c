@@ -4,10 +4,12 @@
  * file ("MLSYSRM1": header, body, head) and the held-out preference accuracy. */
 #include "rlhf.h"
 #include "../llm/model.h"
+#include "../llm/llm_internal.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RM_T RL_RM_T
 
@@ -38,20 +40,19 @@ void rl_rm_score(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int 
                  float *score)
 {
     int C = m->c.dim;
-    nn_tf_forward(tf, &m->w, ids, NULL, B, T);
+    nn_tf_forward_hidden(tf, &m->w, ids, B, T);     /* a scalar head: no vocabulary logits */
     for (int b = 0; b < B; b++)
         nn_scalar_head_forward(&score[b], last_row(tf, b, T, len[b], C), m->head,
                                m->head + C, 1, C);
 }
 
 double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int P, int T,
-                       llm_weights *g, float *ghead, int *correct)
+                       llm_weights *g, float *ghead, double *correct)
 {
     int C = m->c.dim, B = 2 * P;
     float *r = mlsys_xmalloc((size_t)B * sizeof(float));
     rl_rm_score(m, tf, ids, len, B, T, r);
-    double loss = 0.0;
-    int ok = 0;
+    double loss = 0.0, ok = 0.0;
     float *dr = mlsys_xcalloc((size_t)B, sizeof(float));
     for (int i = 0; i < P; i++) {
         double d = (double)r[i] - r[P + i];          /* r_w - r_l */
@@ -60,7 +61,7 @@ double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len
         double s = 1.0 / (1.0 + exp(d));
         dr[i] = (float)(-s / P);
         dr[P + i] = (float)(s / P);
-        ok += d > 0;
+        ok += d > 0 ? 1.0 : d == 0 ? 0.5 : 0.0;
     }
     if (correct)
         *correct = ok;
@@ -96,37 +97,69 @@ int rl_rm_save(const rl_rm *m, const char *path, char *err, size_t errlen)
     return llm_write_atomic(path, parts, sizes, 4, err, errlen);
 }
 
+/* The reader keeps the promise of model.bin's (checkpoint.c): a regular file only (a FIFO
+ * is refused, not waited on), the header checked and the size it implies compared with the
+ * file's and with free memory before anything is allocated, every value finite, nothing
+ * after the head, and every refusal one line naming the file. */
 int rl_rm_load(rl_rm *m, const char *path, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open (no reward model there)", path);
+    int fd;
+    uint64_t n;
+    char why[200];
+    if (llm_open_regular(path, LLM_MAX_FILE_BYTES, &fd, &n, err, errlen))
         return -1;
-    }
     char magic[8];
     int32_t h[7];
+    llm_config c;
     int rc = -1;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MLSYSRM1", 8) ||
-        fread(h, sizeof h, 1, f) != 1) {
+    if (n < 8 + sizeof h || llm_read_exact(fd, magic, 8, path, err, errlen) ||
+        memcmp(magic, "MLSYSRM1", 8) || llm_read_exact(fd, h, sizeof h, path, err, errlen)) {
         snprintf(err, errlen, "%s: not a reward model (no MLSYSRM1 header)", path);
         goto out;
     }
-    llm_config c = {h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6],
-                    h[5] > 0, 0, 0};
-    if (llm_config_check(&c, err, errlen) || llm_weights_alloc(&m->w, &c, err, errlen))
+    if (llm_config_of_header(h, &c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: bad header: %s", path, why);
         goto out;
+    }
+    uint64_t nf = llm_file_floats(&c), nh = (uint64_t)c.dim + 1;
+    uint64_t want = 8 + sizeof h + 4 * (nf + nh);
+    if (n != want) {
+        snprintf(err, errlen, "%s: %s: %llu bytes, the header (dim %d, %d layers, vocab %d) "
+                 "needs %llu", path, n < want ? "truncated" : "wrong size",
+                 (unsigned long long)n, c.dim, c.n_layers, c.vocab_size,
+                 (unsigned long long)want);
+        goto out;
+    }
+    if (want > mlsys_mem_available()) {
+        snprintf(err, errlen, "%s: %llu bytes of reward model, more than this machine has free",
+                 path, (unsigned long long)want);
+        goto out;
+    }
+    if (llm_weights_alloc(&m->w, &c, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        goto out;
+    }
     m->c = c;
-    m->head = mlsys_xcalloc((size_t)c.dim + 1, sizeof(float));
-    if (fread(m->w.mem, sizeof(float), m->w.n_floats, f) != m->w.n_floats ||
-        fread(m->head, sizeof(float), (size_t)c.dim + 1, f) != (size_t)c.dim + 1) {
-        snprintf(err, errlen, "%s: truncated reward model", path);
+    m->head = mlsys_xcalloc(nh, sizeof(float));
+    if (llm_read_exact(fd, m->w.mem, nf * sizeof(float), path, err, errlen) ||
+        llm_read_exact(fd, m->head, nh * sizeof(float), path, err, errlen)) {
         rl_rm_free(m);
         goto out;
     }
+    for (uint64_t i = 0; i < nf + nh; i++) {
+        float v = i < nf ? m->w.mem[i] : m->head[i - nf];
+        if (!isfinite(v)) {
+            snprintf(err, errlen, "%s: %s %llu of %llu is not finite", path,
+                     i < nf ? "weight" : "head value", (unsigned long long)(i < nf ? i : i - nf),
+                     (unsigned long long)(i < nf ? nf : nh));
+            rl_rm_free(m);
+            goto out;
+        }
+    }
     rc = 0;
 out:
-    fclose(f);
+    close(fd);
     return rc;
 }
 
@@ -207,9 +240,16 @@ void rl_rm_score_lines(const rl_rm *m, nn_tf *tf, const llm_tokenizer *tok,
 {
     int *ids = mlsys_xmalloc((size_t)B * RM_T * sizeof(int));
     int *len = mlsys_xmalloc((size_t)B * sizeof(int));
-    for (int b = 0; b < B; b++)
+    int T = 1;
+    for (int b = 0; b < B; b++) {
         len[b] = encode_line(tok, lines[b], ids + (size_t)b * RM_T);
-    rl_rm_score(m, tf, ids, len, B, RM_T, score);
+        T = len[b] > T ? len[b] : T;
+    }
+    /* rows as long as the longest line, not RM_T: the padding after a line's last token is
+     * never read (causal attention), so the scores are the same for less work */
+    for (int b = 1; b < B; b++)
+        memmove(ids + (size_t)b * T, ids + (size_t)b * RM_T, (size_t)T * sizeof(int));
+    rl_rm_score(m, tf, ids, len, B, T, score);
     free(ids);
     free(len);
 }
@@ -225,23 +265,22 @@ double rl_rm_accuracy(const rl_rm *m, const llm_tokenizer *tok, int max_operand,
     int *len = mlsys_xmalloc((size_t)2 * P * sizeof(int));
     mlsys_rng r;
     mlsys_rng_seed(&r, seed);
-    int ok = 0, done = 0;
+    double ok = 0.0;
+    int done = 0;
     while (done < n) {
-        int k = n - done < P ? n - done : P, c;
+        int k = n - done < P ? n - done : P;
         make_pairs(tok, max_operand, P, held_out, &r, ids, len);
         /* the pairs beyond k are scored and ignored: the batch shape stays fixed */
         float s[2 * P];
         rl_rm_score(m, &tf, ids, len, 2 * P, RM_T, s);
-        c = 0;
-        for (int i = 0; i < k; i++)
-            c += s[i] > s[P + i];
-        ok += c;
+        for (int i = 0; i < k; i++)         /* a tie is a coin flip: half right */
+            ok += s[i] > s[P + i] ? 1.0 : s[i] == s[P + i] ? 0.5 : 0.0;
         done += k;
     }
     free(ids);
     free(len);
     nn_tf_fini(&tf);
-    return (double)ok / n;
+    return ok / n;
 }
 
 int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
@@ -271,12 +310,13 @@ int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
     rep->heldout_acc0 = rl_rm_accuracy(m, tok, o->max_operand, o->eval_pairs, o->seed ^ 0xe7a1,
                                        1);
     double first = 0.0, last = 0.0;
-    int nfirst = 0, nlast = 0, ok_last = 0, seen_last = 0;
+    int nfirst = 0, nlast = 0, seen_last = 0;
+    double ok_last = 0.0;
     for (int s = 0; s < o->steps; s++) {
         make_pairs(tok, o->max_operand, P, 0, &r, ids, len);
         memset(g.mem, 0, g.n_floats * sizeof(float));
         memset(ghead, 0, ((size_t)C + 1) * sizeof(float));
-        int ok;
+        double ok;
         double loss = rl_rm_pair_loss(m, &tf, ids, len, P, RM_T, &g, ghead, &ok);
         /* a short cosine: the last steps settle */
         float lr = o->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf(3.14159265f * s / o->steps)));
@@ -299,7 +339,7 @@ int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
     }
     rep->first_loss = nfirst ? first / nfirst : 0.0;
     rep->last_loss = nlast ? last / nlast : 0.0;
-    rep->train_acc = seen_last ? (double)ok_last / seen_last : 0.0;
+    rep->train_acc = seen_last ? ok_last / seen_last : 0.0;
     rep->heldout_acc = rl_rm_accuracy(m, tok, o->max_operand, o->eval_pairs, o->seed ^ 0xe7a1,
                                       1);
     rep->seconds = mlsys_now_s() - t0;

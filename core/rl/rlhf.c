@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define T_ROW 24                /* tokens of one training row: BOS, prompt, response */
 
 /* ---- names ---- */
 
@@ -115,6 +115,39 @@ void rl_grpo_advantages(float *adv, const float *R, int n)
         adv[i] = (float)((R[i] - m) / (sd + 1e-6));
 }
 
+double rl_grpo_loss(float *dlp, const float *lp, const float *old_lp, const float *ref_lp,
+                    const float *adv, const int *len, int S, float clip, float beta,
+                    double *clipfrac, double *approx_kl, double *kl_ref)
+{
+    double loss = 0.0, akl = 0.0, k3s = 0.0;
+    int clipped = 0, ntok = 0;
+    for (int i = 0, q = 0; i < S; q += len[i], i++) {
+        double w = 1.0 / ((double)S * len[i]);         /* 1/S · 1/len_i */
+        for (int t = q; t < q + len[i]; t++) {
+            double logratio = (double)lp[t] - old_lp[t], r = exp(logratio), d_dr;
+            double term = rl_ppo_term(r, adv[i], clip, &d_dr);
+            float k3, dk3, one = 1.0f;
+            nn_kl_forward(&k3, &lp[t], &ref_lp[t], NULL, 1, NN_KL_K3);
+            loss += w * (beta * (double)k3 - term);
+            if (dlp) {
+                nn_kl_backward(&dk3, NULL, &one, &lp[t], &ref_lp[t], NULL, 1, NN_KL_K3);
+                dlp[t] = (float)(w * (beta * (double)dk3 - d_dr * r));
+            }
+            clipped += fabs(r - 1.0) > clip;
+            akl += (r - 1.0) - logratio;
+            k3s += k3;
+            ntok++;
+        }
+    }
+    if (clipfrac)
+        *clipfrac = ntok ? (double)clipped / ntok : 0.0;
+    if (approx_kl)
+        *approx_kl = ntok ? akl / ntok : 0.0;
+    if (kl_ref)
+        *kl_ref = ntok ? k3s / ntok : 0.0;
+    return loss;
+}
+
 /* ---- the loop's state ---- */
 
 struct rl_rlhf {
@@ -127,6 +160,7 @@ struct rl_rlhf {
     /* generator */
     llm_weights gw;
     llm_engine *eng;            /* the generation engine over gw */
+    uint64_t gen_act;           /* its bytes beside the KV cache (scratch, logits) */
     int have_gen;
     uint64_t gen_version;
     /* trainer */
@@ -142,11 +176,15 @@ struct rl_rlhf {
     int *resp, *nresp;          /* [N, max_new], [N] */
     /* this trainer's sequences [lo, lo + Nl) as rows */
     int lo;
-    int *ids, *plen;            /* [Nl, T_ROW], [Nl] */
+    int t_cap;                  /* tokens of the longest row there can be: BOS, prompt, answer */
+    int *ids, *plen;            /* [Nl, t_cap], [Nl]: chunk m's rows from ids + m·mb·t_cap,
+                                   t_row[m] tokens each (padded to the chunk's longest) */
+    int *t_row;                 /* [minibatches] */
     float *old_lp, *ref_lp, *val, *rew, *adv, *ret, *kl;    /* [Nl, max_new] */
     float *score;               /* [Nl] */
     int *judge;                 /* [Nl] */
     int iteration;
+    int phase, gates;           /* the phase running; the gates passed (steps of the job) */
     uint64_t mem[RL_ROLE_COUNT][RL_MEM_KINDS];
 };
 
@@ -164,13 +202,16 @@ static void set_mem(rl_rlhf *h, int role, int kind, uint64_t bytes)
     mlsys_emit_mem(h->c, &m, bytes, rl_mem_kind_name(kind));
 }
 
-/* label NULL: the kind's name ("weights+grads" says what a trained model's weights hold) */
-static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes, const char *label)
+/* A pool of bytes, used bytes of it in use now (weights: all; activations and KV cache: none
+ * until a phase uses them). label NULL: the kind's name ("weights+grads" says what a trained
+ * model's weights hold). */
+static void declare_mem(rl_rlhf *h, int role, int kind, uint64_t bytes, uint64_t used,
+                        const char *label)
 {
     mlsys_mem_info m = {.pool = (int16_t)(role * RL_MEM_KINDS + kind), .op = MLSYS_MEM_POOL,
                         .block = -1, .owner = role, .refs = 0, .index = -1, .aux = 1};
     mlsys_emit_mem(h->c, &m, bytes, label ? label : rl_mem_kind_name(kind));
-    set_mem(h, role, kind, bytes);
+    set_mem(h, role, kind, used);
 }
 
 static int emits_flow(const rl_rlhf *h)
@@ -178,24 +219,42 @@ static int emits_flow(const rl_rlhf *h)
     return h->train && h->tr_rank == 0;
 }
 
+/* A move between roles (the first trainer speaks for all ranks); label NULL: the kind's word,
+ * else what moves in words ("lines", "returns"). */
 static void flow(rl_rlhf *h, int from, int to, int what, int count, uint64_t bytes,
-                 double value)
-{
-    mlsys_flow_info f = {(int16_t)from, (int16_t)to, (int16_t)what, -1, count,
-                         what == MLSYS_FLOW_WEIGHTS ? (int32_t)h->version : h->iteration, -1,
-                         0};
-    if (isnan(value))
-        mlsys_emit_flow(h->c, &f, bytes, NULL);
-    else
-        mlsys_emit_flow_value(h->c, &f, bytes, NULL, value);
-}
-
-static void phase(rl_rlhf *h, int ph)
+                 double value, const char *label)
 {
     if (!emits_flow(h))
         return;
-    mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, h->iteration, -1, 0};
-    mlsys_emit_flow(h->c, &f, 0, rl_phase_name(ph));
+    mlsys_flow_info f = {(int16_t)from, (int16_t)to, (int16_t)what, (int16_t)h->phase, count,
+                         what == MLSYS_FLOW_WEIGHTS ? (int32_t)h->version : h->iteration, -1,
+                         0};
+    if (isnan(value))
+        mlsys_emit_flow(h->c, &f, bytes, label);
+    else
+        mlsys_emit_flow_value(h->c, &f, bytes, label, value);
+}
+
+/* A phase begins: every rank passes a gate (a step of its own: in a gated run the viewer lets
+ * the phase run, and the collectives inside it mark none), then the first trainer says which
+ * phase it is. 0, or -1 with err (the job was stopped). */
+static int phase(rl_rlhf *h, int ph, char *err, size_t errlen)
+{
+    h->phase = ph;
+    if (h->c) {
+        char label[32];
+        snprintf(label, sizeof label, "%s %d", rl_phase_name(ph), h->iteration);
+        int rc = mlsys_step(h->c, h->gates++, label);
+        if (rc) {
+            snprintf(err, errlen, "rank %d: %s: %s", h->rank, label, mlsys_errmsg(h->c));
+            return -1;
+        }
+    }
+    if (emits_flow(h)) {
+        mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, h->iteration, -1, 0};
+        mlsys_emit_flow(h->c, &f, 0, rl_phase_name(ph));
+    }
+    return 0;
 }
 
 /* ---- create ---- */
@@ -262,14 +321,24 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     h->tr_rank = h->train ? h->rank - h->first_trainer : -1;
     h->gen_idx = h->gen ? h->rank : -1;
     h->Nl = h->N / h->n_tr;
+    {
+        /* BOS, then at most a token per byte of " A + B =" (ASCII), then the answer */
+        rl_sum big = {k->max_operand, k->max_operand, '+'};
+        char pr[32];
+        h->t_cap = 2 + rl_sum_prompt(&big, pr, sizeof pr) + k->max_new;
+    }
     h->mb = h->Nl / k->minibatches;
     h->lo = h->train ? h->tr_rank * h->Nl : 0;
+    /* the loop's steps are its phases (phase()): its collectives mark none */
+    mlsys_set_coll_steps(c, 0);
     if (c && split) {
         if (mlsys_split(c, h->train ? 1 : 2, h->rank, &h->tc) ||
             mlsys_split(c, h->gen || h->tr_rank == 0 ? 0 : -1, h->gen ? 1 : 0, &h->sc)) {
             snprintf(err, errlen, "rank %d: split: %s", h->rank, mlsys_errmsg(c));
             goto fail;
         }
+        mlsys_set_coll_steps(h->tc, 0);
+        mlsys_set_coll_steps(h->sc, 0);
         if (h->gen)
             h->tc = NULL;       /* the generators' own communicator is not used */
     } else {
@@ -280,6 +349,8 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
     h->nresp = mlsys_xcalloc((size_t)h->N, sizeof(int));
     if (c && h->rank == 0) {
         for (int r = 0; r < RL_ROLE_COUNT; r++) {
+            if (r == RL_ROLE_CRITIC && k->algo == RL_ALGO_GRPO)
+                continue;       /* GRPO has none: no box (its advantages say so) */
             mlsys_flow_info f = {(int16_t)r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1, 0};
             mlsys_emit_flow(c, &f, 0, rl_role_name(r));
         }
@@ -290,18 +361,17 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (heap_weights(&h->gw, mc, err, errlen))
             goto fail;
         copy_weights(&h->gw, actor);
-        llm_engine_opts eo = {.max_num_seqs = rows, .max_num_batched_tokens = rows * T_ROW,
-                              .max_model_len = T_ROW};
+        llm_engine_opts eo = {.max_num_seqs = rows, .max_num_batched_tokens = rows * h->t_cap,
+                              .max_model_len = h->t_cap};
         h->eng = llm_engine_create(mc, &h->gw, &eo, err, errlen);
         if (!h->eng)
             goto fail;
         h->have_gen = 1;
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, NULL);
         uint64_t kvb = llm_engine_kv(h->eng)->bytes;
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, llm_engine_bytes(mc, &eo) - kvb,
-                    NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, kvb, NULL);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
+        h->gen_act = llm_engine_bytes(mc, &eo) - kvb;
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act, 0, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, kvb, 0, NULL);
     }
     if (h->train) {
         if (heap_weights(&h->aw, mc, err, errlen) || heap_weights(&h->ag, mc, err, errlen) ||
@@ -316,10 +386,10 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (rl_rm_init(&h->rm, &rm->c, &rm->w, err, errlen))
             goto fail;
         memcpy(h->rm.head, rm->head, ((size_t)rm->c.dim + 1) * sizeof(float));
-        if (nn_tf_init(&h->tf, mc, h->mb, T_ROW) || nn_tf_init(&h->rmtf, &rm->c, h->mb,
-                                                               RL_RM_T)) {
+        if (nn_tf_init(&h->tf, mc, h->mb, h->t_cap) || nn_tf_init(&h->rmtf, &rm->c, h->mb,
+                                                                  RL_RM_T)) {
             snprintf(err, errlen, "rank %d: cannot hold %d rows of %d tokens", h->rank, h->mb,
-                     T_ROW);
+                     h->t_cap);
             goto fail;
         }
         nn_adamw_init(&h->aopt, k->lr, 0.9f, 0.95f, 1e-8f, 0.0f, 0, h->aw.n_floats);
@@ -327,7 +397,8 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         nn_adamw_init(&h->hopt, k->critic_lr, 0.9f, 0.95f, 1e-8f, 0.0f, 0, (size_t)h->C + 1);
         h->have_train = 1;
         size_t Tl = (size_t)h->Nl * k->max_new;
-        h->ids = mlsys_xcalloc((size_t)h->Nl * T_ROW, sizeof(int));
+        h->ids = mlsys_xcalloc((size_t)h->Nl * h->t_cap, sizeof(int));
+        h->t_row = mlsys_xcalloc((size_t)k->minibatches, sizeof(int));
         h->plen = mlsys_xcalloc((size_t)h->Nl, sizeof(int));
         h->old_lp = mlsys_xcalloc(Tl, sizeof(float));
         h->ref_lp = mlsys_xcalloc(Tl, sizeof(float));
@@ -340,19 +411,18 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         h->judge = mlsys_xcalloc((size_t)h->Nl, sizeof(int));
         uint64_t rmb = (uint64_t)rm->w.n_floats * sizeof(float);
         int grpo = k->algo == RL_ALGO_GRPO;
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes, NULL);
-        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes,
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_WEIGHTS, 2 * wbytes, 2 * wbytes, "weights+grads");
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_OPTIMIZER, h->aopt.bytes, h->aopt.bytes, NULL);
+        declare_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes, 0,
                     NULL);
-        set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
-        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes, NULL);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb, NULL);
-        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes, NULL);
-        set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, 0);
+        declare_mem(h, RL_ROLE_REFERENCE, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_WEIGHTS, rmb, rmb, NULL);
+        declare_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes, 0, NULL);
         if (!grpo) {
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes, "weights+grads");
-            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, h->copt.bytes + h->hopt.bytes,
-                        NULL);
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_WEIGHTS, 2 * wbytes, 2 * wbytes,
+                        "weights+grads");
+            uint64_t ob = h->copt.bytes + h->hopt.bytes;
+            declare_mem(h, RL_ROLE_CRITIC, RL_MEM_OPTIMIZER, ob, ob, NULL);
         }
     }
     return h;
@@ -389,6 +459,7 @@ void rl_rlhf_free(rl_rlhf *h)
     free(h->nresp);
     free(h->ids);
     free(h->plen);
+    free(h->t_row);
     free(h->old_lp);
     free(h->ref_lp);
     free(h->val);
@@ -412,7 +483,7 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-/* BOS + encode(" A + B =") into ids (room for T_ROW); returns its length. */
+/* BOS + encode(" A + B =") into ids (room for t_cap); returns its length. */
 static int prompt_ids(const rl_rlhf *h, const rl_sum *p, int *ids)
 {
     char pr[32];
@@ -456,18 +527,22 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         for (int b = 0; b < rows; b++) {
             /* each sequence its own stream: the same samples whatever the placement */
             seeds[b] = mix(k->seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)(lo + b)));
-            pr[b] = mlsys_xmalloc(T_ROW * sizeof(int));
+            pr[b] = mlsys_xmalloc((size_t)h->t_cap * sizeof(int));
             np[b] = prompt_ids(h, &h->prob[lo + b], pr[b]);
             out[b] = h->resp + (size_t)(lo + b) * k->max_new;
         }
         llm_gen_opts o = {.max_new = k->max_new, .temperature = k->temperature, .top_p = 1.0f,
                           .seeds = seeds};
         llm_gen_stats gs;
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act);
         int rc = llm_generate(h->eng, rows, (const int *const *)pr, np, out, h->nresp + lo, &o,
                               &gs, err, errlen);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, (uint64_t)rows * (np[0] + k->max_new) *
-                                                     2 * h->mc.n_layers * h->mc.kv_dim *
-                                                     sizeof(float));
+        /* the positions the cache held at the end: each prompt and its answer but the last
+         * token drawn (never fed back) */
+        uint64_t pos = 0;
+        for (int b = 0; b < rows; b++)
+            pos += (uint64_t)np[b] + (uint64_t)(h->nresp[lo + b] > 0 ? h->nresp[lo + b] - 1 : 0);
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, pos * llm_kv_bytes(&h->mc));
         for (int b = 0; b < rows; b++) {
             free(pr[b]);
             /* the answer ends with its line: cut after the first token holding a newline */
@@ -486,6 +561,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
             }
         }
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, 0);
         free(seeds);
         free(pr);
         free(np);
@@ -511,7 +587,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         for (int i = 0; i < h->N; i++)
             toks += h->nresp[i];
         flow(h, RL_ROLE_GENERATOR, RL_ROLE_ACTOR, MLSYS_FLOW_TOKENS, h->N,
-             (uint64_t)toks * sizeof(int), NAN);
+             (uint64_t)toks * sizeof(int), NAN, NULL);
     }
     return 0;
 }
@@ -520,12 +596,12 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
  * lp[s·max_new + j] with s the row's index in the trainer's batch (local: in the chunk). */
 static void chunk_logprobs(rl_rlhf *h, const llm_weights *w, int m, float *lp, int local)
 {
-    int *ids = h->ids + (size_t)m * h->mb * T_ROW;
-    nn_tf_forward(&h->tf, w, ids, NULL, h->mb, T_ROW);
+    int T = h->t_row[m];
+    nn_tf_forward(&h->tf, w, h->ids + (size_t)m * h->mb * h->t_cap, NULL, h->mb, T);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s;
         for (int j = 0; j < h->nresp[i]; j++) {
-            size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+            size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
             nn_logprob_forward(&lp[(size_t)(local ? b : s) * h->k.max_new + j],
                                h->tf.logits + row * h->V, &h->resp[(size_t)i * h->k.max_new + j],
                                NULL, 1, h->V);
@@ -533,14 +609,16 @@ static void chunk_logprobs(rl_rlhf *h, const llm_weights *w, int m, float *lp, i
     }
 }
 
-/* The critic's values of chunk m (after a forward of cw) at every response token. */
+/* The critic's values of chunk m (after a forward of cw's body: a value head reads the final
+ * hidden state, no vocabulary logits) at every response token. */
 static void chunk_values(rl_rlhf *h, int m, float *v, int local)
 {
-    nn_tf_forward(&h->tf, &h->cw, h->ids + (size_t)m * h->mb * T_ROW, NULL, h->mb, T_ROW);
+    int T = h->t_row[m];
+    nn_tf_forward_hidden(&h->tf, &h->cw, h->ids + (size_t)m * h->mb * h->t_cap, h->mb, T);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s;
         for (int j = 0; j < h->nresp[i]; j++) {
-            size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+            size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
             nn_scalar_head_forward(&v[(size_t)(local ? b : s) * h->k.max_new + j],
                                    h->tf.xn_final + row * h->C, h->chead, h->chead + h->C, 1,
                                    h->C);
@@ -551,13 +629,24 @@ static void chunk_values(rl_rlhf *h, int m, float *v, int local)
 static void score(rl_rlhf *h)
 {
     const rl_rlhf_config *k = &h->k;
-    for (int s = 0; s < h->Nl; s++) {
-        int i = h->lo + s, *row = h->ids + (size_t)s * T_ROW;
-        h->plen[s] = prompt_ids(h, &h->prob[i], row);
-        int n = h->nresp[i];
-        memcpy(row + h->plen[s], h->resp + (size_t)i * k->max_new, (size_t)n * sizeof(int));
-        for (int t = h->plen[s] + n; t < T_ROW; t++)
-            row[t] = LLM_TOK_BOS;       /* padding after the end: causal, never read */
+    /* each chunk's rows as long as its longest (BOS, prompt, answer), as TRL pads: the
+     * padding after a row's end is never read (causal attention) */
+    for (int m = 0; m < k->minibatches; m++) {
+        int T = 1, tmp[64];
+        for (int b = 0; b < h->mb; b++) {
+            int s = m * h->mb + b;
+            h->plen[s] = prompt_ids(h, &h->prob[h->lo + s], tmp);
+            T = h->plen[s] + h->nresp[h->lo + s] > T ? h->plen[s] + h->nresp[h->lo + s] : T;
+        }
+        h->t_row[m] = T;
+        for (int b = 0; b < h->mb; b++) {
+            int s = m * h->mb + b, i = h->lo + s, n = h->nresp[i];
+            int *row = h->ids + (size_t)m * h->mb * h->t_cap + (size_t)b * T;
+            prompt_ids(h, &h->prob[i], row);
+            memcpy(row + h->plen[s], h->resp + (size_t)i * k->max_new, (size_t)n * sizeof(int));
+            for (int t = h->plen[s] + n; t < T; t++)
+                row[t] = LLM_TOK_BOS;
+        }
     }
     set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes);
     set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, h->rmtf.act_bytes);
@@ -583,6 +672,7 @@ static void score(rl_rlhf *h)
         rl_rm_score_lines(&h->rm, &h->rmtf, h->tok, lp, h->mb, h->score + m * h->mb);
     }
     set_mem(h, RL_ROLE_REWARD, RL_MEM_ACTIVATIONS, 0);
+    set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
     free(lines);
     free(lp);
 }
@@ -604,15 +694,12 @@ static int advantage(rl_rlhf *h, char *err, size_t errlen)
         }
     }
     if (k->algo == RL_ALGO_GRPO) {
+        /* DeepSeekMath's GRPO: the group compares the reward model's scores alone; the KL to
+         * the reference is a term of the loss (k3, rl_grpo_loss), not folded in here */
         for (int g = 0; g < h->Nl; g += k->group) {
             float A[64];
-            for (int j = 0; j < k->group; j++) {
-                int s = g + j, n = h->nresp[h->lo + s];
-                double t = 0.0;
-                for (int q = 0; q < n; q++)
-                    t += h->rew[(size_t)s * M + q];
-                R[j] = (float)t;         /* score - β Σ kl */
-            }
+            for (int j = 0; j < k->group; j++)
+                R[j] = h->score[g + j];
             rl_grpo_advantages(A, R, k->group);
             for (int j = 0; j < k->group; j++)
                 for (int q = 0; q < h->nresp[h->lo + g + j]; q++)
@@ -657,16 +744,21 @@ static int reduce_grad(rl_rlhf *h, float *g, size_t n, char *err, size_t errlen)
 static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, size_t errlen)
 {
     const rl_rlhf_config *k = &h->k;
-    int M = k->max_new, cap = h->mb * M, n = 0;
-    float *lp = mlsys_xmalloc((size_t)cap * sizeof(float) * 5);
+    int M = k->max_new, cap = h->mb * M, n = 0, T = h->t_row[m];
+    float *lp = mlsys_xmalloc((size_t)cap * sizeof(float) * 6 + (size_t)h->mb * sizeof(float));
     float *olp = lp + cap, *ad = olp + cap, *dlp = ad + cap, *newlp = dlp + cap;
+    float *rlp = newlp + cap, *seq_adv = rlp + cap;
+    int *len = mlsys_xmalloc((size_t)h->mb * sizeof(int));
     int rc = -1;
     chunk_logprobs(h, &h->aw, m, newlp, 1);
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b;
-        for (int j = 0; j < h->nresp[h->lo + s]; j++) {
+        len[b] = h->nresp[h->lo + s];
+        seq_adv[b] = h->adv[(size_t)s * M];
+        for (int j = 0; j < len[b]; j++) {
             lp[n] = newlp[(size_t)b * M + j];
             olp[n] = h->old_lp[(size_t)s * M + j];
+            rlp[n] = h->ref_lp[(size_t)s * M + j];
             ad[n] = h->adv[(size_t)s * M + j];
             n++;
         }
@@ -674,14 +766,18 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
     if (e == 0 && m == 0)
         for (int q = 0; q < n; q++)
             st->ratio_dev0 = fmax(st->ratio_dev0, fabs(exp((double)lp[q] - olp[q]) - 1.0));
-    st->policy_loss = rl_ppo_policy_loss(dlp, lp, olp, ad, n, k->clip, &st->clipfrac,
-                                         &st->approx_kl);
+    if (k->algo == RL_ALGO_GRPO)
+        st->policy_loss = rl_grpo_loss(dlp, lp, olp, rlp, seq_adv, len, h->mb, k->clip,
+                                       k->beta, &st->clipfrac, &st->approx_kl, NULL);
+    else
+        st->policy_loss = rl_ppo_policy_loss(dlp, lp, olp, ad, n, k->clip, &st->clipfrac,
+                                             &st->approx_kl);
     /* dlogits in place of the logits: the response rows from dlp, the others zero */
     n = 0;
     for (int b = 0; b < h->mb; b++) {
         int s = m * h->mb + b, i = h->lo + s, first = h->plen[s] - 1, nr = h->nresp[i];
-        for (int t = 0; t < T_ROW; t++) {
-            float *row = h->tf.logits + ((size_t)b * T_ROW + t) * h->V;
+        for (int t = 0; t < T; t++) {
+            float *row = h->tf.logits + ((size_t)b * T + t) * h->V;
             if (t >= first && t < first + nr) {
                 nn_logprob_backward(row, &dlp[n], row, &h->resp[(size_t)i * M + t - first],
                                     NULL, 1, h->V);
@@ -692,7 +788,7 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
         }
     }
     memset(h->ag.mem, 0, h->ag.n_floats * sizeof(float));
-    nn_tf_backward_from(&h->tf, &h->aw, &h->ag, h->ids + (size_t)m * h->mb * T_ROW,
+    nn_tf_backward_from(&h->tf, &h->aw, &h->ag, h->ids + (size_t)m * h->mb * h->t_cap,
                         h->tf.logits, NULL, NULL, NULL);
     if (reduce_grad(h, h->ag.mem, h->ag.n_floats, err, errlen))
         goto out;
@@ -711,21 +807,21 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
             }
         }
         st->value_loss = rl_value_loss(dlp, lp, olp, ad, n, k->clip);
-        memset(h->tf.d_hidden, 0, (size_t)h->mb * T_ROW * h->C * sizeof(float));
+        memset(h->tf.d_hidden, 0, (size_t)h->mb * T * h->C * sizeof(float));
         memset(h->cghead, 0, ((size_t)h->C + 1) * sizeof(float));
         n = 0;
         for (int b = 0; b < h->mb; b++) {
             int s = m * h->mb + b;
             for (int j = 0; j < h->nresp[h->lo + s]; j++) {
-                size_t row = (size_t)b * T_ROW + (size_t)(h->plen[s] - 1 + j);
+                size_t row = (size_t)b * T + (size_t)(h->plen[s] - 1 + j);
                 nn_scalar_head_backward(h->tf.d_hidden + row * h->C, h->cghead,
                                         h->cghead + h->C, &dlp[n++],
                                         h->tf.xn_final + row * h->C, h->chead, 1, h->C);
             }
         }
         memset(h->cg.mem, 0, h->cg.n_floats * sizeof(float));
-        nn_tf_backward_from(&h->tf, &h->cw, &h->cg, h->ids + (size_t)m * h->mb * T_ROW, NULL,
-                            h->tf.d_hidden, NULL, NULL);
+        nn_tf_backward_from(&h->tf, &h->cw, &h->cg, h->ids + (size_t)m * h->mb * h->t_cap,
+                            NULL, h->tf.d_hidden, NULL, NULL);
         if (reduce_grad(h, h->cg.mem, h->cg.n_floats, err, errlen) ||
             reduce_grad(h, h->cghead, (size_t)h->C + 1, err, errlen))
             goto out;
@@ -735,6 +831,7 @@ static int train_chunk(rl_rlhf *h, int e, int m, rl_rlhf_stats *st, char *err, s
     rc = 0;
 out:
     free(lp);
+    free(len);
     return rc;
 }
 
@@ -772,9 +869,55 @@ static int sync_weights(rl_rlhf *h, char *err, size_t errlen)
                 h->gen_version = v;
         }
     }
-    if (emits_flow(h))
-        flow(h, RL_ROLE_ACTOR, RL_ROLE_GENERATOR, MLSYS_FLOW_WEIGHTS, nn_tf_tensor_count(&h->mc),
-             (uint64_t)h->aw.n_floats * sizeof(float), NAN);
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_GENERATOR, MLSYS_FLOW_WEIGHTS, nn_tf_tensor_count(&h->mc),
+         (uint64_t)h->aw.n_floats * sizeof(float), NAN, NULL);
+    return 0;
+}
+
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The score phase's sums over the trainers: score, right, wrong, no sum line, Σ KL_t (the
+ * sampled tokens' log-ratios), response tokens; and its moves between the roles. */
+static int score_sums(rl_rlhf *h, double sums[6], char *err, size_t errlen)
+{
+    int M = h->k.max_new, ppo = h->k.algo == RL_ALGO_PPO;
+    for (int s = 0; s < h->Nl; s++) {
+        int n = h->nresp[h->lo + s];
+        sums[0] += h->score[s];
+        sums[1] += h->judge[s] == 1;
+        sums[2] += h->judge[s] == 0;
+        sums[3] += h->judge[s] < 0;
+        for (int j = 0; j < n; j++)
+            sums[4] += h->old_lp[(size_t)s * M + j] - h->ref_lp[(size_t)s * M + j];
+        sums[5] += n;
+    }
+    if (h->tc && h->n_tr > 1 && mlsys_allreduce(h->tc, sums, sums, 6, MLSYS_F64, MLSYS_SUM)) {
+        snprintf(err, errlen, "rank %d: statistics: %s", h->rank, mlsys_errmsg(h->tc));
+        return -1;
+    }
+    int N = h->N, T = (int)sums[5];
+    uint64_t rows = 0;
+    for (int m = 0; m < h->k.minibatches; m++)
+        rows += (uint64_t)h->mb * (uint64_t)h->t_row[m];
+    rows *= (uint64_t)h->n_tr;          /* about as many on every trainer */
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_REFERENCE, MLSYS_FLOW_TOKENS, N, rows * sizeof(int), NAN,
+         NULL);
+    flow(h, RL_ROLE_ACTOR, RL_ROLE_REWARD, MLSYS_FLOW_TOKENS, N, 0, NAN, "lines");
+    if (ppo)
+        flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_TOKENS, N, rows * sizeof(int), NAN,
+             NULL);
+    flow(h, RL_ROLE_REFERENCE, RL_ROLE_ACTOR, MLSYS_FLOW_LOGPROBS, T,
+         (uint64_t)T * sizeof(float), sums[4] / N, "log-probs, KL");
+    flow(h, RL_ROLE_REWARD, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, N, (uint64_t)N * sizeof(float),
+         sums[0] / N, "scores");
+    if (ppo)
+        flow(h, RL_ROLE_CRITIC, RL_ROLE_ACTOR, MLSYS_FLOW_VALUES, T,
+             (uint64_t)T * sizeof(float), NAN, NULL);
     return 0;
 }
 
@@ -783,73 +926,74 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     memset(st, 0, sizeof *st);
     h->iteration++;
     st->iteration = h->iteration;
-    double t0 = mlsys_now_s(), t;
-    phase(h, RL_PH_GENERATE);
-    if (generate(h, err, errlen))
+    const rl_rlhf_config *k = &h->k;
+    int ppo = k->algo == RL_ALGO_PPO, updates = k->epochs * k->minibatches;
+    double c0 = cpu_now_s(), t, sums[6] = {0};
+    /* each phase's clock starts after its gate: a gated run does not time the viewer */
+    if (phase(h, RL_PH_GENERATE, err, errlen))
         return -1;
     t = mlsys_now_s();
-    st->phase_s[RL_PH_GENERATE] = t - t0;
-    double sums[9] = {0};
+    if (generate(h, err, errlen))
+        return -1;
+    st->phase_s[RL_PH_GENERATE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_SCORE, err, errlen))
+        return -1;
+    t = mlsys_now_s();
     if (h->train) {
-        phase(h, RL_PH_SCORE);
         score(h);
-        double t1 = mlsys_now_s();
-        st->phase_s[RL_PH_SCORE] = t1 - t;
-        phase(h, RL_PH_ADVANTAGE);
+        if (score_sums(h, sums, err, errlen))
+            return -1;
+    }
+    st->phase_s[RL_PH_SCORE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_ADVANTAGE, err, errlen))
+        return -1;
+    t = mlsys_now_s();
+    if (h->train) {
         if (advantage(h, err, errlen))
             return -1;
-        double t2 = mlsys_now_s();
-        st->phase_s[RL_PH_ADVANTAGE] = t2 - t1;
-        for (int s = 0; s < h->Nl; s++) {
-            int n = h->nresp[h->lo + s];
-            sums[0] += h->score[s];
-            sums[1] += h->judge[s] == 1;
-            sums[2] += h->judge[s] == 0;
-            sums[3] += h->judge[s] < 0;
-            for (int j = 0; j < n; j++)
-                sums[4] += h->kl[(size_t)s * h->k.max_new + j];
-            sums[5] += n;
+        int T = (int)sums[5];
+        if (ppo) {
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, T,
+                 (uint64_t)T * sizeof(float), NAN, "rewards: score - beta*KL");
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, T,
+                 (uint64_t)T * sizeof(float), NAN, "advantages by GAE");
+        } else {
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, h->N,
+                 (uint64_t)h->N * sizeof(float), NAN, "advantages by group, no critic");
         }
-        if (emits_flow(h)) {
-            flow(h, RL_ROLE_REFERENCE, RL_ROLE_ACTOR, MLSYS_FLOW_LOGPROBS, (int)sums[5],
-                 (uint64_t)sums[5] * sizeof(float), sums[4] / h->Nl);
-            flow(h, RL_ROLE_REWARD, RL_ROLE_ACTOR, MLSYS_FLOW_REWARDS, h->Nl,
-                 (uint64_t)h->Nl * sizeof(float), sums[0] / h->Nl);
-            if (h->k.algo == RL_ALGO_PPO)
-                flow(h, RL_ROLE_CRITIC, RL_ROLE_ACTOR, MLSYS_FLOW_VALUES, (int)sums[5],
-                     (uint64_t)sums[5] * sizeof(float), NAN);
-        }
-        phase(h, RL_PH_TRAIN);
-        if (emits_flow(h)) {
-            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_ADVANTAGES, (int)sums[5],
-                 (uint64_t)sums[5] * sizeof(float), NAN);
-            if (h->k.algo == RL_ALGO_PPO)
-                flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_ADVANTAGES, (int)sums[5],
-                     (uint64_t)sums[5] * sizeof(float), NAN);
-        }
+    }
+    st->phase_s[RL_PH_ADVANTAGE] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_TRAIN, err, errlen))
+        return -1;
+    t = mlsys_now_s();
+    if (h->train) {
         set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, h->tf.act_bytes + h->tf.grad_bytes);
-        for (int e = 0; e < h->k.epochs; e++)
-            for (int m = 0; m < h->k.minibatches; m++)
+        for (int e = 0; e < k->epochs; e++)
+            for (int m = 0; m < k->minibatches; m++)
                 if (train_chunk(h, e, m, st, err, errlen))
                     return -1;
         set_mem(h, RL_ROLE_ACTOR, RL_MEM_ACTIVATIONS, 0);
-        if (emits_flow(h))
-            flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_GRADIENTS,
-                 nn_tf_tensor_count(&h->mc), (uint64_t)h->ag.n_floats * sizeof(float), NAN);
-        st->phase_s[RL_PH_TRAIN] = mlsys_now_s() - t2;
+        uint64_t gb = (uint64_t)h->ag.n_floats * sizeof(float);
+        const char *upd = h->n_tr > 1 ? "updates, all-reduced" : "updates";
+        if (ppo) {
+            int T = (int)sums[5];
+            flow(h, RL_ROLE_ACTOR, RL_ROLE_CRITIC, MLSYS_FLOW_VALUES, T,
+                 (uint64_t)T * sizeof(float), NAN, "returns");
+            flow(h, RL_ROLE_CRITIC, RL_ROLE_CRITIC, MLSYS_FLOW_GRADIENTS, updates, gb, NAN,
+                 upd);
+        }
+        flow(h, RL_ROLE_ACTOR, RL_ROLE_ACTOR, MLSYS_FLOW_GRADIENTS, updates, gb, NAN, upd);
     }
-    double t3 = mlsys_now_s();
-    phase(h, RL_PH_SYNC);
+    st->phase_s[RL_PH_TRAIN] = mlsys_now_s() - t;
+    if (phase(h, RL_PH_SYNC, err, errlen))
+        return -1;
+    t = mlsys_now_s();
     if (sync_weights(h, err, errlen))
         return -1;
-    st->phase_s[RL_PH_SYNC] = mlsys_now_s() - t3;
-    st->total_s = mlsys_now_s() - t0;
-    /* the trainers' sums, then the first trainer's figures to every rank */
-    if (h->train && h->tc && h->n_tr > 1 &&
-        mlsys_allreduce(h->tc, sums, sums, 6, MLSYS_F64, MLSYS_SUM)) {
-        snprintf(err, errlen, "rank %d: statistics: %s", h->rank, mlsys_errmsg(h->tc));
-        return -1;
-    }
+    st->phase_s[RL_PH_SYNC] = mlsys_now_s() - t;
+    for (int p = 0; p < RL_PH_COUNT; p++)
+        st->total_s += st->phase_s[p];
+    st->cpu_s = cpu_now_s() - c0;
     double ratio = st->ratio_dev0;
     if (h->train && h->tc && h->n_tr > 1 &&
         mlsys_allreduce(h->tc, &ratio, &ratio, 1, MLSYS_F64, MLSYS_MAX)) {
@@ -858,7 +1002,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     }
     double pack[20] = {sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], ratio,
                        st->policy_loss, st->value_loss, st->clipfrac, st->approx_kl,
-                       st->total_s, (double)h->version};
+                       st->total_s, (double)h->version, 0, 0, 0, 0, 0, st->cpu_s};
     for (int p = 0; p < RL_PH_COUNT; p++)
         pack[13 + p] = st->phase_s[p];
     if (h->k.placement == RL_PLACE_SPLIT &&
@@ -880,6 +1024,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     st->approx_kl = pack[10];
     st->total_s = pack[11];
     st->version = (uint64_t)pack[12];
+    st->cpu_s = pack[18];
     for (int p = 0; p < RL_PH_COUNT; p++)
         st->phase_s[p] = pack[13 + p];
     return 0;

@@ -54,9 +54,10 @@ void rl_rm_score_lines(const rl_rm *m, nn_tf *tf, const llm_tokenizer *tok,
 /* The Bradley-Terry loss over P pairs: ids [2P,T] (rows 0..P-1 the preferred, P..2P-1 the
  * rejected), L = (1/P) Σ -log σ(r_w - r_l) = (1/P) Σ softplus(r_l - r_w). Adds its gradient
  * to g (the body's, llm_weights of the same config) and ghead [dim+1] when they are not
- * NULL; *correct = pairs with r_w > r_l. Returns L. */
+ * NULL; *correct = pairs with r_w > r_l, a tie (r_w = r_l) counting half: a model that
+ * cannot tell the two apart is right by chance half the time. Returns L. */
 double rl_rm_pair_loss(const rl_rm *m, nn_tf *tf, const int *ids, const int *len, int P, int T,
-                       llm_weights *g, float *ghead, int *correct);
+                       llm_weights *g, float *ghead, double *correct);
 /* Files: "MLSYSRM1", int32 header[7] (llama2.c's), then the body payload and the head. */
 int rl_rm_save(const rl_rm *m, const char *path, char *err, size_t errlen);
 int rl_rm_load(rl_rm *m, const char *path, char *err, size_t errlen);
@@ -77,13 +78,14 @@ void rl_rm_train_defaults(rl_rm_train_opts *o);
 typedef struct rl_rm_report {
     double first_loss, last_loss;   /* mean over the first and the last 10 steps */
     double train_acc, heldout_acc;  /* preference accuracy after training */
-    double heldout_acc0;            /* before training (head zero: ties count as wrong) */
+    double heldout_acc0;            /* before training (head zero: every pair a tie, 50 %) */
     double seconds;
 } rl_rm_report;
 /* Train m in place (one process). tok tokenizes the lines. 0 or -1 with err. */
 int rl_rm_train(rl_rm *m, const llm_tokenizer *tok, const rl_rm_train_opts *o,
                 rl_rm_report *rep, char *err, size_t errlen);
-/* Preference accuracy on n held-out pairs drawn from seed (one process). */
+/* Preference accuracy on n held-out pairs drawn from seed (one process); a tie counts half,
+ * so a model that scores every line alike is at chance, 0.5. */
 double rl_rm_accuracy(const rl_rm *m, const llm_tokenizer *tok, int max_operand, int n,
                       uint64_t seed, int held_out);
 
@@ -135,18 +137,23 @@ typedef struct rl_rlhf_stats {
     double ratio_dev0;              /* max |ratio - 1| of the first update (0: exact) */
     double phase_s[RL_PH_COUNT];    /* wall seconds, as the first trainer saw them */
     double total_s;
+    double cpu_s;                   /* CPU seconds of the first trainer's process */
     uint64_t version;               /* the generator's weights after the sync */
 } rl_rlhf_stats;
 
 typedef struct rl_rlhf rl_rlhf;
 /* Every rank calls it with the same k; actor is the policy to start from (the reference is a
  * copy, the critic a copy with a zero value head), rm the reward model (copied), tok the
- * tokenizer (borrowed). c NULL: one process. NULL with err on failure. */
+ * tokenizer (borrowed). c NULL: one process. NULL with err on failure. The loop's steps are
+ * its phases: the collectives it runs on c (and on the communicators it splits from c) mark
+ * none (mlsys_set_coll_steps(c, 0)). */
 rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config *mc,
                         const llm_weights *actor, const rl_rm *rm, const llm_tokenizer *tok,
                         char *err, size_t errlen);
-/* One iteration: generate, score, advantage, train, sync. 0, or an MLSYS_* code (< 0) with
- * the message in the communicator (or err when c is NULL). */
+/* One iteration: generate, score, advantage, train, sync, each phase after a step of the job
+ * that every rank passes (mlsys_step: a gate in a gated run; each phase's clock starts after
+ * it) and named by a MLSYS_FLOW_PHASE record, its moves between the roles in flow records.
+ * 0, or -1 with err. */
 int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen);
 /* Bytes this rank holds for role and memory kind (what its memory events said). */
 uint64_t rl_rlhf_mem(const rl_rlhf *h, int role, int kind);
@@ -155,7 +162,20 @@ int rl_rlhf_samples(const rl_rlhf *h, char (*lines)[64], int n);
 void rl_rlhf_free(rl_rlhf *h);
 
 /* GRPO's advantage of each of n samples of one group: (R_i - mean) / (std + 1e-6), std the
- * population standard deviation. */
+ * population standard deviation. R_i is the reward model's score of answer i alone: GRPO
+ * keeps the KL out of the reward (it is a term of the loss, rl_grpo_loss). */
 void rl_grpo_advantages(float *adv, const float *R, int n);
+/* GRPO's loss as DeepSeekMath defines it (Shao et al. 2024, eq. 3), over S answers of one
+ * minibatch, answer i of len[i] tokens packed one after the other in lp, old_lp, ref_lp:
+ *   L = -(1/S) Σ_i (1/len_i) Σ_t [ min(ρ A_i, clip(ρ, 1-ε, 1+ε) A_i) - β k3 ]
+ *   ρ = exp(lp - old_lp),  k3 = π_ref/π - log(π_ref/π) - 1 = e^(ref_lp - lp) - (ref_lp - lp) - 1
+ * k3 is an unbiased, never negative estimate of KL(π ‖ π_ref) per token (core/nn's NN_KL_K3).
+ * Each answer weighs the same whatever its length (the mean of its tokens first). adv[S] is
+ * A_i. Writes dlp = ∂L/∂lp when not NULL; *clipfrac (tokens with |ρ-1| > ε), *approx_kl (the
+ * mean of (ρ-1) - log ρ, to the old policy) and *kl_ref (the mean k3 per token) when not
+ * NULL. Returns L. */
+double rl_grpo_loss(float *dlp, const float *lp, const float *old_lp, const float *ref_lp,
+                    const float *adv, const int *len, int S, float clip, float beta,
+                    double *clipfrac, double *approx_kl, double *kl_ref);
 
 #endif

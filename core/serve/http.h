@@ -10,11 +10,18 @@
 typedef struct srv_opts {
     const char *addr;             /* IPv4 address or host name to listen on (NULL: 127.0.0.1) */
     int port;                     /* 0: a free port the kernel picks (srv_port says which) */
-    const char *api_key;          /* NULL: none; else /v1/... need "Authorization: Bearer KEY" */
+    const char *api_key;          /* NULL: none; else /v1/... need "Authorization: Bearer KEY"
+                                     (1 to SRV_MAX_KEY visible ASCII bytes, kept whole) */
     const char *model_name;       /* the id of /v1/models and the "model" requests must name */
     size_t max_body;              /* bytes of a request body (0: 1 MiB); more: 413 */
     int max_connections;          /* 0: 512 */
-    llm_engine_opts engine;        /* the engine's options (tok is set from the tokenizer) */
+    int max_connections_per_ip;   /* 0: half of max_connections (one address never takes
+                                     them all); past it a connection is closed at once */
+    int request_timeout_s;        /* 0: 10; from a connection's start (or its previous
+                                     answer) until its request is whole, head and body:
+                                     a client trickling bytes is cut off after it */
+    int idle_timeout_s;           /* 0: 10; a connection with no traffic either way */
+    llm_engine_opts engine;       /* the engine's options (tok is set from the tokenizer) */
     int speculative_k;            /* 0: off; K: greedy requests speculate, K drafts a step
                                      from the draft below, in the engine's batch */
     const llm_config *draft_c;    /* the draft model (same vocabulary and context) */
@@ -25,6 +32,11 @@ typedef struct srv_opts {
 } srv_opts;
 
 typedef struct srv_server srv_server;
+
+#define SRV_MAX_KEY 4096          /* bytes of an API key (a request header must carry it) */
+/* The variable the server's key may come from instead of the command line (where the
+ * process list shows it). */
+#define SRV_KEY_ENV "MLSYS_LAB_API_KEY"
 
 /* 1 when this build has the HTTP server (libmicrohttpd and cJSON), else 0 and why in err. */
 int srv_available(char *err, size_t errlen);

@@ -132,10 +132,7 @@ void srv_job_fail(srv_job *j, const char *err)
 int srv_job_wait(srv_job *j, size_t have, double timeout_s)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long ns = ts.tv_nsec + (long)(timeout_s * 1e9);
-    ts.tv_sec += ns / 1000000000L;
-    ts.tv_nsec = ns % 1000000000L;
+    mlsys_deadline(&ts, timeout_s);
     pthread_mutex_lock(&j->mu);
     int rc = 0;
     j->wake_at = have + 1;

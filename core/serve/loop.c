@@ -112,12 +112,7 @@ static void *loop_main(void *arg)
         pthread_mutex_lock(&l->mu);
         while (!busy && !l->stop && !l->qhead && !l->wake) {
             struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 100000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            mlsys_deadline(&ts, 0.1);
             if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
                 break;
         }

@@ -1,7 +1,9 @@
-/* metrics.c - GET /metrics in Prometheus's text format (version 0.0.4): requests running and
- * waiting, KV blocks used and cached, the prefix-cache hit rate, TTFT and TPOT histograms,
- * tokens in and out, speculative decoding's rounds, HTTP responses by status and the
- * server's time beyond the engine: the engine's figures (every request runs there). */
+/* metrics.c - GET /metrics in Prometheus's text format (version 0.0.4, names as
+ * `promtool check metrics` wants them: counters end in _total, nothing else does): requests
+ * running and waiting, KV blocks used and cached, the prefix-cache hit rate, TTFT and TPOT
+ * histograms, tokens in and out, speculative decoding's rounds, HTTP responses by status and
+ * the server's time beyond the engine (a summary): the engine's figures (every request runs
+ * there). */
 #include "srv_internal.h"
 
 #include <stdarg.h>
@@ -63,7 +65,8 @@ char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, 
            "Sequences being decoded in the engine's batch.", m->running);
     metric(&b, "mlsys_num_requests_waiting", "gauge",
            "Sequences waiting for a seat in the batch.", m->waiting);
-    metric(&b, "mlsys_kv_blocks_total", "gauge", "KV-cache blocks in the pool.", m->kv_blocks);
+    metric(&b, "mlsys_kv_blocks_capacity", "gauge", "KV-cache blocks in the pool.",
+           m->kv_blocks);
     metric(&b, "mlsys_kv_blocks_used", "gauge",
            "KV-cache blocks referenced by a running request.", m->kv_used);
     metric(&b, "mlsys_kv_blocks_cached", "gauge",
@@ -108,10 +111,14 @@ char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, 
     metric(&b, "mlsys_http_client_disconnects_total", "counter",
            "Clients gone before their request finished (cancelled in the engine).",
            (double)h->disconnects);
-    metric(&b, "mlsys_http_overhead_seconds_sum", "counter",
-           "Server time beyond the engine of non-streamed requests, summed.", h->overhead_sum);
-    metric(&b, "mlsys_http_overhead_seconds_count", "counter",
-           "Non-streamed requests in that sum.", (double)h->overhead_count);
+    metric(&b, "mlsys_http_slow_clients_cut_total", "counter",
+           "Connections closed because their request was not whole within the request "
+           "timeout.", (double)h->cut_slow);
+    /* a summary without quantiles: its sum and count, as Prometheus's clients write one */
+    out(&b, "# HELP mlsys_http_overhead_seconds Server time beyond the engine of non-streamed "
+        "requests.\n# TYPE mlsys_http_overhead_seconds summary\n"
+        "mlsys_http_overhead_seconds_sum %.17g\nmlsys_http_overhead_seconds_count %ld\n",
+        h->overhead_sum, h->overhead_count);
     metric(&b, "mlsys_server_draining", "gauge", "1 after SIGINT/SIGTERM: new requests get "
            "503.", draining);
     struct timespec cpu;

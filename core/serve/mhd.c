@@ -1,7 +1,9 @@
 /* mhd.c - the HTTP glue on libmicrohttpd (a thread per connection): the listening socket,
- * the routes, the bearer key, the body gathered up to its limit (413 past it), and the end of
- * a connection (a request still running is cancelled: its client left). The completions
- * themselves: mhd_answer.c. Built without libmicrohttpd: srv_http_start says so. */
+ * the limits on connections (in all, per address, a deadline for each whole request, idle
+ * time), the routes, the bearer key (server.c compares it), the body gathered up to its limit
+ * (413 past it), and the end of a connection (a request still running is cancelled: its
+ * client left). The completions themselves: mhd_answer.c. Built without libmicrohttpd:
+ * srv_http_start says so. */
 #include "srv_internal.h"
 
 #include <stdio.h>
@@ -15,14 +17,156 @@
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+/* ---- slow clients: every connection must deliver a whole request in time ----
+ * libmicrohttpd's own timeout counts idle seconds only, so a client that sends one byte a
+ * second holds its thread forever. The guard keeps each connection's deadline (from its
+ * start, or from the end of its previous answer, until its request is whole) and a thread
+ * that shuts down the sockets past theirs. A connection leaves the list in libmicrohttpd's
+ * "closed" notice, which comes before the socket is closed, under the same lock as the
+ * shutdown: the guard never touches a descriptor that another connection reuses. */
+typedef struct watched {
+    int fd, busy, cut;            /* busy: its request is whole (being answered) */
+    double since;
+    struct watched *prev, *next;
+} watched;
+
+typedef struct guard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    watched *head;
+    int stop, started;
+    pthread_t th;
+    srv_server *s;
+} guard;
+
+static void *guard_main(void *arg)
+{
+    guard *g = arg;
+    srv_server *s = g->s;
+    double limit = s->o.request_timeout_s;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100000000L;           /* a tenth of a second: deadlines are seconds */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        double now = mlsys_now_s();
+        for (watched *w = g->head; w; w = w->next)
+            if (!w->busy && !w->cut && now - w->since > limit) {
+                shutdown(w->fd, SHUT_RDWR);     /* its thread sees the end and closes it */
+                w->cut = 1;
+                pthread_mutex_lock(&s->mu);
+                s->http.cut_slow++;
+                pthread_mutex_unlock(&s->mu);
+                if (s->o.log_requests)
+                    fprintf(stderr, "serve: a connection cut: no whole request within %g s\n",
+                            limit);
+            }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    guard *g = ((srv_server *)cls)->guard;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        watched *w = mlsys_xcalloc(1, sizeof *w);
+        w->fd = ci ? ci->connect_fd : -1;
+        w->cut = w->fd < 0;
+        w->since = mlsys_now_s();
+        pthread_mutex_lock(&g->mu);
+        w->next = g->head;
+        if (g->head)
+            g->head->prev = w;
+        g->head = w;
+        pthread_mutex_unlock(&g->mu);
+        *socket_context = w;
+    } else if (*socket_context) {
+        watched *w = *socket_context;
+        pthread_mutex_lock(&g->mu);
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            g->head = w->next;
+        if (w->next)
+            w->next->prev = w->prev;
+        pthread_mutex_unlock(&g->mu);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's request is whole (busy 1), or its answer is done and the next request's
+ * deadline starts (busy 0). */
+static void watch_mark(srv_server *s, struct MHD_Connection *c, int busy)
+{
+    guard *g = s->guard;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watched *w = ci ? ci->socket_context : NULL;
+    if (!w)
+        return;
+    pthread_mutex_lock(&g->mu);
+    w->busy = busy;
+    w->since = mlsys_now_s();
+    pthread_mutex_unlock(&g->mu);
+}
+
+static guard *guard_start(srv_server *s, char *err, size_t errlen)
+{
+    guard *g = mlsys_xcalloc(1, sizeof *g);
+    g->s = s;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&g->th, NULL, guard_main, g) != 0) {
+        snprintf(err, errlen, "cannot start the connections' guard thread");
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+        return NULL;
+    }
+    g->started = 1;
+    return g;
+}
+
+/* After the daemon stopped (no connection is left). */
+static void guard_stop(guard *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->th, NULL);
+    while (g->head) {
+        watched *w = g->head;
+        g->head = w->next;
+        free(w);
+    }
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
 
 static int authorized(struct MHD_Connection *c, srv_server *s)
 {
-    if (!s->api_key[0])
-        return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->api_key);
+    return srv_key_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
 }
 
 static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char *url,
@@ -47,8 +191,10 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
         return srv_reply(c, cx, 200, "text/plain; version=0.0.4",
                      srv_metrics_text(&m, &h, s->draining));
     }
+    char nowhere[160];
+    snprintf(nowhere, sizeof nowhere, "Invalid URL (%.10s %.120s)", method, url);
     if (strncmp(url, "/v1/", 4))
-        return srv_reply_error(c, cx, 404, "no such route", "");
+        return srv_reply_error(c, cx, 404, nowhere, "");
     if (!authorized(c, s))
         return srv_reply_error(c, cx, 401, "Incorrect API key provided", "");
     if (!strcmp(url, "/v1/models"))
@@ -57,7 +203,7 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
                    : srv_reply_error(c, cx, 405, "use GET", "");
     int chat = !strcmp(url, "/v1/chat/completions");
     if (!chat && strcmp(url, "/v1/completions"))
-        return srv_reply_error(c, cx, 404, "no such route", "");
+        return srv_reply_error(c, cx, 404, nowhere, "");
     if (!post)
         return srv_reply_error(c, cx, 405, "use POST", "");
     if (cx->too_large) {
@@ -78,6 +224,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!cx) {
         cx = mlsys_xcalloc(1, sizeof *cx);
         cx->s = s;
+        cx->conn = c;
         cx->fd = -1;
         *con_cls = cx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -109,6 +256,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     cx->t_recv = mlsys_now_s();
+    watch_mark(s, c, 1);
     return route(c, cx, url, method);
 }
 
@@ -117,7 +265,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     srv_server *s = cls;
     conn_ctx *cx = *con_cls;
-    (void)c;
+    watch_mark(s, c, 0);          /* kept alive: the next request's deadline starts now */
     if (!cx)
         return;
     if (cx->job) {
@@ -183,16 +331,28 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
     s->listen_fd = listen_on(addr, s->o.port, &s->port, err, errlen);
     if (s->listen_fd < 0)
         return -1;
+    if (!(s->guard = guard_start(s, err, errlen))) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        return -1;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
         on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->o.max_connections_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.idle_timeout_s, MHD_OPTION_END);
     if (!d) {
-        snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
+        if (mhd_lib_why())
+            snprintf(err, errlen, "%s", mhd_lib_why());
+        else
+            snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", addr, s->port);
         close(s->listen_fd);
         s->listen_fd = -1;
+        guard_stop(s->guard);
+        s->guard = NULL;
         return -1;
     }
     s->daemon = d;
@@ -207,6 +367,8 @@ void srv_http_stop(srv_server *s)
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }
+    guard_stop(s->guard);
+    s->guard = NULL;
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->listen_fd = -1;

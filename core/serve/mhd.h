@@ -6,11 +6,13 @@
 
 #include "srv_internal.h"
 
+#include "mhd_lib.h"                /* before the library's header: loaded with dlopen */
 #include <microhttpd.h>
 
 /* One connection's request, from its first byte to its end (mhd.c's on_completed). */
 typedef struct conn_ctx {
     srv_server *s;
+    struct MHD_Connection *conn;
     char *body;
     size_t n, cap;
     int too_large, status;

@@ -21,6 +21,17 @@ static int client_gone(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* The answer moves: libmicrohttpd's idle clock starts again. It counts only the bytes it
+ * moved itself, so a request the engine worked on for longer than the idle timeout (queued,
+ * or a long answer) would otherwise be closed the moment its answer is ready. */
+static void touch(conn_ctx *cx)
+{
+    /* a timeout set over none restarts the clock (libmicrohttpd's documented way) */
+    MHD_set_connection_option(cx->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(cx->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned)cx->s->o.idle_timeout_s);
+}
+
 enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
                           const char *ctype, char *body)
 {
@@ -31,6 +42,7 @@ enum MHD_Result srv_reply(struct MHD_Connection *c, conn_ctx *cx, int status,
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
+    touch(cx);
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
@@ -71,10 +83,10 @@ static char *next_event(conn_ctx *cx)
         const srv_choice *c = &j->ch[i];
         if (!cx->opened[i]) {
             cx->opened[i] = 1;
-            ev = srv_resp_chunk(j, i, s->model_name, s->created, NULL, 0, 1, 0);
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, NULL, 0, 1, 0);
         } else if (c->len > cx->sent[i] &&
                    (c->done || c->n_out - cx->sent_n[i] >= s->o.stream_interval)) {
-            ev = srv_resp_chunk(j, i, s->model_name, s->created, c->text + cx->sent[i],
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, c->text + cx->sent[i],
                                 c->len - cx->sent[i], 0, 0);
             cx->sent[i] = c->len;
             cx->sent_n[i] = c->n_out;
@@ -83,7 +95,7 @@ static char *next_event(conn_ctx *cx)
             int last = 1;
             for (int k = 0; k < j->n; k++)
                 last &= cx->closed[k];
-            ev = srv_resp_chunk(j, i, s->model_name, s->created, NULL, 0, 0, last ? 2 : 1);
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, NULL, 0, 0, last ? 2 : 1);
         }
         closed += cx->closed[i];
     }
@@ -113,6 +125,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 k = max;
             memcpy(buf, cx->pend + cx->pend_off, k);
             cx->pend_off += k;
+            touch(cx);
             return (ssize_t)k;
         }
         if (cx->final_sent)
@@ -170,7 +183,12 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
         return srv_reply_error(c, cx, 400, j->err, "");
     if (j->finish == LLM_FINISH_ERROR)
         return srv_reply_error(c, cx, 500, "the engine failed on this request", "");
-    char *out = srv_resp_full(j, s->model_name, s->created);
+    /* its client is still here, so the server cut it (the drain ran out): no partial text
+     * passed off as an answer */
+    if (j->finish == LLM_FINISH_CANCEL)
+        return srv_reply_error(c, cx, 503, "the server shut down before this request finished",
+                               "");
+    char *out = srv_resp_full(j, s->model_name, j->created);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(out), out,
                                                              MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -184,6 +202,7 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
     MHD_add_response_header(r, "X-Mlsys-Engine-Ms", v);
     snprintf(v, sizeof v, "%.4f", server * 1e3);
     MHD_add_response_header(r, "X-Mlsys-Server-Ms", v);
+    touch(cx);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     cx->status = 200;

@@ -196,6 +196,66 @@ static int completion_prompt(parse_ctx *p, const cJSON *root, srv_req *r)
     return 0;
 }
 
+/* OpenAI (and vLLM) fields this server does not serve. One policy: a field left out, null or
+ * at its neutral value (the value that asks for nothing) is accepted; any other value is 400
+ * naming the field, never ignored. Fields we do not know at all are ignored, as vLLM does. */
+typedef enum { NEUTRAL_FALSE, NEUTRAL_ZERO, NEUTRAL_ONE, NEUTRAL_EMPTY, NEUTRAL_NONE } neutral;
+static const struct unserved {
+    const char *name;
+    neutral ok;                   /* the value accepted besides null */
+    const char *what;             /* what the field asks for */
+} unserved[] = {
+    {"logprobs", NEUTRAL_FALSE, "log-probabilities of the tokens"},
+    {"top_logprobs", NEUTRAL_ZERO, "the most likely tokens at each position"},
+    {"echo", NEUTRAL_FALSE, "the prompt echoed in the answer"},
+    {"best_of", NEUTRAL_ONE, "several candidates ranked on the server"},
+    {"suffix", NEUTRAL_EMPTY, "text inserted before a suffix"},
+    {"presence_penalty", NEUTRAL_ZERO, "a penalty on tokens already present"},
+    {"frequency_penalty", NEUTRAL_ZERO, "a penalty by token frequency"},
+    {"repetition_penalty", NEUTRAL_ONE, "a penalty on repeated tokens"},
+    {"logit_bias", NEUTRAL_EMPTY, "biases added to token logits"},
+    {"min_p", NEUTRAL_ZERO, "min-p sampling"},
+    {"min_tokens", NEUTRAL_ZERO, "a minimum number of tokens"},
+    {"tools", NEUTRAL_EMPTY, "tool calls"},
+    {"tool_choice", NEUTRAL_NONE, "tool calls"},
+    {"functions", NEUTRAL_EMPTY, "function calls"},
+    {"function_call", NEUTRAL_NONE, "function calls"},
+};
+
+static int is_neutral(const cJSON *x, neutral ok)
+{
+    if (!x || cJSON_IsNull(x))
+        return 1;
+    switch (ok) {
+    case NEUTRAL_FALSE:           /* chat's logprobs; completions' is a count (0 asks too) */
+        return cJSON_IsFalse(x);
+    case NEUTRAL_ZERO:
+        return cJSON_IsNumber(x) && x->valuedouble == 0;
+    case NEUTRAL_ONE:
+        return cJSON_IsNumber(x) && x->valuedouble == 1;
+    case NEUTRAL_EMPTY:
+        return (cJSON_IsString(x) && !x->valuestring[0]) ||
+               ((cJSON_IsArray(x) || cJSON_IsObject(x)) && !x->child);
+    case NEUTRAL_NONE:
+        return cJSON_IsString(x) && !strcmp(x->valuestring, "none");
+    }
+    return 0;
+}
+
+static int refuse_unserved(parse_ctx *p, const cJSON *root)
+{
+    for (size_t i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
+        const struct unserved *u = &unserved[i];
+        if (is_neutral(cJSON_GetObjectItemCaseSensitive(root, u->name), u->ok))
+            continue;
+        char msg[200];
+        snprintf(msg, sizeof msg, "'%s' is not served here (%s); leave it out or null", u->name,
+                 u->what);
+        return bad(p, 400, u->name, msg);
+    }
+    return 0;
+}
+
 static int parse_fields(parse_ctx *p, const cJSON *root, srv_kind kind, const char *model_name,
                         srv_req *r)
 {
@@ -249,6 +309,8 @@ static int parse_fields(parse_ctx *p, const cJSON *root, srv_kind kind, const ch
     } else if (stop && !cJSON_IsNull(stop) && (rc = add_stop(p, r, stop))) {
         return rc;
     }
+    if ((rc = refuse_unserved(p, root)))
+        return rc;
     if ((rc = get_bool(p, root, "stream", &r->stream)) ||
         (rc = get_bool(p, root, "ignore_eos", &r->ignore_eos)))
         return rc;
@@ -256,6 +318,9 @@ static int parse_fields(parse_ctx *p, const cJSON *root, srv_kind kind, const ch
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so))
             return bad(p, 400, "stream_options", "'stream_options' must be an object");
+        if (!r->stream)
+            return bad(p, 400, "stream_options", "'stream_options' is only allowed when "
+                       "'stream' is true");
         if ((rc = get_bool(p, so, "include_usage", &r->include_usage)))
             return rc;
     }

@@ -32,7 +32,7 @@ char *srv_resp_error(int status, const char *msg, const char *param)
     const char *type = status == 401 ? "authentication_error"
                      : status == 503 ? "service_unavailable"
                      : status >= 500 ? "server_error" : "invalid_request_error";
-    const char *code = status == 404 ? "model_not_found"
+    const char *code = status == 404 && param && !strcmp(param, "model") ? "model_not_found"
                      : status == 413 ? "request_too_large"
                      : status == 401 ? "invalid_api_key" : NULL;
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
@@ -105,6 +105,22 @@ char *srv_resp_full(const srv_job *j, const char *model, long created)
     return print_free(o);
 }
 
+/* "data: {json}\n\n" of o (freed), appended to *ev (malloc'd or NULL). */
+static void add_event(char **ev, cJSON *o)
+{
+    char *body = print_free(o);
+    size_t have = *ev ? strlen(*ev) : 0, n = strlen(body);
+    char *t = mlsys_xmalloc(have + n + 9);
+    if (have)
+        memcpy(t, *ev, have);
+    memcpy(t + have, "data: ", 6);
+    memcpy(t + have + 6, body, n);
+    memcpy(t + have + 6 + n, "\n\n", 3);
+    free(body);
+    free(*ev);
+    *ev = t;
+}
+
 char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
                      const char *text, size_t len, int first, int final)
 {
@@ -127,15 +143,19 @@ char *srv_resp_chunk(const srv_job *j, int index, const char *model, long create
         cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(j->ch[index].finish));
     else
         cJSON_AddNullToObject(c, "finish_reason");
-    if (final == 2 && j->req.include_usage)
+    /* stream_options.include_usage: every chunk says "usage": null, and one more chunk
+     * after the last choice carries the usage with "choices": [] (OpenAI's shape) */
+    if (j->req.include_usage)
+        cJSON_AddNullToObject(o, "usage");
+    char *ev = NULL;
+    add_event(&ev, o);
+    if (final == 2 && j->req.include_usage) {
+        o = cJSON_CreateObject();
+        head(o, j, model, created, 1);
+        cJSON_AddArrayToObject(o, "choices");
         usage(o, j);
-    char *body = print_free(o);
-    size_t n = strlen(body);
-    char *ev = mlsys_xmalloc(n + 9);
-    memcpy(ev, "data: ", 6);
-    memcpy(ev + 6, body, n);
-    memcpy(ev + 6 + n, "\n\n", 3);
-    free(body);
+        add_event(&ev, o);
+    }
     return ev;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,10 +28,49 @@ int srv_available(char *err, size_t errlen)
 #endif
 }
 
+/* A key a client can send whole in a header: 1 to SRV_MAX_KEY bytes, each visible ASCII
+ * (a blank at either end would be trimmed off the header, a control byte refused). */
+static int key_valid(const char *key, char *err, size_t errlen)
+{
+    size_t n = strlen(key);
+    if (n == 0 || n > SRV_MAX_KEY) {
+        snprintf(err, errlen, "the API key has %zu bytes; it must have 1 to %d", n,
+                 SRV_MAX_KEY);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)key[i] < 0x21 || (unsigned char)key[i] > 0x7e) {
+            snprintf(err, errlen, "the API key's byte %zu is 0x%02x; a key is visible ASCII "
+                     "(no blanks, no control bytes)", i + 1, (unsigned char)key[i]);
+            return 0;
+        }
+    return 1;
+}
+
+int srv_key_ok(const srv_server *s, const char *h)
+{
+    if (!s->api_key)
+        return 1;
+    if (!h || strncasecmp(h, "bearer", 6) || (h[6] != ' ' && h[6] != '\t'))
+        return 0;
+    h += 7;
+    while (*h == ' ' || *h == '\t')
+        h++;
+    /* every byte of the key is looked at whatever the header holds: the time tells a
+     * client the length it sent, not how much of the key it got right */
+    size_t n = strlen(h);
+    unsigned char diff = n != s->api_key_len;
+    for (size_t i = 0; i < s->api_key_len; i++)
+        diff |= (unsigned char)s->api_key[i] ^ (unsigned char)(i < n ? h[i] : 0);
+    return diff == 0;
+}
+
 srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
                       const srv_opts *o, char *err, size_t errlen)
 {
     if (!srv_available(err, errlen))
+        return NULL;
+    if (o->api_key && !key_valid(o->api_key, err, errlen))
         return NULL;
     srv_server *s = mlsys_xcalloc(1, sizeof *s);
     s->c = c;
@@ -38,26 +78,37 @@ srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_token
     s->o = *o;
     snprintf(s->model_name, sizeof s->model_name, "%s",
              o->model_name && *o->model_name ? o->model_name : "mlsys-lab");
-    if (o->api_key)
-        snprintf(s->api_key, sizeof s->api_key, "%s", o->api_key);
+    if (o->api_key) {
+        s->api_key = mlsys_xstrdup(o->api_key);
+        s->api_key_len = strlen(o->api_key);
+    }
+    s->o.api_key = s->api_key;
     if (s->o.max_body == 0)
         s->o.max_body = 1u << 20;
     if (s->o.max_connections <= 0)
         s->o.max_connections = 512;
     if (s->o.stream_interval <= 0)
         s->o.stream_interval = 1;
+    if (s->o.max_connections_per_ip <= 0)
+        s->o.max_connections_per_ip = s->o.max_connections > 1 ? s->o.max_connections / 2 : 1;
+    if (s->o.request_timeout_s <= 0)
+        s->o.request_timeout_s = 10;
+    if (s->o.idle_timeout_s <= 0)
+        s->o.idle_timeout_s = 10;
     s->listen_fd = -1;
     s->created = (long)time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     s->loop = srv_loop_start(c, w, t, &s->o, err, errlen);
     if (!s->loop) {
         pthread_mutex_destroy(&s->mu);
+        free(s->api_key);
         free(s);
         return NULL;
     }
     if (srv_http_start(s, err, errlen) != 0) {
         srv_loop_stop(s->loop);
         pthread_mutex_destroy(&s->mu);
+        free(s->api_key);
         free(s);
         return NULL;
     }
@@ -114,6 +165,7 @@ int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_j
     if (!r.has_seed)
         seed = mlsys_now_ns() ^ ((uint64_t)serial * 0x9e3779b97f4a7c15ull);
     srv_job *j = srv_job_new(&r, ids, np, serial);
+    j->created = (long)time(NULL);
     j->max_tokens = max_tokens;
     j->seed = seed;
     *job = j;
@@ -153,6 +205,7 @@ void srv_stop(srv_server *s)
     srv_http_stop(s);
     srv_loop_stop(s->loop);
     pthread_mutex_destroy(&s->mu);
+    free(s->api_key);
     free(s);
 }
 

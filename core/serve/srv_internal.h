@@ -51,6 +51,7 @@ typedef struct srv_job {
     int *prompt, n_prompt, max_tokens;
     uint64_t seed;
     long serial;                  /* the server's request number (the response id) */
+    long created;                 /* unix seconds when it arrived: its responses' "created" */
     /* output, appended by the engine thread */
     int n;                        /* choices (req.n) */
     srv_choice ch[SRV_MAX_N];
@@ -109,8 +110,8 @@ char *srv_resp_error(int status, const char *msg, const char *param);
 /* The whole response of a finished job: its choices in index order. */
 char *srv_resp_full(const srv_job *j, const char *model, long created);
 /* One server-sent event of choice index: "data: {chunk}\n\n" with text (first: the chat role
- * comes too), or with final its last chunk with finish_reason (final 2: the stream's last,
- * with usage when asked). */
+ * comes too), or with final its last chunk with finish_reason (final 2: the stream's last;
+ * then, when include_usage asked for it, a chunk with "choices": [] and the usage). */
 char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
                      const char *text, size_t len, int first, int final);
 char *srv_resp_models(const char *model, long created);
@@ -120,6 +121,7 @@ const char *srv_finish_reason(llm_finish f);
 typedef struct srv_http_counters {
     long requests[6];             /* by status class: 2xx, 400, 401, 404, 413, other */
     long disconnects;             /* clients gone before their request finished */
+    long cut_slow;                /* connections cut: no whole request in request_timeout_s */
     long overhead_count;
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
@@ -132,9 +134,11 @@ struct srv_server {
     const llm_tokenizer *t;
     srv_opts o;
     char model_name[128];
-    char api_key[256];
+    char *api_key;                /* the whole key (NULL: none) */
+    size_t api_key_len;
     srv_loop *loop;
     void *daemon;                 /* struct MHD_Daemon */
+    void *guard;                  /* mhd.c: the connections' request deadlines */
     int listen_fd, port;
     volatile int draining;
     long created;                 /* unix seconds at start: /v1/models */
@@ -150,5 +154,9 @@ void srv_http_stop(srv_server *s);
 int srv_make_job(srv_server *s, srv_kind kind, const char *data, size_t n, srv_job **job,
                  char **body);
 void srv_count(srv_server *s, int status);
+/* 1 when the Authorization header value h carries the server's key: the scheme "Bearer" in
+ * any case, blanks, then the key compared in a time that does not depend on where a wrong
+ * key first differs. 1 as well when the server has no key. */
+int srv_key_ok(const srv_server *s, const char *h);
 
 #endif

@@ -1,10 +1,10 @@
 /* mpirun.c - --backend mpi: builds the mpirun line (--allow-run-as-root as root,
  * --oversubscribe beyond the slots, ob1 over self/vader/tcp), runs `mlsys-lab worker LAB ...`
  * under it in a session of its own, and gives what the shm launcher gives: lines per rank
- * (--tag-output), events over TCP (collector.c), one line on how the job ended. Ctrl-C:
+ * (--tag-output), events over TCP (core/net_collector.c), one line on how the job ended. Ctrl-C:
  * SIGTERM to mpirun, then SIGKILL to whatever is left in its session. */
 #include "mpirun.h"
-#include "collector.h"
+#include "../../core/net_events.h"
 #include "../job/runner.h"
 #include <ctype.h>
 #include <dirent.h>
@@ -79,8 +79,11 @@ const char *mpirun_plugin_path(char *path, size_t n)
         return path;
     }
     char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k < 0 ? 0 : k] = 0;
+    runner_rank_program(exe, sizeof exe);      /* mlsys-lab-rank, else this program */
+    if (!strcmp(exe, "/proc/self/exe")) {      /* mpirun needs a real path */
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k < 0 ? 0 : k] = 0;
+    }
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = 0;
@@ -898,14 +901,15 @@ static void trace_line(void *u, int rank, int is_err, const char *line)
     int owner = rank;
     const char *text = mlsys_print_untag(line, &owner);
     if (rank >= 0)
-        trace_buf_line(u, owner, is_err, text);
+        mlsys_trace_add_line(u, owner, is_err, text);
     deliver(NULL, rank, is_err, text);
 }
 
 int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
 {
-    char err[512], path[PATH_MAX], exe[PATH_MAX];
+    char err[512], exe[PATH_MAX + 64];
     mlsys_launch_opts lo;
+    /* (the backend's own checks: mpirun on PATH, the plugin built) */
     if (runner_fill_opts(l, a, &lo, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -915,23 +919,15 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
                 "not wait for a viewer)\n", l->id);
         return 2;
     }
-    if (!mpirun_find(path, sizeof path)) {
-        fprintf(stderr, "mlsys-lab: %s: --backend mpi: mpirun is not on PATH (install "
-                "openmpi-bin and libopenmpi-dev, or use --backend shm)\n", l->id);
-        return 2;
+    runner_rank_program(exe, sizeof exe);      /* mlsys-lab-rank, else this program */
+    if (!strcmp(exe, "/proc/self/exe")) {      /* mpirun needs a real path */
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k < 0 ? 0 : k] = 0;
     }
-    struct stat sb;
-    if (stat(mpirun_plugin_path(path, sizeof path), &sb) != 0) {
-        fprintf(stderr, "mlsys-lab: %s: --backend mpi: the MPI plugin %s is missing (build it "
-                "with `make`, which needs mpicc from libopenmpi-dev)\n", l->id, path);
-        return 2;
-    }
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k < 0 ? 0 : k] = 0;
 
     const char *trace = lab_arg_str(a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";
-    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+    if (trace && mlsys_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         return 2;
     }
@@ -960,16 +956,17 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
-    mlsys_job_sink sink = {trace ? trace_line : NULL, trace_buf_collect, &tb};
+    mlsys_trace tb = {0};
+    mlsys_job_sink sink = {trace ? trace_line : NULL, mlsys_trace_collect, &tb};
     char why[300];
     int rc = mpirun_wait(j, o.events ? &sink : NULL, -1, why, sizeof why);
+    fflush(stdout);                 /* the ranks' lines, before ours on stderr */
     if (trace && mlsys_job_stop_requested()) {
         unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
     } else if (trace) {
         char missing[256];
         int nmiss = mpirun_events_incomplete(j, missing, sizeof missing);
-        if (runner_trace_commit(trace, trace_tmp, &tb, mpirun_t0_ns(j)) != 0)
+        if (mlsys_trace_commit(trace, trace_tmp, &tb, mpirun_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
@@ -979,7 +976,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
                     "final record: the last events of %s may be missing\n", nmiss > 1 ? "s" : "",
                     missing, nmiss > 1 ? "those ranks" : "that rank");
     }
-    trace_buf_free(&tb);
+    mlsys_trace_free(&tb);
     int status = mpirun_exit_status(j);
     int interrupted = mlsys_job_stop_requested();
     mpirun_free(j);

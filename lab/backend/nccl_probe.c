@@ -153,6 +153,10 @@ int nccl_attach(mlsys_comm *c, char *err, size_t n)
         char line[512];
         describe(line, sizeof line);
         printf("nccl: %s\n", line);
+        /* the labs keep their tensors in host memory: NCCL needs device buffers */
+        printf("nccl: the lab's tensors are in host memory; each collective copies them to "
+               "this rank's GPU, runs NCCL's there and copies the result back (--algo NAME "
+               "runs ours over shared memory instead)\n");
         fflush(stdout);
     }
     return 0;

@@ -3,7 +3,7 @@
  * the checks before a job, and the job itself (forked ranks through the runner, or under
  * mpirun with --backend mpi, where "native" is MPI's own); bench_rank.c is what each rank
  * does and what rank 0 prints. --memcpy: the one-core ceiling. */
-#include "bench.h"
+#include "bench_cmd.h"
 #include "../backend/mpirun.h"
 #include "../job/runner.h"
 #include <inttypes.h>

@@ -2,7 +2,7 @@
  * engine for every algorithm asked (out-of-place and in-place), rank 0 printing nccl-tests'
  * tables, the footer with the busbw factor, why each algorithm ran, and the JSON; and the
  * one-core memcpy ceiling. */
-#include "bench.h"
+#include "bench_cmd.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -25,11 +25,15 @@ extern const lab_command generate_command, model_info_command, model_init_comman
 int generate_main(int argc, char **argv);
 int model_main(int argc, char **argv);              /* "model info FILE", "model init FILE" */
 
+/* replay.c: `mlsys-lab replay FILE [ui flags]` */
+extern const lab_command replay_command;
+int replay_main(int argc, char **argv);
+
 /* train.c: `mlsys-lab train`; train_parse fills o from the flags (defaults first): 0, 1 for
  * --help (printed), 2 with one line in err. */
 extern const lab_command train_command;
 int train_main(int argc, char **argv);
-int train_rm_main(int argc, char **argv);   /* train_rm.c: train --reward-model */
+int train_rm_run(const lab_args *a);        /* train_rm.c: train --reward-model, its flags */
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen);
 
 /* commands.c: every command declared with a flag table (help, tests of the short flags) */

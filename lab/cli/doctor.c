@@ -1,8 +1,9 @@
 /* doctor.c - `mlsys-lab doctor`: what works on this machine, with real self-tests. It prints
- * the machine report of chapters/common/selftest.c, the same one ch01/verify-setup prints
- * (the doctor is that lab grown up into a command). */
+ * the machine report of core/selftest.c, the same one ch01/verify-setup prints (the doctor
+ * is that lab grown up into a command); its mpi self-test runs ch01/hello-distributed under
+ * mpirun. */
 #include "cli.h"
-#include "../../chapters/common/common.h"
+#include "../../core/probe.h"
 
 static const lab_flag doctor_flags[] = {
     {"timeout", 0, FLAG_DOUBLE, "30", NULL, 0, 86400,
@@ -25,5 +26,5 @@ int doctor_main(int argc, char **argv)
         return rc;
     double t = lab_arg_double(&a, "timeout");
     lab_args_free(&a);
-    return probe_report(t);
+    return probe_report(t, "ch01/hello-distributed");
 }

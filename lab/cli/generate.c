@@ -65,18 +65,6 @@ static long peak_rss_kib(void)
     return kib;
 }
 
-/* A model or tokenizer file as given, from the current folder; one that is not there is
- * looked for as a shipped asset (assets/models/... from any folder: lab_asset_path). */
-const char *gen_find_file(const char *given, char *out, size_t n)
-{
-    struct stat st;
-    if (stat(given, &st) == 0) {
-        snprintf(out, n, "%s", given);
-        return out;
-    }
-    return lab_asset_path(given, out, n);
-}
-
 /* The model and a tokenizer whose vocabulary is the model's. 0, or 2 with the reason
  * printed (one line). */
 int gen_load_pair(const char *cmd, const char *mpath, const char *tpath, llm_config *c,
@@ -85,20 +73,8 @@ int gen_load_pair(const char *cmd, const char *mpath, const char *tpath, llm_con
     char err[512];
     memset(w, 0, sizeof *w);
     memset(t, 0, sizeof *t);
-    if (llm_checkpoint_read(mpath, c, w, err, sizeof err)) {
+    if (llm_model_read(mpath, tpath, c, w, t, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab %s: %s\n", cmd, err);
-        return 2;
-    }
-    if (llm_tokfile_read(tpath, 0, t, err, sizeof err)) {
-        fprintf(stderr, "mlsys-lab %s: %s\n", cmd, err);
-        llm_weights_free(w);
-        return 2;
-    }
-    if (t->vocab_size != c->vocab_size) {
-        fprintf(stderr, "mlsys-lab %s: vocabulary mismatch: %s has %d ids, %s has %d\n", cmd,
-                mpath, c->vocab_size, tpath, t->vocab_size);
-        llm_tokenizer_free(t);
-        llm_weights_free(w);
         return 2;
     }
     return 0;
@@ -239,8 +215,8 @@ static int gen_options(gen_run *g, int argc, char **argv)
  * context holds them. 0, or 2 after one line. */
 static int gen_load(gen_run *g)
 {
-    const char *mpath = gen_find_file(g->mpath, g->mfound, sizeof g->mfound);
-    const char *tpath = gen_find_file(g->tpath, g->tfound, sizeof g->tfound);
+    const char *mpath = lab_asset_path(g->mpath, g->mfound, sizeof g->mfound);
+    const char *tpath = lab_asset_path(g->tpath, g->tfound, sizeof g->tfound);
     int rc = gen_load_pair("generate", mpath, tpath, &g->c, &g->w, &g->t);
     if (rc)
         return rc;
@@ -294,15 +270,7 @@ static int gen_setup(gen_run *g)
     };
     if (o.max_num_batched_tokens < B)
         o.max_num_batched_tokens = B;
-    uint64_t need = llm_engine_bytes(&g->c, &o), have = mlsys_mem_available();
-    if (have > 0 && need > have) {
-        char a[32], f[32];
-        mlsys_format_size(need, a, sizeof a);
-        mlsys_format_size(have, f, sizeof f);
-        fprintf(stderr, "mlsys-lab generate: --batch %d needs %s for its KV cache and "
-                "scratch; %s is free\n", B, a, f);
-        return 2;
-    }
+    /* what does not fit in the free memory is refused here, in one line (llm_engine_plan) */
     g->eng = llm_engine_create(&g->c, &g->w, &o, err, sizeof err);
     if (!g->eng) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);

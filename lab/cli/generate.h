@@ -10,9 +10,6 @@
 #define GEN_DEFAULT_TOKENIZER "assets/models/tokenizer.bin"
 
 /* generate.c (the commands themselves are declared in cli.h) */
-/* A model or tokenizer file as given, from the current folder; one that is not there is
- * looked for as a shipped asset (assets/models/... from any folder: lab_asset_path). */
-const char *gen_find_file(const char *given, char *out, size_t n);
 /* The model and a tokenizer whose vocabulary is the model's. 0, or 2 with the reason printed
  * (one line, "mlsys-lab CMD: ..."). */
 int gen_load_pair(const char *cmd, const char *mpath, const char *tpath, llm_config *c,

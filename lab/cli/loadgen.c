@@ -1,21 +1,28 @@
 /* loadgen.c - `mlsys-lab loadgen --url URL --concurrency C --requests N`: C client threads
  * send N completion requests (seeded prompts and lengths) to an OpenAI-compatible server and
  * time them: TTFT, TPOT, end-to-end latency (mean, p50, p90, p99) and tokens/s, in the shape
- * of vLLM's benchmark_serving; bounded in count and in time (--timeout). --disconnect P
- * makes a client walk away from a share of its requests mid-stream (the server must cancel). */
+ * of vLLM's benchmark_serving; bounded in count and in time (--timeout). A request counts only
+ * when its answer is whole: a complete JSON body with choices and usage, or a stream of JSON
+ * events ending in [DONE]; each failure says why. --disconnect P makes a client walk away
+ * from a share of its requests mid-stream (the server must cancel). */
 #include "cli.h"
 #include "loadgen_http.h"
+#include "../../core/serve/http.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
 
 static const lab_flag loadgen_flags[] = {
-    {"url", 0, FLAG_STR, NULL, NULL, 0, 0, "the server: http://HOST:PORT (a /v1 path may "
-     "follow)"},
+    {"url", 0, FLAG_STR, NULL, NULL, 0, 0, "the server: http://HOST:PORT, or the base of its "
+     "API: http://HOST:PORT/PREFIX/v1"},
     {"concurrency", 0, FLAG_INT, "4", NULL, 1, 1024, "requests in flight at once"},
     {"requests", 0, FLAG_INT, "64", NULL, 1, 100000, "requests sent in all"},
     {"max-tokens", 0, FLAG_INT, "32", NULL, 1, 4096, "max_tokens of each request"},
@@ -33,7 +40,8 @@ static const lab_flag loadgen_flags[] = {
     {"disconnect", 0, FLAG_DOUBLE, "0", NULL, 0, 0, "share of requests the client abandons "
      "after its first token (streamed) or once sent"},
     {"model", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "the model the requests name"},
-    {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "sent as 'Authorization: Bearer KEY'"},
+    {"api-key", 0, FLAG_STR, NULL, NULL, 0, 0, "sent as 'Authorization: Bearer KEY' (default: "
+     "$MLSYS_LAB_API_KEY)"},
     {"timeout", 0, FLAG_DOUBLE, "300", NULL, 0, 86400, "seconds for the whole run (requests "
      "not started by then are skipped)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
@@ -53,14 +61,17 @@ static const char *const lg_prompts[] = {
 };
 #define LG_NPROMPTS ((int)(sizeof lg_prompts / sizeof *lg_prompts))
 
+#define LG_MAX_BODY (1u << 20)   /* bytes of an answer kept (more: a failure) */
+
 typedef struct lg_req {
     int max_tokens, prompt, abandon;
     double t0, t_first, t_end;
     int status, ok, aborted, n_prompt, n_out, got_first;
     double engine_ms, server_ms;
-    char err[512];
-    char tail[256];               /* the stream's unparsed end */
-    size_t tl;
+    char err[512];                /* why it failed ("" while it has not) */
+    char *buf;                    /* the body, or the stream's unparsed end */
+    size_t bl, bcap;
+    int events, done, after_done; /* stream: JSON events, [DONE] seen, data after it */
 } lg_req;
 
 typedef struct lg_run {
@@ -75,67 +86,155 @@ typedef struct lg_run {
     pthread_mutex_t mu;
 } lg_run;
 
-static int json_int(const char *s, const char *key)
+static void fail(lg_req *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(lg_req *q, const char *fmt, ...)
 {
-    const char *p = strstr(s, key);
-    return p ? atoi(p + strlen(key)) : -1;
+    if (q->err[0])
+        return;                   /* the first reason stands */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->err, sizeof q->err, fmt, ap);
+    va_end(ap);
 }
 
-/* One server-sent event's JSON: the first non-empty text, the usage. */
-static void sse_event(lg_req *q, const char *ev)
+/* Append to the request's buffer; 0, or -1 past LG_MAX_BODY. */
+static int keep(lg_req *q, const char *d, size_t n)
 {
-    const char *t = strstr(ev, "\"text\":\"");
-    if (!t)
-        t = strstr(ev, "\"content\":\"");
-    if (t && !q->got_first) {
-        t = strchr(t, ':') + 2;
-        if (*t != '"') {
-            q->got_first = 1;
-            q->t_first = mlsys_now_s();
-        }
+    if (q->bl + n + 1 > LG_MAX_BODY)
+        return -1;
+    if (q->bl + n + 1 > q->bcap) {
+        size_t cap = (q->bl + n + 1) * 2;
+        char *b = mlsys_xmalloc(cap);
+        if (q->bl)
+            memcpy(b, q->buf, q->bl);
+        free(q->buf);
+        q->buf = b;
+        q->bcap = cap;
     }
-    int pt = json_int(ev, "\"prompt_tokens\":"), ct = json_int(ev, "\"completion_tokens\":");
-    if (pt >= 0)
-        q->n_prompt = pt;
-    if (ct >= 0)
-        q->n_out = ct;
-}
-
-static int on_body(void *u, const char *data, size_t n)
-{
-    lg_req *q = u;
-    size_t off = 0;
-    if (!data)
-        return 0;
-    while (off < n) {             /* events end with a blank line; keep the unfinished end */
-        size_t k = n - off < sizeof q->tail - 1 - q->tl ? n - off : sizeof q->tail - 1 - q->tl;
-        memcpy(q->tail + q->tl, data + off, k);
-        q->tl += k;
-        off += k;
-        q->tail[q->tl] = 0;
-        char *e;
-        while ((e = strstr(q->tail, "\n\n"))) {
-            *e = 0;
-            if (!strncmp(q->tail, "data: ", 6) && strcmp(q->tail + 6, "[DONE]"))
-                sse_event(q, q->tail + 6);
-            size_t used = (size_t)(e - q->tail) + 2;
-            memmove(q->tail, q->tail + used, q->tl - used + 1);
-            q->tl -= used;
-        }
-        if (q->tl == sizeof q->tail - 1) {      /* an event longer than the buffer: its start
-                                                    was seen; keep the last bytes */
-            sse_event(q, q->tail);
-            memmove(q->tail, q->tail + q->tl / 2, q->tl - q->tl / 2 + 1);
-            q->tl -= q->tl / 2;
-        }
-        if (q->abandon && q->got_first)
-            return 1;
-    }
+    memcpy(q->buf + q->bl, d, n);
+    q->bl += n;
+    q->buf[q->bl] = 0;
     return 0;
 }
 
-/* The whole body of a non-streamed response is gathered in tail's place: only the usage
- * and the status matter, so the last 256 bytes (where usage sits) are kept. */
+/* A short, one-line sample of text for a reason. */
+static void sample(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < cap && i < 80; i++)
+        out[k++] = s[i] == '\n' || s[i] == '\r' ? ' ' : s[i];
+    out[k] = 0;
+}
+
+#ifdef HAVE_CJSON
+/* choices[0]'s text (a completion's "text", a chat's message or delta "content"), or NULL. */
+static const char *choice_text(const cJSON *o)
+{
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+    if (!cJSON_IsString(t))
+        t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "message"),
+                                             "content");
+    if (!cJSON_IsString(t))
+        t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "delta"),
+                                             "content");
+    return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+/* The usage object's counts into q; 1 when there was one. */
+static int take_usage(lg_req *q, const cJSON *o)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "usage");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+    if (!cJSON_IsNumber(ct))
+        return 0;
+    q->n_out = ct->valueint;
+    q->n_prompt = cJSON_IsNumber(pt) ? pt->valueint : -1;
+    return 1;
+}
+
+/* An error body's message ({"error": {"message": ...}}), or NULL. */
+static const char *error_message(const cJSON *o)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
+    return cJSON_IsString(m) ? m->valuestring : e ? "(no message)" : NULL;
+}
+#endif
+
+/* One server-sent event's data: a JSON chunk (its text marks the first token, its usage
+ * counts), an error, or [DONE]. */
+static void sse_event(lg_req *q, const char *data)
+{
+    char s[96];
+    if (q->done) {
+        q->after_done = 1;
+        sample(data, strlen(data), s, sizeof s);
+        fail(q, "data after [DONE]: %s", s);
+        return;
+    }
+    if (!strcmp(data, "[DONE]")) {
+        q->done = 1;
+        return;
+    }
+#ifdef HAVE_CJSON
+    cJSON *o = cJSON_Parse(data);
+    if (!cJSON_IsObject(o)) {
+        sample(data, strlen(data), s, sizeof s);
+        fail(q, "an event is not a JSON object: %s", s);
+        cJSON_Delete(o);
+        return;
+    }
+    const char *em = error_message(o);
+    if (em)
+        fail(q, "the stream carried an error: %.200s", em);
+    q->events++;
+    const char *t = choice_text(o);
+    if (t && *t && !q->got_first) {
+        q->got_first = 1;
+        q->t_first = mlsys_now_s();
+    }
+    take_usage(q, o);
+    cJSON_Delete(o);
+#else
+    q->events++;
+    if (!q->got_first && (strstr(data, "\"text\":\"") || strstr(data, "\"content\":\"")) &&
+        !strstr(data, "\"text\":\"\"") && !strstr(data, "\"content\":\"\"")) {
+        q->got_first = 1;
+        q->t_first = mlsys_now_s();
+    }
+#endif
+}
+
+/* A streamed body, piece by piece: events end with a blank line; the unfinished end waits. */
+static int on_body(void *u, const char *data, size_t n)
+{
+    lg_req *q = u;
+    if (!data)
+        return 0;
+    if (keep(q, data, n)) {
+        fail(q, "an event longer than %u bytes", LG_MAX_BODY);
+        return 1;
+    }
+    char *e, *p = q->buf;
+    while ((e = strstr(p, "\n\n"))) {
+        *e = 0;
+        for (char *l = p, *nl; l; l = nl) {   /* one or more lines; only data lines count */
+            nl = strchr(l, '\n');
+            if (nl)
+                *nl++ = 0;
+            if (!strncmp(l, "data:", 5))
+                sse_event(q, l[5] == ' ' ? l + 6 : l + 5);
+        }
+        p = e + 2;
+    }
+    q->bl -= (size_t)(p - q->buf);
+    memmove(q->buf, p, q->bl + 1);
+    return q->abandon && q->got_first;
+}
+
+/* A whole (non-streamed) body is kept, up to LG_MAX_BODY. */
 static int on_body_plain(void *u, const char *data, size_t n)
 {
     lg_req *q = u;
@@ -145,15 +244,63 @@ static int on_body_plain(void *u, const char *data, size_t n)
             usleep((useconds_t)(1000 + (q->prompt * 997) % 9000));
         return q->abandon;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (q->tl == sizeof q->tail - 1) {
-            memmove(q->tail, q->tail + 128, q->tl - 128);
-            q->tl -= 128;
-        }
-        q->tail[q->tl++] = data[i];
+    if (keep(q, data, n)) {
+        fail(q, "a body over %u bytes", LG_MAX_BODY);
+        return 1;
     }
-    q->tail[q->tl] = 0;
     return 0;
+}
+
+/* A whole answer: a JSON object with a choice's text and the usage; or, not 200, why. */
+static void judge_plain(lg_req *q)
+{
+    char s[96];
+    sample(q->buf ? q->buf : "", q->bl, s, sizeof s);
+#ifdef HAVE_CJSON
+    const char *end = NULL;
+    cJSON *o = q->bl ? cJSON_ParseWithLengthOpts(q->buf, q->bl, &end, 0) : NULL;
+    while (o && end && end < q->buf + q->bl && strchr(" \t\r\n", *end))
+        end++;
+    int whole = o && end == q->buf + q->bl;
+    if (q->status != 200) {
+        const char *em = whole ? error_message(o) : NULL;
+        fail(q, "HTTP %d: %.200s", q->status, em ? em : s);
+    } else if (!whole || !cJSON_IsObject(o)) {
+        fail(q, "the body is not one complete JSON object (%zu bytes: %s)", q->bl, s);
+    } else if (!choice_text(o)) {
+        fail(q, "the answer has no choices[0] text");
+    } else if (!take_usage(q, o)) {
+        fail(q, "the answer has no usage.completion_tokens");
+    }
+    cJSON_Delete(o);
+#else
+    if (q->status != 200)
+        fail(q, "HTTP %d: %s", q->status, s);
+    else if (q->bl < 2 || q->buf[0] != '{' || !strstr(q->buf, "\"completion_tokens\":"))
+        fail(q, "the body is not a complete answer (%zu bytes: %s)", q->bl, s);
+    else {
+        q->n_out = atoi(strstr(q->buf, "\"completion_tokens\":") + 20);
+        const char *pt = strstr(q->buf, "\"prompt_tokens\":");
+        q->n_prompt = pt ? atoi(pt + 16) : -1;
+    }
+#endif
+}
+
+/* A whole stream: 200, JSON events, [DONE] last. */
+static void judge_stream(lg_req *q)
+{
+    char s[96];
+    if (q->status != 200) {
+        sample(q->buf ? q->buf : "", q->bl, s, sizeof s);
+        fail(q, "HTTP %d: %s", q->status, s);
+    } else if (!q->events) {
+        fail(q, "the stream ended without an event%s", q->done ? " (only [DONE])" : "");
+    } else if (!q->done) {
+        fail(q, "the stream ended without [DONE] (after %d events)", q->events);
+    } else if (q->bl) {
+        sample(q->buf, q->bl, s, sizeof s);
+        fail(q, "bytes after the last event: %s", s);
+    }
 }
 
 static void run_one(lg_run *g, int i)
@@ -176,28 +323,32 @@ static void run_one(lg_run *g, int i)
              g->stream ? "true,\"stream_options\":{\"include_usage\":true}" : "false",
              g->ignore_eos ? ",\"ignore_eos\":true" : "", "");
     lg_response r;
+    q->n_out = q->n_prompt = -1;
     q->t0 = mlsys_now_s();
     double left = g->deadline - q->t0;
     int rc = lg_post(&g->url, g->path, g->key, body, left > 1 ? left : 1,
                      g->stream ? on_body : on_body_plain, q, &r);
     q->t_end = mlsys_now_s();
     q->status = r.status;
-    q->aborted = r.aborted;
+    q->aborted = r.aborted && q->abandon && !q->err[0];
     q->engine_ms = r.engine_ms;
     q->server_ms = r.server_ms;
-    if (rc) {
-        snprintf(q->err, sizeof q->err, "%s", r.err);
-        return;
-    }
-    if (!g->stream) {
-        q->n_prompt = json_int(q->tail, "\"prompt_tokens\":");
-        q->n_out = json_int(q->tail, "\"completion_tokens\":");
+    if (rc)
+        fail(q, "%s", r.err);
+    else if (!q->aborted && g->stream)
+        judge_stream(q);
+    else if (!q->aborted)
+        judge_plain(q);
+    if (!g->stream && !q->err[0]) {
         q->t_first = q->t_end;
         q->got_first = 1;
     }
-    q->ok = r.status == 200 && !r.aborted && q->n_out >= 0;
-    if (r.status != 200)
-        snprintf(q->err, sizeof q->err, "HTTP %d: %.100s", r.status, q->tail);
+    if (g->stream && !q->err[0] && !q->aborted && q->n_out < 0)
+        fail(q, "the stream had no usage (stream_options.include_usage was asked for)");
+    q->ok = !q->aborted && !q->err[0];
+    free(q->buf);
+    q->buf = NULL;
+    q->bl = q->bcap = 0;
 }
 
 static void *worker(void *arg)
@@ -213,25 +364,8 @@ static void *worker(void *arg)
     }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Linear interpolation between closest ranks (numpy's default); v sorted. */
-static double pct(const double *v, int n, double p)
-{
-    if (n <= 0)
-        return 0;
-    double x = p / 100.0 * (n - 1);
-    int lo = (int)floor(x), hi = lo + 1 < n ? lo + 1 : lo;
-    return v[lo] + (v[hi] - v[lo]) * (x - lo);
-}
-
 static void stats(const char *title, const char *name, double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += v[i];
@@ -240,23 +374,28 @@ static void stats(const char *title, const char *name, double *v, int n)
     snprintf(l, sizeof l, "Mean %s (ms):", name);
     printf("%-40s %.2f\n", l, n ? sum / n : 0);
     snprintf(l, sizeof l, "Median %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 50));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 50));
     snprintf(l, sizeof l, "P90 %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 90));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 90));
     snprintf(l, sizeof l, "P99 %s (ms):", name);
-    printf("%-40s %.2f\n", l, pct(v, n, 99));
+    printf("%-40s %.2f\n", l, mlsys_percentile(v, (size_t)n, 99));
 }
+
+typedef struct lg_reason {
+    const char *why;
+    int n;
+} lg_reason;
 
 static int report(lg_run *g, double dur)
 {
-    int ok = 0, failed = 0, abandoned = 0, skipped = 0, n_t = 0, n_o = 0, n_x = 0;
+    int ok = 0, failed = 0, abandoned = 0, skipped = 0, n_t = 0, n_o = 0, n_x = 0, nr = 0;
+    lg_reason reasons[4];         /* the first distinct ones */
     long in = 0, out = 0;
     double *ttft = calloc((size_t)g->n + 1, sizeof(double));
     double *tpot = calloc((size_t)g->n + 1, sizeof(double));
     double *e2e = calloc((size_t)g->n + 1, sizeof(double));
     double *over = calloc((size_t)g->n + 1, sizeof(double));
     double *cover = calloc((size_t)g->n + 1, sizeof(double));
-    const char *first_err = NULL;
     for (int i = 0; i < g->n; i++) {
         lg_req *q = &g->req[i];
         if (q->t0 == 0) {
@@ -269,8 +408,13 @@ static int report(lg_run *g, double dur)
         }
         if (!q->ok) {
             failed++;
-            if (!first_err)
-                first_err = q->err;
+            int r = 0;
+            while (r < nr && strcmp(reasons[r].why, q->err))
+                r++;
+            if (r < nr)
+                reasons[r].n++;
+            else if (nr < 4)
+                reasons[nr++] = (lg_reason){q->err, 1};
             continue;
         }
         ok++;
@@ -308,22 +452,41 @@ static int report(lg_run *g, double dur)
     stats("----------------End-to-end Latency----------------", "E2EL", e2e, n_t);
     if (n_x) {
         printf("------Beyond the engine (non-streamed, server's timers)------\n");
-        qsort(over, (size_t)n_x, sizeof *over, cmp_d);
-        qsort(cover, (size_t)n_x, sizeof *cover, cmp_d);
-        printf("%-40s %.3f\n", "Median server time - engine (ms):", pct(over, n_x, 50));
-        printf("%-40s %.3f\n", "P90 server time - engine (ms):", pct(over, n_x, 90));
-        printf("%-40s %.3f\n", "Median client E2EL - engine (ms):", pct(cover, n_x, 50));
+        printf("%-40s %.3f\n", "Median server time - engine (ms):", mlsys_percentile(over, (size_t)n_x, 50));
+        printf("%-40s %.3f\n", "P90 server time - engine (ms):", mlsys_percentile(over, (size_t)n_x, 90));
+        printf("%-40s %.3f\n", "Median client E2EL - engine (ms):", mlsys_percentile(cover, (size_t)n_x, 50));
     }
     printf("==================================================\n");
-    if (first_err)
-        fprintf(stderr, "mlsys-lab loadgen: %d requests failed; the first: %s\n", failed,
-                first_err);
+    /* every failure counted under its reason (the first distinct ones, most often first) */
+    for (int a = 0; a < nr; a++)
+        for (int b = a + 1; b < nr; b++)
+            if (reasons[b].n > reasons[a].n) {
+                lg_reason t = reasons[a];
+                reasons[a] = reasons[b];
+                reasons[b] = t;
+            }
+    int shown = 0;
+    for (int r = 0; r < nr; r++)
+        shown += reasons[r].n;
+    for (int r = 0; r < nr; r++)
+        fprintf(stderr, "mlsys-lab loadgen: %d request%s failed: %s\n", reasons[r].n,
+                reasons[r].n == 1 ? "" : "s", reasons[r].why);
+    if (failed > shown)
+        fprintf(stderr, "mlsys-lab loadgen: %d more failed for other reasons\n",
+                failed - shown);
+    if (!ok && !failed && abandoned == g->n)
+        printf("Every request sent was abandoned by the client, as --disconnect asked: the "
+               "server was loaded, nothing was timed.\n");
+    else if (!ok && !failed)
+        fprintf(stderr, "mlsys-lab loadgen: no request finished (%d abandoned, %d not sent "
+                "before --timeout)\n", abandoned, skipped);
     free(ttft);
     free(tpot);
     free(e2e);
     free(over);
     free(cover);
-    return failed || ok == 0 ? 1 : 0;
+    /* abandoning every request is what --disconnect 1 asks for, not a failure */
+    return failed || (ok == 0 && abandoned != g->n) ? 1 : 0;
 }
 
 int loadgen_main(int argc, char **argv)
@@ -335,16 +498,32 @@ int loadgen_main(int argc, char **argv)
     lg_run g;
     memset(&g, 0, sizeof g);
     const char *url = lab_arg_str(&a, "url");
-    if (!url || lg_url_parse(url, &g.url)) {
-        fprintf(stderr, "mlsys-lab loadgen: --url %s: expected http://HOST:PORT[/v1]\n",
-                url ? url : "(missing)");
+    if (!url) {
+        fprintf(stderr, "mlsys-lab loadgen: --url is required (http://HOST:PORT)\n");
+        lab_args_free(&a);
+        return 2;
+    }
+    if (lg_url_parse(url, &g.url)) {
+        fprintf(stderr, "mlsys-lab loadgen: --url %s: expected http://HOST:PORT, or "
+                "http://HOST:PORT/PREFIX/v1\n", url);
+        lab_args_free(&a);
+        return 2;
+    }
+    /* the server's root, or the base of its API (a prefix before /v1, as a proxy adds);
+     * any other path would be replaced without a word: refused */
+    size_t pl = strlen(g.url.path);
+    if (pl && (pl < 3 || strcmp(g.url.path + pl - 3, "/v1"))) {
+        fprintf(stderr, "mlsys-lab loadgen: --url %s: the path %s is neither the server's root "
+                "nor an API base ending in /v1\n", url, g.url.path);
         lab_args_free(&a);
         return 2;
     }
     g.chat = lab_arg_bool(&a, "chat");
-    snprintf(g.path, sizeof g.path, "%s%s", strstr(g.url.path, "/v1") ? g.url.path : "/v1",
+    snprintf(g.path, sizeof g.path, "%s%s", pl ? g.url.path : "/v1",
              g.chat ? "/chat/completions" : "/completions");
     g.key = lab_arg_str(&a, "api-key");
+    if (!g.key && getenv(SRV_KEY_ENV) && *getenv(SRV_KEY_ENV))
+        g.key = getenv(SRV_KEY_ENV);
     g.model = lab_arg_str(&a, "model");
     g.n = (int)lab_arg_int(&a, "requests");
     g.conc = (int)lab_arg_int(&a, "concurrency");
@@ -355,9 +534,14 @@ int loadgen_main(int argc, char **argv)
     g.timeout = lab_arg_double(&a, "timeout");
     int max = (int)lab_arg_int(&a, "max-tokens"), vary = lab_arg_bool(&a, "vary-output");
     double disc = lab_arg_double(&a, "disconnect");
-    if (!(g.temperature >= 0 && g.temperature <= 2) || !(disc >= 0 && disc <= 1)) {
-        fprintf(stderr, "mlsys-lab loadgen: --temperature %g must lie in [0, 2], --disconnect "
-                "%g in [0, 1]\n", g.temperature, disc);
+    const char *bad = !(g.temperature >= 0 && g.temperature <= 2) ? "temperature"
+                    : !(disc >= 0 && disc <= 1) ? "disconnect"
+                    : !(g.timeout > 0) ? "timeout" : NULL;
+    if (bad) {
+        fprintf(stderr, "mlsys-lab loadgen: --%s %s: must lie in %s\n", bad,
+                lab_arg_str(&a, bad), !strcmp(bad, "temperature") ? "[0, 2]"
+                : !strcmp(bad, "disconnect") ? "[0, 1] (a share of the requests)"
+                : "(0, 86400] seconds");
         lab_args_free(&a);
         return 2;
     }

@@ -1,6 +1,7 @@
 /* loadgen_http.c - loadgen's HTTP/1.1 client on plain sockets: connect (TCP_NODELAY), send
  * one POST with "Connection: close", read the head (status, Transfer-Encoding, the server's
- * timing headers), then the body, undoing chunked transfer coding on the fly. */
+ * timing headers), then the body, undoing chunked transfer coding on the fly; a body cut
+ * short (fewer bytes than its Content-Length, no last chunk) is an error. */
 #include "loadgen_http.h"
 
 #include <errno.h>
@@ -164,6 +165,7 @@ int lg_post(const lg_url *u, const char *path, const char *key, const char *body
     }
     char buf[16384], resp_head[8192];
     size_t have = 0;
+    long long length = -1, got = 0;   /* Content-Length (-1: none), body bytes read */
     int in_body = 0, rc = 0;
     dechunk d = {.left = -1};
     for (;;) {
@@ -200,6 +202,9 @@ int lg_post(const lg_url *u, const char *path, const char *key, const char *body
                 break;
             }
             d.chunked = strcasestr(resp_head, "Transfer-Encoding: chunked") != NULL;
+            const char *cl = strcasestr(resp_head, "\r\nContent-Length:");
+            if (cl && !d.chunked)
+                length = strtoll(cl + 17, NULL, 10);
             r->engine_ms = header_ms(resp_head, "X-Mlsys-Engine-Ms:");
             r->server_ms = header_ms(resp_head, "X-Mlsys-Server-Ms:");
             /* the body bytes that came with the head */
@@ -207,16 +212,25 @@ int lg_post(const lg_url *u, const char *path, const char *key, const char *body
             p = buf + (head_len - before);
             n = (size_t)k - (head_len - before);
         }
+        got += (long long)n;
         if (body_feed(&d, p, n, fn, fu)) {
             r->aborted = 1;
             break;
         }
-        if (d.end)
+        if (d.end || (length >= 0 && got >= length))
             break;
     }
     close(fd);
     if (!rc && !r->status && !r->aborted) {
         snprintf(r->err, sizeof r->err, "the connection closed before a response");
+        rc = -1;
+    } else if (!rc && !r->aborted && d.chunked && !d.end) {
+        snprintf(r->err, sizeof r->err, "the connection closed inside the body (a chunked "
+                 "body without its last chunk)");
+        rc = -1;
+    } else if (!rc && !r->aborted && length >= 0 && got < length) {
+        snprintf(r->err, sizeof r->err, "the connection closed inside the body (%lld of its "
+                 "%lld bytes)", got, length);
         rc = -1;
     }
     return rc;

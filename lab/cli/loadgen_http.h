@@ -28,7 +28,8 @@ typedef struct lg_response {
 } lg_response;
 
 /* POST body to u.host:u.port path (a bearer key if key != NULL), within timeout_s for the
- * whole exchange. 0 when a response was read (any status), -1 with r->err. */
+ * whole exchange. 0 when a whole response was read (any status), -1 with r->err (no
+ * connection, no response, or a body that stopped short of its length or last chunk). */
 int lg_post(const lg_url *u, const char *path, const char *key, const char *body,
             double timeout_s, lg_body_fn fn, void *fu, lg_response *r);
 

@@ -200,6 +200,9 @@ static void help_flags(void)
         for (const lab_flag *f = lab_common_flags; !n && f->name; f++)
             if (f->short_name == r->letter)
                 printf("every lab%s", r->letter == 'h' ? " and every command" : "");
+        for (const lab_flag *f = lab_rank_flags; f->name; f++)
+            if (f->short_name == r->letter)
+                printf("%severy lab that runs on ranks", n ? ", " : "");
         printf("\n");
         if (r->was) {                   /* word-wrapped at 96 columns under the list */
             int col = printf("        changed:");

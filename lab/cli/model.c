@@ -208,13 +208,13 @@ static int model_info(int argc, char **argv)
     llm_weights w;
     llm_tokenizer t;
     char mfound[PATH_MAX + 64], tfound[PATH_MAX + 64];
-    mpath = gen_find_file(mpath, mfound, sizeof mfound);
-    tpath = gen_find_file(tpath, tfound, sizeof tfound);
+    mpath = lab_asset_path(mpath, mfound, sizeof mfound);
+    tpath = lab_asset_path(tpath, tfound, sizeof tfound);
     if ((rc = gen_load_pair(cmd, mpath, tpath, &c, &w, &t)))
         return rc;
     char kvb[32], err[512];
     /* per token of context: K and V, every layer, kv_dim floats each (chapter 9's formula) */
-    mlsys_format_size((uint64_t)2 * c.n_layers * c.kv_dim * sizeof(float), kvb, sizeof kvb);
+    mlsys_format_size(llm_kv_bytes(&c), kvb, sizeof kvb);
     printf("model       %s (%.2f MiB)\n", mpath, llm_file_bytes(&c) / 1048576.0);
     printf("tokenizer   %s (%d ids, %d merges)\n", tpath, t.vocab_size, t.nmerges);
     printf("config      dim %d, hidden %d, layers %d, heads %d, kv heads %d, head size %d, "
@@ -325,16 +325,11 @@ done:
 
 int model_main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "info"))
-        return model_info(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "init"))
-        return model_init(argc - 1, argv + 1);
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        lab_command_help(&model_info_command, stdout);
-        printf("\n");
-        lab_command_help(&model_init_command, stdout);
-        return 0;
-    }
-    fprintf(stderr, "mlsys-lab model: expected 'info FILE' or 'init FILE' (see --help)\n");
-    return 2;
+    static const lab_command *const subs[] = {&model_info_command, &model_init_command, NULL};
+    const lab_command *which;
+    int rc = lab_subcommand("model", subs, argc, argv, &which);
+    if (rc >= 0)
+        return rc;
+    return which == &model_info_command ? model_info(argc - 1, argv + 1)
+                                        : model_init(argc - 1, argv + 1);
 }

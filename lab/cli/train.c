@@ -69,49 +69,55 @@ const lab_command train_command = {
     .flags = train_flags,
 };
 
+/* The parsed flags into o (the language model's run). */
+static void train_opts_from(train_lm_opts *o, const lab_args *a)
+{
+    train_lm_opts_default(o);
+    o->cfg.dim = (int)lab_arg_int(a, "dim");
+    o->cfg.n_layers = (int)lab_arg_int(a, "layers");
+    o->cfg.n_heads = (int)lab_arg_int(a, "heads");
+    o->cfg.n_kv_heads = (int)lab_arg_int(a, "kv-heads");
+    o->cfg.hidden_dim = (int)lab_arg_int(a, "hidden");
+    o->cfg.seq_len = (int)lab_arg_int(a, "seq-len");
+    o->cfg.vocab_size = (int)lab_arg_int(a, "vocab");
+    o->cfg.shared_classifier = !lab_arg_bool(a, "untied");
+    o->t.batch = (int)lab_arg_int(a, "batch");
+    o->t.steps = lab_arg_int(a, "steps");
+    o->t.stop_at = lab_arg_int(a, "stop-at");
+    o->t.lr = (float)lab_arg_double(a, "lr");
+    o->t.min_lr = lab_arg_given(a, "min-lr") ? (float)lab_arg_double(a, "min-lr")
+                                             : o->t.lr / 10.0f;
+    o->t.warmup = lab_arg_int(a, "warmup");
+    o->t.weight_decay = (float)lab_arg_double(a, "wd");
+    o->t.clip = (float)lab_arg_double(a, "clip");
+    o->seed = (uint64_t)lab_arg_int(a, "seed");
+    o->data_seed = (uint64_t)lab_arg_int(a, "data-seed");
+    /* the data kit's own default when not given (the same 2 MiB) */
+    o->data_bytes = lab_arg_given(a, "data-bytes") ? (size_t)lab_arg_size(a, "data-bytes") : 0;
+    o->world = (int)lab_arg_int(a, "world-size");
+    o->t.zero = (int)lab_arg_int(a, "zero");
+    o->t.sync = !strcmp(lab_arg_str(a, "sync"), "allreduce") ? TRAIN_SYNC_ALLREDUCE
+                                                              : TRAIN_SYNC_DDP;
+    o->t.bucket_bytes = (size_t)lab_arg_int(a, "bucket-kb") << 10;
+    o->resume = lab_arg_bool(a, "resume");
+    o->force = lab_arg_bool(a, "force");
+    o->t.eval_every = lab_arg_int(a, "eval-every");
+    o->t.eval_batches = (int)lab_arg_int(a, "eval-batches");
+    o->t.ckpt_every = lab_arg_given(a, "ckpt-every") ? lab_arg_int(a, "ckpt-every")
+                                                     : o->t.eval_every;
+    o->t.log_every = lab_arg_int(a, "log-every");
+    o->t.quiet = lab_arg_bool(a, "quiet");
+    o->out = lab_arg_text(a, "out");          /* in argv: they outlive the parsed values */
+    o->trace = lab_arg_text(a, "trace");
+}
+
 int train_parse(train_lm_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
     lab_args a;
     int rc = lab_command_parse(&train_command, argc, argv, &a, err, errlen);
     if (rc)
         return rc;
-    train_lm_opts_default(o);
-    o->cfg.dim = (int)lab_arg_int(&a, "dim");
-    o->cfg.n_layers = (int)lab_arg_int(&a, "layers");
-    o->cfg.n_heads = (int)lab_arg_int(&a, "heads");
-    o->cfg.n_kv_heads = (int)lab_arg_int(&a, "kv-heads");
-    o->cfg.hidden_dim = (int)lab_arg_int(&a, "hidden");
-    o->cfg.seq_len = (int)lab_arg_int(&a, "seq-len");
-    o->cfg.vocab_size = (int)lab_arg_int(&a, "vocab");
-    o->cfg.shared_classifier = !lab_arg_bool(&a, "untied");
-    o->t.batch = (int)lab_arg_int(&a, "batch");
-    o->t.steps = lab_arg_int(&a, "steps");
-    o->t.stop_at = lab_arg_int(&a, "stop-at");
-    o->t.lr = (float)lab_arg_double(&a, "lr");
-    o->t.min_lr = lab_arg_given(&a, "min-lr") ? (float)lab_arg_double(&a, "min-lr")
-                                              : o->t.lr / 10.0f;
-    o->t.warmup = lab_arg_int(&a, "warmup");
-    o->t.weight_decay = (float)lab_arg_double(&a, "wd");
-    o->t.clip = (float)lab_arg_double(&a, "clip");
-    o->seed = (uint64_t)lab_arg_int(&a, "seed");
-    o->data_seed = (uint64_t)lab_arg_int(&a, "data-seed");
-    /* the data kit's own default when not given (the same 2 MiB) */
-    o->data_bytes = lab_arg_given(&a, "data-bytes") ? (size_t)lab_arg_size(&a, "data-bytes") : 0;
-    o->world = (int)lab_arg_int(&a, "world-size");
-    o->t.zero = (int)lab_arg_int(&a, "zero");
-    o->t.sync = !strcmp(lab_arg_str(&a, "sync"), "allreduce") ? TRAIN_SYNC_ALLREDUCE
-                                                               : TRAIN_SYNC_DDP;
-    o->t.bucket_bytes = (size_t)lab_arg_int(&a, "bucket-kb") << 10;
-    o->resume = lab_arg_bool(&a, "resume");
-    o->force = lab_arg_bool(&a, "force");
-    o->t.eval_every = lab_arg_int(&a, "eval-every");
-    o->t.eval_batches = (int)lab_arg_int(&a, "eval-batches");
-    o->t.ckpt_every = lab_arg_given(&a, "ckpt-every") ? lab_arg_int(&a, "ckpt-every")
-                                                      : o->t.eval_every;
-    o->t.log_every = lab_arg_int(&a, "log-every");
-    o->t.quiet = lab_arg_bool(&a, "quiet");
-    o->out = lab_arg_text(&a, "out");          /* in argv: they outlive the parsed values */
-    o->trace = lab_arg_text(&a, "trace");
+    train_opts_from(o, &a);
     lab_args_free(&a);
     return 0;
 }
@@ -256,8 +262,8 @@ static int train_job_run(train_job *j)
 {
     const train_lm_opts *o = &j->o;
     char err[1024], trace_tmp[PATH_MAX + 32] = "";
-    if (o->trace && runner_trace_prepare(o->trace, trace_tmp, sizeof trace_tmp, err,
-                                         sizeof err) != 0) {
+    if (o->trace && mlsys_trace_prepare(o->trace, trace_tmp, sizeof trace_tmp, err,
+                                        sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab train: %s\n", err);
         return 2;
     }
@@ -277,22 +283,26 @@ static int train_job_run(train_job *j)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
-    mlsys_job_sink sink = {NULL, trace_buf_collect, &tb};
+    mlsys_trace tb = {0};
+    mlsys_job_sink sink = {NULL, mlsys_trace_collect, &tb};
     char why[256];
     int rc = mlsys_job_wait(job, o->trace ? &sink : NULL, -1, why, sizeof why);
     int stopped = mlsys_job_stop_requested();
     if (o->trace) {
-        if (stopped || runner_trace_commit(o->trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
+        if (stopped || mlsys_trace_commit(o->trace, trace_tmp, &tb, mlsys_job_t0_ns(job)) != 0)
             unlink(trace_tmp);
         else if (!o->t.quiet)
             printf("trace: %zu events in %s (mlsys-lab replay %s shows the loss curves)\n",
                    tb.n, o->trace, o->trace);
     }
-    free(tb.ev);
+    mlsys_trace_free(&tb);
+    /* a rank that said why in its own line (a diverged run) needs no second one */
+    const mlsys_rank_status *fs = rc ? mlsys_job_status(job, mlsys_job_failed_rank(job)) : NULL;
+    int said = fs && fs->exited && fs->code == TRAIN_RUN_SAID;
     mlsys_job_free(job);
     if (rc) {
-        fprintf(stderr, "mlsys-lab train: %s\n", why);
+        if (!said || stopped)
+            fprintf(stderr, "mlsys-lab train: %s\n", why);
         rc = stopped ? 130 : 1;
     }
     return rc;
@@ -300,17 +310,19 @@ static int train_job_run(train_job *j)
 
 int train_main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--reward-model"))
-            return train_rm_main(argc, argv);
+    lab_args a;
+    int rc = lab_command_args(&train_command, argc, argv, &a);
+    if (rc >= 0)
+        return rc;                      /* --help printed, or one line said what is wrong */
+    if (lab_arg_bool(&a, "reward-model")) {
+        rc = train_rm_run(&a);
+        lab_args_free(&a);
+        return rc;
+    }
     train_job *j = mlsys_xcalloc(1, sizeof *j);
-    char err[1024];
-    int rc = train_parse(&j->o, argc, argv, err, sizeof err);
-    if (rc == 1)
-        rc = 0;                         /* --help: printed */
-    else if (rc == 2)
-        fprintf(stderr, "%s\n", err);
-    else if (!(rc = train_resume_or_start(j)) && !(rc = train_data(j)))
+    train_opts_from(&j->o, &a);
+    lab_args_free(&a);
+    if (!(rc = train_resume_or_start(j)) && !(rc = train_data(j)))
         rc = train_job_run(j);
     if (j->have_kit)
         llm_datakit_free(&j->kit);

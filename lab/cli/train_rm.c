@@ -11,38 +11,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
-extern const lab_command train_command;
-
-int train_rm_main(int argc, char **argv)
+int train_rm_run(const lab_args *a)
 {
-    lab_args a;
     char err[1024];
-    int rc = lab_command_parse(&train_command, argc, argv, &a, err, sizeof err);
-    if (rc == 1)
-        return 0;
-    if (rc) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
+    int rc;
     rl_rm_train_opts o;
     rl_rm_train_defaults(&o);
-    if (lab_arg_given(&a, "steps"))
-        o.steps = (int)lab_arg_int(&a, "steps");
-    if (lab_arg_given(&a, "lr"))
-        o.lr = (float)lab_arg_double(&a, "lr");
-    if (lab_arg_given(&a, "batch"))
-        o.pairs = (int)lab_arg_int(&a, "batch");
-    if (lab_arg_given(&a, "seed"))
-        o.seed = (uint64_t)lab_arg_int(&a, "seed");
-    o.max_operand = (int)lab_arg_int(&a, "max-operand");
-    o.quiet = lab_arg_bool(&a, "quiet");
-    o.log_every = (int)lab_arg_int(&a, "log-every");
+    if (lab_arg_given(a, "steps"))
+        o.steps = (int)lab_arg_int(a, "steps");
+    if (lab_arg_given(a, "lr"))
+        o.lr = (float)lab_arg_double(a, "lr");
+    if (lab_arg_given(a, "batch"))
+        o.pairs = (int)lab_arg_int(a, "batch");
+    if (lab_arg_given(a, "seed"))
+        o.seed = (uint64_t)lab_arg_int(a, "seed");
+    o.max_operand = (int)lab_arg_int(a, "max-operand");
+    o.quiet = lab_arg_bool(a, "quiet");
+    o.log_every = (int)lab_arg_int(a, "log-every");
     char init[PATH_MAX + 64], tokp[PATH_MAX + 64], out[PATH_MAX + 32];
-    const char *ip = gen_find_file(lab_arg_text(&a, "rm-init"), init, sizeof init);
-    const char *tp = gen_find_file(GEN_DEFAULT_TOKENIZER, tokp, sizeof tokp);
-    const char *dir = lab_arg_text(&a, "out");
+    const char *ip = lab_asset_path(lab_arg_text(a, "rm-init"), init, sizeof init);
+    const char *tp = lab_asset_path(GEN_DEFAULT_TOKENIZER, tokp, sizeof tokp);
+    const char *dir = lab_arg_text(a, "out");
     snprintf(out, sizeof out, "%s/reward.bin", dir);
-    lab_args_free(&a);
     if (o.max_operand > 49) {
         fprintf(stderr, "mlsys-lab train: --max-operand must be at most 49 (the corpus' sums)\n");
         return 2;

@@ -166,17 +166,13 @@ int ex_context_init(ex_context *cx, char *err, size_t n)
         snprintf(err, n, "neither MLSYS_LAB_HOME nor HOME is set: where should the workspace go?");
         return -1;
     }
-    xdg = getenv("XDG_STATE_HOME");
-    if (xdg && *xdg)
-        snprintf(cx->progress, sizeof cx->progress, "%s/mlsys-lab/progress", xdg);
-    else if (home && *home)
-        snprintf(cx->progress, sizeof cx->progress, "%s/.local/state/mlsys-lab/progress", home);
-    else if (s && *s)
-        snprintf(cx->progress, sizeof cx->progress, "%s/progress", s);
-    else {
-        snprintf(err, n, "neither XDG_STATE_HOME nor HOME is set: where should progress go?");
+    char state[PATH_MAX];
+    if (ex_state_dir(state, sizeof state) != 0) {
+        snprintf(err, n, "neither MLSYS_LAB_HOME, XDG_STATE_HOME nor HOME is set: where should "
+                 "progress go?");
         return -1;
     }
+    ex_pathf(cx->progress, sizeof cx->progress, "%s/progress", state);
 
     s = getenv("MLSYS_LAB_CC");
     snprintf(cx->cc, sizeof cx->cc, "%s", s && *s ? s : "cc");
@@ -188,6 +184,21 @@ int ex_context_init(ex_context *cx, char *err, size_t n)
     if (s && mlsys_parse_long(s, &t) == 0 && t > 0 && t < 600000)
         cx->limit_override_ms = (int)t;
     return 0;
+}
+
+int ex_state_dir(char *out, size_t n)
+{
+    const char *own = getenv("MLSYS_LAB_HOME"), *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    if (own && *own)            /* one learner's everything under one folder */
+        return ex_pathf(out, n, "%s", own);
+    if (xdg && *xdg)
+        return ex_pathf(out, n, "%s/mlsys-lab", xdg);
+    if (home && *home)
+        return ex_pathf(out, n, "%s/.local/state/mlsys-lab", home);
+    if (n)
+        out[0] = 0;
+    return -1;
 }
 
 void ex_asset_path(const ex_context *cx, const exercise *ex, const char *name, char *out, size_t n)
@@ -293,6 +304,48 @@ out:
     return rc;
 }
 
+void ex_contract_path(const ex_context *cx, const exercise *ex, char *out, size_t n)
+{
+    if (ex->kind != EX_IMPLEMENT) {
+        if (n)
+            out[0] = 0;
+        return;
+    }
+    ex_pathf(out, n, "%s/%s/api.h", cx->workspace, ex->id);
+}
+
+/* The contract beside the learner's file: a copy of the shipped api.h, made read-only, put
+ * back when missing or changed (an edited copy is kept as api.h.bak). The learner's
+ * #include "api.h" finds this copy and the check's finds the shipped one: refreshed before
+ * every check, they are the same text. */
+static int sync_contract(const ex_context *cx, const exercise *ex, char *err, size_t n)
+{
+    char from[PATH_MAX], to[PATH_MAX], bak[PATH_MAX + 8];
+    ex_asset_path(cx, ex, "api.h", from, sizeof from);
+    ex_contract_path(cx, ex, to, sizeof to);
+    if (!to[0] || !is_file(from))
+        return 0;
+    size_t la, lb;
+    char *a = ex_read_file(from, &la), *b = ex_read_file(to, &lb);
+    int same = a && b && la == lb && !memcmp(a, b, la), had = b != NULL;
+    free(a);
+    free(b);
+    if (same)
+        return 0;
+    if (had) {
+        snprintf(bak, sizeof bak, "%s.bak", to);
+        chmod(to, 0644);
+        if (rename(to, bak) != 0) {
+            snprintf(err, n, "cannot keep your edited %s as %s: %s", to, bak, strerror(errno));
+            return -1;
+        }
+    }
+    if (ex_copy_file(from, to, err, n) != 0)
+        return -1;
+    chmod(to, 0444);                /* read, not written: the check never sees an edit */
+    return 0;
+}
+
 int ex_workspace_sync(const ex_context *cx, char *err, size_t n)
 {
     int created = 0;
@@ -303,14 +356,16 @@ int ex_workspace_sync(const ex_context *cx, char *err, size_t n)
         char dir[PATH_MAX], work[PATH_MAX], from[PATH_MAX];
         ex_pathf(dir, sizeof dir, "%s/%s", cx->workspace, ex->id);
         ex_work_path(cx, ex, work, sizeof work);
-        if (is_file(work))
-            continue;
-        if (mkdir_p(dir, err, n) != 0)
+        if (!is_file(work)) {
+            if (mkdir_p(dir, err, n) != 0)
+                return -1;
+            ex_asset_path(cx, ex, ex->starter, from, sizeof from);
+            if (ex_copy_file(from, work, err, n) != 0)
+                return -1;
+            created++;
+        }
+        if (sync_contract(cx, ex, err, n) != 0)
             return -1;
-        ex_asset_path(cx, ex, ex->starter, from, sizeof from);
-        if (ex_copy_file(from, work, err, n) != 0)
-            return -1;
-        created++;
     }
     return created;
 }
@@ -330,7 +385,117 @@ int ex_workspace_reset(const ex_context *cx, const exercise *ex, char *err, size
             return -1;
     }
     ex_asset_path(cx, ex, ex->starter, from, sizeof from);
-    return ex_copy_file(from, work, err, n);
+    if (ex_copy_file(from, work, err, n) != 0)
+        return -1;
+    return sync_contract(cx, ex, err, n);
+}
+
+/* One line into the contract's text: a new line, or (join) after a space on the last one. */
+static void contract_put(char **o, const char *text, size_t len, int join)
+{
+    if (join) {
+        (*o)[-1] = ' ';         /* the last line's newline becomes the space between */
+    }
+    memcpy(*o, text, len);
+    *o += len;
+    *(*o)++ = '\n';
+}
+
+enum { CT_NONE, CT_PROSE, CT_INDENTED, CT_CODE };
+
+int ex_contract_hang(const char *line)
+{
+    int lead = (int)strspn(line, " ");
+    if (!lead)
+        return 0;
+    /* a table row, "get()      remove and...", not an aligned formula, "A_t     = ..." */
+    const char *gap = strstr(line + lead, "  ");
+    if (gap && gap - line < 40 && isalpha((unsigned char)gap[strspn(gap, " ")]))
+        return (int)(gap - line) + (int)strspn(gap, " ");
+    return lead + 2;
+}
+
+char *ex_contract_text(const ex_context *cx, const exercise *ex)
+{
+    if (ex->kind != EX_IMPLEMENT)
+        return NULL;
+    char from[PATH_MAX];
+    ex_asset_path(cx, ex, "api.h", from, sizeof from);
+    char *s = ex_read_file(from, NULL);
+    if (!s)
+        return NULL;
+    /* Comments become text: the lines of a paragraph joined (a terminal wraps them at its
+     * own width), an indented line (a formula, a table row) kept whole with the lines that
+     * continue it; a declaration over several lines becomes one. The guard goes. */
+    char *out = mlsys_xcalloc(1, 2 * strlen(s) + 2), *o = out;
+    int in_comment = 0, last = CT_NONE, last_indent = 0;
+    for (char *p = s; *p;) {
+        char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char *next = p + len + (e != NULL);
+        p[len] = 0;
+        if (!in_comment && (!strncmp(p, "#ifndef EX_API_H", 16) ||
+                            !strncmp(p, "#define EX_API_H", 16) || !strncmp(p, "#endif", 6))) {
+            p = next;
+            continue;
+        }
+        char *t = p;
+        while (*t == ' ' || *t == '\t')
+            t++;
+        if (!in_comment && strncmp(t, "/*", 2)) {       /* code, or a blank line */
+            if (!*t) {
+                if (last != CT_NONE && o > out)
+                    *o++ = '\n';
+                last = CT_NONE;
+            } else {
+                int join = last == CT_CODE && t != p;
+                contract_put(&o, join ? t : p, strlen(join ? t : p), join);
+                last = CT_CODE;
+            }
+            p = next;
+            continue;
+        }
+        if (!in_comment) {
+            t += 2;                 /* past the opening */
+            in_comment = 1;
+            last = CT_NONE;
+        } else if (*t == '*' && t[1] != '/') {
+            t++;                    /* the star that starts each line of a comment */
+        }
+        char *close = strstr(t, "*/");
+        if (close) {
+            *close = 0;
+            in_comment = 0;
+        }
+        if (*t == ' ')
+            t++;
+        int indent = 0;
+        while (t[indent] == ' ')
+            indent++;
+        size_t tl = strlen(t);
+        while (tl && t[tl - 1] == ' ')
+            tl--;
+        if (tl == (size_t)indent) {
+            last = CT_NONE;         /* an empty comment line ends a paragraph */
+        } else if (indent == 0) {
+            contract_put(&o, t, tl, last == CT_PROSE);
+            last = CT_PROSE;
+        } else if (last == CT_INDENTED && indent > last_indent) {
+            contract_put(&o, t + indent, tl - (size_t)indent, 1);
+        } else {
+            contract_put(&o, t, tl, 0);
+            last = CT_INDENTED;
+            last_indent = indent;
+        }
+        if (!in_comment)
+            last = CT_NONE;
+        p = next;
+    }
+    while (o > out && (o[-1] == '\n' || o[-1] == ' '))
+        o--;
+    *o = 0;
+    free(s);
+    return out;
 }
 
 /* ---- verdicts ---- */

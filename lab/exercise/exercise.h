@@ -3,7 +3,7 @@
  * number or a choice, parameters drawn at random each time), experiment (run a lab, answer
  * from what was measured) and implement (a C function the learner writes, compiled against
  * the core library and run across ranks). This header is the table of contents of
- * lab/exercise/; the tables live in chapters/chNN/exercises.c. */
+ * lab/exercise/; the tables live in chapters/chNN/chNN_exercises.c. */
 #ifndef MLSYS_EXERCISE_H
 #define MLSYS_EXERCISE_H
 
@@ -93,7 +93,7 @@ struct ex_context {
     char lib[PATH_MAX];         /* libmlsys.a ("" when not found: implement checks say why) */
     char bin[PATH_MAX];         /* the mlsys-lab program, for experiments ("" when not found) */
     char workspace[PATH_MAX];   /* <MLSYS_LAB_HOME>/exercises */
-    char progress[PATH_MAX];    /* <XDG_STATE_HOME>/mlsys-lab/progress */
+    char progress[PATH_MAX];    /* <ex_state_dir>/progress */
     char cc[256];               /* the system compiler: "cc" */
     int timeout_override_ms;    /* MLSYS_EX_TIMEOUT_MS (tests), 0 = the exercise's own */
     int limit_override_ms;      /* MLSYS_EX_LIMIT_MS (tests), 0 = the exercise's own */
@@ -109,15 +109,31 @@ const char *ex_kind_name(ex_kind k);            /* "predict", "experiment", "imp
 /* snprintf for paths: 0, or -1 when out was too small (then out is cut short). */
 int ex_pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int ex_context_init(ex_context *cx, char *err, size_t n);   /* 0, or -1 with err */
+/* Where the learner's state goes (exercise progress, the labs run to the end): MLSYS_LAB_HOME
+ * itself when set, so that one learner's files and marks never mix with another's; else
+ * $XDG_STATE_HOME/mlsys-lab, else ~/.local/state/mlsys-lab. 0, or -1 when none is set. */
+int ex_state_dir(char *out, size_t n);
 /* <src>/assets/exercises/<id>/<name> */
 void ex_asset_path(const ex_context *cx, const exercise *ex, const char *name, char *out, size_t n);
 /* <workspace>/<id>/<workfile>; "" for predict */
 void ex_work_path(const ex_context *cx, const exercise *ex, char *out, size_t n);
-/* Copy every missing starter into the workspace (existing files are never touched).
- * Returns how many were created, -1 with err on failure. */
+/* Copy every missing starter into the workspace (existing files are never touched), and
+ * beside each implement exercise's file its contract, api.h: read-only, put back when
+ * missing or changed (an edited copy is kept as api.h.bak). Returns how many starters were
+ * created, -1 with err on failure. */
 int ex_workspace_sync(const ex_context *cx, char *err, size_t n);
 /* Overwrite the workspace file with the starter; the old one is kept as <file>.bak. */
 int ex_workspace_reset(const ex_context *cx, const exercise *ex, char *err, size_t n);
+/* <workspace>/<id>/api.h for an implement exercise; "" for the others */
+void ex_contract_path(const ex_context *cx, const exercise *ex, char *out, size_t n);
+/* The shipped api.h of an implement exercise as text to read (what the function gets,
+ * returns and may call): its comments as paragraphs, one line each (an indented formula or
+ * table row stays a line of its own), its declarations one line each, no include guard;
+ * malloc'd, NULL for the others. */
+char *ex_contract_text(const ex_context *cx, const exercise *ex);
+/* Where a line of that text continues when it wraps: 0 for a paragraph, under the second
+ * column of a table row ("get()      remove and return..."), else two past its indent. */
+int ex_contract_hang(const char *line);
 int ex_copy_file(const char *from, const char *to, char *err, size_t n);
 char *ex_read_file(const char *path, size_t *len);          /* malloc'd, NUL-terminated */
 

@@ -158,7 +158,8 @@ int exercises_main(int argc, char **argv)
         total++;
         done += is_done(&p, ex_at(i));
     }
-    printf("MLSys Lab exercises: %d of %d done\nworkspace: %s\n", done, total, cx.workspace);
+    printf("MLSys Lab exercises: %d of %d done\nworkspace: %s\nprogress:  %s\n", done, total,
+           cx.workspace, cx.progress);
     for (int i = 0; i < ex_count(); i++) {
         const exercise *ex = ex_at(i);
         if (chapter && ex->chapter != chapter)
@@ -382,6 +383,52 @@ int ex_check_main(int argc, char **argv)
 
 /* ---- hint ---- */
 
+/* Where an implement exercise's contract is, and (whole) its text: what the function gets,
+ * returns and may call, which the starter's "see api.h" points to. */
+static void print_contract(const ex_context *cx, const exercise *ex, int whole)
+{
+    char path[PATH_MAX];
+    ex_contract_path(cx, ex, path, sizeof path);
+    if (!path[0])
+        return;
+    char *text = whole ? ex_contract_text(cx, ex) : NULL;
+    if (text) {
+        printf("the contract your function keeps (api.h, beside your file: %s):\n", path);
+        for (char *l = text; *l;) {        /* each line wrapped under its own hang */
+            char *e = strchr(l, '\n'), *next = e ? e + 1 : l + strlen(l);
+            if (e)
+                *e = 0;
+            int hang = ex_contract_hang(l), col = 0;
+            size_t len = strlen(l);
+            if (!len)
+                printf("\n");
+            while (len) {
+                int room = 88 - col;
+                size_t take = len;
+                if ((int)take > room) {
+                    take = (size_t)room;
+                    while (take > 0 && l[take] != ' ')
+                        take--;
+                    if (take == 0)
+                        take = (size_t)room;
+                }
+                printf("    %*s%.*s\n", col, "", (int)take, l);
+                l += take;
+                len -= take;
+                while (len && *l == ' ') {
+                    l++;
+                    len--;
+                }
+                col = hang;
+            }
+            l = next;
+        }
+    } else {
+        printf("the contract your function keeps: %s\n", path);
+    }
+    free(text);
+}
+
 int ex_hint_main(int argc, char **argv)
 {
     lab_args a;
@@ -393,17 +440,19 @@ int ex_hint_main(int argc, char **argv)
     rc = 0;
     ex_context cx;
     ex_progress p;
-    if (!ex || context(&cx) || load_progress(&cx, &p))
+    if (!ex || context(&cx) || sync_workspace(&cx) || load_progress(&cx, &p))
         return 2;
     int nh = 0;
     while (ex->hints && ex->hints[nh])
         nh++;
     ex_progress_entry *e = ex_progress_get(&p, ex->id, 1);
+    int first = e->hints == 0 || e->hints >= nh;
     if (nh == 0) {
         printf("%s has no hints\n", ex->id);
     } else if (e->hints < nh) {
         printf("hint %d of %d for %s:\n", e->hints + 1, nh, ex->id);
         print_wrapped(stdout, ex->hints[e->hints], "  ", 90);
+        print_contract(&cx, ex, first);
         e->hints++;
         if (e->hints < nh)
             printf("(another: mlsys-lab hint %s)\n", ex->id);
@@ -418,6 +467,7 @@ int ex_hint_main(int argc, char **argv)
             printf("%s", ind);
             print_wrapped(stdout, ex->hints[i], "", 86);
         }
+        print_contract(&cx, ex, first);
         printf("(the solution: mlsys-lab solution %s --force)\n", ex->id);
     }
     ex_progress_free(&p);

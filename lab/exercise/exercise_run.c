@@ -275,9 +275,6 @@ static int compile(const ex_context *cx, const exercise *ex, const char *file, c
     argv[k++] = cx->lib;
     argv[k++] = "-lm";
     argv[k++] = "-lpthread";
-#ifdef HAVE_OPENBLAS
-    argv[k++] = "-lopenblas";       /* core/nn's GEMM calls cblas_sgemm */
-#endif
     argv[k] = NULL;
     char *out;
     int status;

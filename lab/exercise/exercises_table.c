@@ -1,5 +1,5 @@
 /* exercises_table.c - every exercise in curriculum order, read from the chapter table
- * (lab_chapters[i]->exercises, set in chapters/chNN/chNN.c from chNN/exercises.c), so a
+ * (lab_chapters[i]->exercises, set in chapters/chNN/chNN.c from chNN_exercises.c), so a
  * chapter's exercises are listed in one place only: its own struct. */
 #include "exercise.h"
 #include <string.h>

@@ -1,7 +1,8 @@
 /* runner.c - the one way a job starts (runner_start), and one lab run headless: parses its
  * flags, prints the parent's banner, starts the ranks through the launcher (fork + exec of
  * `mlsys-lab worker`), prints their output as it comes, writes the trace, and says in one
- * line how the job ended. Also the worker side: what each rank process does once exec'd. */
+ * line how the job ended. Also the worker side: what each rank process does once exec'd
+ * (mlsys-lab-rank, the slim program beside mlsys-lab, or `mlsys-lab worker`). */
 #include "runner.h"
 #include "../../core/coll/coll.h"
 #include "../backend/mpirun.h"
@@ -18,56 +19,34 @@
 
 #define TRACE_RING_EVENTS 65536
 
-void trace_buf_collect(void *u, const mlsys_event *ev, size_t n)
+const char *runner_rank_program(char *path, size_t n)
 {
-    trace_buf *t = u;
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->n + n)
-            cap *= 2;
-        mlsys_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
-            exit(70);
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            /* beside the program, or one folder up (a test binary in BUILD/tests) */
+            static const char *const rel[] = {"/" RUNNER_RANK_PROGRAM, "/../" RUNNER_RANK_PROGRAM};
+            for (int i = 0; i < 2; i++)
+                if (snprintf(path, n, "%s%s", exe, rel[i]) < (int)n && access(path, X_OK) == 0)
+                    return path;
         }
-        t->ev = p;
-        t->cap = cap;
     }
-    memcpy(t->ev + t->n, ev, n * sizeof *ev);
-    t->n += n;
-}
-
-void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text)
-{
-    if (t->nl == t->lcap) {
-        t->lcap = t->lcap ? t->lcap * 2 : 256;
-        mlsys_trace_line *p = realloc(t->lines, t->lcap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "mlsys-lab: out of memory collecting the trace\n");
-            exit(70);
-        }
-        t->lines = p;
-    }
-    t->lines[t->nl++] = (mlsys_trace_line){mlsys_now_ns(), rank, is_err, mlsys_xstrdup(text)};
-}
-
-void trace_buf_free(trace_buf *t)
-{
-    for (size_t i = 0; i < t->nl; i++)
-        free((char *)t->lines[i].text);
-    free(t->lines);
-    free(t->ev);
-    memset(t, 0, sizeof *t);
+    snprintf(path, n, "/proc/self/exe");
+    return path;
 }
 
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n)
 {
-    char **wargv = NULL;
+    char **wargv = NULL, prog[PATH_MAX + 64];
     char *const *argv = s->argv;
     if (s->l) {
-        /* the ranks run this same program: mlsys-lab worker LAB <the same flags> */
+        /* the ranks run mlsys-lab-rank (or this same program): worker LAB <the same flags> */
         wargv = mlsys_xcalloc((size_t)s->argc + 4, sizeof(char *));
-        wargv[0] = "/proc/self/exe";
+        wargv[0] = (char *)runner_rank_program(prog, sizeof prog);
         wargv[1] = "worker";
         wargv[2] = (char *)s->l->id;
         for (int i = 0; i < s->argc; i++)
@@ -220,18 +199,34 @@ int runner_algo_warn(const char *algo, int nranks, char *out, size_t n)
     return 1;
 }
 
-/* Backends other than shm answer here with the reason, before anything starts. */
+/* Backends other than shm answer here with the reason, before anything starts (before a
+ * lab's banner too): mpi without mpirun or without its plugin, nccl without a GPU a rank. */
 int runner_check_backend(const lab *l, const char *backend, int world_size, const char *algo,
                          char *err, size_t n)
 {
-    int shm = !backend || !strcmp(backend, "gloo") || !strcmp(backend, "shm");
+    int shm = lab_backend_is_shm(backend);
     if (shm && algo && !strcmp(algo, "native")) {
         snprintf(err, n, "mlsys-lab: %s: --algo native is the backend's own collective: it "
                  "needs --backend mpi or nccl (shm has only ours)", l->id);
         return 2;
     }
-    if (shm || !strcmp(backend, "mpi"))
-        return 0;       /* mpi: runner_run_mpi says what is missing (mpirun, the plugin) */
+    if (shm)
+        return 0;
+    if (!strcmp(backend, "mpi")) {
+        char path[PATH_MAX];
+        struct stat sb;
+        if (!mpirun_find(path, sizeof path)) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: mpirun is not on PATH (install "
+                     "openmpi-bin and libopenmpi-dev, or use --backend shm)", l->id);
+            return 2;
+        }
+        if (stat(mpirun_plugin_path(path, sizeof path), &sb) != 0) {
+            snprintf(err, n, "mlsys-lab: %s: --backend mpi: the MPI plugin %s is missing (build "
+                     "it with `make`, which needs mpicc from libopenmpi-dev)", l->id, path);
+            return 2;
+        }
+        return 0;
+    }
     if (!strcmp(backend, "nccl"))
         return nccl_backend_check(l->id, world_size, err, n);
     snprintf(err, n, "mlsys-lab: %s: the %s backend is not available in this build; use "
@@ -257,57 +252,11 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     /* a forced algorithm is checked against what ran (runner_algo_note): events needed */
     if (lab_arg_str(a, "trace") || o->algo)
         o->trace_capacity = TRACE_RING_EVENTS;
+    /* under nccl the collectives are NCCL's unless --algo names one of ours */
+    const char *backend = lab_arg_str(a, "backend");
+    if (!o->algo && backend && !strcmp(backend, "nccl"))
+        o->algo = "native";
     return runner_check_backend(l, lab_arg_str(a, "backend"), o->world_size, algo, err, n);
-}
-
-/* --trace FILE is checked before the job starts: a directory, a device or a folder that
- * cannot be written to would only show at the end. The trace goes to a temp file next to
- * FILE (created now, so that the folder is known writable) and is renamed over FILE once
- * written: an existing FILE is never cut short by a job that ends badly. */
-int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen)
-{
-    struct stat st;
-    tmp[0] = 0;
-    if (!*path) {
-        snprintf(err, errlen, "--trace needs a file name");
-        return 2;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--trace %s is a directory: name a file in it", path);
-        return 2;
-    }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "--trace %s is not a regular file (a device or a pipe)", path);
-        return 2;
-    }
-    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
-        snprintf(err, errlen, "--trace %s: cannot write it: %s", path, strerror(errno));
-        return 2;
-    }
-    if (snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid()) >= (int)n) {
-        snprintf(err, errlen, "--trace %s: the name is too long", path);
-        tmp[0] = 0;
-        return 2;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "--trace %s: cannot create a file there: %s", path, strerror(errno));
-        tmp[0] = 0;
-        return 2;
-    }
-    close(fd);
-    return 0;
-}
-
-/* Write the events to the temp file, then put it in place. 0, or -1 (the temp is removed). */
-int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0)
-{
-    if (mlsys_trace_write_json_lines(tmp, tb->ev, tb->n, tb->lines, tb->nl, t0) != 0 ||
-        rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
 }
 
 /* With --algo NAME: what rank 0's collective calls ran instead of NAME, one entry per
@@ -320,7 +269,6 @@ typedef struct algo_watch {
     char missing[400];                  /* collectives without NAME, and what they ran */
     size_t used;
     int nmissing;
-    trace_buf *keep;                    /* --trace: every event is kept here as well */
 } algo_watch;
 
 static void algo_watch_event(algo_watch *w, const mlsys_event *e)
@@ -342,7 +290,7 @@ static void algo_watch_event(algo_watch *w, const mlsys_event *e)
  * which also keeps every output line with the rank that printed it. */
 typedef struct headless {
     algo_watch *aw;
-    trace_buf *tb;
+    mlsys_trace *tb;
 } headless;
 
 static void headless_events(void *u, const mlsys_event *ev, size_t n)
@@ -351,7 +299,7 @@ static void headless_events(void *u, const mlsys_event *ev, size_t n)
     for (size_t i = 0; h->aw && i < n; i++)
         algo_watch_event(h->aw, &ev[i]);
     if (h->tb)
-        trace_buf_collect(h->tb, ev, n);
+        mlsys_trace_collect(h->tb, ev, n);
 }
 
 /* Printed as the launcher prints (stdout as it is, stderr after "[rank r] "), the tag that
@@ -362,7 +310,7 @@ static void headless_line(void *u, int rank, int is_err, const char *line)
     int owner = rank;
     const char *text = mlsys_print_untag(line, &owner);
     if (h->tb)
-        trace_buf_line(h->tb, owner, is_err, text);
+        mlsys_trace_add_line(h->tb, owner, is_err, text);
     if (is_err)
         fprintf(stderr, "[rank %d] %s\n", rank, text);
     else {
@@ -411,14 +359,17 @@ int runner_run(const lab *l, int argc, char **argv)
     }
     const char *trace = lab_arg_str(&a, "trace");
     char trace_tmp[PATH_MAX + 32] = "";
-    if (trace && runner_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
+    if (trace && mlsys_trace_prepare(trace, trace_tmp, sizeof trace_tmp, err, sizeof err) != 0) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, err);
         lab_args_free(&a);
         return 2;
     }
     if (l->before && (rc = l->before(&a)) >= 0) {
-        if (trace_tmp[0])
+        if (trace_tmp[0]) {
             unlink(trace_tmp);
+            fprintf(stderr, "mlsys-lab: %s: --trace: nothing written to %s: no ranks started, "
+                    "so there were no events to record\n", l->id, trace);
+        }
         lab_args_free(&a);
         return rc;
     }
@@ -449,7 +400,7 @@ int runner_run(const lab *l, int argc, char **argv)
         return 2;
     }
     mlsys_job_install_signal_stop();
-    trace_buf tb = {0};
+    mlsys_trace tb = {0};
     headless hs = {NULL, trace ? &tb : NULL};
     mlsys_job_sink sink = {trace ? headless_line : NULL, headless_events, &hs};
     algo_watch *aw = NULL;
@@ -462,11 +413,12 @@ int runner_run(const lab *l, int argc, char **argv)
     char why[256];
     rc = mlsys_job_wait(j, o.trace_capacity ? &sink : NULL, -1, why, sizeof why);
     int interrupted = mlsys_job_stop_requested();
+    fflush(stdout);                 /* the ranks' lines, before ours on stderr */
     if (trace && interrupted) {
         unlink(trace_tmp);          /* stopped by the user: an existing trace stays as it was */
     } else if (trace) {
         uint64_t lost = mlsys_job_events_lost(j);
-        if (runner_trace_commit(trace, trace_tmp, &tb, mlsys_job_t0_ns(j)) != 0)
+        if (mlsys_trace_commit(trace, trace_tmp, &tb, mlsys_job_t0_ns(j)) != 0)
             fprintf(stderr, "mlsys-lab: %s: cannot write the trace to %s\n", l->id, trace);
         else
             fprintf(stderr, "mlsys-lab: trace: %zu events written to %s (%llu lost)\n", tb.n,
@@ -475,7 +427,7 @@ int runner_run(const lab *l, int argc, char **argv)
     if (aw && !interrupted)
         algo_watch_report(l, aw);
     free(aw);
-    trace_buf_free(&tb);
+    mlsys_trace_free(&tb);
     const mlsys_rank_status *st0 = mlsys_job_status(j, 0);
     int solo_code = !l->rank_main && st0 && st0->exited ? st0->code : -1;
     int strays_rank = -1, strays = mlsys_job_strays(j, &strays_rank);

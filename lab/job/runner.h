@@ -1,22 +1,16 @@
 /* runner.h - the job runner, the one way a job starts: a lab's ranks (`mlsys-lab worker`),
  * a function on N forked ranks, or a program on N ranks, for the commands (run, train,
  * bench), the front end and the exercise judge; the checks and helpers every job shares
- * (launch options from a lab's flags, --trace written atomically, --algo that did not fit);
+ * (launch options from a lab's flags, --algo that did not fit; the trace file is
+ * core/trace.h's);
  * running a lab headless; and the worker entry point every rank process starts in. The mpi
  * backend (lab/backend/mpirun.c) runs its jobs with the same helpers. */
 #ifndef MLSYS_RUNNER_H
 #define MLSYS_RUNNER_H
 
 #include "../lab.h"
+#include "../../core/trace.h"
 #include <sys/types.h>
-
-/* Events (and the ranks' output lines) collected for --trace: growing arrays. */
-typedef struct trace_buf {
-    mlsys_event *ev;
-    size_t n, cap;
-    mlsys_trace_line *lines;    /* texts malloc'd */
-    size_t nl, lcap;
-} trace_buf;
 
 /* What a job runs: exactly one of a lab (its ranks exec `mlsys-lab worker ID ARGS`, the
  * lab's flags as given), a function (forked ranks call fn(comm, arg)) or a program (argv,
@@ -31,6 +25,11 @@ typedef struct runner_spec {
 } runner_spec;
 
 /* runner.c */
+/* The program a lab's ranks exec, with "worker LAB FLAGS": mlsys-lab-rank beside this program
+ * (or one folder up), which links no front-end library, else this program itself
+ * (/proc/self/exe). Writes it into path and returns it. */
+#define RUNNER_RANK_PROGRAM "mlsys-lab-rank"
+const char *runner_rank_program(char *path, size_t n);
 /* Start a job on the shm backend (fork, exec where the spec says). NULL with err. */
 mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *err, size_t n);
 /* A single-process lab (the front end's way): `mlsys-lab run ID ARGV` as a child in a process
@@ -38,16 +37,9 @@ mlsys_job *runner_start(const mlsys_launch_opts *o, const runner_spec *s, char *
  * two non-blocking pipes (fd[0], fd[1]). 0 with *pid; -1 with err. */
 int runner_start_single(const lab *l, int argc, char *const argv[], pid_t *pid, int fd[2],
                         char *err, size_t n);
-void trace_buf_collect(void *u, const mlsys_event *ev, size_t n);   /* a job sink's events */
-void trace_buf_line(trace_buf *t, int rank, int is_err, const char *text);  /* now */
-void trace_buf_free(trace_buf *t);
 int runner_run(const lab *l, int argc, char **argv);       /* exit status */
 int runner_worker(const lab *l, int argc, char **argv);    /* in each rank process */
 int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char *err, size_t n);
-/* --trace FILE: refuse a directory, a device or an unwritable place before the job (2 with
- * err); the trace is written to tmp and renamed over FILE by runner_trace_commit. */
-int runner_trace_prepare(const char *path, char *tmp, size_t n, char *err, size_t errlen);
-int runner_trace_commit(const char *path, const char *tmp, const trace_buf *tb, uint64_t t0);
 /* --algo NAME is a wish: a collective without NAME runs what its own rule picks, and one
  * whose call does not meet NAME's needs (a power-of-two rank count, an element per rank)
  * runs the baseline. runner_algo_note says so for one collective call (a COLL_BEGIN event

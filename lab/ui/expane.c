@@ -1,9 +1,10 @@
 /* expane.c - the exercise pane beside the chapter tree: the selected exercise's title, kind,
  * task or drawn question, the learner's file, the last verdict laid out by its fields
- * (summary, file:line, the rank and element that differ, detail lines) and the hints shown
- * so far. Keys: e opens the file in $EDITOR (curses handed over through ui_shell_out), c
- * checks it (exercise_check, after one frame that says "checking…"), t shows the next hint
- * (saved in the progress file), and a predict question takes its answer in a field. */
+ * (summary, file:line, the rank and element that differ, detail lines), an implement
+ * exercise's contract (its api.h) and the hints shown so far. Keys: e opens the file in
+ * $EDITOR (curses handed over through ui_shell_out), c checks it (exercise_check, after one
+ * frame that says "checking…"), t shows the next hint (saved in the progress file), and a
+ * predict question takes its answer in a field. */
 #include "ui.h"
 #include "../exercise/exercise.h"
 #include <errno.h>
@@ -51,6 +52,7 @@ struct expane {
     char msg[700];
     int msg_kind;
     char editor[160];           /* what e runs, for the pane's text */
+    char *contract;             /* implement: the shown exercise's api.h, or NULL */
 };
 
 enum { WANT_NONE, WANT_VERDICT, WANT_HINT, WANT_FIELD };
@@ -107,6 +109,7 @@ void expane_free(expane *p)
             free(p->verdict[i]);
         }
     ex_verdict_free(&p->pv);
+    free(p->contract);
     free(p);
 }
 
@@ -258,9 +261,13 @@ void expane_show(expane *p, const exercise *ex)
     p->want = WANT_NONE;
     p->msg[0] = 0;
     p->check_state = CHECK_IDLE;
+    free(p->contract);
+    p->contract = NULL;
     if (!ex)
         return;
     load_state(p);
+    if (p->cx_ok)
+        p->contract = ex_contract_text(&p->cx, ex);
     if (ex->kind == EX_PREDICT)
         new_question(p);        /* new numbers each time the question is opened */
     editor_job j;
@@ -837,9 +844,27 @@ static void layout(expane *p, pen *pn, int ascii)
                     p->failed ? GRID_PAIR(UI_PAIR_ERR) : GRID_DIM);
         }
         pen_blank(pn);
+        p->verdict_end = pn->line;  /* a check brings the verdict into view, not the rest */
+        if (p->contract) {          /* what the starter's "see api.h" points to */
+            heading(pn, "Contract", "api.h, beside your file", GRID_DIM);
+            for (const char *l = p->contract; *l;) {    /* each line under its own hang */
+                const char *e = strchr(l, '\n');
+                size_t len = e ? (size_t)(e - l) : strlen(l);
+                char line[1024];
+                int keep = (int)(len < sizeof line ? len : sizeof line - 1);
+                snprintf(line, sizeof line, "%.*s", keep, l);
+                if (line[0])
+                    pen_text(pn, 2, ex_contract_hang(line) - (int)strspn(line, " "), line, 0);
+                else
+                    pen_blank(pn);
+                l += len + (e != NULL);
+            }
+            pen_blank(pn);
+        }
     }
 
-    p->verdict_end = pn->line;
+    if (ex->kind == EX_PREDICT)
+        p->verdict_end = pn->line;
     int nh = nhints(ex), shown = p->hints < nh ? p->hints : nh;
     for (int i = 0; i < EXP_MAX_HINTS; i++)
         p->hint_line[i] = -1;

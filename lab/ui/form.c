@@ -1,9 +1,11 @@
 /* form.c - the lab launcher: one row per flag of the lab and per common flag (timeout, algo,
  * trace, gated), prefilled with the defaults and checked with lab_flag_check on every key,
  * so a wrong value is red before the learner launches. Enter starts a real job through the
- * runner (ui_run.c) and opens the live views. A free-text field (a file name) takes every
- * key only while it is being edited: typing starts that (q still goes back before it),
- * Enter or Esc ends it; after a launch the selection rests on the Launch button. */
+ * runner (ui_run.c) and opens the live views. A free-text field (a file name, a prompt)
+ * takes every printable key while it is empty or being edited, q included, so that "qq.json"
+ * typed into an empty trace field is a name: Up/Down leave it, Enter or Esc ends the typing,
+ * and Esc otherwise goes back (q too, from a field that holds a value not touched yet).
+ * After a launch the selection rests on the Launch button. */
 #include "ui.h"
 #include "../job/runner.h"
 #include <ctype.h>
@@ -27,7 +29,7 @@ typedef struct form {
     field fl[FORM_MAX];
     int n;
     int sel;                    /* n = the Launch button */
-    int editing;                /* the selected free-text field takes every key */
+    int editing;                /* typing into the selected free-text field: Enter ends it */
     int top;
     char msg[600];
     int msg_err;
@@ -70,7 +72,7 @@ static void help_text(const lab_flag *f, char *out, size_t n)
         {"algo", "how the collectives move data; auto lets each one pick by its size"},
         {"trace", "a file name: the run is saved there, for Perfetto or for replay"},
         {"gated", "the ranks stop at every step until you press n"},
-        {"backend", "how the ranks talk: gloo and shm are shared memory on this machine"},
+        {"backend", "how the ranks talk: shm (or gloo) is shared memory on this machine"},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (!strcmp(f->name, own[i].name)) {
@@ -246,8 +248,9 @@ static const ui_key_help *form_keys(ui_screen *s)
         if (fd->f->type != FLAG_BOOL)
             fm->keys[k++] = (ui_key_help){"type", "edit"};
     }
-    if (form_typing(s))
-        fm->keys[k++] = (ui_key_help){"Enter/Esc", "done"};
+    if (form_typing(s))             /* q is text here: say how to leave */
+        fm->keys[k++] = fm->editing ? (ui_key_help){"Enter/Esc", "done"} :
+                        (ui_key_help){"Esc", "back"};
     fm->keys[k] = (ui_key_help){NULL, NULL};
     return fm->keys;
 }
@@ -268,8 +271,9 @@ static const char *const *form_help(ui_screen *s)
     int k = 0;
     lines[k++] = "Every value is checked as you type; a red line says what is wrong. Spaces "
                  "around a value do not count.";
-    lines[k++] = "A file name field takes every key once you type into it (Enter or Esc ends "
-                 "that); before, q goes back. To start a name with q, press Right first.";
+    lines[k++] = "An empty text field (a file name, a prompt) takes every key, q and ? too, and "
+                 "so does one you are editing: Up/Down leave it, Enter or Esc ends the typing, "
+                 "Esc again goes back.";
     if (has_field(fm, "gated"))
         lines[k++] = "gated: the real ranks stop at each algorithm step until you press n in "
                      "the views.";
@@ -543,7 +547,7 @@ static int form_key(ui_screen *s, int key)
         return UI_HANDLED | UI_REDRAW;
     }
     if ((key == 'q' || key == 'Q') && !form_typing(s))
-        return 0;                   /* not a digit, a choice or a name being typed: back */
+        return 0;                   /* a number, a choice or an untouched text: back */
     if (edit(fd, key)) {
         fm->editing = is_text(fm, fd);      /* a key typed into a name: it has every key */
         return UI_HANDLED | UI_REDRAW;
@@ -557,12 +561,15 @@ static void form_free(ui_screen *s)
     free(s);
 }
 
-/* Free text (a file name) being edited takes every key; numbers and choices leave q to go
- * back, and so does a name until the learner types into it. */
+/* A selected free-text field takes every printable key while it is empty (a name may start
+ * with q) or being edited; one that holds a value not touched yet, a number and a choice
+ * (which never hold a q) leave q to go back. */
 static int form_typing(ui_screen *s)
 {
     form *fm = s->data;
-    return fm->editing && fm->sel < fm->n && is_text(fm, &fm->fl[fm->sel]);
+    if (fm->sel >= fm->n || !is_text(fm, &fm->fl[fm->sel]))
+        return 0;
+    return fm->editing || fm->fl[fm->sel].len == 0;
 }
 
 static const ui_screen_class form_class = {
@@ -583,6 +590,8 @@ ui_screen *form_create(const lab *l)
     fm->l = l;
     collect_algos(fm);
     for (const lab_flag *f = l->flags; f && f->name; f++)
+        add_field(fm, f);
+    for (const lab_flag *f = lab_rank_flags; lab_on_ranks(l) && f->name; f++)
         add_field(fm, f);
     for (const lab_flag *f = lab_common_flags; f->name; f++)
         add_field(fm, f);

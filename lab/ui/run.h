@@ -57,13 +57,18 @@ typedef struct run {
     uint64_t grants, read_epoch;
     uint64_t *steps_seen;       /* STEP events per rank: its n-th step is its n-th gate */
     uint64_t events, lost;
+    uint64_t pump_at;           /* when the ranks' output was last read (0: not started) */
+    uint64_t line_t;            /* the time lines read now go in at: the read before */
+    uint64_t *step_t;           /* [rank] the time of its newest STEP event */
+    uint64_t *floor_t;          /* [rank] its lines go in no earlier: the gate it was let
+                                   through (what it prints after that comes after it) */
     run_item *in;               /* not yet in the model (waiting for the time order) */
     size_t nin, incap;
     uint64_t inseq;
     const char *trace_path;     /* --trace */
     char trace_tmp[4200];       /* written there, renamed over trace_path at the end */
-    trace_buf tb;
-    replay_data rd;             /* a replay's trace */
+    mlsys_trace tb;             /* --trace: what the job sent, for the file */
+    mlsys_trace rd;             /* a replay's trace */
 
     /* ---- run_play.c: the model and the player ---- */
     stepmodel *sm;

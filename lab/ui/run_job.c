@@ -24,8 +24,12 @@ void job_alloc_ranks(run *r, int n)
     free(r->gate);
     free(r->watch);
     free(r->steps_seen);
+    free(r->step_t);
+    free(r->floor_t);
     size_t k = (size_t)(n ? n : 1);
     r->steps_seen = mlsys_xcalloc(k, sizeof *r->steps_seen);
+    r->step_t = mlsys_xcalloc(k, sizeof *r->step_t);
+    r->floor_t = mlsys_xcalloc(k, sizeof *r->floor_t);
     r->rank_state = mlsys_xcalloc(k, sizeof(int));
     r->rank_code = mlsys_xcalloc(k, sizeof(int));
     r->gate = mlsys_xcalloc(k, sizeof(int));
@@ -87,13 +91,18 @@ static void in_clear(run *r)
     r->nin = 0;
 }
 
-void job_line(run *r, int rank, int is_err, const char *text)
+static void line_at(run *r, uint64_t t, int rank, int is_err, const char *text)
 {
-    run_item *it = in_push(r, mlsys_now_ns());
+    run_item *it = in_push(r, t);
     it->line = 1;
     it->rank = rank;
     it->is_err = is_err;
     it->text = mlsys_xstrdup(text);
+}
+
+void job_line(run *r, int rank, int is_err, const char *text)
+{
+    line_at(r, mlsys_now_ns(), rank, is_err, text);
 }
 
 /* Several lines of text (a hook's captured output) as runner lines. */
@@ -137,13 +146,23 @@ static void note_fallback(run *r, const mlsys_event *e)
     job_line(r, -1, 0, line);
 }
 
+/* A rank's line goes in at the time of the read before this one, the earliest it can have
+ * been written: a line that a rank printed before its next gate then comes before that
+ * gate's STEP event (which may have been drained in the same pump), so the log shows it in
+ * the frame it belongs to, not one step late. Gated, no earlier than the gate it was let
+ * through last (job_grant): what it prints after a grant comes after that gate. */
 static void sink_line(void *u, int rank, int is_err, const char *line)
 {
     run *r = u;
     line = mlsys_print_untag(line, &rank);      /* rank 0 printed it for another rank */
-    if (r->trace_path && r->trace_tmp[0])
-        trace_buf_line(&r->tb, rank, is_err, line);
-    job_line(r, rank, is_err, line);
+    uint64_t t = r->line_t;
+    if (rank >= 0 && rank < r->nranks && r->floor_t[rank] > t)
+        t = r->floor_t[rank];
+    if (r->trace_path && r->trace_tmp[0]) {
+        mlsys_trace_add_line(&r->tb, rank, is_err, line);
+        r->tb.lines[r->tb.nl - 1].t_ns = t;     /* the trace keeps the same order */
+    }
+    line_at(r, t, rank, is_err, line);
 }
 
 static void sink_events(void *u, const mlsys_event *ev, size_t n)
@@ -154,8 +173,10 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
         r->events++;
         if (e->rank < 0 || e->rank >= r->nranks)
             continue;
-        if (e->kind == MLSYS_EV_STEP)
+        if (e->kind == MLSYS_EV_STEP) {
             r->steps_seen[e->rank]++;
+            r->step_t[e->rank] = e->t_ns;
+        }
         if (e->kind == MLSYS_EV_COLL_BEGIN && e->rank == 0 && r->forced[0])
             note_fallback(r, e);
         if (e->kind == MLSYS_EV_MARK && !strcmp(e->label, MLSYS_MARK_WATCH)) {
@@ -164,7 +185,7 @@ static void sink_events(void *u, const mlsys_event *ev, size_t n)
             r->watch[e->rank].dtype = e->dtype;
         }
         if (r->trace_path && r->trace_tmp[0])
-            trace_buf_collect(&r->tb, e, 1);
+            mlsys_trace_collect(&r->tb, e, 1);
         run_item *it = in_push(r, e->t_ns);
         it->ev = *e;
     }
@@ -225,7 +246,7 @@ static void finish(run *r, int rc)
             snprintf(r->why, sizeof r->why, "the lab exited with status %d", s0->code);
         if (r->trace_path && r->trace_tmp[0]) {
             char line[600];
-            if (runner_trace_commit(r->trace_path, r->trace_tmp, &r->tb, mlsys_job_t0_ns(r->job)))
+            if (mlsys_trace_commit(r->trace_path, r->trace_tmp, &r->tb, mlsys_job_t0_ns(r->job)))
                 snprintf(line, sizeof line, "could not write the trace to %s", r->trace_path);
             else
                 snprintf(line, sizeof line, "trace: %zu events written to %s (%llu lost)",
@@ -233,7 +254,7 @@ static void finish(run *r, int rc)
             r->trace_tmp[0] = 0;
             job_line(r, -1, 0, line);
         }
-        trace_buf_free(&r->tb);
+        mlsys_trace_free(&r->tb);
         mlsys_job_free(r->job);
         r->job = NULL;
     }
@@ -263,7 +284,7 @@ void job_stop(run *r)
         unlink(r->trace_tmp);
         r->trace_tmp[0] = 0;
     }
-    trace_buf_free(&r->tb);
+    mlsys_trace_free(&r->tb);
     if (r->have_args) {
         lab_args_free(&r->a);
         r->have_args = 0;
@@ -274,6 +295,7 @@ static void clear_tape(run *r)
 {
     for (int k = 0; k < r->nranks; k++) {
         r->steps_seen[k] = 0;
+        r->step_t[k] = r->floor_t[k] = 0;
         memset(&r->watch[k], 0, sizeof r->watch[k]);
     }
     in_clear(r);
@@ -293,6 +315,7 @@ static int start_ranks(run *r, mlsys_launch_opts *o, char *err, size_t n)
         return -1;
     r->started = 1;
     r->ran_ranks = 1;
+    r->pump_at = r->line_t = mlsys_now_ns();
     for (int k = 0; k < r->nranks; k++)
         r->rank_state[k] = VIEW_RANK_RUNNING;
     return 0;
@@ -319,16 +342,20 @@ static void answered_alone(run *r, int brc)
     r->events = ns;
     free(sev);
     play_select_view(r, ns && r->l->view ? r->l->view : "log");
-    if (r->trace_tmp[0]) {
-        unlink(r->trace_tmp);
-        r->trace_tmp[0] = 0;
-    }
     snprintf(r->why, sizeof r->why, "%s", brc == 0 ? "finished: the lab answered without "
              "starting ranks" : "the lab stopped before starting its ranks");
     r->started = 1;
     r->done = 1;
     r->result = brc;
     job_line(r, -1, brc != 0, r->why);
+    if (r->trace_tmp[0]) {          /* asked for, and nothing to record: say so */
+        unlink(r->trace_tmp);
+        r->trace_tmp[0] = 0;
+        char line[1200];
+        snprintf(line, sizeof line, "trace: nothing written to %s: no ranks started, so there "
+                 "were no events to record", r->trace_path);
+        job_line(r, -1, 0, line);
+    }
     in_feed(r, UINT64_MAX);
     sm_finish(r->sm);
 }
@@ -367,7 +394,7 @@ int job_begin(run *r, char *err, size_t n)
     const char *algo = lab_arg_str(&r->a, "algo");
     snprintf(r->forced, sizeof r->forced, "%s", algo && strcmp(algo, "auto") ? algo : "");
     r->trace_path = lab_arg_str(&r->a, "trace");
-    if (r->trace_path && runner_trace_prepare(r->trace_path, r->trace_tmp, sizeof r->trace_tmp,
+    if (r->trace_path && mlsys_trace_prepare(r->trace_path, r->trace_tmp, sizeof r->trace_tmp,
                                               err, n) != 0)
         return -1;                   /* checked before the job, as the command line does */
     r->gated = o.gated;
@@ -447,12 +474,21 @@ int job_all_at_gate(const run *r)
     return waiting;
 }
 
+/* Before the ranks go on: read what they printed before the gates they wait at (twice: the
+ * first read also sees who waits, the second has every STEP event and line written before
+ * that), and from now on their lines go in after those gates. */
 void job_grant(run *r)
 {
-    if (r->job && !r->done) {
-        mlsys_job_grant_step(r->job);
-        r->grants++;
-    }
+    for (int i = 0; i < 2 && r->job && !r->done; i++)
+        job_pump(r);
+    if (!r->job || r->done)
+        return;
+    for (int k = 0; k < r->nranks; k++)     /* at its gate, whose STEP event came */
+        if (r->gate[k] >= 0 && r->steps_seen[k] == r->grants + 1 &&
+            r->step_t[k] + 1 > r->floor_t[k])
+            r->floor_t[k] = r->step_t[k] + 1;
+    mlsys_job_grant_step(r->job);
+    r->grants++;
 }
 
 int job_pump(run *r)
@@ -461,7 +497,9 @@ int job_pump(run *r)
         return 0;
     mlsys_job_sink sink = {sink_line, sink_events, r};
     char why[256];
-    uint64_t drained = mlsys_now_ns() - 1000000ull;
+    uint64_t now = mlsys_now_ns(), drained = now - 1000000ull;
+    r->line_t = r->pump_at;         /* what is read now was written after the last read */
+    r->pump_at = now;
     int rc = mlsys_job_wait(r->job, &sink, 0, why, sizeof why);
     if (rc != 1) {
         snprintf(r->why, sizeof r->why, "%s", why);
@@ -485,13 +523,13 @@ void job_replay_load(run *r)
 {
     clear_tape(r);
     play_reset(r);
-    const replay_data *d = &r->rd;
+    const mlsys_trace *d = &r->rd;
     size_t i = 0, j = 0;
     while (i < d->n || j < d->nl) {
         if (j >= d->nl || (i < d->n && d->ev[i].t_ns <= d->lines[j].t_ns)) {
             sm_event(r->sm, &d->ev[i++]);
         } else {
-            const replay_line *l = &d->lines[j++];
+            const mlsys_trace_line *l = &d->lines[j++];
             sm_line(r->sm, l->rank, l->is_err, l->text);
         }
     }
@@ -509,5 +547,7 @@ void job_free(run *r)
     free(r->gate);
     free(r->watch);
     free(r->steps_seen);
-    replay_data_free(&r->rd);
+    free(r->step_t);
+    free(r->floor_t);
+    mlsys_trace_free(&r->rd);
 }

@@ -2,11 +2,12 @@
  * driven by one event loop that blocks in getch with a timeout, turns the reaction flags of
  * key handlers and ticks into at most one redraw per turn, renders every screen into an
  * off-screen grid and copies the grid to curses in one place (ui.c). Table of contents of
- * lab/ui*.c, lab/home.c, lab/expane.c, lab/form.c and lab/replay.c. */
+ * lab/ui/: ui*.c, home.c, expane.c and form.c. */
 #ifndef MLSYS_UI_H
 #define MLSYS_UI_H
 
 #include "../lab.h"
+#include "../../core/trace.h"
 #include "views/view.h"
 
 #define UI_MIN_W 80             /* below this the shell only says how big it needs to be */
@@ -124,9 +125,8 @@ ui_screen *form_create(const lab *l);
 /* Start l with argv (flags after the lab id); NULL with a message in err on failure. */
 ui_screen *run_create_job(const lab *l, int argc, char **argv, char *err, size_t n);
 /* Play a trace's events (sorted by time, rank = world rank) and output lines in the same
- * views; takes what d holds (d is emptied). */
-struct replay_data;
-ui_screen *run_create_replay(const char *title, struct replay_data *d);
+ * views (core/trace.h's reader gives them); takes what t holds (t is emptied). */
+ui_screen *run_create_replay(const char *title, mlsys_trace *t);
 /* For tests and measurements: a job of fn on nranks forked ranks (no lab, no exec). */
 ui_screen *run_create_fn(const char *title, int nranks, int gated,
                          int (*fn)(mlsys_comm *, void *), void *arg, char *err, size_t n);
@@ -144,30 +144,9 @@ void run_stats(ui_screen *s, run_stats_t *st);
 int ui_progress_lab(const char *lab_id);
 void ui_progress_record(const char *lab_id, int ok);
 
-/* replay.c: Chrome-trace JSON (written by --trace) back into events and output lines */
-typedef struct replay_line {
-    uint64_t t_ns;
-    int rank, is_err;
-    char *text;
-} replay_line;
-typedef struct replay_data {
-    mlsys_event *ev;            /* sorted by time */
-    size_t n;
-    int nranks;
-    replay_line *lines;         /* the ranks' output, sorted by time */
-    size_t nl;
-} replay_data;
-/* Reads path; returns 0 with *d filled (free with replay_data_free), or -1 with a message in
- * err. */
-int replay_load(const char *path, replay_data *d, char *err, size_t errlen);
-int replay_parse(const char *text, size_t len, replay_data *d, char *err, size_t errlen);
-void replay_data_free(replay_data *d);
-
 /* The commands main.c calls. */
 int ui_main(int argc, char **argv);     /* mlsys-lab [--no-color] [--ascii] [--no-mouse] */
 int ui_is_terminal(void);               /* stdin and stdout are a terminal */
 int ui_is_flag(const char *arg);        /* one of the front end's own flags */
-extern const lab_command replay_command;  /* lab/cli/replay.c */
-int replay_main(int argc, char **argv); /* mlsys-lab replay FILE [ui flags] */
 
 #endif

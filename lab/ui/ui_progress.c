@@ -1,8 +1,10 @@
 /* ui_progress.c - the labs a learner has run to the end, for the marks in the chapter tree:
- * one "ID ok|failed UNIXTIME" line per lab in $XDG_STATE_HOME/mlsys-lab/labs (default
- * ~/.local/state), rewritten atomically (temp file, fsync, rename). Exercise progress is
- * the exercise engine's own file; this one only knows labs. */
+ * one "ID ok|failed UNIXTIME" line per lab in the file labs of the state directory (beside
+ * the exercise progress: $MLSYS_LAB_HOME when set, see ex_state_dir), rewritten atomically
+ * (temp file, fsync, rename). Exercise progress is the exercise engine's own file; this one
+ * only knows labs. */
 #include "ui.h"
+#include "../exercise/exercise.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,14 +18,8 @@
 
 static int state_path(char *out, size_t n, int make_dirs)
 {
-    const char *xdg = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
     char dir[1024];
-    if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/mlsys-lab", xdg);
-    else if (home && *home)
-        snprintf(dir, sizeof dir, "%s/.local/state/mlsys-lab", home);
-    else
+    if (ex_state_dir(dir, sizeof dir) != 0)
         return -1;
     if (make_dirs) {
         /* mkdir -p, one level at a time */

@@ -211,7 +211,7 @@ void run_stats(ui_screen *s, run_stats_t *st)
 /* The view a replay opens in: the one its trace has the most to show for (blocks changing
  * hands: blocks; a serving engine's steps without them: serve; flow records: flow; compute spans without collectives: the timeline; only
  * output: the log; else ring). */
-static const char *replay_view(const replay_data *d)
+static const char *replay_view(const mlsys_trace *d)
 {
     size_t mem = 0, flow = 0, comp = 0, coll = 0, serve = 0;
     for (size_t i = 0; i < d->n; i++)
@@ -236,7 +236,7 @@ static const char *replay_view(const replay_data *d)
     return "ring";
 }
 
-ui_screen *run_create_replay(const char *title, replay_data *d)
+ui_screen *run_create_replay(const char *title, mlsys_trace *d)
 {
     run *r = mlsys_xcalloc(1, sizeof *r);
     r->replay = 1;

@@ -34,7 +34,7 @@ sh "$here/pipeline.sh" "$build"
 section "PPO on CartPole: ch12/ppo-cartpole against PyTorch (CleanRL's defaults)"
 sh "$here/ppo.sh" "$build"
 
-for s in train generate serve decode sched; do
+for s in train generate serve decode sched tp; do
     if [ -f "$here/$s.sh" ]; then
         section "The lab's language model: $s"
         sh "$here/$s.sh" "$build"

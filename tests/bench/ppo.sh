@@ -1,6 +1,6 @@
 #!/bin/sh
 # ppo.sh - timing, not a test: ch12/ppo-cartpole against the same PPO in PyTorch
-# (tests/bench/torch_ppo.py, CleanRL's defaults, one thread), side by side, seed by seed:
+# (tests/bench/torch_ppo.py, the same settings, one thread), side by side, seed by seed:
 # environment steps per second (goal: >= 5x PyTorch's), the step at which the mean return of
 # the last 100 episodes first reaches 475 (CartPole-v1's "solved"; within 500k steps) and the
 # wall time to it. Then our 2-rank run of seed 1. Figures are printed, never asserted, with

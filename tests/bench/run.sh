@@ -1,14 +1,13 @@
 #!/bin/sh
 # run.sh - `make bench`: our shm all_reduce, all_gather, reduce_scatter and broadcast against
 # OpenMPI's (vader) at 8 B .. 64 MiB on 2 and 4 ranks, side by side with the same method; then
-# the memcpy ceiling and our launcher's start-up next to mpirun's. Targets are reported, never
-# asserted. Usage: run.sh BUILD_DIR (env BENCH_REPEAT: runs per point, median taken, default 3;
+# the memcpy ceiling and the start-up of a job and of generate (startup.sh). Targets are
+# reported, never asserted. Usage: run.sh BUILD_DIR (env BENCH_REPEAT: runs per point, median taken, default 3;
 # BENCH_COLLS, BENCH_SIZES, BENCH_RANKS narrow the sweep)
 set -u
 build=${1:-build}
 bin="$build/mlsys-lab"
 mpi_coll="$build/bench/mpi_coll"
-mpi_hello="$build/bench/mpi_hello"
 repeat=${BENCH_REPEAT:-3}
 colls=${BENCH_COLLS:-"all_reduce all_gather reduce_scatter broadcast"}
 sizes=${BENCH_SIZES:-"8 65536 1048576 67108864"}
@@ -197,39 +196,10 @@ if ${CC:-cc} -O2 -std=c11 -Wall -Wextra -o "$build/bench/cma" tests/bench/cma.c 
     echo "  $cma GB/s in 256 KiB pieces, $cma_big GB/s in one 64 MiB call"
 fi
 
-# ---- start-to-exit wall time of a 4-rank job, median of 5: our launcher and mpirun ----
-wall_ms() {
-    t0=$(date +%s%N)
-    "$@" >/dev/null 2>&1
-    rc=$?
-    t1=$(date +%s%N)
-    if [ $rc = 0 ]; then
-        awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
-    fi
-}
-wall5() {
-    : >"$tmp/w.t"
-    for k in 1 2 3 4 5; do
-        wall_ms "$@" >>"$tmp/w.t"
-    done
-    if [ "$(wc -l <"$tmp/w.t")" -eq 5 ]; then median <"$tmp/w.t"; else echo fail; fi
-}
+# ---- start-up: a 4-rank hello against mpirun, generate against llama2.c's run.c, the
+# Part II labs under --backend mpi beside shm (tests/bench/startup.sh) ----
 echo
-hello_ours=$(wall5 "$bin" run ch01/hello-distributed --world-size 4)
-hello_mpi=n/a
-hello_ours_mpi=n/a
-if [ $have_mpi = 1 ] && mpicc -O2 -o "$mpi_hello" tests/bench/mpi_hello.c 2>"$tmp/cc.err"; then
-    hello_mpi=$(wall5 mpirun $mpirun_flags -np 4 "$mpi_hello")
-    [ -f "$build/libmlsys-mpi.so" ] &&
-        hello_ours_mpi=$(wall5 "$bin" run ch01/hello-distributed --world-size 4 --backend mpi)
-fi
-echo "start-to-exit wall time, 4 ranks, median of 5:"
-printf '  %-66s %8s ms\n' "our launcher: mlsys-lab run ch01/hello-distributed --world-size 4" \
-    "$hello_ours"
-printf '  %-66s %8s ms\n' "mpirun: mpirun -np 4 mpi_hello (init, a line per rank, barrier)" \
-    "$hello_mpi"
-printf '  %-66s %8s ms\n' "both: the same lab with --backend mpi (our runtime under mpirun)" \
-    "$hello_ours_mpi"
+sh "$(dirname "$0")/startup.sh" "$build"
 
 # ---- the RLHF weight sync against the broadcast at the same size (tests/bench/wsync.sh) ----
 sh "$(dirname "$0")/wsync.sh" "$build"

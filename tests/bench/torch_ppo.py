@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 # torch_ppo.py - timing, not a test: the PyTorch peer of ch12/ppo-cartpole. PPO with CleanRL's
 # defaults for CartPole-v1 (4 environments x 128 steps, 4 epochs x 4 minibatches, 2x64 tanh
-# actor and critic with orthogonal init, Adam 2.5e-4 annealed, eps 1e-5, GAE 0.95, clip 0.2
+# actor and critic with orthogonal init, Adam annealed, eps 1e-5, GAE 0.95, clip 0.2
 # for the policy and the value, entropy 0.01, value 0.5, gradient norm 0.5, advantages
 # normalised per minibatch) on one thread, CartPole-v1's physics written here in Python as
 # gymnasium does (gymnasium is not needed). Per seed it prints one line: environment steps
 # per second, the step at which the mean return of the last 100 episodes first reached 475,
-# and the wall time to it. Prints one "skipped: ..." line and exits 0 without torch.
+# and the wall time to it. --lr is the lab's default, 1e-3 (CleanRL's is 2.5e-4); --stats N
+# prints every N rollouts the update's approximate KL and clip fraction, means over its
+# minibatches, as the lab's table does. Prints one "skipped: ..." line and exits 0 without
+# torch.
 # Usage: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tests/bench/torch_ppo.py [--seeds 1,2,3]
-#        [--total-steps 500000]
+#        [--total-steps 500000] [--lr 1e-3] [--stats 25]
 import argparse
 import math
 import os
@@ -79,9 +82,9 @@ class Agent(nn.Module):
         return action, dist.log_prob(action), dist.entropy(), self.critic(obs).squeeze(-1)
 
 
-def run(seed, total_steps):
+def run(seed, total_steps, lr0, stats_every):
     E, T, epochs, n_mb = 4, 128, 4, 4
-    lr0, gamma, lam, clip, ent_coef, vf_coef, max_norm = 2.5e-4, 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
+    gamma, lam, clip, ent_coef, vf_coef, max_norm = 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
     batch = E * T
     mb = batch // n_mb
     iters = total_steps // batch
@@ -143,6 +146,7 @@ def run(seed, total_steps):
             ret = adv + val_b
         b_obs, b_act, b_logp = obs_b.reshape(-1, 4), act_b.reshape(-1), logp_b.reshape(-1)
         b_adv, b_ret, b_val = adv.reshape(-1), ret.reshape(-1), val_b.reshape(-1)
+        kls, clips = [], []
         for _ in range(epochs):
             perm = torch.randperm(batch)
             for k in range(n_mb):
@@ -155,10 +159,18 @@ def run(seed, total_steps):
                 v_clip = b_val[idx] + (v - b_val[idx]).clamp(-clip, clip)
                 vl = 0.5 * torch.max((v - b_ret[idx]) ** 2, (v_clip - b_ret[idx]) ** 2).mean()
                 loss = pg - ent_coef * ent.mean() + vf_coef * vl
+                with torch.no_grad():
+                    lr_ = logp - b_logp[idx]
+                    kls.append(((lr_.exp() - 1) - lr_).mean().item())
+                    clips.append(((lr_.exp() - 1).abs() > clip).float().mean().item())
                 opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), max_norm)
                 opt.step()
+        if stats_every and it % stats_every == 0:
+            m100 = sum(window[-100:]) / max(1, min(len(window), 100))
+            print(f"torch seed {seed} step {step:7d} mean100 {m100:6.1f} approxkl "
+                  f"{sum(kls) / len(kls):.4f} clipfrac {sum(clips) / len(clips):.3f}", flush=True)
     wall = time.perf_counter() - t0
     return step, wall, solved_step, solved_s, (sum(window[-100:]) / min(len(window), 100))
 
@@ -167,12 +179,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--total-steps", type=int, default=500000)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--stats", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"torch_ppo: CleanRL's PPO defaults on CartPole-v1, {torch.get_num_threads()} "
-          f"thread (torch {torch.__version__})")
+    print(f"torch_ppo: CleanRL's PPO defaults on CartPole-v1 but lr {args.lr:g}, "
+          f"{torch.get_num_threads()} thread (torch {torch.__version__})")
     for s in (int(x) for x in args.seeds.split(",")):
-        steps, wall, ss, st, final = run(s, args.total_steps)
+        steps, wall, ss, st, final = run(s, args.total_steps, args.lr, args.stats)
         solved = f"solved at step {ss} after {st:.1f} s" if ss else "not solved"
         print(f"torch seed {s}: {steps / wall:8.0f} steps/s | {solved} | final mean100 "
               f"{final:.1f} | {steps} steps in {wall:.1f} s", flush=True)

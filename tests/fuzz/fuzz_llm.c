@@ -1,14 +1,15 @@
 /* fuzz_llm.c - libFuzzer target for the model's file readers: llama2.c's model .bin
  * (llm_checkpoint_read), tokenizer.bin (llm_tokfile_read, its vocabulary read to the end of
- * the file or announced by a model) and the training checkpoint (llm_ckpt_read's model.train,
- * versions 1 and 2, beside a model.bin). The first byte picks the reader, the rest is the
- * file. Besides crashes, leaks and undefined behaviour (ASan/UBSan), it checks the readers'
+ * the file or announced by a model), the training checkpoint (llm_ckpt_read's model.train,
+ * versions 1 and 2, beside a model.bin) and chapter 13's reward model (rl_rm_load). The
+ * first byte picks the reader, the rest is the file. Besides crashes, leaks and undefined behaviour (ASan/UBSan), it checks the readers'
  * promises: 0 or -1; a refusal is one line that starts with the path; nothing stays
  * allocated after a refusal; what is accepted is usable: a tokenizer encodes and decodes any
  * bytes with ids in range, a model's configuration passes its own check, its weights are
  * finite and one forward runs. Built and run by tests/fuzz/run_llm.sh (clang
  * -fsanitize=fuzzer,address), which run.sh calls. */
 #include "../../core/llm/llm.h"
+#include "../../core/rl/rlhf.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -30,9 +31,9 @@ static void check(int cond, const char *what)
 /* the scratch directory goes with the fuzzer (a crash keeps it, beside its artifact) */
 static void cleanup(void)
 {
-    const char *names[] = {"model.bin", "tokenizer.bin", "model.train"};
+    const char *names[] = {"model.bin", "tokenizer.bin", "model.train", "reward.bin"};
     char p[400];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
         unlink(p);
     }
@@ -126,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    int which = data[0] % 4;
+    int which = data[0] % 5;
     const uint8_t *d = data + 1;
     size_t n = size - 1;
     char path[400], err[512];
@@ -164,6 +165,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         use_tokenizer(&t, d, n);
         llm_tokenizer_free(&t);
+    } else if (which == 4) {                /* a reward model */
+        snprintf(path, sizeof path, "%s/reward.bin", g_dir);
+        put(path, d, n);
+        rl_rm m;
+        int rc = rl_rm_load(&m, path, err, sizeof err);
+        refused(rc, err, path);
+        if (rc) {
+            check(m.w.mem == NULL && m.head == NULL, "nothing stays allocated after a refusal");
+            return 0;
+        }
+        use_model(&m.c, &m.w);
+        for (int i = 0; i <= m.c.dim; i++)
+            check(isfinite(m.head[i]), "an accepted head is finite");
+        rl_rm_free(&m);
     } else {                                /* model.train: the first half-word of the
                                                rest says where model.bin's bytes begin */
         size_t cut = n >= 2 ? ((size_t)d[0] | (size_t)d[1] << 8) : 0;

@@ -29,7 +29,8 @@ clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -lm -lpthread || exit 1
 
 # Seeds: a tiny model (selector 0), its tokenizer (1; and 2 with the vocabulary announced),
-# and a checkpoint (3: a 2-byte offset, model.train, model.bin)
+# a checkpoint (3: a 2-byte offset, model.train, model.bin) and a reward model (4: the magic,
+# the model's header and weights, a head of dim + 1 floats)
 if [ -x "$build/mlsys-lab" ]; then
     s="$probe/seed"
     mkdir -p "$s"
@@ -45,6 +46,7 @@ if [ -x "$build/mlsys-lab" ]; then
         lo=$((n % 256)); hi=$((n / 256 % 256))
         { printf '\003'; printf "\\$(printf %03o "$lo")\\$(printf %03o "$hi")";
           cat "$s/ck/model.train" "$s/ck/model.bin"; } > "$out/corpus/seed-ckpt"
+        { printf '\004MLSYSRM1'; cat "$s/m.bin"; head -c 68 /dev/zero; } > "$out/corpus/seed-rm"
     else
         echo "fuzz_llm: no seeds (could not make a tiny model with $build/mlsys-lab)"
     fi

@@ -138,4 +138,42 @@ if [ $rc -eq 0 ] && cmp -s "$tmp/shm4" "$tmp/out4" &&
 else
     bad "collective-cheatsheet on 4 ranks, 2 per host" "$tmp/all4"
 fi
+# The parallelism families across the two hosts, one rank per host (TCP between them) and,
+# for the RLHF split, two per host: each prints what it prints on shm, timings masked
+# (mask.sh). DDP also writes a trace: both hosts' events, the buckets' progress thread's too
+# (the lanes 1000 + rank of the spans the progress thread ran).
+. "$(dirname "$0")/mask.sh"
+family() {   # family NAME HOSTS MASK LAB ARGS...
+    local name=$1 hosts=$2 mask=$3
+    shift 3
+    run_ab "$@" --backend mpi --hostfile "$hosts" --events-addr 10.77.0.1 \
+        >"$tmp/f.out" 2>"$tmp/f.err"
+    local rc=$?
+    "$bin" run "$@" >"$tmp/f.shm" 2>&1
+    local rs=$?
+    cat "$tmp/f.out" "$tmp/f.err" | sed -E -e "$mask_all" ${mask:+-e "$mask"} -e 's/ +#/ #/g' \
+        | grep -v '^mlsys-lab: events: ' >"$tmp/f.b"
+    sed -E -e "$mask_all" ${mask:+-e "$mask"} -e 's/ +#/ #/g' "$tmp/f.shm" >"$tmp/f.a"
+    { diff "$tmp/f.a" "$tmp/f.b"; tail -5 "$tmp/f.err"; echo "exit status $rc (shm $rs)"; } >"$tmp/f.d"
+    if [ $rc -eq 0 ] && [ $rs -eq 0 ] && [ -s "$tmp/f.a" ] && cmp -s "$tmp/f.a" "$tmp/f.b"; then
+        ok "$name across $nsa and $nsb: $(wc -l <"$tmp/f.a") lines as on shm"
+    else
+        bad "$name across $nsa and $nsb" "$tmp/f.d"
+    fi
+}
+family "DDP (simple-ddp, buckets, ZeRO-2)" "$tmp/hosts" "$mask_ddp" ch05/simple-ddp -w 2 \
+    --max-steps 2 --hidden 64 --zero 2 --trace "$tmp/ddp.json"
+tids=$(sed -n 's/.*"tid":\([0-9]*\).*/\1/p' "$tmp/ddp.json" 2>/dev/null | sort -u | tr '\n' ' ')
+if [ "$tids" = "0 1 1000 1001 " ] && grep -q 'async"' "$tmp/ddp.json" &&
+   grep -Eq '^mlsys-lab: trace: [1-9][0-9]* events written to .* \(0 lost\)$' "$tmp/f.err"; then
+    ok "DDP's events of both hosts in the trace, the non-blocking buckets' among them"
+else
+    { echo "ranks in the trace: $tids"; cat "$tmp/f.err"; } >"$tmp/f.d"
+    bad "DDP's events of both hosts in the trace" "$tmp/f.d"
+fi
+family "TP (tp-mlp)" "$tmp/hosts" "$mask_tp" ch06/tp-mlp -t 2 -H 32
+family "PP (pipeline-schedule-viz --run, 1F1B)" "$tmp/hosts" "$mask_pp" \
+    ch07/pipeline-schedule-viz --run -P 2 -m 4 --schedule 1f1b --layers 4 --hidden 32 --batch-size 8
+family "RLHF split (1 generator, 3 trainers)" "$tmp/hosts2" "$mask_rlhf" ch13/rlhf-loop -w 4 \
+    --placement split --iterations 2 --prompts 12 --rm-steps 5
 finish

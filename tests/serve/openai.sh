@@ -3,19 +3,24 @@
 # BUILD/serve-npm) against `mlsys-lab run ch08/minimal-inference-server --serve` on a free
 # loopback port with a bearer key: tests/serve/openai_client.mjs. Skips with the reason when
 # node or npm is missing, the package cannot be installed (offline), or the lab was built
-# without the HTTP server. Usage: tests/serve/openai.sh [BUILD]
+# without the HTTP server; under CI=true (where the registry is reachable) a client that
+# cannot be had fails instead. Usage: tests/serve/openai.sh [BUILD]
 build=${1:-build}
 cd "$(dirname "$0")/../.." || exit 1
+# skip here, fail under CI
+cannot() {
+    if [ "$CI" = true ]; then echo "openai client: FAILED (CI=true): $1"; exit 1; fi
+    echo "openai client: skipped: $1"; exit 0
+}
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "openai client: skipped: node or npm not found (apt-get install nodejs npm)"; exit 0
+    cannot "node or npm not found (apt-get install nodejs npm)"
 fi
 dir=$build/serve-npm
 if [ ! -f "$dir/node_modules/openai/package.json" ]; then
     mkdir -p "$dir" || exit 1
     if ! (cd "$dir" && timeout 300 npm install --no-audit --no-fund --silent openai@4 \
               >npm.log 2>&1); then
-        echo "openai client: skipped: npm install openai failed (offline?): $(tail -n 1 "$dir/npm.log")"
-        exit 0
+        cannot "npm install openai failed (offline?), see $dir/npm.log"
     fi
 fi
 cp tests/serve/openai_client.mjs "$dir/" || exit 1

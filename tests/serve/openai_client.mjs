@@ -1,7 +1,7 @@
 // openai_client.mjs - the official OpenAI Node client against the lab's server (base_url
 // http://127.0.0.1:PORT/v1, the key in KEY): a completion, a chat completion, streams of both
-// (their text equal to the whole responses' at temperature 0), the model list, and a 404 for
-// an unknown model. Run by tests/serve/openai.sh, which installs the `openai` package.
+// (their text equal to the whole responses' at temperature 0), usage in a stream's last
+// chunk, the model list, a 400 naming an unserved field and a 404 for an unknown model. Run by tests/serve/openai.sh, which installs the `openai` package.
 import OpenAI from 'openai';
 
 const port = process.env.PORT;
@@ -46,6 +46,25 @@ for await (const chunk of st) {
 check(text === ch.choices[0].message.content, `chat stream "${text}" != whole`);
 check(finish === ch.choices[0].finish_reason, 'chat stream finish_reason');
 
+// stream_options.include_usage: the last chunk has no choices and the whole usage
+let last = null;
+const su = await client.chat.completions.create({ model, messages, max_tokens: 20,
+                                                  temperature: 0, stream: true,
+                                                  stream_options: { include_usage: true } });
+for await (const chunk of su)
+    last = chunk;
+check(last && last.choices.length === 0 && last.usage &&
+      last.usage.total_tokens === ch.usage.total_tokens, 'include_usage: last chunk');
+check(ch.created >= Math.floor(Date.now() / 1000) - 60, `created ${ch.created} is not now`);
+
+// a field the server does not serve is refused by name, never ignored
+try {
+    await client.completions.create({ model, prompt: 'x', max_tokens: 2, logprobs: 2 });
+    check(false, 'logprobs was ignored');
+} catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'logprobs', `logprobs: ${e}`);
+}
+
 const models = await client.models.list();
 check(models.data.some((m) => m.id === model), 'models.list');
 
@@ -58,4 +77,5 @@ try {
 
 if (failed)
     process.exit(1);
-console.log(`openai_client: ok (completion, chat, both streamed, models, 404): "${c.choices[0].text}"`);
+console.log(`openai_client: ok (completion, chat, both streamed, usage chunk, models, 400, ` +
+            `404): "${c.choices[0].text}"`);

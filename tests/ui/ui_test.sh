@@ -79,6 +79,19 @@ wait_count() {
     return 1
 }
 
+# Move the launcher form's selection down to the field called $1 (at most 40 presses), so
+# that a new field elsewhere in the form does not shift what a test types into.
+to_field() {
+    i=0
+    while [ "$i" -lt 40 ]; do
+        screen | grep -Eq "^ +(▸|>) +$1 " && return 0
+        keys Down
+        sleep 0.05
+        i=$((i + 1))
+    done
+    return 1
+}
+
 check() {
     desc=$1
     shift
@@ -202,7 +215,7 @@ printf '#!/bin/sh\ntrap "" INT\nkill -INT 0\n%s\ncp "%s" "$1"\n' \
     "$root/assets/exercises/ch03-ring-allreduce/solution.c" > "$tmp/editor.sh"
 chmod +x "$tmp/editor.sh"
 work="$tmp/exhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
-progress="$tmp/exstate/mlsys-lab/progress"
+progress="$tmp/exhome/progress"            # MLSYS_LAB_HOME holds the state too
 start expane 120 40 "XDG_STATE_HOME=$tmp/exstate MLSYS_LAB_HOME=$tmp/exhome \
     EDITOR=$tmp/editor.sh MLSYS_EX_SEED=7"
 keys "$bin; echo EXIT=\$?" Enter
@@ -321,7 +334,8 @@ select_ex ch03-ring-allreduce j
 check "with EDITOR not runnable and no vi the pane names the fallback, nano" \
     wait_for "e opens it in nano \(EDITOR=nosuch-editor cannot run here\)" 20
 keys e
-check "e runs nano, not ed" sh -c "sleep 0.5; [ \"\$(cat $tmp/editor-ran 2>/dev/null)\" = nano ]"
+check "e runs nano, not ed" sh -c "for i in \$(seq 100); do \
+    [ \"\$(cat $tmp/editor-ran 2>/dev/null)\" = nano ] && exit 0; sleep 0.1; done; exit 1"
 check "and creates the file from the starter first" \
     cmp -s "$root/assets/exercises/ch03-ring-allreduce/starter.c" \
     "$tmp/edhome/exercises/ch03-ring-allreduce/ring_allreduce.c"
@@ -598,6 +612,10 @@ check "headless: all_reduce gets one element per rank, so ring really runs" sh -
     grep -q 'cuts the buffer into 5 chunks, as ring does, can run' '$tmp/ring5.out' && \
     ! grep -q 'all_reduce of' '$tmp/ring5.err'"
 check "headless: stdout is the lab's own output only" sh -c "! grep -q 'mlsys-lab' '$tmp/ring5.out'"
+"$bin" run ch07/pipeline-schedule-viz --trace "$tmp/sched.json" > /dev/null 2> "$tmp/sched.err"
+check "headless: --trace where a lab starts no ranks says that nothing was written" sh -c "\
+    grep -q 'ch07/pipeline-schedule-viz: --trace: nothing written to $tmp/sched.json: no ranks' \
+    '$tmp/sched.err' && ! ls '$tmp/sched.json'* 2>/dev/null"
 "$bin" run ch03/collective-cheatsheet -w 5 --algo recursive_doubling > /dev/null 2> "$tmp/rd5.err"
 check "headless: a rank count an algorithm cannot take is said on stderr" grep -q \
     "all_gather ran direct: recursive_doubling needs a power-of-two number of ranks, not 5" \
@@ -621,7 +639,7 @@ keys q Escape
 # a lab that answers without ranks does not claim ranks
 keys 2 Right j Enter
 wait_for "launch ch02/send-recv-basic" 30
-keys Down Down Space Enter
+keys Down Space Enter           # show-deadlock, right under world-size
 check "a lab that answered without ranks says so in the title" wait_for "no ranks started" 30
 check "and in the status line" wait_for "the lab answered without starting ranks" 10
 keys q Escape
@@ -708,13 +726,22 @@ keys 2 G
 check "the lab's charts fit the log at 80 columns (blocks of slots)" sh -c "sleep 0.3; \
     ! $T capture-pane -p -t $sess | grep -q 'GPU [0-9]: .*…'"
 keys q
-# a file name field: q goes back until the learner types into it (back from the run, the
-# selection rests on Launch: two up is trace)
+# an empty file name field takes q as its first key; Esc says it goes back instead
 sleep 0.3
-keys Up Up
-check "on a file name field, q still goes back" sh -c "sleep 0.3; $T send-keys -t $sess q; \
-    sleep 0.5; ! $T capture-pane -p -t $sess | grep -q 'launch ch07/'"
-keys q
+to_field trace
+check "on a file name field the footer offers Esc to go back, not q" \
+    wait_for "Esc back" 20
+keys q q . j s o n
+check "q typed first into a file name field is text: the field holds qq.json" \
+    wait_for "trace +\\[qq\\.json" 20
+check "and the form is still open" wait_for "launch ch07/pipeline-schedule-viz" 5
+keys C-a "$tmp/" Enter Enter
+wait_for "pipeline-schedule-viz .{1,3} no ranks started" 60
+keys End 2 G
+check "a lab that starts no ranks says that --trace wrote nothing" \
+    wait_for "trace: nothing written to $tmp/qq\\.json:" 30
+check "and no file is there" sh -c "! ls $tmp/qq.json* 2>/dev/null"
+keys q q q
 check "q quits from home after the views, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
 
@@ -738,7 +765,9 @@ check "a shared block shows its count (16 requests hold the system prompt)" \
 check "the step's line says what happened to the blocks" \
     wait_for "in this step: [0-9]+ allocated, [0-9]+ shared \\(prefix hits\\)" 20
 check "the selected block says who holds it" \
-    wait_for "kv cache, block 0: shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
+    wait_for "kv cache, block 0 \\([0-9.]+ KiB\\): shared by req 0, req 1, req 2 and 13 more \\(16 references\\)" 20
+check "the pool's line gives the pool's size (its blocks times one block's bytes)" \
+    wait_for "^ kv cache: [0-9]+ blocks x [0-9]+ tokens = [0-9.]+ [KM]iB, " 20
 keys 7
 check "the server view: the queue in three columns" \
     wait_for "waiting \\(84\\) +│running \\(16\\) +│finished \\(0\\)" 20
@@ -771,6 +800,48 @@ sleep 0.3
 keys q q
 check "q quits from home after the server, exit 0" wait_for "^EXIT=0" 30
 $T kill-session -t "$sess"
+# ---- ch08 gated: the log keeps up with the view, and the times are the engine's ----
+start gated8 120 40
+keys "$bin; echo EXIT=\$?" Enter
+wait_for "Chapter 1:" 30
+keys 8 Right j Enter
+wait_for "launch ch08/minimal-inference-server" 30
+# two requests of three tokens: three engine steps and the idle gate, each held >= 0.5 s
+to_field num-requests
+keys C-u 2
+to_field max-tokens
+keys C-u 3
+to_field gated
+keys Space Enter
+wait_for "wait at gate 1: n lets them take it" 150
+keys 2
+check "gated ch08 at its first gate: the log already shows what the lab printed before it" \
+    wait_for "Processing: one line per engine step" 20
+held=0
+for g in 2 3 4 5; do
+    sleep 0.5
+    keys n
+    wait_for "wait at gate $g: n lets them take it|finished: every rank exited 0" 100 || break
+    held=$((held + 1))
+    if [ "$g" = 2 ]; then
+        check "after one n the log shows that step's line, not one step late" \
+            wait_for "step +1 +[0-9.]+ ms +prefill r0:21 r1:29" 20
+    fi
+done
+check "the four gates were held" eq "$held" 4
+keys G
+check "a gated run's report gives the engine's own time" \
+    wait_for "total time +[0-9.]+ ms \\(the engine's own; the [0-9.]+ s it waited at its gates" 60
+check "and how long it waited at its gates, at least the 2 s held here" sh -c "\
+    $T capture-pane -p -t $sess | grep -Eo 'the [0-9.]+ s it waited at its gates' | \
+    awk 'BEGIN { ok = 0 } \$2 >= 2.0 { ok = 1 } END { exit !ok }'"
+keys Q
+wait_for "^EXIT=0" 30
+$T kill-session -t "$sess"
+
+check "the marks of the labs run to the end are kept under MLSYS_LAB_HOME" \
+    grep -q "^ch08/minimal-inference-server ok " "$tmp/lab/labs"
+check "and nothing went to XDG_STATE_HOME" sh -c "[ -z \"\$(ls -A $tmp/state)\" ]"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

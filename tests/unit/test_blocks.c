@@ -6,7 +6,8 @@
  * stepping back; chapter 5's gradients: buckets as owners, values as shades on one scale
  * for the whole run, a bucket in flight, rows equal after the all-reduce; and the view's
  * manners: its keys leave the arrows to the player, an empty view speaks to a learner, a
- * free block and a zero never share a glyph. */
+ * free block and a zero never share a glyph; the pool's line gives the pool's size, and the
+ * step's line says why a serving engine's request let go of its blocks (preempted, finished). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -217,7 +218,8 @@ START_TEST(kv_counts_tables_and_marks)
     kv_scene();
     char *f = render_at(2, 80, 16, 1, 0), row[256], map[64];
     /* after step 2: block 0 held by 3 (refs 3), block 1 by 2, blocks 2 3 4 by one each */
-    ck_assert_msg(strstr(f, "12 blocks x 4 tokens (4 KiB), 5 used, 2 shared, 0 cached, 7 free"),
+    /* the pool's size: 12 blocks of 4 KiB */
+    ck_assert_msg(strstr(f, "12 blocks x 4 tokens = 48 KiB, 5 used, 2 shared, 0 cached, 7 free"),
                   "%s", f);
     line_starting(f, "a req 0", row, sizeof row);
     ck_assert_msg(strstr(row, "| 0 1 2"), "req 0's table: %s", row);
@@ -403,7 +405,7 @@ START_TEST(free_is_not_zero_and_keys)
     ck_assert_int_eq(view_blocks_class.key(bv, UI_KEY_RIGHT), 0);
     ck_assert_int_ne(view_blocks_class.key(bv, 'l') & UI_HANDLED, 0);
     char *f = render_at(0, 60, 8, 1, 0);
-    ck_assert_msg(strstr(f, "shard, block 1: held by w1, value 1.0"), "%s", f);
+    ck_assert_msg(strstr(f, "shard, block 1 (4 B): held by w1, value 1.0"), "%s", f);
     free(f);
     for (const ui_key_help *k = view_blocks_class.keys; k->key; k++)
         ck_assert_msg(!strstr(k->key, "arrow") && !strstr(k->key, "Left"), "%s", k->key);
@@ -453,10 +455,11 @@ START_TEST(evicted_and_reused_in_one_step)
     mem(0, 0, MLSYS_MEM_ALLOC, 0, 1, 1, 0, 0, 1024, NULL, NAN);
     sm_finish(sm);
     char *f = render_at(1, 80, 10, 1, 0);
-    ck_assert_msg(strstr(f, "kv cache, block 0: cached"), "%s", f);
+    ck_assert_msg(strstr(f, "kv cache, block 0 (1 KiB): cached"), "%s", f);
     free(f);
-    f = render_at(2, 80, 10, 1, 0);
-    ck_assert_msg(strstr(f, "block 0: held by owner 1 (evicted from the cache in this step"),
+    f = render_at(2, 100, 10, 1, 0);
+    ck_assert_msg(strstr(f, "block 0 (1 KiB): held by owner 1 (evicted from the cache in this "
+                            "step"),
                   "%s", f);
     free(f);
     done();
@@ -503,10 +506,10 @@ START_TEST(many_owners_and_the_step_line)
     sm_finish(sm);
     char *f = render_at(1, 99, 24, 1, 0);
     ck_assert_msg(strstr(f, " 12 "), "a count of 12 in two digits: %s", f);
-    ck_assert_msg(strstr(f, "block 0: shared by req 0, req 1, req 2 and 9 more "
+    ck_assert_msg(strstr(f, "block 0 (1 KiB): shared by req 0, req 1, req 2 and 9 more "
                             "(12 references)"), "%s", f);
     ck_assert_msg(strstr(f, "in this step: 3 allocated, 11 shared (prefix hits), 2 owners let "
-                            "go of 2 (2 kept cached)"), "%s", f);
+                            "go of 2 blocks (2 kept cached)"), "%s", f);
     free(f);
     /* the shared block's two cells: the colours of its first two owners (req 0, req 1) */
     sm_sink sk = {b_rewind, b_event, NULL, NULL};
@@ -563,6 +566,88 @@ START_TEST(pool_described_again)
 }
 END_TEST
 
+/* A serving engine's request moves (core/llm/engine.h's roles: 2 scheduler, 1 queue, 3 model,
+ * 0 clients) say why a request let go of its blocks: preempted, or finished. */
+static void request_moves(int from, int to, int seq, int count)
+{
+    mlsys_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = MLSYS_EV_FLOW;
+    e.t_ns = now_t += 1000;
+    e.coll = e.algo = e.op = -1;
+    e.flow = (mlsys_flow_info){(int16_t)from, (int16_t)to, MLSYS_FLOW_REQUESTS, -1, count, 0,
+                               seq, 0};
+    sm_event(sm, &e);
+}
+
+START_TEST(why_an_owner_let_go)
+{
+    fresh(1);
+    mem(0, 0, MLSYS_MEM_POOL, -1, -1, 0, 16, 8, 40960, "kv cache", NAN);
+    for (int o = 0; o < 4; o++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "req %d", o);
+        mem(0, 0, MLSYS_MEM_OWNER, -1, o, 0, -1, 0, 0, nm, NAN);
+    }
+    step(1, 1, "engine step 1");
+    for (int o = 0; o < 4; o++) {
+        mem(0, 0, MLSYS_MEM_ALLOC, 2 * o, o, 1, 0, 0, 40960, NULL, NAN);
+        mem(0, 0, MLSYS_MEM_ALLOC, 2 * o + 1, o, 1, 1, 0, 40960, NULL, NAN);
+    }
+    /* step 2: req 3 is preempted (the move may come before its blocks go) */
+    step(1, 2, "engine step 2");
+    request_moves(2, 1, 3, 0);
+    free_cached(6, 3);
+    mem(0, 0, MLSYS_MEM_FREE, 7, 3, 0, -1, 0, 40960, NULL, NAN);
+    /* step 3: req 0 finishes (the move after its blocks) */
+    step(1, 3, "engine step 3");
+    free_cached(0, 0);
+    free_cached(1, 0);
+    request_moves(3, 0, 0, 20);
+    /* step 4: req 1 finishes and req 2 is preempted */
+    step(1, 4, "engine step 4");
+    free_cached(2, 1);
+    request_moves(3, 0, 1, 20);
+    request_moves(2, 1, 2, 0);
+    free_cached(4, 2);
+    free_cached(5, 2);
+    /* step 5: req 3 comes back and lets go again, with no move said: no reason given */
+    step(1, 5, "engine step 5");
+    mem(0, 0, MLSYS_MEM_ALLOC, 6, 3, 1, 0, 0, 40960, NULL, NAN);
+    free_cached(6, 3);
+    step(1, 6, "engine step 6");
+    sm_finish(sm);
+    char *f = render_at(2, 100, 12, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: req 3 was preempted and let go of 2 blocks (1 kept "
+                            "cached, 1 freed)"), "%s", f);
+    /* 8 blocks of 40 KiB */
+    ck_assert_msg(strstr(f, "kv cache: 8 blocks x 16 tokens = 320 KiB, 6 used"), "%s", f);
+    free(f);
+    f = render_at(3, 100, 12, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: req 0 finished and let go of 2 blocks (2 kept "
+                            "cached)"), "%s", f);
+    free(f);
+    f = render_at(4, 100, 12, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: 2 owners let go of 3 blocks (req 2 preempted; 3 kept "
+                            "cached)"), "%s", f);
+    free(f);
+    f = render_at(5, 100, 12, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: 1 allocated, req 3 let go of 1 block (1 kept "
+                            "cached)"), "%s", f);
+    free(f);
+    /* narrow: the line goes on over the blank line above it, nothing cut */
+    f = render_at(2, 60, 18, 1, 0);
+    ck_assert_msg(strstr(f, "in this step: req 3 was preempted and let go of 2 blocks (1\n") &&
+                  strstr(f, "  kept cached, 1 freed)"), "%s", f);
+    free(f);
+    /* stepping back says it again: the reasons are rebuilt with the frame */
+    f = render_at(2, 100, 12, 1, 0);
+    ck_assert_msg(strstr(f, "req 3 was preempted and let go of 2 blocks"), "%s", f);
+    free(f);
+    done();
+}
+END_TEST
+
 static Suite *blocks_suite(void)
 {
     Suite *s = suite_create("blocks");
@@ -576,6 +661,7 @@ static Suite *blocks_suite(void)
     tcase_add_test(tc, pool_described_again);
     tcase_add_test(tc, evicted_and_reused_in_one_step);
     tcase_add_test(tc, many_owners_and_the_step_line);
+    tcase_add_test(tc, why_an_owner_let_go);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,6 +101,92 @@ static void parse_step(const char *line, int *rows, int *seqs)
     }
 }
 
+/* The step a request's prefill runs in, and the step it finishes in, from the step lines. */
+static void request_steps(const char *out, int id, long *pre, long *fin)
+{
+    char pk[16], fk[16];
+    snprintf(pk, sizeof pk, " r%d:", id);
+    snprintf(fk, sizeof fk, " r%d", id);
+    *pre = *fin = 0;
+    for (const char *p = out; (p = strstr(p, "\n  step ")) != NULL; p++) {
+        const char *eol = strchr(p + 1, '\n');
+        long step = strtol(p + 8, NULL, 10);
+        const char *d = strstr(p, " decode "), *f = strstr(p, "finished");
+        if (!eol || !d || d > eol)
+            continue;
+        const char *q = strstr(p, pk);
+        if (q && q < d && !*pre)
+            *pre = step;
+        if (f && f < eol)
+            for (const char *r = f; (r = strstr(r, fk)) && r < eol; r++)
+                if (r[strlen(fk)] == ' ' || r[strlen(fk)] == '\n')
+                    *fin = step;
+    }
+}
+
+/* The default run shows continuous batching: its requests ask for different lengths, so
+ * the four seats free at different steps, and request 4 is prefilled in the step right
+ * after the first of them finished, while the others still decode. --fixed-output is the
+ * original's workload, where all four end in one step; --compare sets static batching
+ * beside it, whose newcomer waits for the whole batch. */
+START_TEST(default_shows_continuous_batching)
+{
+    bin_result r = run_bin(LAB);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    long pre[5], fin[5], first = 0, last = 0;
+    for (int i = 0; i < 5; i++)
+        request_steps(r.out, i, &pre[i], &fin[i]);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(pre[i] == 1 && fin[i] > 1, "r%d: prefill %ld, finish %ld", i, pre[i],
+                      fin[i]);
+        first = !first || fin[i] < first ? fin[i] : first;
+        last = fin[i] > last ? fin[i] : last;
+    }
+    ck_assert_msg(first < last, "the four seats all freed in step %ld", first);
+    ck_assert_msg(pre[4] == first + 1, "r4 prefilled in step %ld, the first seat freed in %ld",
+                  pre[4], first);
+    char want[160];
+    snprintf(want, sizeof want, "r4 took its seat in step %ld, the very next step", pre[4]);
+    ck_assert_msg(strstr(r.out, want), "%s", want);
+    /* each request asked for its own length, between a quarter of 20 and 20 */
+    int lens = 0;
+    for (const char *p = r.out; (p = strstr(p, "), max_tokens ")); p++) {
+        int n = atoi(p + 14);
+        ck_assert(n >= 5 && n <= 20);
+        lens++;
+    }
+    ck_assert_int_eq(lens, 5);
+    bin_result_free(&r);
+    /* the original's workload: every request to 20 tokens, the four seats free together */
+    r = run_bin(LAB " --fixed-output --temperature 0");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    for (int i = 0; i < 5; i++)
+        request_steps(r.out, i, &pre[i], &fin[i]);
+    ck_assert(fin[0] == fin[1] && fin[1] == fin[2] && fin[2] == fin[3]);
+    ck_assert(strstr(r.out, "all finished in step"));
+    bin_result_free(&r);
+    /* continuous against static: static's newcomer waits for the longest of the batch */
+    r = run_bin(LAB " --compare");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *c = strstr(r.out, "\n  continuous "), *s = strstr(r.out, "\n  static ");
+    ck_assert(c && s);
+    long cs, cl, ss, sl;
+    ck_assert(sscanf(c, " continuous %ld %ld", &cs, &cl) == 2);
+    ck_assert(sscanf(s, " static %ld %ld", &ss, &sl) == 2);
+    ck_assert_int_eq(cl, first + 1);           /* the same steps as the run above */
+    ck_assert_int_eq(sl, last + 1);            /* static: after the batch's longest request */
+    ck_assert_msg(ss > cs, "static took %ld steps, continuous %ld", ss, cs);
+    bin_result_free(&r);
+    /* --static alone runs static batching */
+    r = run_bin(LAB " --static");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    request_steps(r.out, 4, &pre[4], &fin[4]);
+    ck_assert_int_eq(pre[4], last + 1);
+    ck_assert(strstr(r.out, "Static batching: the first 4 requests finished"));
+    bin_result_free(&r);
+}
+END_TEST
+
 START_TEST(engine_run)
 {
     bin_result r = run_bin(LAB " --num-requests 8 --batch-size 3 --max-num-batched-tokens 24 --kv-blocks 8 "
@@ -171,6 +257,7 @@ int main(void)
     tcase_add_test(tc, simulation_golden);
     tcase_add_test(tc, simulation_properties);
     tcase_add_test(tc, engine_run);
+    tcase_add_test(tc, default_shows_continuous_batching);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -23,14 +23,19 @@ START_TEST(calculator_table)
 {
     bin_result r = run_bin(CALC);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-    has(r.out, "LLaMA-7B        32       32         512.00 KB    4.00 GB      16.00 GB\n");
-    has(r.out, "LLaMA-13B       40       40         800.00 KB    6.25 GB      25.00 GB\n");
-    has(r.out, "LLaMA-70B       80       8          320.00 KB    2.50 GB      10.00 GB\n");
-    has(r.out, "Mistral-7B      32       8          128.00 KB    1.00 GB      4.00 GB\n");
-    has(r.out, "Qwen-72B        80       8          320.00 KB    2.50 GB      10.00 GB\n");
-    has(r.out, "DeepSeek-67B    95       8          380.00 KB    2.97 GB      11.88 GB\n");
+    /* binary units named as such: 2^10 bytes are a KiB, not a KB */
+    has(r.out, "LLaMA-7B        32       32         512.00 KiB   4.00 GiB     16.00 GiB\n");
+    has(r.out, "LLaMA-13B       40       40         800.00 KiB   6.25 GiB     25.00 GiB\n");
+    has(r.out, "LLaMA-70B       80       8          320.00 KiB   2.50 GiB     10.00 GiB\n");
+    has(r.out, "Mistral-7B      32       8          128.00 KiB   1.00 GiB     4.00 GiB\n");
+    /* Qwen-72B keeps a KV head per query head (64); Qwen2-72B groups them into 8 */
+    has(r.out, "Qwen-72B        80       64         2.50 MiB     20.00 GiB    80.00 GiB\n");
+    has(r.out, "Qwen2-72B       80       8          320.00 KiB   2.50 GiB     10.00 GiB\n");
+    has(r.out, "DeepSeek-67B    95       8          380.00 KiB   2.97 GiB     11.88 GiB\n");
+    ck_assert_msg(strstr(r.out, " KB") == NULL && strstr(r.out, " MB") == NULL,
+                  "a binary unit named KB or MB");
     /* the lab's model: 5 layers x 2 KV heads x 32 x 4 bytes x 2, equal to its real pool */
-    has(r.out, "lab model fp32  5        2          2.50 KB");
+    has(r.out, "lab model fp32  5        2          2.50 KiB");
     has(r.out, "2560 bytes per token slot ✓");
     /* the default (70B on 80 GB) never fits: four lines, no numbers */
     const char *p = r.out;
@@ -39,15 +44,17 @@ START_TEST(calculator_table)
         nofit++, p++;
     ck_assert_int_eq(nofit, 4);
     /* fragmentation for LLaMA-70B */
-    has(r.out, "Without paging (every request reserves the max): 250.00 GB\n"
-               "  With paging (blocks as tokens arrive): 15.62 GB\n"
-               "  Memory saved: 234.38 GB (93.8% reduction)");
-    has(r.out, "125.00 GB\n  With paging (blocks as tokens arrive): 31.25 GB\n"
-               "  Memory saved: 93.75 GB (75.0% reduction)");
-    has(r.out, "200.00 GB\n  With paging (blocks as tokens arrive): 25.00 GB\n"
-               "  Memory saved: 175.00 GB (87.5% reduction)");
-    has(r.out, "400.00 GB\n  With paging (blocks as tokens arrive): 25.00 GB\n"
-               "  Memory saved: 375.00 GB (93.8% reduction)");
+    has(r.out, "Without paging (every request reserves the max): 250.00 GiB\n"
+               "  With paging (blocks as tokens arrive): 15.62 GiB\n"
+               "  Memory saved: 234.38 GiB (93.8% reduction)");
+    has(r.out, "125.00 GiB\n  With paging (blocks as tokens arrive): 31.25 GiB\n"
+               "  Memory saved: 93.75 GiB (75.0% reduction)");
+    has(r.out, "200.00 GiB\n  With paging (blocks as tokens arrive): 25.00 GiB\n"
+               "  Memory saved: 175.00 GiB (87.5% reduction)");
+    has(r.out, "400.00 GiB\n  With paging (blocks as tokens arrive): 25.00 GiB\n"
+               "  Memory saved: 375.00 GiB (93.8% reduction)");
+    /* insight 4 by the formula: (640 - 140 - 20) GB over 327680 B a token */
+    has(r.out, "357 requests at 4K context, 44 at 32K, 11 at 128K");
     bin_result_free(&r);
 }
 END_TEST
@@ -65,39 +72,54 @@ static void cap(const char *out, int ctx, const char *avail, const char *kv, int
     has(out, want);
 }
 
+/* The capacity block of one context by the formula, every quantity in GB = 10^9 bytes:
+ * free = GPU - weights - 2, per request = 2·L·H·D·2·ctx, max = floor(free / per request),
+ * 50 % and 95 % of it without and with paging. */
+static void cap_formula(const char *out, int ctx, double gpu, double weights, long L, long H,
+                        long D)
+{
+    double avail = gpu - weights - 2.0, kv = 2.0 * L * H * D * 2 * ctx / 1e9;
+    long max = (long)(avail / kv), without = (long)(max * 0.5), with = (long)(max * 0.95);
+    char a[16], k[16], impr[16];
+    snprintf(a, sizeof a, "%.1f", avail);
+    snprintf(k, sizeof k, "%.2f", kv);
+    if (without > 0)
+        snprintf(impr, sizeof impr, "%.0f%%", ((double)with / without - 1.0) * 100.0);
+    else
+        snprintf(impr, sizeof impr, "n/a");
+    cap(out, ctx, a, k, (int)max, (int)without, (int)with, impr);
+}
+
 START_TEST(calculator_capacity_goldens)
 {
     bin_result r = run_bin(CALC " --model mistral-7b --gpu h100");
     ck_assert_int_eq(r.status, 0);
-    cap(r.out, 2048, "64.0", "0.25", 256, 128, 243, "90%");
-    cap(r.out, 4096, "64.0", "0.50", 128, 64, 121, "89%");
-    cap(r.out, 8192, "64.0", "1.00", 64, 32, 60, "88%");
-    cap(r.out, 32768, "64.0", "4.00", 16, 8, 15, "88%");
+    /* by hand: 64 GB free, 131072 x 8192 B = 1.07 GB a request, 59 fit; 29 and 56 */
+    cap(r.out, 8192, "64.0", "1.07", 59, 29, 56, "93%");
+    has(r.out, "at 8K context it counted 64 requests where 59 fit.)");
+    static const int ctxs[4] = {2048, 4096, 8192, 32768};
+    for (int i = 0; i < 4; i++)
+        cap_formula(r.out, ctxs[i], 80, 14, 32, 8, 128);
     bin_result_free(&r);
     r = run_bin(CALC " --model llama-7b --gpu h100");
-    cap(r.out, 2048, "64.0", "1.00", 64, 32, 60, "88%");
-    cap(r.out, 4096, "64.0", "2.00", 32, 16, 30, "88%");
-    cap(r.out, 8192, "64.0", "4.00", 16, 8, 15, "88%");
-    cap(r.out, 32768, "64.0", "16.00", 4, 2, 3, "50%");
+    for (int i = 0; i < 4; i++)
+        cap_formula(r.out, ctxs[i], 80, 14, 32, 32, 128);
     bin_result_free(&r);
     r = run_bin(CALC " --model llama-7b --gpu 4090");
     ck_assert_int_eq(r.status, 0);       /* the original crashed at 32K */
-    cap(r.out, 2048, "8.0", "1.00", 8, 4, 7, "75%");
-    cap(r.out, 4096, "8.0", "2.00", 4, 2, 3, "50%");
-    cap(r.out, 8192, "8.0", "4.00", 2, 1, 1, "0%");
-    cap(r.out, 32768, "8.0", "16.00", 0, 0, 0, "n/a");
+    for (int i = 0; i < 4; i++)
+        cap_formula(r.out, ctxs[i], 24, 14, 32, 32, 128);
+    cap(r.out, 32768, "8.0", "17.18", 0, 0, 0, "n/a");
     bin_result_free(&r);
     r = run_bin(CALC " --model llama-13b --gpu h100");
-    cap(r.out, 2048, "52.0", "1.56", 33, 16, 31, "94%");
-    cap(r.out, 4096, "52.0", "3.12", 16, 8, 15, "88%");
-    cap(r.out, 8192, "52.0", "6.25", 8, 4, 7, "75%");
-    cap(r.out, 32768, "52.0", "25.00", 2, 1, 1, "0%");
+    for (int i = 0; i < 4; i++)
+        cap_formula(r.out, ctxs[i], 80, 26, 40, 40, 128);
     bin_result_free(&r);
     r = run_bin(CALC " --model llama-13b --gpu a100-40");
     ck_assert_int_eq(r.status, 0);
-    cap(r.out, 2048, "12.0", "1.56", 7, 3, 6, "100%");
-    cap(r.out, 4096, "12.0", "3.12", 3, 1, 2, "100%");
-    cap(r.out, 8192, "12.0", "6.25", 1, 0, 0, "n/a");
+    for (int i = 0; i < 3; i++)
+        cap_formula(r.out, ctxs[i], 40, 26, 40, 40, 128);
+    cap(r.out, 8192, "12.0", "6.71", 1, 0, 0, "n/a");
     bin_result_free(&r);
     /* 13B on the 4090 and the big three everywhere do not fit */
     const char *nofit[] = {"--model llama-13b --gpu 4090", "--model qwen-72b --gpu a100", "--model deepseek-67b"};
@@ -115,10 +137,10 @@ START_TEST(calculator_custom_and_bad_input)
     /* the Custom row: 2 x 10 x 4 x 64 x 2 = 10240 bytes per token; weights taken as 14 GB */
     bin_result r = run_bin(CALC " --custom --layers 10 --heads 4 --dim 64 --gpu a100-40");
     ck_assert_int_eq(r.status, 0);
-    has(r.out, "Custom          10       4          10.00 KB     80.00 MB     320.00 MB\n");
+    has(r.out, "Custom          10       4          10.00 KiB    80.00 MiB    320.00 MiB\n");
     has(r.out, "CAPACITY ANALYSIS: Custom on A100 40GB");
-    /* 40 - 14 - 2 = 24 GB; 2048 x 10240 B = 0.0195 GiB -> 1228 requests */
-    cap(r.out, 2048, "24.0", "0.02", 1228, 614, 1166, "90%");
+    /* 40 - 14 - 2 = 24 GB; 2048 x 10240 B = 0.021 GB -> 1144 requests */
+    cap(r.out, 2048, "24.0", "0.02", 1144, 572, 1086, "90%");
     has(r.out, "FRAGMENTATION ANALYSIS: Custom");
     /* the saving depends on the scenario only, never on the model */
     has(r.out, "(93.8% reduction)");

@@ -179,7 +179,11 @@ START_TEST(lab_simulation_goldens)
     ck_assert(strstr(r.out, "1 x 0.05 + 0.5 = 0.55 ms per iteration, 550.0 ms total"));
     ck_assert(strstr(r.out, "speedup 1.36x"));
     ck_assert(strstr(r.out, "0.25 ms -> 0.05 ms"));
-    ck_assert(strstr(r.out, "batch  5 -> graph  8 (padded)") && strstr(r.out, "17 -> eager"));
+    /* vLLM's capture sizes: 1, 2, 4, then multiples of 8 */
+    ck_assert(strstr(r.out, "batch  5 -> graph  8 (padded)") &&
+              strstr(r.out, "batch 13 -> graph 16 (padded)") &&
+              strstr(r.out, "batch 17 -> graph 24 (padded)") && strstr(r.out, "33 -> eager"));
+    ck_assert(strstr(r.out, "graph-safe generator"));
     bin_result_free(&r);
 }
 END_TEST
@@ -199,6 +203,34 @@ START_TEST(lab_cpu_analogue)
         equal++, p++;
     ck_assert_int_eq(equal, 2);
     ck_assert(!strstr(r.out, "NOT EQUAL"));
+    /* each block: the saving, its spread over the repeats, and the verdict that spread
+     * gives: within noise exactly when the repeats saw both a gain and a loss */
+    p = r.out;
+    for (int k = 0; k < 2; k++) {
+        p = strstr(p, "eager (interpreter, op by op):");
+        ck_assert(p != NULL);
+        double e, g, save, lo, hi;
+        int reps;
+        ck_assert(sscanf(p, "eager (interpreter, op by op): %lf", &e) == 1);
+        ck_assert(sscanf(strstr(p, "replayed:"), "replayed: %lf", &g) == 1);
+        ck_assert(sscanf(strstr(p, "saving per forward:"), "saving per forward: %lf us, from "
+                         "%lf to %lf in %d repeats", &save, &lo, &hi, &reps) == 4);
+        ck_assert_int_eq(reps, 7);
+        ck_assert_msg(lo <= save + 0.005 && save - 0.005 <= hi, "%g not in [%g, %g]", save, lo, hi);
+        ck_assert(fabs(save - (e - g)) <= 0.011);
+        const char *next = strstr(p + 1, "eager (interpreter, op by op):");
+        const char *noise = strstr(p, "within noise:"), *real = strstr(p, "a real ");
+        int is_noise = noise && (!next || noise < next), is_real = real && (!next || real < next);
+        ck_assert_msg(is_noise != is_real, "one verdict per block");
+        if (lo < -0.005 && hi > 0.005)
+            ck_assert_msg(is_noise, "[%g, %g] crosses 0 but is called real", lo, hi);
+        if (lo > 0.005 || hi < -0.005)
+            ck_assert_msg(is_real, "[%g, %g] on one side of 0 but called noise", lo, hi);
+        p++;
+    }
+    bin_result_free(&r);
+    r = run_bin("run ch10/cuda-graph-simple --force-cpu --iterations 6 --repeats 1");
+    ck_assert_int_eq(r.status, 2);      /* one repeat has no spread */
     bin_result_free(&r);
     int fd = open("/dev/nvidiactl", O_RDONLY);
     if (fd >= 0) {

@@ -224,9 +224,9 @@ START_TEST(replay_error_quotes_only_the_file)
     size_t len = strlen(file);
     memcpy(buf, file, len);
     memcpy(buf + len, "NOT-THE-FILE", 12);
-    replay_data d;
+    mlsys_trace d;
     char err[256];
-    ck_assert_int_eq(replay_parse(buf, len, &d, err, sizeof err), -1);
+    ck_assert_int_eq(mlsys_trace_parse(buf, len, &d, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "not valid JSON") != NULL, "%s", err);
     ck_assert_msg(strstr(err, "NOT-THE-FILE") == NULL && strstr(err, "NOT") == NULL,
                   "quoted bytes past the end: %s", err);

@@ -15,7 +15,6 @@
 #include "../../core/net_events.h"
 #include "../../lab/ui/ui.h"
 #include "../../lab/job/runner.h"
-#include "../../lab/backend/collector.h"
 #include "run_bin.h"
 
 /* ---- the records every test sends: each memory op and each flow kind once ---- */
@@ -142,9 +141,9 @@ START_TEST(through_a_trace)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json_lines(path, ev, NREC, lines, 3, 1000), 0);
-    replay_data d;
+    mlsys_trace d;
     char err[256];
-    int rc = replay_load(path, &d, err, sizeof err);
+    int rc = mlsys_trace_load(path, &d, err, sizeof err);
     unlink(path);
 #ifdef HAVE_CJSON
     ck_assert_msg(rc == 0, "%s", err);
@@ -161,7 +160,7 @@ START_TEST(through_a_trace)
         ck_assert_str_eq(d.lines[i].text, lines[i].text);
     }
     ck_assert_int_eq(d.nranks, 3);
-    replay_data_free(&d);
+    mlsys_trace_free(&d);
 #else
     ck_assert_int_eq(rc, -1);
 #endif
@@ -279,10 +278,10 @@ START_TEST(trace_keeps_output_headless)
     ck_assert_int_eq(plain.status, 0);
     ck_assert_int_eq(traced.status, 0);
     ck_assert_str_eq(traced.out, plain.out);        /* byte for byte: no tag leaks out */
-    replay_data d;
+    mlsys_trace d;
     char err[256];
 #ifdef HAVE_CJSON
-    ck_assert_msg(replay_load(path, &d, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_gt(d.nl, 2);
     int ranks_seen = 0;
     for (size_t i = 0; i < d.nl; i++) {
@@ -292,7 +291,7 @@ START_TEST(trace_keeps_output_headless)
         ranks_seen |= 1 << d.lines[i].rank;
     }
     ck_assert_msg(ranks_seen == 7, "lines kept under ranks %x, not every rank's own", ranks_seen);
-    replay_data_free(&d);
+    mlsys_trace_free(&d);
 #endif
     bin_result_free(&plain);
     bin_result_free(&traced);
@@ -302,10 +301,10 @@ START_TEST(trace_keeps_output_headless)
     ck_assert_int_eq(traced.status, plain.status);
     ck_assert_str_eq(traced.out, plain.out);
 #ifdef HAVE_CJSON
-    ck_assert_msg(replay_load(path, &d, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_gt(d.nl, 5);
     ck_assert_int_eq(d.nranks, 1);
-    replay_data_free(&d);
+    mlsys_trace_free(&d);
 #endif
     bin_result_free(&plain);
     bin_result_free(&traced);

@@ -5,7 +5,9 @@
  * element with rank and index, deadlock, crash, hang, a forbidden collective); the progress
  * file is written atomically and a corrupt one is backed up, never overwritten; and the CLI:
  * check exit codes, hint one at a time, solution gating, reset, and watch mode by inotify
- * and by polling. Each test runs in its own temp workspace and state directory. */
+ * and by polling; the contract (api.h) beside the learner's file and shown as text; and
+ * MLSYS_LAB_HOME holding all of a learner's state. Each test runs in its own temp workspace
+ * and state directory. */
 #include "run_bin.h"
 #include "ck_cut.h"
 #include <check.h>
@@ -21,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../../lab/exercise/exercise.h"
+#include "../../lab/ui/ui.h"
 #include "../../chapters/ch07/schedule.h"
 #include "ex_env.h"
 
@@ -902,11 +905,19 @@ START_TEST(test_cli_check_hint_solution_reset)
     int nh = 0;
     while (ex->hints[nh])
         nh++;
+    char contract[PATH_MAX];
+    ex_context hcx;
+    get_cx(&hcx);
+    ex_contract_path(&hcx, ex, contract, sizeof contract);
     for (int i = 0; i < nh; i++) {
         ck_assert_int_eq(run_cli(hint, NULL, &out), 0);
         char want[64];
         snprintf(want, sizeof want, "hint %d of %d", i + 1, nh);
         ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+        /* the contract: where it is each time, its text with the first hint */
+        ck_assert_msg(strstr(out, contract) != NULL && access(contract, R_OK) == 0, "%s", out);
+        ck_assert_msg(!strstr(out, "every rank returns the mean of all ranks' numbers") == (i > 0),
+                      "hint %d: %s", i + 1, out);
         char first[40];
         snprintf(first, sizeof first, "%.30s", ex->hints[i]);
         ck_assert_msg(strstr(out, first) != NULL, "hint %d: %s", i + 1, out);
@@ -965,6 +976,197 @@ START_TEST(test_cli_check_hint_solution_reset)
     free(out);
     free(ref);
     free(starter);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- MLSYS_LAB_HOME: one learner's everything under one folder ---- */
+
+static int exists(const char *fmt, const char *dir)
+{
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, fmt, dir);
+    return access(p, F_OK) == 0;
+}
+
+/* With MLSYS_LAB_HOME set, the workspace, the exercise progress and the marks of the labs
+ * run to the end all go under it, and nothing into XDG_STATE_HOME; without it, state goes
+ * to XDG_STATE_HOME/mlsys-lab, then to ~/.local/state/mlsys-lab. */
+START_TEST(test_lab_home_holds_all_state)
+{
+    fresh_env();
+    char home[PATH_MAX + 8], state[PATH_MAX + 8], dir[PATH_MAX];
+    snprintf(home, sizeof home, "%s/home", g_ex_tmp);
+    snprintf(state, sizeof state, "%s/state", g_ex_tmp);
+    ex_context cx;
+    get_cx(&cx);
+    char want[PATH_MAX + 32];
+    snprintf(want, sizeof want, "%s/progress", home);
+    ck_assert_str_eq(cx.progress, want);
+    ck_assert_int_eq(ex_state_dir(dir, sizeof dir), 0);
+    ck_assert_str_eq(dir, home);
+
+    /* a hint (progress) and a lab run to the end (its mark), then look where they went */
+    char *out;
+    const char *hint[] = {"hint", "ch03-global-mean", NULL};
+    ck_assert_int_eq(run_cli(hint, NULL, &out), 0);
+    free(out);
+    ui_progress_record("ch03/collective-cheatsheet", 1);
+    ck_assert_int_eq(ui_progress_lab("ch03/collective-cheatsheet"), 1);
+    ck_assert_msg(exists("%s/progress", home), "no progress under MLSYS_LAB_HOME");
+    ck_assert_msg(exists("%s/labs", home), "no lab marks under MLSYS_LAB_HOME");
+    ck_assert_msg(exists("%s/exercises/ch03-global-mean/api.h", home), "no workspace");
+    ck_assert_msg(!exists("%s", state), "something was written to XDG_STATE_HOME");
+    const char *list[] = {"exercises", NULL};
+    ck_assert_int_eq(run_cli(list, NULL, &out), 0);
+    ck_assert_msg(strstr(out, want) != NULL, "the list does not say where progress is: %s", out);
+    free(out);
+
+    /* without it: XDG_STATE_HOME, then HOME */
+    unsetenv("MLSYS_LAB_HOME");
+    get_cx(&cx);
+    snprintf(want, sizeof want, "%s/mlsys-lab/progress", state);
+    ck_assert_str_eq(cx.progress, want);
+    ck_assert_int_eq(ui_progress_lab("ch03/collective-cheatsheet"), 0);   /* another learner */
+    unsetenv("XDG_STATE_HOME");
+    setenv("HOME", g_ex_tmp, 1);
+    ck_assert_int_eq(ex_state_dir(dir, sizeof dir), 0);
+    snprintf(want, sizeof want, "%s/.local/state/mlsys-lab", g_ex_tmp);
+    ck_assert_str_eq(dir, want);
+    unsetenv("HOME");
+    ck_assert_int_eq(ex_state_dir(dir, sizeof dir), -1);
+    char err[512];
+    ck_assert_int_eq(ex_context_init(&cx, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "MLSYS_LAB_HOME") != NULL, "%s", err);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- the contract: api.h beside the learner's file ---- */
+
+static int same_text(const char *a, const char *b)
+{
+    char *x = slurp(a), *y = slurp(b);
+    int same = !strcmp(x, y);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Every implement exercise gets its api.h copied beside the learner's file, read-only; the
+ * other kinds get none. A copy edited or removed is put back (an edit kept as api.h.bak). */
+START_TEST(test_workspace_contract_copied)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char err[512];
+    ck_assert_msg(ex_workspace_sync(&cx, err, sizeof err) > 0, "%s", err);
+    int implement = 0;
+    for (int i = 0; i < ex_count(); i++) {
+        const exercise *ex = ex_at(i);
+        char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX + 80];
+        ex_contract_path(&cx, ex, to, sizeof to);
+        snprintf(dir, sizeof dir, "%s/%s/api.h", cx.workspace, ex->id);
+        if (ex->kind != EX_IMPLEMENT) {
+            ck_assert_msg(to[0] == 0, "%s: a contract path for a %s exercise", ex->id,
+                          ex_kind_name(ex->kind));
+            ck_assert_msg(access(dir, F_OK) != 0, "%s: an api.h in its folder", ex->id);
+            continue;
+        }
+        implement++;
+        ck_assert_str_eq(to, dir);
+        ex_asset_path(&cx, ex, "api.h", from, sizeof from);
+        ck_assert_msg(same_text(from, to), "%s: api.h is not the shipped one", ex->id);
+        struct stat st;
+        ck_assert_int_eq(stat(to, &st), 0);
+        ck_assert_msg((st.st_mode & 0222) == 0, "%s: api.h is writable (%o)", ex->id,
+                      (unsigned)st.st_mode & 0777);
+    }
+    ck_assert_int_ge(implement, 20);
+
+    const exercise *ex = ex_find("ch12-gae");
+    char to[PATH_MAX], from[PATH_MAX], bak[PATH_MAX + 8];
+    ex_contract_path(&cx, ex, to, sizeof to);
+    ex_asset_path(&cx, ex, "api.h", from, sizeof from);
+    chmod(to, 0644);
+    write_file(to, "/* mine */\n");
+    ck_assert_int_eq(ex_workspace_sync(&cx, err, sizeof err), 0);    /* no new starter */
+    ck_assert_msg(same_text(from, to), "an edited api.h was not put back");
+    snprintf(bak, sizeof bak, "%s.bak", to);
+    char *kept = slurp(bak);
+    ck_assert_str_eq(kept, "/* mine */\n");
+    free(kept);
+    unlink(to);
+    ck_assert_int_eq(ex_workspace_sync(&cx, err, sizeof err), 0);
+    ck_assert_msg(same_text(from, to), "a removed api.h was not put back");
+    unlink(to);
+    ck_assert_msg(ex_workspace_reset(&cx, ex, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(same_text(from, to), "reset left no api.h");
+    remove_tmp();
+}
+END_TEST
+
+/* The check compiles the learner's file against the shipped contract, whatever the copy
+ * beside it says: a broken copy is put back before the compiler sees it. */
+START_TEST(test_contract_edit_never_reaches_the_check)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    char err[512], to[PATH_MAX];
+    ck_assert_msg(ex_workspace_sync(&cx, err, sizeof err) > 0, "%s", err);
+    const char *id = "ch01-even-odd";
+    const exercise *ex = ex_find(id);
+    put_solution(id);
+    ex_contract_path(&cx, ex, to, sizeof to);
+    chmod(to, 0644);
+    write_file(to, "#error not the contract\n");
+    ex_verdict v;
+    ex_verdict_init(&v);
+    ck_assert_msg(exercise_check(&cx, ex, &v) == EX_PASS, "%s: %s", v.summary,
+                  v.detail ? v.detail : "");
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+/* The contract as text to read: comments as paragraphs (one line each), an indented
+ * formula or table row a line of its own, a declaration on one line, no include guard. */
+START_TEST(test_contract_text)
+{
+    fresh_env();
+    ex_context cx;
+    get_cx(&cx);
+    ck_assert_ptr_null(ex_contract_text(&cx, ex_find("ch01-world-size-8")));     /* predict */
+    char *t = ex_contract_text(&cx, ex_find("ch12-gae"));
+    ck_assert_ptr_nonnull(t);
+    ck_assert_msg(strstr(t, "EX_API_H") == NULL && strstr(t, "/*") == NULL &&
+                  strstr(t, "*/") == NULL && strstr(t, "#endif") == NULL, "%s", t);
+    /* done[t]'s meaning, which the api.h spreads over two lines, in one line */
+    ck_assert_msg(strstr(t, "(done[t] = 1: the episode ended with step t; done may be NULL: "
+                          "none ended)") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "\n  delta_t = r_t + gamma") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "\n  A_t     = delta_t") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "\nvoid gae(float *adv, const float *rewards, const float *values, "
+                          "const uint8_t *done, float last_value, int T, float gamma, "
+                          "float lambda);\n") != NULL, "%s", t);
+    free(t);
+    t = ex_contract_text(&cx, ex_find("ch09-block-alloc"));
+    ck_assert_ptr_nonnull(t);
+    /* a table row and its continuation, one line */
+    const char *row = strstr(t, "\n  put(b, cached)   b's count fell to 0");
+    ck_assert_msg(row && strstr(row, "cached = 1 when b still holds a prefix-cache entry"),
+                  "%s", t);
+    free(t);
+    t = ex_contract_text(&cx, ex_find("ch11-spec-accept"));
+    ck_assert_msg(t && strstr(t, "mlsys_rng_uniform(rng) is uniform in [0, 1)"), "%s", t);
+    free(t);
+    /* where a wrapped line continues */
+    ck_assert_int_eq(ex_contract_hang("plain text"), 0);
+    ck_assert_int_eq(ex_contract_hang("  get()            remove and return"), 19);
+    ck_assert_int_eq(ex_contract_hang("  delta_t = r_t + gamma * V"), 4);
+    ck_assert_int_eq(ex_contract_hang("  A_t     = delta_t + gamma"), 4);
     remove_tmp();
 }
 END_TEST
@@ -1433,7 +1635,9 @@ static Suite *exercises_suite(void)
 {
     Suite *s = suite_create("exercises");
     TCase *t = tcase_create("core");
-    tcase_set_timeout(t, 180);
+    /* dev-check compiles and judges every exercise: about a minute on two idle cores, several
+     * on a busy machine; the limit only stops a hang */
+    tcase_set_timeout(t, 900);
     tcase_add_test(t, test_curriculum_coverage);
     tcase_add_test(t, test_predict_ring_bytes_tolerance);
     tcase_add_test(t, test_predict_crossover_tolerance);
@@ -1468,6 +1672,14 @@ static Suite *exercises_suite(void)
     tcase_add_test(t, test_predict_bubble_matches_generator);
     tcase_add_test(t, test_experiment_answers_part2);
     suite_add_tcase(s, t);
+    /* the learner's folder: the contract beside the file, the state under MLSYS_LAB_HOME */
+    TCase *w = tcase_create("workspace");
+    tcase_set_timeout(w, 180);
+    tcase_add_test(w, test_lab_home_holds_all_state);
+    tcase_add_test(w, test_workspace_contract_copied);
+    tcase_add_test(w, test_contract_edit_never_reaches_the_check);
+    tcase_add_test(w, test_contract_text);
+    suite_add_tcase(s, w);
     return s;
 }
 

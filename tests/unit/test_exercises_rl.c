@@ -171,6 +171,47 @@ START_TEST(test_predict_gae_matches_rl_gae)
 }
 END_TEST
 
+/* The weight transfer's share: one transfer, trainer to generator, t / (G + R + t); inside
+ * the stated 0.05 it passes, just outside it fails, and so does the original's answer that
+ * also counts a transfer back, 2t / (G + R + 2t). */
+static int judge_transfer(const exercise *ex, uint64_t seed, double x)
+{
+    char a[64];
+    snprintf(a, sizeof a, "%.6f", x);
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ex_verdict_free(&v);
+    return r;
+}
+
+START_TEST(test_predict_transfer_one_way)
+{
+    const exercise *ex = ex_find("ch14-predict-transfer");
+    ck_assert_ptr_nonnull(ex);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        ex_question q;
+        exercise_predict_draw(ex, seed, &q);
+        int S, t, G, R;
+        const char *p = strstr(q.text, "moves ");
+        ck_assert(p && sscanf(p, "moves %d GB of new weights from the trainer to the generator "
+                              "in %d s. One iteration is %d s of generation, %d s of "
+                              "training", &S, &t, &G, &R) == 4);
+        double want = 100.0 * t / (G + R + t), twice = 100.0 * 2 * t / (G + R + 2 * t);
+        ck_assert_msg(fabs(q.answer - want) < 1e-9, "seed %llu: %g, one way gives %g",
+                      (unsigned long long)seed, q.answer, want);
+        ck_assert_int_eq(judge_transfer(ex, seed, want), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want + 0.045), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want - 0.045), EX_PASS);
+        ck_assert_int_eq(judge_transfer(ex, seed, want + 0.06), EX_FAIL);
+        ck_assert_int_eq(judge_transfer(ex, seed, want - 0.06), EX_FAIL);
+        ck_assert_int_eq(judge_transfer(ex, seed, twice), EX_FAIL);
+        ck_assert_msg(strstr(q.explain, "one way") && strstr(q.explain, "return transfer"),
+                      "%s", q.explain);
+    }
+}
+END_TEST
+
 /* The baseline's factor against a simulation: the variance of score x G and of
  * score x (G - c) over 200,000 draws, within 3 %. */
 START_TEST(test_predict_baseline_simulated)
@@ -292,6 +333,111 @@ START_TEST(test_experiment_answers_ch11_14)
     check_variant("ch14-memory-plan", "solution.txt", "gen_tp = 8\ngen_replicas = 4",
                   "gen_tp = 4\ngen_replicas = 8", &v);
     expect_fail(&v, EXF_ANSWER, "80 GB", NULL);
+    /* data parallelism copies the model: 32 replicas of a 70B actor and critic do not fit;
+     * sharded by ZeRO-3 they would, but a batch of 4 sequences has none for 28 of them */
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 1\npp = 1\ndp = 32\nzero = 0", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 2210.6 GB per GPU", NULL);
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 1\npp = 1\ndp = 32\nzero = 3", &v);
+    expect_fail(&v, EXF_ANSWER, "dp <= 4", "72.3 GB per GPU");
+    /* the reference layout fits only when ZeRO-3 shards the weights too: near misses */
+    check_variant("ch14-memory-plan", "solution.txt", "zero = 3\ntrain_gpu_gb = 72.3",
+                  "zero = 2\ntrain_gpu_gb = 81.0", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 81.0 GB per GPU", "weights 17.2");
+    check_variant("ch14-memory-plan", "solution.txt", "zero = 3\ntrain_gpu_gb = 72.3",
+                  "zero = 0\ntrain_gpu_gb = 141.3", &v);
+    expect_fail(&v, EXF_ANSWER, "does not fit: 141.3 GB per GPU", NULL);
+    /* the per-GPU figure of the chosen layout, not the 8-GPU one */
+    check_variant("ch14-memory-plan", "solution.txt", "train_gpu_gb = 72.3",
+                  "train_gpu_gb = 289.3", &v);
+    expect_fail(&v, EXF_ANSWER, "train_gpu_gb = 289.3", "72.3");
+    /* replicas confused with shards */
+    check_variant("ch14-memory-plan", "solution.txt", "replicated_per_gpu_8 = 2220.7",
+                  "replicated_per_gpu_8 = 289.3", &v);
+    expect_fail(&v, EXF_ANSWER, "replicated_per_gpu_8 = 289.3", "2220.7");
+    /* pure model parallelism shards everything: 8 x 4 x 1 fits without ZeRO */
+    check_variant("ch14-memory-plan", "solution.txt", "tp = 8\npp = 2\ndp = 2\nzero = 3",
+                  "tp = 8\npp = 4\ndp = 1\nzero = 0", &v);
+    ck_assert_msg(v.result == EX_PASS, "tp 8 x pp 4 x dp 1: %s", v.summary);
+    ex_verdict_free(&v);
+    remove_tmp();
+}
+END_TEST
+
+/* ---- near misses: just inside each stated tolerance passes, just outside fails ---- */
+
+static void judge_number(const exercise *ex, uint64_t seed, double x, int pass)
+{
+    char a[64];
+    snprintf(a, sizeof a, "%.17g", x);
+    ex_verdict v;
+    ex_verdict_init(&v);
+    int r = exercise_predict_judge(ex, seed, a, &v);
+    ck_assert_msg(r == (pass ? EX_PASS : EX_FAIL), "%s seed %llu answer %s: %s (%s)", ex->id,
+                  (unsigned long long)seed, a, pass ? "rejected" : "accepted", v.summary);
+    ex_verdict_free(&v);
+}
+
+/* The precision each question asks for, written here from its text (not read from the
+ * question): "two decimals" accepts half a hundredth and a rounding hair, and so on. */
+START_TEST(test_predict_near_misses_ch11_14)
+{
+    static const struct {
+        const char *id;
+        double abs_tol, rel_tol;
+    } want[] = {
+        {"ch11-predict-speedup", 0.006, 0}, {"ch12-predict-gae", 0.00051, 0},
+        {"ch12-predict-baseline", 0, 0.01}, {"ch13-predict-shapes", 0, 0},
+        {"ch14-predict-transfer", 0.051, 0},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const exercise *ex = ex_find(want[k].id);
+        ck_assert_msg(ex != NULL, "%s", want[k].id);
+        for (uint64_t seed = 1; seed <= 25; seed++) {
+            ex_question q;
+            exercise_predict_draw(ex, seed, &q);
+            double tol = fmax(want[k].abs_tol, want[k].rel_tol * fabs(q.answer));
+            judge_number(ex, seed, q.answer, 1);
+            if (tol == 0) {               /* an exact count: one off is wrong */
+                judge_number(ex, seed, q.answer + 1, 0);
+                judge_number(ex, seed, q.answer - 1, 0);
+                continue;
+            }
+            judge_number(ex, seed, q.answer + 0.9 * tol, 1);
+            judge_number(ex, seed, q.answer - 0.9 * tol, 1);
+            judge_number(ex, seed, q.answer + 1.2 * tol, 0);
+            judge_number(ex, seed, q.answer - 1.2 * tol, 0);
+        }
+    }
+}
+END_TEST
+
+/* The implement checks' tolerances: GAE's steps within 1e-4 (absolute, or relative when
+ * larger; gae-visualizer's four-decimal table within 6e-4), the pairwise loss within 1e-6 on
+ * the hand pair (log 2) and 1e-5 relative on the batches. A solution off by a little less
+ * passes, by a little more fails. */
+START_TEST(test_implement_near_misses)
+{
+    fresh_env();
+    ex_verdict v;
+    check_variant("ch12-gae", "solution.c", "adv[t] = (float)next_adv;",
+                  "adv[t] = (float)next_adv + 3e-5f;", &v);
+    ck_assert_msg(v.result == EX_PASS, "GAE off by 3e-5: %s", v.summary);
+    ex_verdict_free(&v);
+    check_variant("ch12-gae", "solution.c", "adv[t] = (float)next_adv;",
+                  "adv[t] = (float)next_adv + 2e-4f;", &v);
+    expect_fail(&v, EXF_WRONG, "advantage A at t = ", NULL);
+    check_variant("ch12-gae", "solution.c", "ret[t] = (float)g;",
+                  "ret[t] = (float)(g * (1 + 4e-4));", &v);
+    expect_fail(&v, EXF_WRONG, "return G_t at t = ", NULL);
+    check_variant("ch13-rm-loss", "solution.c", "    return sum / n;",
+                  "    return sum / n * (1 + 1e-6);", &v);
+    ck_assert_msg(v.result == EX_PASS, "pairwise loss off by 1e-6 (relative): %s", v.summary);
+    ex_verdict_free(&v);
+    check_variant("ch13-rm-loss", "solution.c", "    return sum / n;",
+                  "    return sum / n * (1 + 2e-6);", &v);
+    expect_fail(&v, EXF_WRONG, "the loss is -log sigmoid(0)", NULL);
     remove_tmp();
 }
 END_TEST
@@ -305,10 +451,13 @@ static Suite *suite(void)
     tcase_add_test(t, test_predict_speedup_matches_library);
     tcase_add_test(t, test_predict_gae_matches_rl_gae);
     tcase_add_test(t, test_predict_baseline_simulated);
+    tcase_add_test(t, test_predict_transfer_one_way);
     tcase_add_test(t, test_rl_variants_named);
     tcase_add_test(t, test_decoding_variants_named);
     tcase_add_test(t, test_weight_sync_variants_named);
     tcase_add_test(t, test_experiment_answers_ch11_14);
+    tcase_add_test(t, test_predict_near_misses_ch11_14);
+    tcase_add_test(t, test_implement_near_misses);
     suite_add_tcase(s, t);
     return s;
 }

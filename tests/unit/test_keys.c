@@ -143,7 +143,6 @@ START_TEST(pane_hint_is_t_not_h)
 END_TEST
 
 /* ---- the form: q backs out of a number, is typed into a file name ---- */
-
 static int one_rank(mlsys_comm *c, const lab_args *a)
 {
     (void)c;
@@ -152,6 +151,7 @@ static int one_rank(mlsys_comm *c, const lab_args *a)
 }
 static const lab_flag kflags[] = {
     {"world-size", 'w', FLAG_INT, "4", NULL, 1, 64, "number of ranks"},
+    {"prompt", 0, FLAG_STR, "hello", NULL, 0, 0, "a text with a value"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 static const lab klab = {.id = "test/keys", .title = "Keys", .summary = "a lab",
@@ -164,20 +164,46 @@ START_TEST(form_q_and_typing)
     ck_assert_int_eq(s->cls->key(s, 'q'), 0);       /* the shell goes back */
     const ui_key_help *k = s->cls->keys(s);
     ck_assert(!has_key(k, "Esc", NULL));            /* the footer's q back says it once */
-    /* down to trace (world-size, timeout, algo, trace), a file name: q still goes back
-     * until the learner types into it */
+    /* a text that holds a value not touched yet: q goes back (a learner leaving the form) */
+    s->cls->key(s, UI_KEY_DOWN);
+    ck_assert(!s->cls->typing(s));
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);
+    s->cls->key(s, UI_KEY_RIGHT);                   /* moving its cursor starts the editing */
+    ck_assert(s->cls->typing(s));
+    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);
+    s->cls->key(s, UI_KEY_ENTER);
+    /* down to trace (prompt, timeout, algo, trace), an empty file name: its first key may
+     * be a q ("qq.json"), so q is text there from the start, and Esc is the way back */
     for (int i = 0; i < 3; i++)
         s->cls->key(s, UI_KEY_DOWN);
     k = s->cls->keys(s);
     ck_assert(has_key(k, "type", "edit") && !has_key(k, "Left/Right", NULL));
-    ck_assert(!s->cls->typing(s));
-    ck_assert_int_eq(s->cls->key(s, 'q'), 0);       /* back, not a 'q' in the name */
-    ck_assert(s->cls->key(s, 'o') & UI_HANDLED);    /* typing starts the editing */
-    ck_assert(s->cls->typing(s));
-    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);    /* now q is text */
+    ck_assert(has_key(k, "Esc", "back"));
+    ck_assert(s->cls->typing(s));                   /* the shell leaves q, ? and Q to it */
+    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);    /* the first q is text */
+    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);
+    ck_assert(s->cls->key(s, '.') & UI_HANDLED);
     k = s->cls->keys(s);
     ck_assert(has_key(k, "Enter/Esc", "done"));
-    ck_assert(s->cls->key(s, UI_KEY_ENTER) & UI_HANDLED);   /* Enter ends the name */
+    ck_assert(s->cls->key(s, UI_KEY_ENTER) & UI_HANDLED);   /* Enter ends the typing */
+    ck_assert(!s->cls->typing(s));                  /* a name that is done: q goes back */
+    ck_assert_int_eq(s->cls->key(s, 'q'), 0);
+    s->cls->key(s, UI_KEY_END);
+    s->cls->key(s, UI_KEY_RIGHT);                   /* back into it */
+    ck_assert(s->cls->typing(s));
+    ck_assert(s->cls->key(s, 'q') & UI_HANDLED);
+    ck_assert(s->cls->key(s, UI_KEY_ESC) & UI_HANDLED);     /* ends the typing again */
+    int r = s->cls->key(s, UI_KEY_ESC);             /* and now goes back */
+    ck_assert(r & UI_BACK);
+    /* the name holds what was typed, q first */
+    grid *g = grid_create(120, 30);
+    s->cls->draw(s, g, 0, 0, 120, 30);
+    char *text = grid_dump(g);
+    ck_assert_msg(strstr(text, "[qq.q") != NULL, "%s", text);
+    free(text);
+    grid_free(g);
+    /* off the name, on a number again: q goes back */
+    s->cls->key(s, UI_KEY_UP);
     ck_assert(!s->cls->typing(s));
     ck_assert_int_eq(s->cls->key(s, 'q'), 0);
     s->cls->free(s);
@@ -191,7 +217,7 @@ START_TEST(form_after_a_run_leaves_text_alone)
     /* world-size 1, then type into the trace name (and clear it: no file), launch */
     s->cls->key(s, UI_CTRL('u'));
     s->cls->key(s, '1');
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         s->cls->key(s, UI_KEY_DOWN);
     s->cls->key(s, 'x');
     ck_assert(s->cls->typing(s));

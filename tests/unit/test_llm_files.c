@@ -202,6 +202,49 @@ START_TEST(checkpoint_read_checks_the_machine)
 }
 END_TEST
 
+/* The model file is mapped, not read into a copy: the weights are the file's bytes (a
+ * write to them stays in this process), every float is checked finite, and the first NaN or
+ * infinity anywhere, first or last float included, is named by its index. */
+START_TEST(checkpoint_mapped_and_checked)
+{
+    mk_dir();
+    llm_config c = {16, 32, 1, 2, 2, 259, 8, 1, 0, 0};
+    llm_weights w;
+    char err[512];
+    ck_assert_msg(llm_weights_alloc(&w, &c, err, sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < w.n_floats; i++)
+        w.mem[i] = (float)(i % 97) / 8.0f - 6.0f;
+    size_t n = w.n_floats;
+    ck_assert_msg(llm_checkpoint_write(at("m.bin"), &c, &w, err, sizeof err) == 0, "%s", err);
+    llm_config rc;
+    llm_weights r;
+    ck_assert_msg(llm_checkpoint_read(at("m.bin"), &rc, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(r.map);
+    ck_assert_uint_eq(r.n_floats, n);
+    ck_assert(memcmp(r.mem, w.mem, n * sizeof(float)) == 0);
+    r.mem[0] = 123.0f;                      /* private: the file keeps its bytes */
+    llm_weights_free(&r);
+    ck_assert(llm_checkpoint_read(at("m.bin"), &rc, &r, err, sizeof err) == 0);
+    ck_assert(r.mem[0] == w.mem[0]);
+    llm_weights_free(&r);
+    size_t bad[3] = {0, n / 2 + 1, n - 1};
+    float what[3] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        float keep = w.mem[bad[k]];
+        w.mem[bad[k]] = what[k];
+        ck_assert(llm_checkpoint_write(at("m.bin"), &c, &w, err, sizeof err) == 0);
+        w.mem[bad[k]] = keep;
+        ck_assert_int_eq(llm_checkpoint_read(at("m.bin"), &rc, &r, err, sizeof err), -1);
+        char want[96];
+        snprintf(want, sizeof want, "weight %zu of %zu is not finite", bad[k], n);
+        ck_assert_msg(strstr(err, want), "%s (want %s)", err, want);
+        ck_assert_ptr_null(r.mem);
+    }
+    llm_weights_free(&w);
+    rm_dir();
+}
+END_TEST
+
 /* generate and model info on the 2^20 context: they fit in 3 GB (the address space is
  * limited, or under ASan, where that cannot be, MLSYS_MEM_LIMIT) and end; with 64 MiB they
  * refuse in one line. Before, generate asked for 8.6 GB at once and model info computed one
@@ -232,10 +275,19 @@ START_TEST(generate_and_info_on_a_long_context)
     ck_assert_int_eq(ntok, 300);
     ck_assert(fabs(loss - log(259.0)) < 1e-3);
     bin_result_free(&r);
+    /* the engine sizes its cache and scratch by the positions the run reaches (5 here), not
+     * by the context the header announces: 64 MB is plenty */
     snprintf(args, sizeof args, "generate --model %s --tokenizer %s -n 4", at("long.bin"),
              at("tok.bin"));
     r = run_limited(60, "MLSYS_MEM_LIMIT=64M", args);
-    expect_refused(r, args, "seq_len 1048576");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    bin_result_free(&r);
+    /* a run that reaches the whole context needs scores over 2^20 positions per row: refused
+     * before anything is allocated */
+    snprintf(args, sizeof args, "generate --model %s --tokenizer %s -n 1048575 --ignore-eos",
+             at("long.bin"), at("tok.bin"));
+    r = run_limited(60, "MLSYS_MEM_LIMIT=64M", args);
+    expect_refused(r, args, "sequences of up to 1048576 tokens");
     bin_result_free(&r);
     rm_dir();
 }
@@ -407,6 +459,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, engine_and_cache_bound_what_the_header_asks);
     tcase_add_test(tc, checkpoint_read_checks_the_machine);
+    tcase_add_test(tc, checkpoint_mapped_and_checked);
     tcase_add_test(tc, generate_and_info_on_a_long_context);
     tcase_add_test(tc, validation_windows_follow_val_tokens);
     tcase_add_test(tc, vocabulary_under_259_refused);

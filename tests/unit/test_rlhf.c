@@ -54,6 +54,63 @@ START_TEST(grpo_advantages_formula)
 }
 END_TEST
 
+/* GRPO's loss (DeepSeekMath's eq. 3): against the formula written out here with the
+ * ratio π_ref/π itself, and its gradient against central finite differences, with answers
+ * of different lengths, both signs of the advantage and ratios inside and outside the clip. */
+static double grpo_by_hand(const float *lp, const float *old, const float *ref, const float *A,
+                           const int *len, int S, double eps, double beta)
+{
+    double total = 0.0;
+    for (int i = 0, q = 0; i < S; q += len[i], i++) {
+        double per = 0.0;
+        for (int t = q; t < q + len[i]; t++) {
+            double rho = exp((double)lp[t]) / exp((double)old[t]);
+            double c = rho < 1 - eps ? 1 - eps : rho > 1 + eps ? 1 + eps : rho;
+            double surrogate = fmin(rho * A[i], c * A[i]);
+            double pr = exp((double)ref[t]) / exp((double)lp[t]);     /* π_ref / π */
+            per += surrogate - beta * (pr - log(pr) - 1.0);
+        }
+        total += per / len[i];
+    }
+    return -total / S;
+}
+
+START_TEST(grpo_loss_formula_and_gradient)
+{
+    enum { S = 4, NT = 2 + 5 + 1 + 3 };
+    int len[S] = {2, 5, 1, 3};
+    float A[S] = {1.2f, -0.7f, 0.4f, -1.5f}, lp[NT], old[NT], ref[NT], d[NT];
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 21);
+    for (int t = 0; t < NT; t++) {
+        lp[t] = -0.3f - 2.0f * (float)mlsys_rng_uniform(&r);
+        old[t] = lp[t] + 0.6f * ((float)mlsys_rng_uniform(&r) - 0.5f);   /* |log ρ| <= 0.3 */
+        ref[t] = lp[t] + 1.0f * ((float)mlsys_rng_uniform(&r) - 0.5f);
+    }
+    const float eps = 0.2f, beta = 0.3f;
+    double cf, akl, k3;
+    double L = rl_grpo_loss(d, lp, old, ref, A, len, S, eps, beta, &cf, &akl, &k3);
+    ck_assert_double_eq_tol(L, grpo_by_hand(lp, old, ref, A, len, S, eps, beta), 1e-6);
+    ck_assert_msg(cf > 0.0 && cf < 1.0, "clip fraction %g: the case needs both kinds", cf);
+    ck_assert_double_gt(k3, 0.0);
+    /* β = 0: the surrogate alone; A = 0 and equal ratios: the k3 term alone */
+    double L0 = rl_grpo_loss(NULL, lp, old, ref, A, len, S, eps, 0.0f, NULL, NULL, NULL);
+    ck_assert_double_eq_tol(L0, grpo_by_hand(lp, old, ref, A, len, S, eps, 0.0), 1e-6);
+    const float h = 1e-3f;
+    for (int t = 0; t < NT; t++) {
+        float keep = lp[t];
+        lp[t] = keep + h;
+        double up = rl_grpo_loss(NULL, lp, old, ref, A, len, S, eps, beta, NULL, NULL, NULL);
+        lp[t] = keep - h;
+        double dn = rl_grpo_loss(NULL, lp, old, ref, A, len, S, eps, beta, NULL, NULL, NULL);
+        lp[t] = keep;
+        double num = (up - dn) / (2.0 * h);
+        ck_assert_msg(fabs(num - d[t]) < 1e-4 + 1e-3 * fabs(num),
+                      "token %d: numeric %g analytic %g", t, num, d[t]);
+    }
+}
+END_TEST
+
 /* ---- the reward model's loss and gradient ---- */
 
 static void tiny_rm(rl_rm *m)
@@ -87,16 +144,15 @@ START_TEST(rm_loss_is_bradley_terry)
         ids[i] = 3 + (int)(mlsys_rng_u64(&r) % 29);
     float s[6];
     rl_rm_score(&m, &tf, ids, len, 6, 8, s);
-    double want = 0.0;
-    int ok = 0;
+    double want = 0.0, ok = 0.0;
     for (int i = 0; i < 3; i++) {
         want += log(1.0 + exp(-((double)s[i] - s[3 + i])));
         ok += s[i] > s[3 + i];
     }
-    int correct;
+    double correct;
     double got = rl_rm_pair_loss(&m, &tf, ids, len, 3, 8, NULL, NULL, &correct);
     ck_assert_double_eq_tol(got, want / 3.0, 1e-6);
-    ck_assert_int_eq(correct, ok);
+    ck_assert_double_eq(correct, ok);
     nn_tf_fini(&tf);
     rl_rm_free(&m);
 }
@@ -205,6 +261,86 @@ static void free_shipped(shipped *s)
     llm_tokenizer_free(&s->t);
 }
 
+/* Rows are padded only to the batch's longest (the reward model's lines too): what follows a
+ * row's last token is never read, so a row scores the same padded to 24 or 16 tokens as to
+ * its batch's longest, and the body-only forward's hidden state is the full forward's. */
+START_TEST(padding_is_never_read)
+{
+    shipped s;
+    load_shipped(&s);
+    char err[256];
+    rl_rm rm;
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 9);
+    nn_init_normal(rm.head, (size_t)rm.c.dim + 1, 0.0f, 0.5f, &r);
+    const char *lines[4] = {"3 + 4 = 7", "12 - 5 = 7", "0 + 0 =", "9 + 9 = 18 or 81"};
+    nn_tf tf;
+    ck_assert_int_eq(nn_tf_init(&tf, &rm.c, 4, RL_RM_T), 0);
+    float got[4], want[4];
+    rl_rm_score_lines(&rm, &tf, &s.t, lines, 4, got);
+    int ids[4 * RL_RM_T], len[4], tmp[128], longest = 0;
+    for (int b = 0; b < 4; b++) {
+        int n = (int)llm_bpe_encode_prompt(&s.t, lines[b], strlen(lines[b]), 1, tmp);
+        len[b] = n < RL_RM_T ? n : RL_RM_T;
+        longest = len[b] > longest ? len[b] : longest;
+        for (int t = 0; t < RL_RM_T; t++)
+            ids[b * RL_RM_T + t] = t < len[b] ? tmp[t] : LLM_TOK_BOS;
+    }
+    ck_assert_int_lt(longest, RL_RM_T);      /* the lines really are shorter than the rows */
+    rl_rm_score(&rm, &tf, ids, len, 4, RL_RM_T, want);
+    for (int b = 0; b < 4; b++)
+        ck_assert_msg(fabsf(got[b] - want[b]) < 1e-5f * (1.0f + fabsf(want[b])),
+                      "line %d: %g in rows of its batch's longest, %g in rows of %d", b,
+                      got[b], want[b], RL_RM_T);
+    nn_tf_fini(&tf);
+    /* the actor: one row of 7 real tokens as 7 and as 24, logits and hidden state */
+    int C = s.c.dim, V = s.c.vocab_size, row[24];
+    for (int t = 0; t < 24; t++)
+        row[t] = t < 7 ? 3 + (int)(mlsys_rng_u64(&r) % (uint64_t)(V - 3)) : LLM_TOK_BOS;
+    nn_tf a, b;
+    ck_assert_int_eq(nn_tf_init(&a, &s.c, 1, 24), 0);
+    ck_assert_int_eq(nn_tf_init(&b, &s.c, 1, 24), 0);
+    nn_tf_forward(&a, &s.w, row, NULL, 1, 24);
+    nn_tf_forward(&b, &s.w, row, NULL, 1, 7);
+    double worst = 0.0;
+    for (int i = 0; i < 7 * V; i++)
+        worst = fmax(worst, fabs((double)a.logits[i] - b.logits[i]));
+    ck_assert_msg(worst < 1e-4, "logits of 7 tokens in a row of 24 and of 7 differ by %g",
+                  worst);
+    nn_tf_forward_hidden(&b, &s.w, row, 1, 24);
+    ck_assert(memcmp(a.xn_final, b.xn_final, (size_t)24 * C * sizeof(float)) == 0);
+    nn_tf_fini(&a);
+    nn_tf_fini(&b);
+    rl_rm_free(&rm);
+    free_shipped(&s);
+}
+END_TEST
+
+/* A reward model that scores every line alike (its head is zero before training) cannot tell
+ * the right sum from the wrong one: it is at chance, 50 %, not "0 % right". Its loss is
+ * log 2 for every pair. */
+START_TEST(untrained_rm_is_at_chance)
+{
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    ck_assert_double_eq(rl_rm_accuracy(&rm, &s.t, 9, 100, 7, 1), 0.5);
+    rl_rm_train_opts o;
+    rl_rm_train_defaults(&o);
+    o.steps = 1;
+    o.quiet = 1;
+    rl_rm_report rep;
+    ck_assert_int_eq(rl_rm_train(&rm, &s.t, &o, &rep, err, sizeof err), 0);
+    ck_assert_double_eq(rep.heldout_acc0, 0.5);
+    ck_assert_double_eq_tol(rep.first_loss, log(2.0), 1e-6);
+    rl_rm_free(&rm);
+    free_shipped(&s);
+}
+END_TEST
+
 START_TEST(ratio_is_one_before_the_first_update)
 {
     shipped s;
@@ -212,6 +348,9 @@ START_TEST(ratio_is_one_before_the_first_update)
     rl_rm rm;
     char err[256];
     ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    mlsys_rng r;                /* a head that scores answers apart: advantages not all 0 */
+    mlsys_rng_seed(&r, 5);
+    nn_init_normal(rm.head, (size_t)rm.c.dim + 1, 0.0f, 0.5f, &r);
     for (int algo = 0; algo < 2; algo++) {
         rl_rlhf_config k;
         rl_rlhf_defaults(&k);
@@ -227,6 +366,10 @@ START_TEST(ratio_is_one_before_the_first_update)
             ck_assert_msg(st.ratio_dev0 == 0.0, "iteration %d: max |ratio - 1| = %g", it + 1,
                           st.ratio_dev0);
         }
+        /* after an update the actor has left the reference: the reference's log-probs are
+         * really the reference's (the first iteration's KL is exactly 0, see below) */
+        ck_assert_msg(fabs(st.kl) > 1e-6, "%s: KL %g after an update", algo ? "grpo" : "ppo",
+                      st.kl);
         /* the first iteration's KL is 0: the actor is the reference then, bit for bit */
         ck_assert_int_eq(st.version, 2);
         ck_assert_int_gt(st.tokens, 0);
@@ -312,7 +455,7 @@ END_TEST
 /* reward, right, no-sum and KL of the iteration line "   1   -1.796   15.6% ..." */
 static int first_line(const char *out, double v[4])
 {
-    const char *p = strstr(out, "generate/score/advantage/train/sync\n");
+    const char *p = strstr(out, "% generate/score/advantage/train/sync\n");
     if (!p)
         return -1;
     p = strchr(p, '\n') + 1;
@@ -404,9 +547,12 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, sums_rule);
     tcase_add_test(tc, grpo_advantages_formula);
+    tcase_add_test(tc, grpo_loss_formula_and_gradient);
     tcase_add_test(tc, rm_loss_is_bradley_terry);
     tcase_add_test(tc, rm_gradient_vs_finite_differences);
     tcase_add_test(tc, rm_file_round_trip);
+    tcase_add_test(tc, padding_is_never_read);
+    tcase_add_test(tc, untrained_rm_is_at_chance);
     tcase_add_test(tc, ratio_is_one_before_the_first_update);
     tcase_add_test(tc, first_kl_is_zero_and_placement_counts);
     tcase_add_test(tc, short_run_raises_the_reward);

@@ -324,7 +324,11 @@ START_TEST(simulate_goldens)
     /* N(s+c+p) = 20 x 13 = 260 ms; (s+c+p) + (N-1)(max(s,c)+p) = 13 + 19 x 11 = 222 ms */
     ck_assert_msg(strstr(r.out, "SIMULATION"), "%s", r.out);
     ck_assert_msg(strstr(r.out, "sequential  260.00 ms"), "%s", r.out);
-    ck_assert_msg(strstr(r.out, "overlapped  222.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "original    222.00 ms"), "%s", r.out);
+    /* SGLang's loop: (s+c+p) + (N-1) max(c, s+p) = 13 + 19 x 10 = 203 ms */
+    ck_assert_msg(strstr(r.out, "SGLang's    203.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "98.52 batches/s"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "speedup 1.28x, saved 57.00 ms (21.9%)"), "%s", r.out);
     ck_assert_msg(strstr(r.out, "76.92 batches/s"), "%s", r.out);
     ck_assert_msg(strstr(r.out, "90.09 batches/s"), "%s", r.out);
     ck_assert_msg(strstr(r.out, "speedup 1.17x"), "%s", r.out);
@@ -342,6 +346,14 @@ START_TEST(simulate_goldens)
     ck_assert(!strncmp(ocpu + 7, "SSSSSSSS.", 9));
     e = strchr(ocpu + 7, '|');
     ck_assert_int_eq((int)(e - ocpu - 7), 92);
+    /* SGLang's: S of the first batch, then 4 forwards back to back (80 C in a row), then the
+     * last batch's P: 86 characters on each lane */
+    const char *scpu = strstr(e, "  CPU |"), *sgpu = scpu ? strstr(scpu, "  GPU |") : NULL;
+    ck_assert(scpu && sgpu);
+    ck_assert_int_eq((int)(strchr(scpu + 7, '|') - scpu - 7), 86);
+    ck_assert_int_eq((int)(strchr(sgpu + 7, '|') - sgpu - 7), 86);
+    ck_assert(!strncmp(sgpu + 7 + 4, "CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC..|",
+                       83));
     bin_result_free(&r);
     /* s > c: overlapped per batch = s + p */
     r = run_bin("run ch10/scheduling-overhead-benchmark --simulate --scheduling-ms 12 "
@@ -349,7 +361,17 @@ START_TEST(simulate_goldens)
     ck_assert_msg(r.status == 0, "%s", r.err);
     /* sequential 10 x 18 = 180; overlapped 18 + 9 x 13 = 135 */
     ck_assert_msg(strstr(r.out, "sequential  180.00 ms"), "%s", r.out);
-    ck_assert_msg(strstr(r.out, "overlapped  135.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "original    135.00 ms"), "%s", r.out);
+    bin_result_free(&r);
+    /* s + p above c: SGLang's loop is bound by the CPU, max(c, s + p) = 5 a batch, against
+     * the original's max(s, c) + p = 6: 90, 9 + 9 x 6 = 63 and 9 + 9 x 5 = 54 */
+    r = run_bin("run ch10/scheduling-overhead-benchmark --simulate --scheduling-ms 3 "
+                "--compute-ms 4 --postprocess-ms 2 --batches 10");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "sequential  90.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "original    63.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "SGLang's    54.00 ms"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "no, s + p - c per batch remains"), "%s", r.out);
     bin_result_free(&r);
 }
 END_TEST

@@ -4,19 +4,25 @@
  * text equal to llm_generate's own greedy decoding, seed reproducibility, every error status,
  * the bearer key, /metrics parsed line by line, json_object output that parses, speculative
  * greedy equal to plain greedy, client disconnects leaving zero KV blocks in use (200
- * requests; MLSYS_SERVE_LONG=1: 1000), and SIGTERM on the real program draining its
- * requests. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
+ * requests; MLSYS_SERVE_LONG=1: 1000), SIGTERM on the real program draining its requests
+ * (exit 0) and SIGINT ending it with 130, its key from the environment. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
 #include <check.h>
 #include <stdio.h>
 #if defined(HAVE_CJSON) && defined(HAVE_MHD)
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "../../core/serve/srv_internal.h"
 #include "../../core/nn/nn.h"
@@ -53,7 +59,7 @@ typedef struct reply {
 /* method path [body] [extra header]; the body goes through a file (no quoting). */
 static reply http(const char *method, const char *path, const char *body, const char *hdr)
 {
-    char bf[] = "/tmp/mlsys-srv-body-XXXXXX", of[] = "/tmp/mlsys-srv-out-XXXXXX", cmd[1024];
+    char bf[] = "/tmp/mlsys-srv-body-XXXXXX", of[] = "/tmp/mlsys-srv-out-XXXXXX", cmd[12288];
     int bfd = mkstemp(bf), ofd = mkstemp(of);
     ck_assert(bfd >= 0 && ofd >= 0);
     if (body)
@@ -187,6 +193,10 @@ END_TEST
 START_TEST(chat_and_models)
 {
     start(0, NULL, 0);
+    /* "created" is the response's time, not the server's: ask in a later second */
+    while ((long)time(NULL) <= g_s->created)
+        usleep(20000);
+    long t0 = (long)time(NULL);
     reply r = http("POST", "/v1/chat/completions", "{\"model\":\"mlsys-lab\",\"messages\":["
                    "{\"role\":\"system\",\"content\":\"A story.\"},{\"role\":\"user\","
                    "\"content\":[{\"type\":\"text\",\"text\":\"Tom had a dog\"}]}],"
@@ -194,6 +204,9 @@ START_TEST(chat_and_models)
     ck_assert_int_eq(r.status, 200);
     cJSON *o = cJSON_Parse(r.body);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring, "chat.completion");
+    long created = (long)cJSON_GetObjectItem(o, "created")->valuedouble;
+    ck_assert_msg(created >= t0 && created <= (long)time(NULL), "created %ld, asked at %ld "
+                  "(server started %ld)", created, t0, g_s->created);
     cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
                                    "message");
     ck_assert_str_eq(cJSON_GetObjectItem(m, "role")->valuestring, "assistant");
@@ -216,13 +229,18 @@ START_TEST(chat_and_models)
 END_TEST
 
 /* Every event is "data: JSON\n\n", the last "data: [DONE]\n\n"; the texts joined equal the
- * whole response's text; the final chunk carries finish_reason (and usage when asked). */
-static void check_stream(const char *path, const char *body, const char *whole, int chat)
+ * whole response's text; one chunk carries finish_reason; all share one id and "created".
+ * With usage (stream_options.include_usage) every chunk says "usage": null but the last
+ * before [DONE], which has "choices": [] and the usage of the whole response; without it no
+ * chunk has "usage". */
+static void check_stream(const char *path, const char *body, const char *whole,
+                         const cJSON *whole_usage, int chat, int with_usage)
 {
     reply r = http("POST", path, body, NULL);
     ck_assert_int_eq(r.status, 200);
-    char text[8192] = "";
-    int events = 0, done = 0, finals = 0, usage = 0;
+    char text[8192] = "", id[64] = "";
+    int events = 0, done = 0, finals = 0, usage_chunks = 0;
+    double created = -1;
     char *p = r.body;
     while (*p) {
         ck_assert_msg(!done, "data after [DONE]");
@@ -235,15 +253,39 @@ static void check_stream(const char *path, const char *body, const char *whole, 
         } else {
             cJSON *o = cJSON_Parse(p + 6);
             ck_assert_msg(o, "event not JSON: %s", p + 6);
+            ck_assert_msg(!usage_chunks, "a chunk after the usage chunk: %s", p + 6);
             ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring,
                              chat ? "chat.completion.chunk" : "text_completion");
-            cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
-            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
-                            : cJSON_GetObjectItem(c, "text");
-            if (cJSON_IsString(t))
-                strncat(text, t->valuestring, sizeof text - strlen(text) - 1);
-            finals += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
-            usage += cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+            double cr = cJSON_GetObjectItem(o, "created")->valuedouble;
+            ck_assert(created < 0 || cr == created);
+            created = cr;
+            const char *cid = cJSON_GetObjectItem(o, "id")->valuestring;
+            ck_assert(!id[0] || !strcmp(id, cid));
+            snprintf(id, sizeof id, "%s", cid);
+            cJSON *u = cJSON_GetObjectItem(o, "usage");
+            cJSON *choices = cJSON_GetObjectItem(o, "choices");
+            ck_assert(cJSON_IsArray(choices));
+            if (!with_usage) {
+                ck_assert_msg(!u, "usage without include_usage: %s", p + 6);
+            } else if (cJSON_IsObject(u)) {
+                ck_assert_int_eq(cJSON_GetArraySize(choices), 0);
+                static const char *k[] = {"prompt_tokens", "completion_tokens",
+                                          "total_tokens"};
+                for (int i = 0; i < 3; i++)
+                    ck_assert_int_eq(cJSON_GetObjectItem(u, k[i])->valueint,
+                                     cJSON_GetObjectItem(whole_usage, k[i])->valueint);
+                usage_chunks++;
+            } else {
+                ck_assert_msg(cJSON_IsNull(u), "no \"usage\": null: %s", p + 6);
+            }
+            cJSON *c = cJSON_GetArrayItem(choices, 0);
+            if (c) {
+                cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
+                                : cJSON_GetObjectItem(c, "text");
+                if (cJSON_IsString(t))
+                    strncat(text, t->valuestring, sizeof text - strlen(text) - 1);
+                finals += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+            }
             cJSON_Delete(o);
             events++;
         }
@@ -251,7 +293,7 @@ static void check_stream(const char *path, const char *body, const char *whole, 
     }
     ck_assert(done);
     ck_assert_int_eq(finals, 1);
-    ck_assert_int_eq(usage, 1);
+    ck_assert_int_eq(usage_chunks, with_usage);
     ck_assert_int_ge(events, 2);
     ck_assert_str_eq(text, whole);
     free(r.body);
@@ -262,10 +304,14 @@ START_TEST(stream_sse_framing)
     start(0, NULL, 0);
     const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0}";
     reply r = http("POST", "/v1/completions", b, NULL);
-    char *whole = answer(r.body, NULL, NULL);
+    cJSON *u = NULL;
+    char *whole = answer(r.body, NULL, &u);
     check_stream("/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,"
                  "\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":"
-                 "true}}", whole, 0);
+                 "true}}", whole, u, 0, 1);
+    check_stream("/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,"
+                 "\"temperature\":0,\"stream\":true}", whole, u, 0, 0);
+    cJSON_Delete(u);
     free(whole);
     free(r.body);
     const char *cb = "{\"messages\":[{\"role\":\"user\",\"content\":\"Lily saw a cat\"}],"
@@ -273,10 +319,14 @@ START_TEST(stream_sse_framing)
     char body[512];
     snprintf(body, sizeof body, "%s}", cb);
     r = http("POST", "/v1/chat/completions", body, NULL);
-    whole = answer(r.body, NULL, NULL);
+    whole = answer(r.body, NULL, &u);
     snprintf(body, sizeof body, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
              "true}}", cb);
-    check_stream("/v1/chat/completions", body, whole, 1);
+    check_stream("/v1/chat/completions", body, whole, u, 1, 1);
+    snprintf(body, sizeof body, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
+             "false}}", cb);
+    check_stream("/v1/chat/completions", body, whole, u, 1, 0);
+    cJSON_Delete(u);
     free(whole);
     free(r.body);
     stop();
@@ -340,6 +390,27 @@ static void expect(const char *method, const char *path, const char *body, const
     free(r.body);
 }
 
+/* An error's "code" (NULL: JSON null), and a 404 that names the URL asked for. */
+static void expect_code(const char *method, const char *path, const char *body, int status,
+                        const char *code)
+{
+    reply r = http(method, path, body, NULL);
+    ck_assert_msg(r.status == status, "%s %s: HTTP %d, expected %d", method, path, r.status,
+                  status);
+    cJSON *o = cJSON_Parse(r.body);
+    ck_assert_msg(o, "error body not JSON: %s", r.body);
+    cJSON *e = cJSON_GetObjectItem(o, "error"), *c = cJSON_GetObjectItem(e, "code");
+    if (code)
+        ck_assert_msg(cJSON_IsString(c) && !strcmp(c->valuestring, code), "%s", r.body);
+    else
+        ck_assert_msg(cJSON_IsNull(c), "%s %s: code should be null: %s", method, path, r.body);
+    if (!code)
+        ck_assert_msg(strstr(cJSON_GetObjectItem(e, "message")->valuestring, path), "%s",
+                      r.body);
+    cJSON_Delete(o);
+    free(r.body);
+}
+
 START_TEST(error_statuses)
 {
     start(0, NULL, 4096);
@@ -362,6 +433,33 @@ START_TEST(error_statuses)
     expect("POST", C, "{\"prompt\":\"x\",\"n\":9}", NULL, 400, "n");
     expect("POST", C, "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n");
     expect("POST", C, "{\"prompt\":\"x\",\"n\":1.5}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", NULL,
+           400, "stream_options");
+    /* fields not served: refused by name unless they ask for nothing */
+    static const char *unserved[][2] = {
+        {"logprobs", "1"}, {"logprobs", "0"}, {"logprobs", "true"}, {"top_logprobs", "2"},
+        {"echo", "true"}, {"best_of", "2"}, {"suffix", "\"end\""}, {"presence_penalty", "0.5"},
+        {"frequency_penalty", "-1"}, {"repetition_penalty", "1.2"},
+        {"logit_bias", "{\"50256\":-100}"}, {"min_p", "0.1"}, {"min_tokens", "4"},
+        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"},
+        {"tool_choice", "\"auto\""}, {"functions", "[{\"name\":\"f\"}]"},
+        {"function_call", "\"auto\""},
+    };
+    for (size_t i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"prompt\":\"x\",\"%s\":%s}", unserved[i][0], unserved[i][1]);
+        expect("POST", C, b, NULL, 400, unserved[i][0]);
+        snprintf(b, sizeof b, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"%s\":%s}",
+                 unserved[i][0], unserved[i][1]);
+        expect("POST", H, b, NULL, 400, unserved[i][0]);
+    }
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2,\"logprobs\":null,\"top_logprobs\":0,"
+           "\"echo\":false,\"best_of\":1,\"suffix\":\"\",\"presence_penalty\":0,"
+           "\"frequency_penalty\":0,\"repetition_penalty\":1,\"logit_bias\":{},\"min_p\":0,"
+           "\"min_tokens\":0,\"tools\":[],\"tool_choice\":\"none\",\"functions\":[],"
+           "\"function_call\":\"none\",\"user\":\"someone\"}", NULL, 200, NULL);
+    expect("POST", H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,"
+           "\"logprobs\":false,\"tools\":null}", NULL, 200, NULL);
     expect("POST", C, "{\"prompt\":\"x\",\"stream\":1}", NULL, 400, "stream");
     expect("POST", C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", NULL,
            400, "response_format");
@@ -376,6 +474,19 @@ START_TEST(error_statuses)
     strcat(big, "\"}");
     expect("POST", C, big, NULL, 400, "prompt");
     free(big);
+    /* a body of exactly the limit (4096 bytes here) is served, one byte more is 413 */
+    char *edge = malloc(4098);
+    snprintf(edge, 4098, "{\"prompt\":\"x\",\"max_tokens\":1}");
+    size_t el = strlen(edge);
+    memset(edge + el - 1, ' ', 4096 - el);
+    edge[4095] = '}';
+    edge[4096] = 0;
+    expect("POST", C, edge, NULL, 200, NULL);
+    edge[4095] = ' ';
+    edge[4096] = '}';
+    edge[4097] = 0;
+    expect("POST", C, edge, NULL, 413, NULL);
+    free(edge);
     /* a body over the limit (4096 bytes here) */
     char *huge = malloc(9000);
     memset(huge, ' ', 8999);
@@ -384,8 +495,9 @@ START_TEST(error_statuses)
     huge[8998] = '}';
     expect("POST", C, huge, NULL, 413, NULL);
     free(huge);
-    expect("POST", C, "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", NULL, 404, "model");
-    expect("GET", "/v1/nothing", NULL, NULL, 404, NULL);
+    expect_code("POST", C, "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", 404, "model_not_found");
+    expect_code("GET", "/v1/nothing", NULL, 404, NULL);
+    expect_code("POST", "/nothing", "{}", 404, NULL);
     expect("GET", C, NULL, NULL, 405, NULL);
     /* after all that the server still answers */
     expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
@@ -393,16 +505,69 @@ START_TEST(error_statuses)
 }
 END_TEST
 
+/* A key of 300 bytes (the old limit cut it at 255, and its prefix got in), and the scheme in
+ * any case. */
 START_TEST(api_key)
 {
-    start(0, "sesame", 0);
+    char key[301], hdr[400], pre[400];
+    for (int i = 0; i < 300; i++)
+        key[i] = (char)('a' + i % 26);
+    key[300] = 0;
+    start(0, key, 0);
     const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
     expect("POST", "/v1/completions", b, NULL, 401, NULL);
     expect("POST", "/v1/completions", b, "Authorization: Bearer wrong", 401, NULL);
-    expect("GET", "/v1/models", NULL, "Authorization: sesame", 401, NULL);
-    expect("POST", "/v1/completions", b, "Authorization: Bearer sesame", 200, NULL);
-    expect("GET", "/v1/models", NULL, "Authorization: Bearer sesame", 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %.255s", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %.299s", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(pre, sizeof pre, "Authorization: Bearer %sa", key);
+    expect("POST", "/v1/completions", b, pre, 401, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", key);
+    expect("POST", "/v1/completions", b, hdr, 200, NULL);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: bearer %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
+    snprintf(hdr, sizeof hdr, "Authorization: BEARER  %s", key);
+    expect("GET", "/v1/models", NULL, hdr, 200, NULL);
     stop();
+}
+END_TEST
+
+/* The comparison itself, and the keys srv_start refuses (one line each, nothing started). */
+START_TEST(api_key_rules)
+{
+    srv_server s;
+    memset(&s, 0, sizeof s);
+    ck_assert(srv_key_ok(&s, NULL));             /* no key: everyone */
+    s.api_key = "sesame";
+    s.api_key_len = 6;
+    ck_assert(srv_key_ok(&s, "Bearer sesame"));
+    ck_assert(srv_key_ok(&s, "bEaReR\tsesame"));
+    ck_assert(!srv_key_ok(&s, NULL));
+    ck_assert(!srv_key_ok(&s, "Bearer sesam"));
+    ck_assert(!srv_key_ok(&s, "Bearer sesamE"));
+    ck_assert(!srv_key_ok(&s, "Bearer sesame2"));
+    ck_assert(!srv_key_ok(&s, "Bearer "));
+    ck_assert(!srv_key_ok(&s, "Bearersesame"));
+    ck_assert(!srv_key_ok(&s, "Basic sesame"));
+    ck_assert(!srv_key_ok(&s, "sesame"));
+    char err[256], *big = malloc(SRV_MAX_KEY + 2);
+    memset(big, 'k', SRV_MAX_KEY + 1);
+    big[SRV_MAX_KEY + 1] = 0;
+    load();
+    srv_opts o = {.port = 0, .api_key = big};
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "4097 bytes") && !strchr(err, '\n'), "%s", err);
+    o.api_key = "";
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "0 bytes"), "%s", err);
+    o.api_key = "two words";
+    ck_assert(srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "byte 4 is 0x20"), "%s", err);
+    free(big);
 }
 END_TEST
 
@@ -452,38 +617,195 @@ static char *wait_idle(void)
     }
 }
 
+/* The rules `promtool check metrics` holds text to, for machines without promtool: every
+ * family has one HELP and one TYPE before its samples, which stay together; counters end in
+ * _total and nothing else does; no gauge ends in _sum, _count or _bucket; a histogram's
+ * buckets rise in "le", are cumulative, end at +Inf equal to its _count; a summary has its
+ * _sum and _count. 0, or 1 with the first broken rule in why. */
+static int prom_lint(const char *text, char *why, size_t whylen)
+{
+    enum { MAXF = 128 };
+    char fam[MAXF][96], type[MAXF][16];
+    int help[MAXF], nsamples[MAXF], nf = 0, cur = -1;
+    double last_le = -INFINITY, last_cum = -1, inf_cum = -1;
+    char *copy = strdup(text), *save = NULL;
+    int bad = 0;
+#define LINT(cond, ...) do { if (!(cond)) { snprintf(why, whylen, __VA_ARGS__); bad = 1; \
+        goto done; } } while (0)
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char name[96], kind[16];
+        if (!strncmp(l, "# HELP ", 7) || !strncmp(l, "# TYPE ", 7)) {
+            LINT(sscanf(l + 7, "%95s %15s", name, kind) >= 1, "bad comment: %.60s", l);
+            int f = -1;
+            for (int i = 0; i < nf; i++)
+                if (!strcmp(fam[i], name))
+                    f = i;
+            if (f < 0) {
+                LINT(nf < MAXF, "too many families");
+                f = nf++;
+                snprintf(fam[f], sizeof fam[f], "%.60s", name);
+                type[f][0] = 0;
+                help[f] = nsamples[f] = 0;
+            }
+            LINT(nsamples[f] == 0, "%.60s: HELP or TYPE after its samples", name);
+            if (l[2] == 'H') {
+                LINT(!help[f]++, "%.60s: two HELP lines", name);
+            } else {
+                LINT(!type[f][0], "%.60s: two TYPE lines", name);
+                snprintf(type[f], sizeof type[f], "%.60s", kind);
+            }
+            cur = f;
+            last_le = -INFINITY;
+            last_cum = inf_cum = -1;
+            continue;
+        }
+        LINT(l[0] != '#', "unknown comment: %.60s", l);
+        size_t k = strcspn(l, "{ ");
+        LINT(k > 0 && k < sizeof name, "bad sample: %.60s", l);
+        memcpy(name, l, k);
+        name[k] = 0;
+        for (size_t i = 0; i < k; i++)
+            LINT(name[i] == '_' || name[i] == ':' || (name[i] >= 'a' && name[i] <= 'z') ||
+                 (name[i] >= 'A' && name[i] <= 'Z') || (i > 0 && name[i] >= '0' &&
+                 name[i] <= '9'), "bad name: %.60s", l);
+        char *sp = strrchr(l, ' '), *endv;
+        LINT(sp && sp > l, "no value: %.60s", l);
+        double v = strtod(sp + 1, &endv);
+        LINT(*endv == 0, "bad value: %.60s", l);
+        LINT(cur >= 0, "%.60s: a sample before any TYPE", name);
+        const char *f = fam[cur], *ty = type[cur];
+        size_t fl = strlen(f);
+        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families must stay "
+             "together)", name, f);
+        const char *suf = name + fl;
+        LINT(ty[0] && help[cur], "%.60s: no HELP or no TYPE", f);
+        nsamples[cur]++;
+        if (!strcmp(ty, "counter")) {
+            LINT(!*suf, "%.60s: sample %.60s", f, name);
+            LINT(fl > 6 && !strcmp(f + fl - 6, "_total"), "%.60s: a counter must end in _total",
+                 f);
+        } else if (!strcmp(ty, "gauge")) {
+            LINT(!*suf, "%.60s: sample %.60s", f, name);
+            static const char *no[] = {"_total", "_sum", "_count", "_bucket"};
+            for (int i = 0; i < 4; i++)
+                LINT(fl <= strlen(no[i]) || strcmp(f + fl - strlen(no[i]), no[i]),
+                     "%.60s: a gauge must not end in %.60s", f, no[i]);
+        } else if (!strcmp(ty, "histogram")) {
+            if (!strcmp(suf, "_bucket")) {
+                char *le = strstr(l, "le=\"");
+                LINT(le, "%.60s: a bucket without le", l);
+                double b = !strncmp(le + 4, "+Inf\"", 5) ? INFINITY : strtod(le + 4, NULL);
+                LINT(b > last_le, "%.60s: le not rising", l);
+                LINT(v >= last_cum, "%.60s: buckets not cumulative", l);
+                last_le = b;
+                last_cum = v;
+                if (isinf(b))
+                    inf_cum = v;
+            } else if (!strcmp(suf, "_count")) {
+                LINT(inf_cum >= 0 && inf_cum == v, "%.60s: no +Inf bucket equal to the count", f);
+            } else {
+                LINT(!strcmp(suf, "_sum"), "%.60s: sample %.60s", f, name);
+            }
+        } else if (!strcmp(ty, "summary")) {
+            LINT(!strcmp(suf, "_sum") || !strcmp(suf, "_count") ||
+                 (!*suf && strstr(l, "quantile=\"")), "%.60s: sample %.60s", f, name);
+        } else {
+            LINT(0, "%.60s: unknown type %.60s", f, ty);
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        LINT(nsamples[i] > 0, "%.60s: no samples", fam[i]);
+#undef LINT
+done:
+    free(copy);
+    return bad;
+}
+
+/* promtool's own verdict where it is installed (Debian: prometheus). */
+static void promtool_check(const char *text)
+{
+    if (system("promtool --version >/dev/null 2>&1") != 0) {
+        printf("metrics: promtool not found (apt-get install prometheus): prom_lint checked "
+               "its rules\n");
+        return;
+    }
+    char path[] = "/tmp/mlsys-metrics-XXXXXX", cmd[256];
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+    FILE *p = popen(cmd, "r");
+    char said[2048] = "";
+    size_t n = fread(said, 1, sizeof said - 1, p);
+    said[n] = 0;
+    int rc = pclose(p);
+    unlink(path);
+    ck_assert_msg(rc == 0, "promtool check metrics: %s", said);
+    printf("metrics: promtool check metrics passed\n");
+}
+
+START_TEST(metrics_lint_catches)
+{
+    char why[256];
+    static const char *bad[] = {
+        "# HELP a_blocks_total x\n# TYPE a_blocks_total gauge\na_blocks_total 1\n",
+        "# HELP a_reqs x\n# TYPE a_reqs counter\na_reqs 1\n",
+        "# HELP a_s_sum x\n# TYPE a_s_sum counter\na_s_sum 1\n",
+        "# HELP a x\n# TYPE a histogram\na_bucket{le=\"1\"} 2\na_bucket{le=\"+Inf\"} 1\n"
+        "a_sum 1\na_count 1\n",
+        "# HELP a x\n# TYPE a histogram\na_bucket{le=\"1\"} 1\na_bucket{le=\"+Inf\"} 2\n"
+        "a_sum 1\na_count 3\n",
+        "# TYPE a gauge\na 1\n",
+        "# HELP a x\n# TYPE a gauge\na 1\n# HELP b x\n# TYPE b gauge\nb 1\na 2\n",
+        "# HELP a x\n# TYPE a gauge\na one\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(prom_lint(bad[i], why, sizeof why) != 0, "passed: %s", bad[i]);
+    ck_assert_msg(prom_lint("# HELP a_total x\n# TYPE a_total counter\na_total 1\n# HELP s x\n"
+                            "# TYPE s summary\ns_sum 1\ns_count 2\n", why, sizeof why) == 0,
+                  "%s", why);
+}
+END_TEST
+
 START_TEST(metrics_parse_and_count)
 {
     start(0, NULL, 0);
+    /* a prompt of more than two 16-token blocks, three times: the second and third find its
+     * full blocks in the prefix cache (all but the block holding its last token) */
+    const char *prompt = "Once upon a time there was a little girl named Lily who loved to "
+                         "play in the park with her dog Max and her friend Tom every day";
+    int ids[256], np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
+    ck_assert_int_gt(np, 33);
     for (int i = 0; i < 3; i++) {
-        reply r = http("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\","
-                       "\"max_tokens\":10,\"ignore_eos\":true}", NULL);
+        char body[512];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":10,\"ignore_eos\":true}",
+                 prompt);
+        reply r = http("POST", "/v1/completions", body, NULL);
         ck_assert_int_eq(r.status, 200);
         free(r.body);
     }
-    char *m = get_metrics();
+    char *m = get_metrics(), why[256];
+    ck_assert_msg(prom_lint(m, why, sizeof why) == 0, "%s", why);
+    promtool_check(m);
     ck_assert_double_eq(metric(m, "mlsys_num_requests_running"), 0);
     ck_assert_double_eq(metric(m, "mlsys_num_requests_waiting"), 0);
     ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
-    ck_assert_double_ge(metric(m, "mlsys_kv_blocks_cached"), 0);
+    int bs = (int)metric(m, "mlsys_kv_block_size_tokens");
+    ck_assert_int_gt(bs, 0);
+    /* what the finished requests filled stays cached; the pool adds up */
+    ck_assert_double_ge(metric(m, "mlsys_kv_blocks_cached"), (np - 1) / bs);
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_capacity"),
+                        metric(m, "mlsys_kv_blocks_used") + metric(m, "mlsys_kv_blocks_cached") +
+                        metric(m, "mlsys_kv_blocks_free"));
     ck_assert_double_eq(metric(m, "mlsys_generation_tokens_total"), 30);
-    ck_assert_double_eq(metric(m, "mlsys_prompt_tokens_total"), 15);
-    /* the same prompt three times: the later ones find its full blocks cached (none here:
-     * 5 tokens fill no 16-token block) - the rate is a fraction */
-    double hr = metric(m, "mlsys_prefix_cache_hit_rate");
-    ck_assert(hr >= 0 && hr <= 1);
+    ck_assert_double_eq(metric(m, "mlsys_prompt_tokens_total"), 3 * np);
+    double hits = 2.0 * bs * ((np - 1) / bs), queries = 3.0 * np;
+    ck_assert_double_eq(metric(m, "mlsys_prefix_cache_queries_total"), queries);
+    ck_assert_double_eq(metric(m, "mlsys_prefix_cache_hits_total"), hits);
+    ck_assert_double_eq_tol(metric(m, "mlsys_prefix_cache_hit_rate"), hits / queries, 1e-12);
     ck_assert_double_eq(metric(m, "mlsys_time_to_first_token_seconds_count"), 3);
     ck_assert_double_eq(metric(m, "mlsys_time_per_output_token_seconds_count"), 3);
-    /* buckets cumulative, +Inf equal to the count */
-    const char *p = m;
-    double last = -1;
-    while ((p = strstr(p, "mlsys_time_to_first_token_seconds_bucket{"))) {
-        double v = atof(strchr(p, '}') + 2);
-        ck_assert(v >= last);
-        last = v;
-        p++;
-    }
-    ck_assert_double_eq(last, 3);
+    ck_assert_double_eq(metric(m, "mlsys_http_overhead_seconds_count"), 3);
     free(m);
     stop();
 }
@@ -696,6 +1018,260 @@ START_TEST(disconnects_free_blocks)
 }
 END_TEST
 
+/* ---- slow clients ---- */
+typedef struct slow_client {
+    char addr[16];                /* the loopback address it connects from */
+    int reconnect;                /* 1: start again whenever the server cuts it */
+    int port, done;               /* done: it sent its whole (slow) head */
+    int cut;                      /* times the server closed it mid-head */
+} slow_client;
+
+static volatile int g_slow_stop;
+
+/* A connection from addr to the server, or -1 (refused or reset at once counts as -1 only
+ * when connect itself fails; a server over its limit accepts and closes). */
+static int connect_from(const char *addr, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+    inet_pton(AF_INET, addr, &me.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons((uint16_t)port);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof me) ||
+        connect(fd, (struct sockaddr *)&to, sizeof to)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The head of a request, one byte every 50 ms (6 s in all): slower than any deadline of
+ * the test's server, never idle long enough for its idle timeout. */
+static void *slow_main(void *u)
+{
+    slow_client *c = u;
+    static const char head[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               "application/json\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                               "\r\nContent-Length: 2\r\n\r\n{}";
+    while (!g_slow_stop) {
+        int fd = connect_from(c->addr, c->port), broke = fd < 0;
+        for (size_t i = 0; !broke && i < sizeof head - 1 && !g_slow_stop; i++) {
+            broke = send(fd, head + i, 1, MSG_NOSIGNAL) != 1;
+            struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+            broke |= poll(&p, 1, 50) > 0;       /* closed (or answered) by the server */
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!broke && !g_slow_stop) {
+            c->done = 1;
+            return NULL;
+        }
+        c->cut += broke && !g_slow_stop;
+        if (!c->reconnect)
+            return NULL;
+        usleep(10000);
+    }
+    return NULL;
+}
+
+/* One request from 127.0.0.1: HTTP status, 0 when the server closed it unanswered. */
+static int quick_request(int port)
+{
+    int fd = connect_from("127.0.0.1", port);
+    if (fd < 0)
+        return 0;
+    static const char req[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: 32\r\nConnection: close\r\n"
+                              "\r\n{\"prompt\":\"Once\",\"max_tokens\":2}";
+    int status = 0;
+    char buf[2048];
+    struct timeval tv = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1)) {
+        ssize_t k = recv(fd, buf, sizeof buf - 1, 0);
+        if (k > 0) {
+            buf[k] = 0;
+            sscanf(buf, "HTTP/1.%*d %d", &status);
+        }
+    }
+    close(fd);
+    return status;
+}
+
+static int slow_finished(const slow_client *sc, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += __atomic_load_n(&sc[i].done, __ATOMIC_ACQUIRE);
+    return k;
+}
+
+/* Start n slow clients from addr (or from 127.0.0.10 + i when addr is NULL). */
+static void slow_start(slow_client *sc, pthread_t *th, int n, const char *addr, int reconnect,
+                       int port)
+{
+    g_slow_stop = 0;
+    for (int i = 0; i < n; i++) {
+        sc[i] = (slow_client){.reconnect = reconnect, .port = port};
+        if (addr)
+            snprintf(sc[i].addr, sizeof sc[i].addr, "%s", addr);
+        else
+            snprintf(sc[i].addr, sizeof sc[i].addr, "127.0.0.%d", 10 + i);
+        ck_assert(pthread_create(&th[i], NULL, slow_main, &sc[i]) == 0);
+    }
+}
+
+static void slow_stop(pthread_t *th, int n)
+{
+    g_slow_stop = 1;
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* A request from 127.0.0.1 until one is served; every answer must come while no slow
+ * client has got its whole head through (that would free a slot the fair way). */
+static void served_before_slow_finish(const slow_client *sc, int n, int port)
+{
+    int served = 0, tries = 0;
+    while (!served) {
+        served = quick_request(port) == 200;
+        tries++;
+        ck_assert_msg(!slow_finished(sc, n), "served only after a slow client's head went "
+                      "through (%d tries)", tries);
+        if (!served)
+            usleep(50000);
+    }
+}
+
+/* More slow clients than the server has connections (8). (1) Twelve from one address take
+ * at most that address's share (4), so a client from another address is served while they
+ * trickle, at its first try (no deadline cuts them here: 30 s). (2) Twelve from twelve
+ * addresses fill every slot; the request deadline (1 s) cuts them, and a client from
+ * elsewhere is served while they are still trickling their heads. */
+START_TEST(slow_clients_do_not_deny_service)
+{
+    char err[256];
+    load();
+    enum { NS = 12 };
+    static slow_client sc[NS];
+    pthread_t th[NS];
+    srv_opts o = {.port = 0, .max_connections = 8, .max_connections_per_ip = 4,
+                  .request_timeout_s = 30, .idle_timeout_s = 30};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    int port = srv_port(g_s);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    slow_start(sc, th, NS, "127.0.0.2", 1, port);
+    usleep(300000);               /* they take what they can (a head takes 6 s) */
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(quick_request(port), 200);
+        ck_assert_int_eq(slow_finished(sc, NS), 0);
+    }
+    slow_stop(th, NS);
+    srv_drain(g_s, 5);
+    srv_stop(g_s);
+
+    o.request_timeout_s = 1;
+    o.idle_timeout_s = 2;
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    port = srv_port(g_s);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    slow_start(sc, th, NS, NULL, 0, port);
+    usleep(300000);
+    served_before_slow_finish(sc, NS, port);
+    slow_stop(th, NS);
+    char *m = get_metrics();
+    ck_assert_double_ge(metric(m, "mlsys_http_slow_clients_cut_total"), 4);
+    free(m);
+    srv_drain(g_s, 5);
+    srv_stop(g_s);
+}
+END_TEST
+
+
+/* A non-streamed client of the cut-drain test: its status and its whole body. */
+typedef struct cut_client {
+    lg_url url;
+    char body[4096];
+    size_t n;
+    int status, err;
+} cut_client;
+
+static int cut_body(void *u, const char *d, size_t n)
+{
+    cut_client *c = u;
+    if (d && c->n + n < sizeof c->body) {
+        memcpy(c->body + c->n, d, n);
+        c->n += n;
+        c->body[c->n] = 0;
+    }
+    return 0;
+}
+
+static void *cut_main(void *u)
+{
+    cut_client *c = u;
+    lg_response r;
+    c->err = lg_post(&c->url, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\","
+                     "\"max_tokens\":100,\"ignore_eos\":true}", 60, cut_body, c, &r);
+    c->status = r.status;
+    return NULL;
+}
+
+/* A drain that runs out cuts the requests in flight: a non-streamed one answers 503 with
+ * an error body, never 200 with partial text. One sequence a step, 32 requests of 100
+ * tokens, a drain of 0 s once 4 of them are in: those are cut. */
+START_TEST(drain_cut_answers_503)
+{
+    char err[256];
+    load();
+    srv_opts o = {.port = 0, .engine = {.max_num_seqs = 1, .max_num_batched_tokens = 64}};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    enum { NC = 32 };
+    static cut_client cl[NC];
+    pthread_t th[NC];
+    for (int i = 0; i < NC; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        ck_assert(pthread_create(&th[i], NULL, cut_main, &cl[i]) == 0);
+    }
+    double t0 = mlsys_now_s();
+    for (;;) {
+        char *m = get_metrics();
+        double in = metric(m, "mlsys_num_requests_running") +
+                    metric(m, "mlsys_num_requests_waiting");
+        free(m);
+        if (in >= 4)
+            break;
+        ck_assert_msg(mlsys_now_s() - t0 < 60, "the requests never came in");
+        usleep(2000);
+    }
+    ck_assert_int_gt(srv_drain(g_s, 0), 0);
+    int cut = 0;
+    for (int i = 0; i < NC; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(!cl[i].err, "client %d: no response", i);
+        cJSON *b = cJSON_Parse(cl[i].body);
+        ck_assert_msg(b, "client %d: not JSON: %s", i, cl[i].body);
+        if (cl[i].status == 503) {
+            ck_assert(cJSON_IsObject(cJSON_GetObjectItem(b, "error")));
+            cut++;
+        } else {
+            ck_assert_msg(cl[i].status == 200, "client %d: HTTP %d", i, cl[i].status);
+            cJSON *u = cJSON_GetObjectItem(b, "usage");
+            ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 100);
+        }
+        cJSON_Delete(b);
+    }
+    ck_assert_int_gt(cut, 0);
+    srv_stop(g_s);
+}
+END_TEST
+
 /* One streaming client of the drain test: whole (200 and [DONE] last), refused (503), or
  * cut (anything else). */
 typedef struct drain_client {
@@ -703,6 +1279,7 @@ typedef struct drain_client {
     char tail[64];
     size_t tl;
     int status, err;
+    char why[512];                /* the client's error */
 } drain_client;
 
 static int drain_body(void *u, const char *d, size_t n)
@@ -727,8 +1304,68 @@ static void *drain_main(void *u)
                      "\"max_tokens\":110,\"ignore_eos\":true,\"stream\":true}", 60,
                      drain_body, c, &r);
     c->status = r.status;
+    snprintf(c->why, sizeof c->why, "%s", r.err);
     return NULL;
 }
+
+/* The deadline is for the request, not its answer, and the idle timeout counts from the
+ * last byte the answer moved: with one sequence a step, 128 streams of 110 tokens and 32
+ * whole answers of 100 take seconds (more than both limits) to come; every stream arrives
+ * whole, [DONE] last, every answer whole. */
+START_TEST(long_answers_outlive_the_request_deadline)
+{
+    char err[256];
+    load();
+    srv_opts o = {.port = 0, .request_timeout_s = 1, .idle_timeout_s = 2,
+                  .engine = {.max_num_seqs = 1, .max_num_batched_tokens = 64}};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    enum { NC = 128 };
+    static drain_client cl[NC];
+    pthread_t th[NC];
+    enum { NP = 32 };             /* and non-streamed ones, answered whole at the end */
+    static cut_client pl[NP];
+    pthread_t tp[NP];
+    double t0 = mlsys_now_s();
+    for (int i = 0; i < NC; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        ck_assert(pthread_create(&th[i], NULL, drain_main, &cl[i]) == 0);
+    }
+    for (int i = 0; i < NP; i++) {
+        memset(&pl[i], 0, sizeof pl[i]);
+        ck_assert(lg_url_parse(g_url, &pl[i].url) == 0);
+        ck_assert(pthread_create(&tp[i], NULL, cut_main, &pl[i]) == 0);
+    }
+    for (int i = 0; i < NC; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NP; i++)
+        pthread_join(tp[i], NULL);
+    double took = mlsys_now_s() - t0;
+    printf("long answers: %d streams in %.2f s under a request deadline of 1 s\n", NC, took);
+    ck_assert_msg(took > 1.5, "the streams took %.2f s: too quick to outlive the deadline",
+                  took);
+    for (int i = 0; i < NP; i++) {
+        ck_assert_msg(!pl[i].err && pl[i].status == 200, "answer %d: HTTP %d", i, pl[i].status);
+        cJSON *o = cJSON_Parse(pl[i].body);
+        ck_assert_msg(o, "answer %d: not whole JSON: %s", i, pl[i].body);
+        cJSON *u = cJSON_GetObjectItem(o, "usage");
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 100);
+        cJSON_Delete(o);
+    }
+    char *m = get_metrics();
+    for (int i = 0; i < NC; i++) {
+        const char *d = strstr(cl[i].tail, "data: [DONE]\n\n");
+        ck_assert_msg(!cl[i].err && cl[i].status == 200 && d && !strcmp(d, "data: [DONE]\n\n"),
+                      "stream %d: HTTP %d, %s, ends with '%s' (cut %g)", i, cl[i].status,
+                      cl[i].why, cl[i].tail, metric(m, "mlsys_http_slow_clients_cut_total"));
+    }
+    ck_assert_double_eq(metric(m, "mlsys_http_slow_clients_cut_total"), 0);
+    free(m);
+    stop();
+}
+END_TEST
 
 /* The real program, one sequence a step: SIGTERM while 64 streams come in, at least half of
  * them in the engine: newcomers get 503, every stream that got in finishes whole (ends with
@@ -1025,6 +1662,48 @@ START_TEST(responses_are_valid_utf8)
 }
 END_TEST
 
+/* The real program with its key from the environment (none on the command line), stopped
+ * with SIGINT (Ctrl-C): 401 without the key, 200 with it, then a clean stop and exit 130. */
+START_TEST(sigint_130_env_key)
+{
+    int out[2];
+    ck_assert(pipe(out) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        setenv(SRV_KEY_ENV, "from-the-env", 1);
+        execl(bin(), bin(), "run", "ch08/minimal-inference-server", "--serve", "127.0.0.1:0",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    char line[512];
+    int port = 0, said_env = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        said_env |= strstr(line, "bearer key required from " SRV_KEY_ENV) != NULL;
+        sscanf(line, "ready: listening on 127.0.0.1:%d", &port);
+    }
+    ck_assert_msg(port > 0, "no ready line");
+    ck_assert(said_env);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", port);
+    expect("GET", "/v1/models", NULL, NULL, 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer from-the-en", 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer from-the-env", 200, NULL);
+    kill(pid, SIGINT);
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit status %d", st);
+    char rest[4096];
+    size_t k = fread(rest, 1, sizeof rest - 1, f);
+    rest[k] = 0;
+    ck_assert_msg(strstr(rest, "stopped cleanly"), "%s", rest);
+    fclose(f);
+}
+END_TEST
+
 int main(void)
 {
     char why[256];
@@ -1046,6 +1725,8 @@ int main(void)
     tcase_add_test(tc, seed_reproducible_and_stop);
     tcase_add_test(tc, error_statuses);
     tcase_add_test(tc, api_key);
+    tcase_add_test(tc, api_key_rules);
+    tcase_add_test(tc, metrics_lint_catches);
     tcase_add_test(tc, metrics_parse_and_count);
     tcase_add_test(tc, json_object_parses);
     tcase_add_test(tc, speculative_greedy_exact);
@@ -1055,6 +1736,10 @@ int main(void)
     tcase_add_test(tc, stream_interval_coalesces);
     tcase_add_test(tc, n_choices_client_leaves);
     tcase_add_test(tc, responses_are_valid_utf8);
+    tcase_add_test(tc, drain_cut_answers_503);
+    tcase_add_test(tc, slow_clients_do_not_deny_service);
+    tcase_add_test(tc, long_answers_outlive_the_request_deadline);
+    tcase_add_test(tc, sigint_130_env_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,8 @@
  * throughput; the real engine's records agree with what it was asked (every request's tokens,
  * every step); gated, the engine runs one iteration per grant and waits at an "engine idle"
  * gate when it has nothing to do, also while another thread submits (as HTTP handlers do);
- * the view draws the queues and the batch in words. */
+ * the view draws the queues and the batch in words; each move says its unit on the flow
+ * view's arrows. */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -152,6 +153,11 @@ static void view_feed(void *u, const mlsys_event *e)
     view_serve_class.event(g_view, e, 1);
 }
 
+static void flow_feed(void *u, const mlsys_event *e)
+{
+    view_flow_class.event(u, e, 1);
+}
+
 static char *draw(int w, int h)
 {
     grid *g = grid_create(w, h);
@@ -196,6 +202,56 @@ START_TEST(view_draws_queues_and_batch)
     ck_assert(strstr(s, "prefill req 2 (5); decode req 0"));
     free(s);
     view_serve_class.free(g_view);
+}
+END_TEST
+
+/* Each of the engine's moves says its unit on the flow view's arrows (core/llm/engine.h's
+ * table: submitted prompt tokens, tokens found cached at admission, rows this step,
+ * preempted, tokens generated); a move the engine never makes keeps the bare count. */
+START_TEST(moves_say_their_unit)
+{
+    static const struct { int from, to, count, known; const char *want; } cases[] = {
+        {SVM_CLIENTS, SVM_QUEUE, 24, 1, "req 3: 24 prompt tokens"},
+        {SVM_CLIENTS, SVM_QUEUE, 1, 1, "req 3: 1 prompt token"},
+        {SVM_QUEUE, SVM_SCHED, 16, 1, "req 3 admitted, 16 cached"},
+        {SVM_QUEUE, SVM_SCHED, 0, 1, "req 3 admitted"},
+        {SVM_SCHED, SVM_MODEL, 24, 1, "req 3: 24 rows this step"},
+        {SVM_SCHED, SVM_MODEL, 1, 1, "req 3: 1 row this step"},
+        {SVM_SCHED, SVM_QUEUE, 0, 1, "req 3 preempted"},
+        {SVM_MODEL, SVM_CLIENTS, 20, 1, "req 3 finished: 20 tokens"},
+        {SVM_SCHED, SVM_CLIENTS, 24, 0, "req 3: 24"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char t[64];
+        int k = svm_move_text(cases[i].from, cases[i].to, 3, cases[i].count, t, sizeof t);
+        ck_assert_str_eq(t, cases[i].want);
+        ck_assert_int_eq(k, cases[i].known);
+    }
+    /* on the flow view: the scenario's moves with their units */
+    void *fv = view_flow_class.create();
+    view_flow_class.reset(fv, 1);
+    static const char *const roles[] = {"clients", "queue", "scheduler", "model"};
+    for (int r = 0; r < 4; r++) {
+        mlsys_event e = rec(r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1);
+        snprintf(e.label, sizeof e.label, "%s", roles[r]);
+        view_flow_class.event(fv, &e, 0);
+    }
+    g_view = fv;
+    scenario(flow_feed, fv, 1);
+    grid *g = grid_create(120, 30);
+    view_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.nranks = 1;
+    ctx.anim = 1;
+    ctx.frame = 1;
+    view_flow_class.draw(fv, g, 0, 0, 120, 30, &ctx);
+    char *f = grid_dump(g);
+    ck_assert_msg(strstr(f, "req 1: 20 prompt tokens") && strstr(f, "req 1 admitted, 8 cached") &&
+                  strstr(f, "req 1: 12 rows this step"), "%s", f);
+    free(f);
+    grid_free(g);
+    view_flow_class.free(fv);
+    g_view = NULL;
 }
 END_TEST
 
@@ -413,6 +469,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, model_decodes_the_engine_records);
     tcase_add_test(tc, view_draws_queues_and_batch);
+    tcase_add_test(tc, moves_say_their_unit);
     tcase_add_test(tc, engine_records_agree_with_the_requests);
     tcase_add_test(tc, gated_engine_one_iteration_per_grant);
     tcase_add_test(tc, requests_from_another_thread);

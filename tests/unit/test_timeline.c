@@ -1,8 +1,10 @@
 /* test_timeline.c - the timeline view from synthetic events: a generated 1F1B schedule drawn
  * slot by slot (golden frame, bubble in the title equal to the schedule's), compute and
  * communication on separate rows with the collective named (golden), zoom and scroll keys,
- * an axis that grows in steps while live instead of rescaling with every event, and a gated
- * wait squeezed out of the picture and out of the bubble. GENERATE=1 rewrites the goldens. */
+ * an axis that grows in steps while live instead of rescaling with every event, a gated
+ * wait squeezed out of the picture and out of the bubble, a span shorter than a column that
+ * keeps its column (a round's outcome), no empty second row without communication, and the
+ * lab's phase in each section's title. GENERATE=1 rewrites the goldens. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -74,7 +76,7 @@ START_TEST(schedule_slots)
     /* every lane: the schedule's own idle share, in '.' cells */
     for (int r = 0; r < 4; r++) {
         char row[256];
-        line_of(f, 2 + 2 * r, row, sizeof row);
+        line_of(f, 2 + r, row, sizeof row);         /* one row a lane: no communication */
         int dots = 0, letters = 0;
         for (int k = 4; k < 4 + 88; k++) {
             dots += row[k] == '.';
@@ -187,7 +189,9 @@ START_TEST(axis_grows_in_steps)
         e = ev(MLSYS_EV_COMPUTE_END, 0, t + 500000, "F mb0");
         c->event(d, &e, 0);
         char *f = render(d, 60, 8, 1);
-        line_of(f, 6, row, sizeof row);          /* the axis labels under the lane */
+        line_of(f, 4, row, sizeof row);          /* the axis labels under the lane (one row:
+                                                    no communication) */
+        ck_assert_msg(strstr(row, "ms") || strstr(row, "us"), "no axis labels: %s", row);
         const char *end = row + strlen(row);
         while (end > row && end[-1] == ' ')
             end--;
@@ -429,9 +433,9 @@ START_TEST(lab_measured_bubble)
     }
     char *f = render(d, 90, 10, 0), row[128];
     ck_assert_msg(strstr(f, "bubble 50.0% measured by the lab (span 10.00 ms)"), "%s", f);
-    line_of(f, 2, row, sizeof row);
+    line_of(f, 2, row, sizeof row);             /* one row a lane: no communication */
     ck_assert_msg(strstr(row, " 60.0%"), "%s", row);
-    line_of(f, 4, row, sizeof row);
+    line_of(f, 3, row, sizeof row);
     ck_assert_msg(strstr(row, " 40.0%"), "%s", row);
     free(f);
     c->free(d);
@@ -520,6 +524,104 @@ START_TEST(second_thread_row)
 }
 END_TEST
 
+/* A round's outcome, far shorter than a column, beside long spans that share its column
+ * (speculative decoding: draft, verify, then "accepted 4 of 4" or "rejected 2 of 4" in a few
+ * microseconds): each outcome keeps its column, so every round says how it ended. */
+START_TEST(short_spans_keep_their_column)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    uint64_t us = 1000, t = 0;
+    int rounds = 23, rejected = 8;      /* rounds 0, 3, ..., 21 are refused */
+    for (int i = 0; i < rounds; i++) {
+        mlsys_event e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t, "draft");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, t += 1500 * us, "draft");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t, "verify");
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, t += 2700 * us, "verify");
+        c->event(d, &e, 0);
+        const char *out = i % 3 ? "accepted 4 of 4" : "rejected 2 of 4";
+        e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t, out);
+        c->event(d, &e, 0);
+        e = ev(MLSYS_EV_COMPUTE_END, 0, t += 5 * us, out);
+        c->event(d, &e, 0);
+    }
+    /* 96.7 ms over 80 columns: a round in 3.5 columns (so most outcomes share a column with
+     * the next round's draft), the outcome in 1/200 of one */
+    char *f = render(d, 91, 8, 0), row[128];
+    line_of(f, 2, row, sizeof row);
+    int a = 0, r = 0;
+    for (const char *p = row + 4; *p && p < row + 84; p++) {
+        a += *p == 'a';
+        r += *p == 'r';
+    }
+    ck_assert_msg(a == rounds - rejected && r == rejected, "%d accepted, %d rejected of %d "
+                  "rounds: %s", a, r, rounds, row);
+    ck_assert_msg(strstr(f, "a accepted") && strstr(f, "r rejected"), "%s", f);
+    /* one rank, no messages: no empty second row under the lane */
+    line_of(f, 3, row, sizeof row);
+    ck_assert_msg(!strchr(row, '|') || strstr(row, "---"), "a second row: %s", row);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
+/* An engine's steps inside a lab's phase ("batch 4 overlap", a FLOW_PHASE record): every
+ * section it holds names the phase in its title, so each frame says what it shows. */
+START_TEST(phase_names_its_sections)
+{
+    const view_class *c = &view_timeline_class;
+    void *d = c->create();
+    c->reset(d, 1);
+    uint64_t ms = 1000000, t = ms;
+    static const char *const phases[] = {"batch 1 plain", "batch 4 overlap"};
+    int frame = 0;
+    for (int p = 0; p < 2; p++) {
+        mlsys_event e = ev(MLSYS_EV_FLOW, 0, t, phases[p]);
+        e.flow = (mlsys_flow_info){-1, -1, MLSYS_FLOW_PHASE, (int16_t)p, 4, p, -1, 0};
+        c->event(d, &e, frame);
+        e = ev(MLSYS_EV_STEP, 0, t += ms, phases[p]);
+        e.step = p;
+        c->event(d, &e, ++frame);
+        for (int k = 1; k <= 2; k++) {
+            char lab[32];
+            snprintf(lab, sizeof lab, "engine step %d", k);
+            e = ev(MLSYS_EV_STEP, 0, t += ms, lab);
+            e.step = k;
+            c->event(d, &e, ++frame);
+            e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, t += ms, "forward");
+            c->event(d, &e, frame);
+            e = ev(MLSYS_EV_COMPUTE_END, 0, t += 2 * ms, "forward");
+            c->event(d, &e, frame);
+        }
+    }
+    char *f = render(d, 100, 8, 0);
+    ck_assert_msg(strstr(f, "timeline - batch 4 overlap - engine step 2 - step 6 of 6"), "%s", f);
+    free(f);
+    c->free(d);
+    /* the phase's own step says its name once */
+    d = c->create();
+    c->reset(d, 1);
+    mlsys_event e = ev(MLSYS_EV_FLOW, 0, ms, "batch 1 plain");
+    e.flow = (mlsys_flow_info){-1, -1, MLSYS_FLOW_PHASE, 0, 1, 0, -1, 0};
+    c->event(d, &e, 0);
+    e = ev(MLSYS_EV_STEP, 0, 2 * ms, "batch 1 plain");
+    e.step = 0;
+    c->event(d, &e, 1);
+    e = ev(MLSYS_EV_COMPUTE_BEGIN, 0, 3 * ms, "forward");
+    c->event(d, &e, 1);
+    e = ev(MLSYS_EV_COMPUTE_END, 0, 4 * ms, "forward");
+    c->event(d, &e, 1);
+    f = render(d, 100, 8, 0);
+    ck_assert_msg(strstr(f, "timeline - batch 1 plain - step 1 of 1 -"), "%s", f);
+    free(f);
+    c->free(d);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
     Suite *s = suite_create("timeline");
@@ -535,6 +637,8 @@ static Suite *timeline_suite(void)
     tcase_add_test(t, lab_measured_bubble);
     tcase_add_test(t, chart_in_blocks);
     tcase_add_test(t, second_thread_row);
+    tcase_add_test(t, short_spans_keep_their_column);
+    tcase_add_test(t, phase_names_its_sections);
     suite_add_tcase(s, t);
     return s;
 }

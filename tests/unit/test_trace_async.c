@@ -60,14 +60,14 @@ START_TEST(async_collectives_get_their_own_track)
     ck_assert_int_eq(async_tid, 2);
     ck_assert_int_eq(rank_tid, 4);
     /* and a replay puts them back on rank 1 */
-    replay_data rd;
+    mlsys_trace rd;
     char err[256];
-    ck_assert_msg(replay_parse(json, strlen(json), &rd, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(mlsys_trace_parse(json, strlen(json), &rd, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_eq(rd.n, 6);
     ck_assert_int_eq(rd.nranks, 2);
     for (size_t i = 0; i < rd.n; i++)
         ck_assert_int_eq(rd.ev[i].rank, 1);
-    replay_data_free(&rd);
+    mlsys_trace_free(&rd);
     free(json);
 }
 END_TEST

@@ -199,6 +199,92 @@ START_TEST(bad_input_one_line_exit_2)
 }
 END_TEST
 
+static char *err_text(void)
+{
+    char p[300];
+    size_t n;
+    snprintf(p, sizeof p, "%s/err", g_dir);
+    char *s = slurp(p, &n);
+    return s ? s : strdup("");
+}
+
+/* A run whose learning rate blows it up: the first step with a non-finite loss or gradient
+ * stops it with one line naming the step, exit 1, and the last good checkpoint is left as it
+ * was (no NaN weights written over it). On 2 ranks, both stop at the same step. */
+START_TEST(divergence_stops_keeps_checkpoint)
+{
+    make_dir();
+    ck_assert_int_eq(run(TINY " --steps 20 --stop-at 10 -w 2 --out %s/d", g_dir), 0);
+    char p[300];
+    snprintf(p, sizeof p, "%s/d/model.train", g_dir);
+    size_t n0, n1;
+    char *before = slurp(p, &n0);
+    ck_assert(before);
+    ck_assert_int_eq(run(TINY " --steps 20 -w 2 --lr 1e30 --resume --out %s/d", g_dir), 1);
+    char *e = err_text();
+    ck_assert_msg(err_lines() == 1, "%s", e);
+    long step = 0;
+    const char *at = strstr(e, ": step ");
+    ck_assert_msg(at && sscanf(at, ": step %ld:", &step) == 1 && step > 10 && step <= 20 &&
+                  strstr(e, "diverged") && strstr(e, "checkpoint of step 10 stays"), "%s", e);
+    free(e);
+    char *after = slurp(p, &n1);
+    ck_assert(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    /* and what stayed resumes */
+    ck_assert_int_eq(run(TINY " --steps 20 -w 2 --resume --out %s/d", g_dir), 0);
+    remove_dir();
+}
+END_TEST
+
+/* A checkpoint whose checksum is right but whose contents a run cannot continue from: each
+ * refused by the reader in one line naming the file, and by the command with exit 2. */
+START_TEST(resume_refuses_impossible_state)
+{
+    make_dir();
+    ck_assert_int_eq(run(TINY " --steps 8 --stop-at 4 --out %s/g", g_dir), 0);
+    char dir[300], err[512], cmd[1024];
+    snprintf(dir, sizeof dir, "%s/g", g_dir);
+    static const char *want[] = {"moment", "moment", "moment", "betas", "betas", "eps",
+                                 "beyond its run"};
+    for (int k = 0; k < 7; k++) {
+        llm_config c;
+        llm_weights w;
+        llm_train_state st;
+        snprintf(cmd, sizeof cmd, "rm -rf %s/b && cp -r %s %s/b", g_dir, dir, g_dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(cmd, sizeof cmd, "%s/b", g_dir);
+        ck_assert_msg(llm_ckpt_read(cmd, &c, &w, &st, NULL, err, sizeof err) == 0, "%s", err);
+        switch (k) {
+        case 0: st.m[7] = NAN; break;
+        case 1: st.v[st.n - 1] = INFINITY; break;
+        case 2: st.v[3] = -1e-3f; break;
+        case 3: st.beta1 = 1.0f; break;
+        case 4: st.beta2 = 1.5f; break;
+        case 5: st.eps = 0.0f; break;
+        case 6: st.step = st.run.steps + 1; break;
+        }
+        ck_assert_msg(llm_ckpt_write(cmd, &c, &w, &st, err, sizeof err) == 0, "%s", err);
+        llm_weights_free(&w);
+        llm_train_state_free(&st);
+        ck_assert(llm_ckpt_read(cmd, &c, &w, &st, NULL, err, sizeof err) != 0);
+        ck_assert_msg(strstr(err, want[k]) && strstr(err, "model.train") && !strchr(err, '\n'),
+                      "case %d: %s", k, err);
+    }
+    ck_assert_int_eq(run(TINY " --steps 8 --resume --out %s/b", g_dir), 2);
+    ck_assert_int_eq(err_lines(), 1);
+    /* a changed --seed would rewrite the run's record: refused, naming both values */
+    ck_assert_int_eq(run(TINY " --steps 8 --seed 7 --resume --out %s/g", g_dir), 2);
+    ck_assert_int_eq(err_lines(), 1);
+    char *e = err_text();
+    ck_assert_msg(strstr(e, "--seed 7") && strstr(e, "1337"), "%s", e);
+    free(e);
+    ck_assert_int_eq(run(TINY " --steps 8 --seed 1337 --resume --out %s/g", g_dir), 0);
+    remove_dir();
+}
+END_TEST
+
 /* ---- in-process: the trainer's pieces ---- */
 
 static llm_datakit g_kit;
@@ -252,6 +338,34 @@ START_TEST(loss_decreases)
     train_ctx_fini(&t);
     train_lm_fini(&m);
     llm_datakit_free(&g_kit);
+}
+END_TEST
+
+/* The checkpoint writer itself refuses weights that are not finite (a file its readers
+ * would refuse), whatever put them there. */
+START_TEST(save_refuses_nan_weights)
+{
+    tiny_setup(8, 1e-3f, 0);
+    make_dir();
+    train_lm m;
+    train_ctx t;
+    char err[512], p[300];
+    ck_assert_msg(train_lm_init(&m, &g_o.cfg, &g_kit, 8, 8, g_o.seed, g_o.data_seed, NULL,
+                                g_dir, err, sizeof err) == 0, "%s", err);
+    ck_assert(train_ctx_init(&t, NULL, &g_o.t, &m.base, NULL, err, sizeof err) == 0);
+    m.w.mem[5] = NAN;
+    ck_assert(train_save(&t, err, sizeof err) != 0);
+    ck_assert_msg(strstr(err, "weight 5 of") && strstr(err, "not saved"), "%s", err);
+    snprintf(p, sizeof p, "%s/model.train", g_dir);
+    struct stat sb;
+    ck_assert(stat(p, &sb) != 0);
+    m.w.mem[5] = 0.5f;
+    ck_assert_msg(train_save(&t, err, sizeof err) == 0, "%s", err);
+    ck_assert(stat(p, &sb) == 0);
+    train_ctx_fini(&t);
+    train_lm_fini(&m);
+    llm_datakit_free(&g_kit);
+    remove_dir();
 }
 END_TEST
 
@@ -351,9 +465,12 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, schedule_shape);
     tcase_add_test(tc, loss_decreases);
+    tcase_add_test(tc, save_refuses_nan_weights);
     tcase_add_test(tc, dp_two_ranks_equal_one_on_the_doubled_batch);
     tcase_add_test(tc, deterministic_and_resume_bit_identical);
     tcase_add_test(tc, bad_input_one_line_exit_2);
+    tcase_add_test(tc, divergence_stops_keeps_checkpoint);
+    tcase_add_test(tc, resume_refuses_impossible_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

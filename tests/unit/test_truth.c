@@ -407,7 +407,7 @@ START_TEST(text_matches_checks)
     if (ch == 4) {
         HAS(sq, "assets/exercises/ch04-topology/topo.txt");
         const exercise *ex = ex_find("ch04-crossover");
-        /* the benchmark command: one macro in exercises.c builds the check's argv and the
+        /* the benchmark command: one macro in ch04_exercises.c builds the check's argv and the
          * task; the text and the starter quote it */
         const char *a = strstr(ex->task, "`mlsys-lab bench ");
         ck_assert_ptr_nonnull(a);

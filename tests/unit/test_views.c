@@ -15,6 +15,7 @@
 #include "../../lab/ui/ui.h"
 #include "../../lab/ui/views/view.h"
 #include "../../lab/ui/stepmodel.h"
+#include "../../lab/ui/run.h"
 #include "../../core/trace_values.h"
 
 #define W 118
@@ -936,7 +937,7 @@ START_TEST(form_trims_and_warns_about_the_algorithm)
     ck_assert_int_eq(form_count(s, "[ Launch ]"), 1);
     ck_assert_int_eq(form_count(s, "fix the red values"), 0);
     /* algo: pick recursive_doubling: 5 ranks is not a power of two, said before launch */
-    for (int i = 0; i < 4; i++)             /* size, mode, timeout, algo */
+    for (int i = 0; i < 5; i++)             /* size, mode, backend, timeout, algo */
         s->cls->key(s, UI_KEY_DOWN);
     const char *want = "recursive_doubling";
     int found = 0;
@@ -1024,9 +1025,9 @@ START_TEST(replay_round_trip)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json(path, got, (size_t)n, 1000), 0);
-    replay_data rd;
+    mlsys_trace rd;
     char err[256];
-    int rc = replay_load(path, &rd, err, sizeof err);
+    int rc = mlsys_trace_load(path, &rd, err, sizeof err);
     mlsys_event *back = rd.ev;
     size_t nb = rd.n;
     int nranks = rd.nranks;
@@ -1070,11 +1071,11 @@ START_TEST(replay_round_trip)
     }
     free(f);
     view_ring_class.free(d);
-    replay_data_free(&rd);
+    mlsys_trace_free(&rd);
     /* and what is not a trace says so */
-    ck_assert_int_eq(replay_parse("{\"a\":1}", 7, &rd, err, sizeof err), -1);
+    ck_assert_int_eq(mlsys_trace_parse("{\"a\":1}", 7, &rd, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "traceEvents"));
-    ck_assert_int_eq(replay_parse("{not json", 9, &rd, err, sizeof err), -1);
+    ck_assert_int_eq(mlsys_trace_parse("{not json", 9, &rd, err, sizeof err), -1);
 #else
     ck_assert_int_eq(rc, -1);
     ck_assert_ptr_nonnull(strstr(err, "cJSON"));
@@ -1102,9 +1103,9 @@ START_TEST(replay_log_and_help)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_int_eq(mlsys_trace_write_json_lines(path, ev, 2, lines, 2, 1000), 0);
-    replay_data rd;
+    mlsys_trace rd;
     char err[256];
-    int rc = replay_load(path, &rd, err, sizeof err);
+    int rc = mlsys_trace_load(path, &rd, err, sizeof err);
     unlink(path);
 #ifdef HAVE_CJSON
     ck_assert_msg(rc == 0, "%s", err);
@@ -1191,6 +1192,56 @@ START_TEST(finished_job_catches_up)
     run_stats(s, &st);
     ck_assert_int_eq(st.frame, st.last - 1);
     grid_free(g);
+    s->cls->free(s);
+}
+END_TEST
+
+/* A rank that says what it did, then takes its gate (as ch08's loop prints a step's line
+ * and steps again): the runner reads the line and the gate's STEP event in one pump, and
+ * the log must show each line in the frame it was printed in, not one step late. */
+static int print_then_step(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < 6; k++) {
+        printf("done with frame %d\n", k);
+        fflush(stdout);
+        int rc = mlsys_step(c, k + 1, "next");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+START_TEST(log_lines_stay_in_their_frame)
+{
+    char err[256];
+    ui_screen *s = run_create_fn("lines", 1, 1, print_then_step, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    for (int i = 0; i < 6; i++)
+        s->cls->key(s, '+');                    /* grant the steps as fast as they come */
+    s->cls->key(s, ' ');                        /* a gated run starts paused: play */
+    run_stats_t st;
+    double t0 = secs();
+    do {
+        int tmo = 10;
+        s->cls->tick(s, mlsys_now_ns(), &tmo);
+        run_stats(s, &st);
+        usleep(3000);
+    } while (!st.done && secs() - t0 < 25);
+    ck_assert_msg(st.done && st.result == 0, "the gated job did not end (%d)", st.result);
+    int found = 0;
+    const stepmodel *m = ((run *)s->data)->sm;
+    for (size_t i = 0; i < sm_tape_len(m); i++) {
+        const mlsys_event *e;
+        int rank, is_err, k;
+        const char *text;
+        int frame = sm_tape_item(m, i, &e, &rank, &is_err, &text);
+        if (e || sscanf(text, "done with frame %d", &k) != 1)
+            continue;
+        ck_assert_msg(frame == k, "\"%s\" is in frame %d", text, frame);
+        found++;
+    }
+    ck_assert_int_eq(found, 6);
     s->cls->free(s);
 }
 END_TEST
@@ -1456,6 +1507,7 @@ static Suite *views_suite(void)
     tcase_add_test(t, replay_round_trip);
     tcase_add_test(t, replay_log_and_help);
     tcase_add_test(t, finished_job_catches_up);
+    tcase_add_test(t, log_lines_stay_in_their_frame);
     tcase_add_test(t, values_and_watched_buffers);
     tcase_add_test(t, algo_rule_without_a_comm);
     tcase_add_test(t, measure_draw_and_events);

@@ -8,6 +8,7 @@
  * tables: which blocks each owner holds, in order. Pools without blocks are gauges of bytes
  * in use. Everything is rebuilt from the records up to the frame shown. */
 #include "view.h"
+#include "serve_model.h"
 #include "../stepmodel.h"
 #include <math.h>
 #include <stdio.h>
@@ -63,9 +64,20 @@ typedef struct bpool {
     bstep st;
 } bpool;
 
+/* Why an owner let go in a frame, from a serving engine's request moves (an owner of its
+ * KV cache is a request, by the same id): preempted (scheduler -> queue) or finished. */
+enum { WHY_NONE, WHY_PREEMPTED, WHY_FINISHED };
+#define BLK_GONE 32
+
+typedef struct bgone {
+    int rank, id, why;
+} bgone;
+
 typedef struct blocks {
     bpool *p;
     int np, pcap;
+    bgone gone[BLK_GONE];       /* requests that left the running set, in gone_frame */
+    int ngone, gone_frame;
     double scale;               /* the largest |value| seen in the run: shades never rescale
                                    between steps, only when a larger value first appears */
     int sel_pool, sel_block;    /* the selected block (pool index in display order) */
@@ -83,6 +95,8 @@ static void *blocks_create(void)
 
 static void forget_pools(blocks *b)
 {
+    b->ngone = 0;
+    b->gone_frame = -1;
     for (int i = 0; i < b->np; i++) {
         for (int k = 0; k < b->p[i].no; k++)
             free(b->p[i].o[k].table);
@@ -117,9 +131,39 @@ static void blocks_free(void *data)
     free(b);
 }
 
+/* A serving engine's request leaving the running set: preempted or finished. */
+static int request_leaves(const mlsys_event *e)
+{
+    const mlsys_flow_info *f = &e->flow;
+    return e->kind == MLSYS_EV_FLOW && f->what == MLSYS_FLOW_REQUESTS && f->seq >= 0 &&
+           ((f->from == SVM_SCHED && f->to == SVM_QUEUE) ||
+            (f->from == SVM_MODEL && f->to == SVM_CLIENTS));
+}
+
 static int blocks_wants(const mlsys_event *e)
 {
-    return e->kind == MLSYS_EV_MEM;
+    return e->kind == MLSYS_EV_MEM || request_leaves(e);
+}
+
+static void note_gone(blocks *b, const mlsys_event *e, int frame)
+{
+    if (b->gone_frame != frame) {
+        b->ngone = 0;
+        b->gone_frame = frame;
+    }
+    if (b->ngone < BLK_GONE)
+        b->gone[b->ngone++] = (bgone){e->rank, e->flow.seq,
+                                      e->flow.to == SVM_QUEUE ? WHY_PREEMPTED : WHY_FINISHED};
+}
+
+/* Why owner id of a pool on rank let go in frame (the last word of that frame). */
+static int why_gone(const blocks *b, int rank, int id, int frame)
+{
+    int why = WHY_NONE;
+    for (int i = 0; b->gone_frame == frame && i < b->ngone; i++)
+        if (b->gone[i].rank == rank && b->gone[i].id == id)
+            why = b->gone[i].why;
+    return why;
 }
 
 /* ---- the model: pools, blocks, owners ---- */
@@ -287,6 +331,8 @@ static void tally(bpool *p, const mlsys_mem_info *m, int frame)
 static void blocks_event(void *data, const mlsys_event *e, int frame)
 {
     blocks *b = data;
+    if (request_leaves(e))
+        note_gone(b, e, frame);
     if (e->kind != MLSYS_EV_MEM)
         return;
     const mlsys_mem_info *m = &e->mem;
@@ -548,25 +594,39 @@ static void pool_label(const blocks *b, const bpool *p, char *out, size_t n)
         snprintf(out, n, "%s", p->name);
 }
 
-/* "KV cache: 12 blocks x 4 tokens (4 KiB), 5 used, 2 shared, 0 cached, 7 free". */
+/* "kv cache: 12 blocks x 16 tokens = 480 KiB, 5 used, 2 shared, 0 cached, 7 free": the
+ * pool's size (one block's is on the selected block's line). */
 static void pool_summary(const blocks *b, const bpool *p, char *line, size_t n)
 {
     char lab[64];
     pool_label(b, p, lab, sizeof lab);
     int u, sh, ca, fr = pool_counts(p, &u, &sh, &ca);
-    char bs[24] = "", tk[32] = "";
-    if (p->block_bytes)
-        view_fmt_bytes(p->block_bytes, bs, sizeof bs);
+    char size[40] = "", all[24], tk[32] = "";
     if (p->tokens)
         snprintf(tk, sizeof tk, " x %d tokens", p->tokens);
-    snprintf(line, n, "%s: %d blocks%s%s%s%s, %d used, %d shared, %d cached, %d free", lab,
-             p->nblocks, tk, bs[0] ? " (" : "", bs, bs[0] ? ")" : "", u, sh, ca, fr);
+    if (p->block_bytes) {
+        view_fmt_bytes(p->block_bytes * (uint64_t)p->nblocks, all, sizeof all);
+        snprintf(size, sizeof size, " = %s", all);
+    }
+    snprintf(line, n, "%s: %d blocks%s%s, %d used, %d shared, %d cached, %d free", lab,
+             p->nblocks, tk, size, u, sh, ca, fr);
+}
+
+/* Is row y blank from x over w cells (nothing drawn there)? */
+static int row_blank(const grid *g, int x, int y, int w)
+{
+    for (int i = 0; i < w; i++) {
+        const grid_cell *c = grid_get(g, x + i, y);
+        if (!c || c->ch != ' ')
+            return 0;
+    }
+    return 1;
 }
 
 /* What happened to the pool in the frame shown: "in this step: 3 allocated, 2 shared (prefix
- * hits), 4 released (2 kept cached), 1 evicted (block 5), req 2 copied block 4 to 9 on write".
- * Empty when nothing did. */
-static void step_text(const bpool *p, int frame, char *out, size_t n)
+ * hits), req 2 was preempted and let go of 3 blocks (1 kept cached, 2 freed), 1 evicted
+ * (block 5), copy on write: req 2's block 4 copied to 9". Empty when nothing did. */
+static void step_text(const blocks *b, const bpool *p, int frame, char *out, size_t n)
 {
     const bstep *t = &p->st;
     size_t k = 0;
@@ -579,24 +639,42 @@ static void step_text(const bpool *p, int frame, char *out, size_t n)
     if (t->share)
         ADD("%s%d shared (prefix hits)", k ? ", " : "", t->share);
     if (t->let_go) {
-        /* who let go (one owner: finished, cancelled or preempted), and what became of them */
-        const char *who = NULL;
+        /* who let go and why (a serving engine's request: preempted or finished), and what
+         * became of the blocks */
+        const char *who = NULL, *blk = t->let_go == 1 ? "block" : "blocks";
         for (int i = 0; i < p->no && t->nfreers == 1; i++)
             if (p->o[i].id == t->freers[0])
                 who = p->o[i].name;
-        if (who)
-            ADD("%s%s let go of %d", k ? ", " : "", who, t->let_go);
-        else
-            ADD("%s%s%d owners let go of %d", k ? ", " : "", t->nfreers > 8 ? "over " : "",
-                t->nfreers > 8 ? 8 : t->nfreers, t->let_go);
         const char *sep = " (";
+        if (who) {
+            int why = why_gone(b, p->rank, t->freers[0], frame);
+            ADD("%s%s%s let go of %d %s", k ? ", " : "", who, why == WHY_PREEMPTED ?
+                " was preempted and" : why == WHY_FINISHED ? " finished and" : "", t->let_go,
+                blk);
+        } else {
+            ADD("%s%s%d owners let go of %d %s", k ? ", " : "", t->nfreers > 8 ? "over " : "",
+                t->nfreers > 8 ? 8 : t->nfreers, t->let_go, blk);
+            int np = 0;
+            for (int i = 0; i < t->nfreers && i < 8; i++) {
+                if (why_gone(b, p->rank, t->freers[i], frame) != WHY_PREEMPTED)
+                    continue;
+                const char *name = "?";
+                for (int o = 0; o < p->no; o++)
+                    if (p->o[o].id == t->freers[i])
+                        name = p->o[o].name;
+                ADD("%s%s", np++ ? ", " : sep, name);
+                sep = ", ";
+            }
+            if (np)
+                ADD(" preempted"), sep = "; ";
+        }
         if (t->held)
             ADD("%s%d still held by others", sep, t->held), sep = ", ";
         if (t->kept)
             ADD("%s%d kept cached", sep, t->kept), sep = ", ";
         if (t->freed)
             ADD("%s%d freed", sep, t->freed), sep = ", ";
-        if (sep[0] == ',')
+        if (sep[0] != ' ')
             ADD(")");
     }
     if (t->evict) {
@@ -900,8 +978,17 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
     /* the selected block */
     if (sp->nblocks) {
         const bblock *bk = &sp->b[b->sel_block];
-        char lab[64], who[96] = "", v[32] = "";
+        char lab[96], who[96] = "", v[32] = "";
         pool_label(b, sp, lab, sizeof lab);
+        if (sp->block_bytes) {      /* "kv cache, block 3 (40 KiB): ..." */
+            char one[24];
+            view_fmt_bytes(sp->block_bytes, one, sizeof one);
+            size_t l = strlen(lab);
+            snprintf(lab + l, sizeof lab - l, ", block %d (%s)", b->sel_block, one);
+        } else {
+            size_t l = strlen(lab);
+            snprintf(lab + l, sizeof lab - l, ", block %d", b->sel_block);
+        }
         size_t wu = 0;
         /* every owner by name up to four; more: three by name and how many others */
         int names = bk->refs > 4 && bk->nown > 3 ? 3 : bk->nown;
@@ -917,13 +1004,13 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         }
         static const char *const st[] = {"free", "used", "cached"};
         if (bk->state == B_USED)
-            snprintf(line, sizeof line, "%s, block %d: %s by %s%s%s%s", lab, b->sel_block,
+            snprintf(line, sizeof line, "%s: %s by %s%s%s%s", lab,
                      bk->refs >= 2 ? "shared" : "held", who[0] ? who : "?", v,
                      bk->busy ? ", in flight" : "", bk->evicted == lk.frame && lk.frame >= 0 ?
                      " (evicted from the cache in this step and given to it)" : "");
         else
-            snprintf(line, sizeof line, "%s, block %d: %s%s%s", lab, b->sel_block,
-                     st[bk->state % 3], v, bk->state == B_CACHED ? " (nobody holds it; its "
+            snprintf(line, sizeof line, "%s: %s%s%s", lab, st[bk->state % 3], v,
+                     bk->state == B_CACHED ? " (nobody holds it; its "
                      "contents stay for a prefix hit until it is evicted)" :
                      bk->evicted == lk.frame && lk.frame >= 0 ? " (evicted from the cache in "
                      "this step)" : "");
@@ -933,9 +1020,22 @@ static void blocks_draw(void *data, grid *g, int x, int y, int w, int h, const v
         }
         view_put_clipped(g, x, sel_y, w, line, 0);
         if (bottom < sel_y) {
-            step_text(sp, lk.frame, line, sizeof line);
-            view_put_clipped(g, x, bottom, w, line, sp->st.evict || sp->st.cow ?
-                             GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM);
+            step_text(b, sp, lk.frame, line, sizeof line);
+            grid_attr sa = sp->st.evict || sp->st.cow ?
+                           GRID_PAIR(UI_PAIR_WARN) | GRID_BOLD : GRID_DIM;
+            int lw = grid_text_width(line, strlen(line)), cut = (int)strlen(line);
+            if (lw > w && row_blank(g, x, bottom - 1, w)) {
+                /* too long for one line: its first part on the blank line above */
+                cut = w < cut ? w : cut;
+                while (cut > 0 && line[cut] != ' ')
+                    cut--;
+            }
+            if (lw > w && cut > 0 && cut < (int)strlen(line)) {
+                grid_putn(g, x, bottom - 1, line, (size_t)cut, sa);
+                view_put_clipped(g, x + 2, bottom, w - 2, line + cut + 1, sa);
+            } else {
+                view_put_clipped(g, x, bottom, w, line, sa);
+            }
         }
     } else if (sp->has_usage) {
         char lab[64], t[32];

@@ -3,8 +3,12 @@
  * the lab's step (generate -> score -> advantage -> train -> sync), and the batches moving
  * between roles as arrows that carry what moves and how much. Fed by the typed flow records
  * of core/mlsys.h (MLSYS_EV_FLOW), the memory gauges (MLSYS_MEM_POOL / USAGE with the role as
- * owner) and the lab's plot points (a small curve per series beside, e.g. reward and KL). */
+ * owner; a gauge shows the most it held during the frame, per rank; a pool of blocks, such as
+ * a paged KV cache whose POOL record names a role, counts the blocks its ALLOC, SHARE, FREE
+ * and COW records leave referenced) and the lab's plot points (a small curve per series
+ * beside, e.g. reward and KL). */
 #include "view.h"
+#include "serve_model.h"
 #include "../stepmodel.h"
 #include "../../../core/trace_values.h"
 #include <math.h>
@@ -13,7 +17,7 @@
 #include <string.h>
 
 #define FLOW_ROLES 16
-#define FLOW_GAUGES 6               /* per role */
+#define FLOW_GAUGES 48              /* per role: (rank, pool) pairs */
 #define FLOW_PHASES 12
 #define FLOW_MOVES 32               /* of the current phase */
 #define FLOW_SERIES 4
@@ -23,6 +27,10 @@ typedef struct gauge {
     int rank, pool;
     char name[32];
     uint64_t bytes, cap;            /* cap: the pool's size when described, else 0 */
+    uint64_t peak;                  /* the most it held in frame peak_frame */
+    int peak_frame;                 /* the last frame with a record of it */
+    int blocks, peak_blocks;        /* a pool of blocks: those referenced (-1: bytes only) */
+    int n_blocks;                   /* and the pool's */
 } gauge;
 
 typedef struct role {
@@ -36,6 +44,7 @@ typedef struct move {
     int from, to, what, count, version, seq, frame;
     uint64_t bytes;
     double val;                     /* NaN: none */
+    char label[32];                 /* what moves, in the lab's words ("" : the kind's word) */
 } move;
 
 typedef struct series {
@@ -48,6 +57,10 @@ typedef struct pooldesc {           /* POOL records: which role a (rank, pool) b
     int rank, pool, role;
     char name[32];
     uint64_t cap;
+    uint64_t block_bytes;           /* bytes per block (POOL's bytes) */
+    int n_blocks;                   /* POOL's aux */
+    int *refs, nrefs;               /* block -> reference count, as the block records say */
+    int used;                       /* blocks with a count above 0 */
 } pooldesc;
 
 typedef struct flow {
@@ -76,9 +89,12 @@ static void *flow_create(void)
 
 static void flow_reset(void *data, int nranks)
 {
+    flow *f = data;
     (void)nranks;
-    memset(data, 0, sizeof(flow));
-    ((flow *)data)->cur_phase = -1;
+    for (int i = 0; i < f->npd; i++)
+        free(f->pd[i].refs);
+    memset(f, 0, sizeof *f);
+    f->cur_phase = -1;
 }
 
 static void flow_rewind(void *data)
@@ -88,6 +104,7 @@ static void flow_rewind(void *data)
 
 static void flow_free(void *data)
 {
+    flow_reset(data, 0);
     free(data);
 }
 
@@ -96,7 +113,9 @@ static int flow_wants(const mlsys_event *e)
     if (e->kind == MLSYS_EV_FLOW)
         return 1;
     if (e->kind == MLSYS_EV_MEM)
-        return e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE;
+        return e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE ||
+               e->mem.op == MLSYS_MEM_ALLOC || e->mem.op == MLSYS_MEM_SHARE ||
+               e->mem.op == MLSYS_MEM_FREE || e->mem.op == MLSYS_MEM_COW;
     return e->kind == MLSYS_EV_MARK &&
            !strncmp(e->label, MLSYS_MARK_PLOT, strlen(MLSYS_MARK_PLOT));
 }
@@ -108,7 +127,13 @@ static role *role_of(flow *f, int id)
             return &f->r[i];
     if (id < 0 || f->nr == FLOW_ROLES)
         return NULL;
-    role *r = &f->r[f->nr++];
+    /* kept in the order of their ids (the lab's), whichever rank's record came first */
+    int at = 0;
+    while (at < f->nr && f->r[at].id < id)
+        at++;
+    memmove(&f->r[at + 1], &f->r[at], (size_t)(f->nr - at) * sizeof f->r[0]);
+    f->nr++;
+    role *r = &f->r[at];
     memset(r, 0, sizeof *r);
     r->id = id;
     snprintf(r->name, sizeof r->name, "role %d", id);
@@ -139,21 +164,61 @@ static pooldesc *desc_of(flow *f, int rank, int pool)
     return d;
 }
 
-static void mem_event(flow *f, const mlsys_event *e)
+/* Block b's count becomes refs (the pool's used count follows); 0 when b is out of range. */
+static int set_refs(pooldesc *d, int b, int refs)
+{
+    if (b < 0 || b >= (1 << 24))
+        return 0;
+    if (b >= d->nrefs) {
+        int n = d->nrefs ? d->nrefs : 64;
+        while (n <= b)
+            n *= 2;
+        int *r = realloc(d->refs, (size_t)n * sizeof *r);
+        if (!r)
+            abort();
+        memset(r + d->nrefs, 0, (size_t)(n - d->nrefs) * sizeof *r);
+        d->refs = r;
+        d->nrefs = n;
+    }
+    d->used += (refs > 0) - (d->refs[b] > 0);
+    d->refs[b] = refs;
+    return 1;
+}
+
+static void mem_event(flow *f, const mlsys_event *e, int frame)
 {
     const mlsys_mem_info *m = &e->mem;
     pooldesc *d = desc_of(f, e->rank, m->pool);
     if (!d)
         return;
-    if (m->op == MLSYS_MEM_POOL) {
+    if (m->op == MLSYS_MEM_POOL) {      /* a pool (again): every block free */
         d->role = m->owner;
         if (e->label[0])
             snprintf(d->name, sizeof d->name, "%s", e->label);
         d->cap = (uint64_t)(m->aux > 0 ? m->aux : 0) * e->bytes;
+        d->block_bytes = e->bytes;
+        d->n_blocks = m->aux;
+        free(d->refs);
+        d->refs = NULL;
+        d->nrefs = d->used = 0;
         return;
     }
-    /* USAGE: the owner names the role, else the pool's */
-    int rid = m->owner >= 0 ? m->owner : d->role;
+    int blocks = -1;
+    uint64_t bytes = e->bytes;
+    if (m->op != MLSYS_MEM_USAGE) {     /* a block record: the blocks in use are the gauge */
+        if (d->role < 0)
+            return;                     /* a pool no role holds */
+        int ok = set_refs(d, m->block, m->op == MLSYS_MEM_ALLOC ? 1 : m->refs);
+        if (m->op == MLSYS_MEM_COW)
+            ok &= set_refs(d, m->aux, 1);
+        if (!ok)
+            return;
+        blocks = d->used;
+        bytes = (uint64_t)d->used * d->block_bytes;
+    }
+    /* USAGE: the owner names the role, else the pool's; a block record: the pool's (its
+     * owner is a sequence) */
+    int rid = blocks < 0 && m->owner >= 0 ? m->owner : d->role;
     role *r = role_of(f, rid);
     if (!r)
         return;
@@ -170,18 +235,43 @@ static void mem_event(flow *f, const mlsys_event *e)
         memset(g, 0, sizeof *g);
         g->rank = e->rank;
         g->pool = m->pool;
+        g->peak_frame = frame;
+        g->blocks = g->peak_blocks = blocks < 0 ? -1 : 0;
     }
     snprintf(g->name, sizeof g->name, "%s", d->name);
-    g->bytes = e->bytes;
+    /* a gauge is one rank's, whose records come in the order of its frames: the first of a
+     * later frame starts that frame's peak from what the gauge held when it began */
+    if (frame > g->peak_frame) {
+        g->peak_frame = frame;
+        g->peak = g->bytes;
+        g->peak_blocks = g->blocks;
+    }
+    g->bytes = bytes;
+    g->peak = bytes > g->peak ? bytes : g->peak;
+    g->blocks = blocks;
+    g->peak_blocks = blocks > g->peak_blocks ? blocks : g->peak_blocks;
+    g->n_blocks = d->n_blocks;
     g->cap = d->cap;
+}
+
+/* What a gauge shows in frame k: the most it held during k (what it held all along when
+ * no record of k changed it). */
+static uint64_t gauge_shown(const gauge *g, int k)
+{
+    return g->peak_frame == k ? g->peak : g->bytes;
+}
+
+static int gauge_blocks(const gauge *g, int k)
+{
+    return g->peak_frame == k ? g->peak_blocks : g->blocks;
 }
 
 static void flow_event(void *data, const mlsys_event *e, int frame)
 {
     flow *f = data;
     if (e->kind == MLSYS_EV_MEM) {
-        if (e->mem.op == MLSYS_MEM_POOL || e->mem.op == MLSYS_MEM_USAGE)
-            mem_event(f, e);
+        if (flow_wants(e))
+            mem_event(f, e, frame);
         return;
     }
     if (e->kind == MLSYS_EV_MARK) {
@@ -244,36 +334,149 @@ static void flow_event(void *data, const mlsys_event *e, int frame)
         memmove(f->mv, f->mv + 1, (FLOW_MOVES - 1) * sizeof f->mv[0]);
         f->nmv--;
     }
-    f->mv[f->nmv++] = (move){w->from, w->to, w->what, w->count, w->version, w->seq, frame,
-                             e->bytes, e->val[0]};
+    move *m = &f->mv[f->nmv++];
+    *m = (move){w->from, w->to, w->what, w->count, w->version, w->seq, frame, e->bytes,
+                e->val[0], ""};
+    snprintf(m->label, sizeof m->label, "%s", e->label);
     f->moved_total += e->bytes;
     f->have_moves = 1;
 }
 
 /* ---- drawing ---- */
 
+/* Ranks as a short list of runs: "r0-3", "r1", "r0,2,5-6" (ranks sorted, distinct). */
+static void rank_set(const int *rk, int n, char *out, size_t cap)
+{
+    size_t u = (size_t)snprintf(out, cap, "r");
+    for (int i = 0; i < n && u < cap; ) {
+        int j = i;
+        while (j + 1 < n && rk[j + 1] == rk[j] + 1)
+            j++;
+        u += (size_t)(j > i ? snprintf(out + u, cap - u, "%s%d-%d", i ? "," : "", rk[i], rk[j])
+                            : snprintf(out + u, cap - u, "%s%d", i ? "," : "", rk[i]));
+        i = j + 1;
+    }
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The distinct ranks of r's gauges, sorted; returns their count. */
+static int role_ranks(const role *r, int *rk)
+{
+    int n = 0;
+    for (int i = 0; i < r->ng; i++) {
+        int k = 0;
+        while (k < n && rk[k] != r->g[i].rank)
+            k++;
+        if (k == n)
+            rk[n++] = r->g[i].rank;
+    }
+    qsort(rk, (size_t)n, sizeof *rk, cmp_int);
+    return n;
+}
+
+/* A box line: one pool, the ranks whose gauges held the same peak in the frame; a pool of
+ * blocks has a second line under it (sub) with the blocks it held. */
+typedef struct box_line {
+    int pool, nrk, rk[FLOW_GAUGES];
+    char name[32];
+    uint64_t bytes, cap;
+    int sub;                        /* 1: the blocks line: name only */
+} box_line;
+
+static int cmp_line(const void *a, const void *b)
+{
+    const box_line *x = a, *y = b;
+    if (x->pool != y->pool)
+        return x->pool < y->pool ? -1 : 1;
+    if (x->rk[0] != y->rk[0])
+        return x->rk[0] - y->rk[0];
+    return x->sub - y->sub;
+}
+
+static int box_lines(const role *r, int frame, box_line *out, int max)
+{
+    unsigned char used[FLOW_GAUGES] = {0};
+    int n = 0;
+    for (int i = 0; i < r->ng && n + 1 < max; i++) {
+        if (used[i])
+            continue;
+        const gauge *a = &r->g[i];
+        box_line *l = &out[n++];
+        int blk = gauge_blocks(a, frame);
+        l->pool = a->pool;
+        l->nrk = 0;
+        l->bytes = gauge_shown(a, frame);
+        l->cap = a->cap;
+        l->sub = 0;
+        snprintf(l->name, sizeof l->name, "%s", a->name);
+        for (int k = i; k < r->ng; k++)
+            if (!used[k] && r->g[k].pool == a->pool &&
+                gauge_shown(&r->g[k], frame) == l->bytes && gauge_blocks(&r->g[k], frame) == blk) {
+                used[k] = 1;
+                l->rk[l->nrk++] = r->g[k].rank;
+            }
+        qsort(l->rk, (size_t)l->nrk, sizeof l->rk[0], cmp_int);
+        if (blk >= 0) {
+            box_line *u = &out[n++];
+            *u = *l;
+            u->sub = 1;
+            snprintf(u->name, sizeof u->name, " %d of %d blocks", blk, a->n_blocks);
+        }
+    }
+    /* in the order of the pools (the lab's numbering), then of the ranks, whichever record
+     * came first */
+    qsort(out, (size_t)n, sizeof *out, cmp_line);
+    return n;
+}
+
+/* A role's box: its name and, when the job has several ranks, the ranks that hold it; then a
+ * line per memory pool with the most it held in the frame, per rank (a line names its ranks
+ * when they held different amounts; otherwise each rank of the title held that much). */
 static void draw_box(grid *g, int x, int y, int w, int h, const role *r, int idx, uint64_t gmax,
-                     int ascii, int active)
+                     int ascii, int active, int ranks_named, int frame)
 {
     grid_attr fa = UI_RANK_ATTR(idx) | (active ? GRID_BOLD : 0);
     grid_fill(g, x, y, w, h, ' ', 0);
     grid_box(g, x, y, w, h, active, fa);
-    char t[40];
+    char t[64], rs[40] = "";
+    int rk[FLOW_GAUGES], nrk = role_ranks(r, rk);
     snprintf(t, sizeof t, " %s ", r->name);
     view_put_clipped(g, x + 1, y, w - 2, t, fa | GRID_BOLD);
+    if (ranks_named && nrk) {           /* the ranks on the bottom border, right-aligned */
+        rank_set(rk, nrk, rs, sizeof rs);
+        snprintf(t, sizeof t, " %s ", rs);
+        int tw = (int)strlen(t);
+        if (tw <= w - 2)
+            grid_put(g, x + w - 1 - tw, y + h - 1, t, fa | GRID_BOLD);
+    }
     int inner = w - 2;
-    for (int i = 0; i < r->ng && i < h - 2; i++) {
-        const gauge *ga = &r->g[i];
-        char v[24];
-        view_fmt_bytes(ga->bytes, v, sizeof v);
+    box_line *ln = malloc(FLOW_GAUGES * sizeof *ln);
+    if (!ln)
+        abort();
+    int nl = box_lines(r, frame, ln, FLOW_GAUGES);
+    for (int i = 0; i < nl && i < h - 2; i++) {
+        const box_line *l = &ln[i];
+        char v[24], name[48], lr[40] = "";
+        if (l->sub) {
+            view_put_clipped(g, x + 1, y + 1 + i, inner, l->name, GRID_DIM);
+            continue;
+        }
+        view_fmt_bytes(l->bytes, v, sizeof v);
+        if (ranks_named && l->nrk != nrk)
+            rank_set(l->rk, l->nrk, lr, sizeof lr);
+        snprintf(name, sizeof name, "%s%s%s", lr, lr[0] ? " " : "", l->name);
         int vw = (int)strlen(v), nw = inner - vw - 1;
-        int lw = nw > 10 ? 10 : nw;
+        int lw = nw >= 14 ? 10 : nw;        /* a bar of 3 or more after 10, or the name */
         int yy = y + 1 + i;
-        view_put_clipped(g, x + 1, yy, lw, ga->name, GRID_DIM);
+        view_put_clipped(g, x + 1, yy, lw, name, GRID_DIM);
         int bw = nw - lw - 1;
-        uint64_t max = ga->cap ? ga->cap : gmax;
+        uint64_t max = l->cap ? l->cap : gmax;
         if (bw >= 3 && max) {
-            int fill = (int)((double)ga->bytes / (double)max * bw + 0.5);
+            int fill = (int)((double)l->bytes / (double)max * bw + 0.5);
             for (int k = 0; k < bw; k++)
                 grid_put(g, x + 2 + lw + k, yy, k < fill ? (ascii ? "#" : "▇") :
                          (ascii ? "-" : "░"), k < fill ? UI_RANK_ATTR(idx) : GRID_DIM);
@@ -281,6 +484,7 @@ static void draw_box(grid *g, int x, int y, int w, int h, const role *r, int idx
         if (vw <= inner)
             grid_put(g, x + w - 1 - vw, yy, v, 0);
     }
+    free(ln);
 }
 
 /* A series as a small chart of h rows: the last w points, scaled to their range. */
@@ -351,11 +555,11 @@ static void move_text(const move *m, char *out, size_t n, int longer)
         snprintf(out, n, "weights v%d%s%s%s", m->version, sz ? " (" : "", sz ? b : "",
                  sz ? ")" : "");
     else if (m->what == MLSYS_FLOW_REQUESTS && m->seq >= 0)
-        snprintf(out, n, "req %d: %d%s%s%s", m->seq, m->count, sz ? " (" : "", sz ? b : "",
-                 sz ? ")" : "");       /* one request; the count is the lab's (tokens, rows) */
+        svm_move_text(m->from, m->to, m->seq, m->count, out, n);   /* its unit: serve_model */
     else
-        snprintf(out, n, "%d %s%s%s%s%s", m->count, what_word(m->what, m->count), v,
-                 sz ? " (" : "", sz ? b : "", sz ? ")" : "");
+        snprintf(out, n, "%d %s%s%s%s%s", m->count,
+                 m->label[0] ? m->label : what_word(m->what, m->count), v, sz ? " (" : "",
+                 sz ? b : "", sz ? ")" : "");
 }
 
 /* The boxes in a row over the area, the phase's moves under them as a sequence chart: a
@@ -378,12 +582,24 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
     /* title and the phases of the step, the current one marked */
     int used = snprintf(line, sizeof line, "flow %s %d role%s", view_glyph(ascii, "·", "-"),
                         f->nr, f->nr == 1 ? "" : "s");
-    if (f->cur_phase >= 0)
+    if (f->cur_phase >= 0 && f->iteration > 0)     /* 0: the lab's phases are no loop */
         snprintf(line + used, sizeof line - (size_t)used, " %s iteration %d",
                  view_glyph(ascii, "·", "-"), f->iteration);
     view_put_clipped(g, x, y, w, line, GRID_BOLD);
+    /* the phases in a row; when they do not fit, the earlier ones give way to the current */
+    int first_ph = 0;
+    for (;;) {
+        int cols = first_ph ? 4 : 0;
+        for (int i = first_ph; i < f->nph; i++)
+            cols += (int)strlen(f->ph[i].name) + (i == f->cur_phase ? 2 : 0) + (i ? 3 : 0);
+        if (cols <= w || first_ph >= f->cur_phase)
+            break;
+        first_ph++;
+    }
     int cx = x;
-    for (int i = 0; i < f->nph && cx < x + w; i++) {
+    if (first_ph)
+        cx += grid_put(g, cx, y + 1, ascii ? "..." : "…", GRID_DIM);
+    for (int i = first_ph; i < f->nph && cx < x + w; i++) {
         if (i)
             cx += grid_put(g, cx, y + 1, ascii ? " -> " : " → ", GRID_DIM);
         int cur = i == f->cur_phase;
@@ -403,13 +619,18 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
     int below = have_curves && !side && h >= 16 ? 4 : 0;
     uint64_t gmax = 0;
     int maxg = 0;
+    box_line *ln = malloc(FLOW_GAUGES * sizeof *ln);
+    if (!ln)
+        abort();
     for (int i = 0; i < f->nr; i++) {
         for (int k = 0; k < f->r[i].ng; k++)
-            if (!f->r[i].g[k].cap && f->r[i].g[k].bytes > gmax)
-                gmax = f->r[i].g[k].bytes;
-        if (f->r[i].ng > maxg)
-            maxg = f->r[i].ng;
+            if (!f->r[i].g[k].cap && gauge_shown(&f->r[i].g[k], ctx->frame) > gmax)
+                gmax = gauge_shown(&f->r[i].g[k], ctx->frame);
+        int nl = box_lines(&f->r[i], ctx->frame, ln, FLOW_GAUGES);
+        if (nl > maxg)
+            maxg = nl;
     }
+    free(ln);
     int n = f->nr, gap = many ? 1 : 2;
     int bw = (aw - (n - 1) * gap) / n;
     if (bw > 30)
@@ -438,7 +659,8 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
                 active[b] = 1;
         }
     for (int i = 0; i < n; i++)
-        draw_box(g, x0 + i * (bw + gap), by, bw, bh, &f->r[i], i, gmax, ascii, active[i]);
+        draw_box(g, x0 + i * (bw + gap), by, bw, bh, &f->r[i], i, gmax, ascii, active[i],
+                 ctx->nranks > 1, ctx->frame);
     /* the sequence chart: a row per move of this phase, the newest last */
     double t = ctx->anim < 0 ? 0 : ctx->anim > 1 ? 1 : ctx->anim;
     int rows = room - bh, first = f->nmv > rows ? f->nmv - rows : 0;
@@ -521,8 +743,10 @@ static const ui_key_help flow_keys[] = {{NULL, NULL}};
 static const char *const *flow_notes(int ascii)
 {
     static const char *const lines[] = {
-        "Boxes are the roles with the memory each holds; the arrows are what moved in the "
-        "current phase (bold: in the step shown), labelled with what and how much.", NULL
+        "Boxes are the roles with the memory each holds: the most it held during the step "
+        "shown, per rank (a box names the ranks that hold its role; a line names its ranks "
+        "when they held different amounts). The arrows are what moved in the current phase "
+        "(bold: in the step shown), labelled with what and how much.", NULL
     };
     (void)ascii;
     return lines;

@@ -1,6 +1,7 @@
 /* serve_model.c - the serve view's model: a serving engine's queue, batches and throughput
  * rebuilt from its REQUESTS moves and STEP records (see serve_model.h and core/llm/engine.h
- * for what each move's count and phase say). A request's tokens out come from the rows it
+ * for what each move's count and phase say), and each move in words with its unit (the
+ * flow view's arrows). A request's tokens out come from the rows it
  * computed: once its positions reach its prompt, each step that computes its last row draws
  * one token (after a preemption it recomputes and catches up). */
 #include "serve_model.h"
@@ -220,4 +221,26 @@ void svm_batch_text(const serve_model *m, char *out, size_t n)
 #undef PUT
     if (len >= n && n > 4)
         memcpy(out + n - 4, "...", 4);
+}
+
+int svm_move_text(int from, int to, int seq, int count, char *out, size_t n)
+{
+    const char *s = count == 1 ? "" : "s";
+    if (from == SVM_CLIENTS && to == SVM_QUEUE)
+        snprintf(out, n, "req %d: %d prompt token%s", seq, count, s);
+    else if (from == SVM_QUEUE && to == SVM_SCHED && count > 0)
+        snprintf(out, n, "req %d admitted, %d cached", seq, count);
+    else if (from == SVM_QUEUE && to == SVM_SCHED)
+        snprintf(out, n, "req %d admitted", seq);
+    else if (from == SVM_SCHED && to == SVM_MODEL)
+        snprintf(out, n, "req %d: %d row%s this step", seq, count, s);
+    else if (from == SVM_SCHED && to == SVM_QUEUE)
+        snprintf(out, n, "req %d preempted", seq);
+    else if (from == SVM_MODEL && to == SVM_CLIENTS)
+        snprintf(out, n, "req %d finished: %d token%s", seq, count, s);
+    else {
+        snprintf(out, n, "req %d: %d", seq, count);
+        return 0;
+    }
+    return 1;
 }

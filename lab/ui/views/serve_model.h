@@ -68,5 +68,10 @@ const svm_req *svm_find(const serve_model *m, int id);
 double svm_tokens_per_s(const serve_model *m, double *last);
 /* "P3:24 P5:8 D0,1,2" style, in words: "prefill req 3 (24), req 5 (8); decode req 0, 1, 2". */
 void svm_batch_text(const serve_model *m, char *out, size_t n);
+/* One request's move between the engine's roles with its count in its own unit, for an arrow:
+ * "req 3: 24 prompt tokens", "req 3 admitted, 16 cached", "req 3: 24 rows this step",
+ * "req 3 preempted", "req 3 finished: 20 tokens". Returns 0 when from -> to is none of the
+ * engine's moves (out then says "req 3: 24"). */
+int svm_move_text(int from, int to, int seq, int count, char *out, size_t n);
 
 #endif

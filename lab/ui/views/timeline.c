@@ -7,7 +7,11 @@
  * named "cpu"), so overlap shows as the two rows busy at once. A lab's steps (mlsys_step outside
  * collectives) cut the run into sections (a schedule, a training step): the view shows the
  * section of the step shown, with its name and its own bubble (a shows the whole run); a
- * lab that measured its section (MARK "bubble") has its own figures shown. Each lane ends
+ * lab that measured its section (MARK "bubble") has its own figures shown, and the lab's
+ * phase (a FLOW_PHASE record: "batch 4 overlap") names the sections begun in it, so that an
+ * engine's many steps each say what they belong to. A span narrower than a column keeps its
+ * column against wider ones (a round's outcome stays visible); the second row is drawn only
+ * when the run has communication or CPU spans to put there. Each lane ends
  * with its bubble: the idle share of its time, waits at a gate not counted; gaps where
  * nobody works, or every rank waits at a gate, are squeezed to a few columns. Events whose
  * step is >= 0 on COMPUTE_BEGIN/END come from a schedule drawn without ranks (one slot
@@ -59,10 +63,12 @@ typedef struct lane {
     struct { uint64_t t0, t1; } *wait;     /* its gate waits */
     int nwait, wcap;
     double lab_busy;            /* MARK "bubble" of its current section: busy ns, -1 none */
+    char phase[32];             /* the lab's phase it is in (a FLOW_PHASE record), "" none */
 } lane;
 
 typedef struct section {
     char name[32];
+    char phase[32];             /* the lab's phase it began in ("batch 4 overlap"), "" none */
     uint64_t t0;                /* the first rank's step into it */
     int frame;
     double span_ns;             /* the lab's own measure (MARK "bubble"), 0 none */
@@ -90,6 +96,7 @@ typedef struct timeline {
     section *sec;
     int nsec;                   /* sections begun (a lab step begins one) */
     int whole;                  /* a: the whole run instead of the current section */
+    int has_comm;               /* a collective or a message somewhere: its row is drawn */
 } timeline;
 
 static void *tl_create(void)
@@ -136,6 +143,8 @@ static int tl_wants(const mlsys_event *e)
 {
     if (e->kind == MLSYS_EV_MARK)
         return !strcmp(e->label, MLSYS_MARK_GATE) || !strcmp(e->label, MLSYS_MARK_BUBBLE);
+    if (e->kind == MLSYS_EV_FLOW)
+        return e->flow.what == MLSYS_FLOW_PHASE;    /* names the sections it holds */
     return e->kind <= MLSYS_EV_COMPUTE_END;    /* messages, collectives, steps, compute */
 }
 
@@ -224,6 +233,7 @@ static void section_step(timeline *t, lane *l, const mlsys_event *e, int frame)
         s->t0 = e->t_ns;
         s->frame = frame;
         snprintf(s->name, sizeof s->name, "%s", e->label);
+        snprintf(s->phase, sizeof s->phase, "%s", l->phase);
     }
     section *s = &t->sec[k];
     if (e->t_ns < s->t0)
@@ -244,6 +254,11 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
         memset(&t->sec[0], 0, sizeof t->sec[0]);
         t->sec[0].t0 = e->t_ns;
         t->nsec = 1;
+    }
+    if (e->kind == MLSYS_EV_FLOW) {     /* a phase: the sections begun in it carry its name */
+        if (e->flow.what == MLSYS_FLOW_PHASE)
+            snprintf(l->phase, sizeof l->phase, "%s", e->label);
+        return;
     }
     if (e->kind == MLSYS_EV_STEP) {
         l->step_t = e->t_ns;
@@ -319,6 +334,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
         break;
     }
     case MLSYS_EV_COLL_BEGIN:
+        t->has_comm = 1;
         l->open_coll = span_add(l, e->t_ns, SP_COLL, 'C');
         if (l->open_coll >= 0)
             snprintf(l->s[l->open_coll].name, sizeof l->s[l->open_coll].name, "%.14s",
@@ -334,6 +350,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
         if (l->open_coll >= 0)
             break;
         int i = span_add(l, e->t_ns, e->kind == MLSYS_EV_SEND_BEGIN ? SP_SEND : SP_RECV, 'C');
+        t->has_comm = 1;
         if (i >= 0)
             l->s[i].peer = e->peer;
         break;
@@ -508,6 +525,13 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
 {
     for (int c = 0; c < a->cols; c++)
         grid_set(g, x + c, y, mode == 1 ? ' ' : '.', GRID_PAIR(UI_PAIR_DIM) | GRID_DIM);
+    /* what holds each column: the width in columns of the span drawn there (HUGE_VAL none).
+     * A span narrower than a column (a round's outcome beside its forward) keeps the column
+     * it falls in against any wider span, and against a narrow one only if it is narrower:
+     * what would otherwise vanish is what is shown. */
+    double *held = grid_xrealloc(NULL, (size_t)(a->cols > 0 ? a->cols : 1) * sizeof *held);
+    for (int c = 0; c < a->cols; c++)
+        held[c] = HUGE_VAL;
     for (int pass = 0; pass < 2; pass++) {
         int comm = pass == 0;           /* communication first, so compute wins a column */
         if ((mode == 0 && comm) || (mode == 1 && !comm))
@@ -547,10 +571,12 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
             int width = c1 - c0 + 1, len = (int)strlen(text);
             int say = len <= width && c0 >= text_end;
             grid_attr at = kind_attr(s->kind, s->bwd);
+            double wide = f1 - f0;
             for (int k = 0; k < width; k++) {
                 int c = c0 + k;
-                if (c < 0 || c >= a->cols)
+                if (c < 0 || c >= a->cols || (held[c] < 1.0 && wide >= held[c]))
                     continue;
+                held[c] = wide;
                 char ch = say && k < len ? text[k] : (comm && !s->host ? 'C' : s->tag);
                 grid_set(g, x + c, y, (uint32_t)(unsigned char)ch, at);
             }
@@ -558,6 +584,7 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
                 text_end = c0 + len;
         }
     }
+    free(held);
 }
 
 /* Measure of the union of sorted, disjoint-in-themselves interval lists a and b within
@@ -750,7 +777,12 @@ static void tl_draw(void *data, grid *g, int x, int y, int w, int h, const view_
         t->off = scale > win ? (uint64_t)(scale - win) : 0;
     a.w0 = (double)t->off;
     a.w1 = a.w0 + (win > 0 ? win : 1);
-    int rows_per = h >= 4 + 2 * t->n ? 2 : 1;
+    /* the second row of a lane: communication ("com"), or the serving engine's CPU work
+     * ("cpu"); none when the run has neither */
+    int second = t->has_comm;
+    for (int r = 0; r < t->n; r++)
+        second |= t->ln[r].has_host;
+    int rows_per = second && h >= 4 + 2 * t->n ? 2 : 1;
     a.cols = w - TL_LABEL - TL_RIGHT;
     if (a.cols < 8 || h < 4) {
         view_put_clipped(g, x, y, w, "timeline: too small", GRID_DIM);
@@ -783,7 +815,10 @@ static void tl_draw(void *data, grid *g, int x, int y, int w, int h, const view_
         if (k > nsteps)
             nsteps = k;
     }
-    if (sec)
+    if (sec && sec->phase[0] && strcmp(sec->phase, sec->name))
+        used = snprintf(what, sizeof what, "%s %s %s %s step %d of %d", sec->phase, dot,
+                        sec->name[0] ? sec->name : "section", dot, vw.sec, nsteps);
+    else if (sec)
         used = snprintf(what, sizeof what, "%s %s step %d of %d", sec->name[0] ? sec->name :
                         "section", dot, vw.sec, nsteps);
     else if (t->nsec > 1)
@@ -816,7 +851,7 @@ static void tl_draw(void *data, grid *g, int x, int y, int w, int h, const view_
         else
             grid_put(g, x + TL_LABEL + a.cols, row, "    n/a", GRID_DIM);
         if (rows_per == 2) {
-            grid_put(g, x, row + 1, l->has_host ? "cpu" : "  c", GRID_DIM);
+            grid_put(g, x, row + 1, l->has_host ? "cpu" : "com", GRID_DIM);
             grid_set(g, x + TL_LABEL - 1, row + 1, grid_line_cp(GRID_V, ascii), GRID_DIM);
             draw_row(g, x + TL_LABEL, row + 1, &a, t, l, &vw, 1);
         }
