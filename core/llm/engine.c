@@ -5,6 +5,7 @@
  * step while this thread runs the forward. What the engine measures and the events it emits
  * are engine_stats.c's; this file only calls them at fixed points. */
 #include "engine_internal.h"
+#include "tp_step.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,9 +101,23 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
         }
         s->have_draft = 1;
     }
-    llm_paged_opts po = {d.block_size, d.n_blocks, d.max_num_seqs, d.max_model_len,
-                         d.no_prefix_cache, d.alloc, d.comm, 0, 0};
-    if (llm_kv_init_paged(&s->kv, c, &po, err, errlen)) {
+    /* the cache's memory records: with the engine's other events (comm, pool 0), or alone
+     * under the caller's pool and role (mem_comm) */
+    llm_paged_opts po = {.block_size = d.block_size, .n_blocks = d.n_blocks,
+                         .n_seqs = d.max_num_seqs, .max_len = d.max_model_len,
+                         .no_prefix_cache = d.no_prefix_cache, .alloc = d.alloc,
+                         .comm = d.comm ? d.comm : d.mem_comm};
+    if (!d.comm && d.mem_comm) {
+        po.pool = d.mem_pool;
+        po.named_role = d.mem_role >= 0;
+        po.role = d.mem_role;
+    }
+    /* on a tensor-parallel group this rank's cache holds its share of the key/value heads
+     * (engine_mem.c checked that the group's size divides them) */
+    llm_config kvc = *c;
+    if (d.tp)
+        llm_tp_kv_config(c, mlsys_size(d.tp), &kvc);
+    if (llm_kv_init_paged(&s->kv, &kvc, &po, err, errlen)) {
         llm_drafter_fini(&s->draft);
         free(s);
         return NULL;
@@ -112,7 +127,7 @@ llm_engine *llm_engine_create(const llm_config *c, const llm_weights *w,
     s->sc.max_len = d.max_model_len;
     s->sc.spec = s->have_draft ? &s->draft : NULL;
     if (llm_runner_init(&s->run, c, w, &s->kv, d.max_num_batched_tokens, d.max_num_seqs,
-                        eng_max_logits(&d), eng_runner_rows(c, &d), err, errlen)) {
+                        eng_max_logits(&d), eng_runner_rows(c, &d), d.tp, err, errlen)) {
         llm_sched_fini(&s->sc);
         llm_kv_free(&s->kv);
         llm_drafter_fini(&s->draft);
@@ -722,6 +737,9 @@ void llm_engine_free(llm_engine *s)
         llm_batch_fini(&s->bt[i]);
         free(s->pre[i]);
     }
+    if (s->o.tp && llm_tp_lead_stop(&s->run.e))
+        fprintf(stderr, "engine: the tensor-parallel followers were not told to stop: %s\n",
+                mlsys_errmsg(s->o.tp));
     llm_runner_fini(&s->run);
     if (s->have_json)
         llm_json_grammar_fini(&s->json);

@@ -57,6 +57,9 @@ typedef struct llm_paged_opts {
     mlsys_comm *comm;         /* memory events (POOL, OWNER, ALLOC, SHARE, FREE, EVICT, COW);
                                  NULL: none. Emitted by the thread that calls the ops. */
     int pool;                 /* the pool id in those events */
+    int named_role;           /* 1: the POOL record's owner is role, the role that holds the
+                                 pool (the flow view draws it in that role's box); 0: none */
+    int role;
     int hash_bits;            /* tests only: keep this many bits of each chain hash (0: all
                                  64), so that different blocks collide on purpose */
 } llm_paged_opts;
@@ -385,10 +388,13 @@ typedef struct llm_runner {
 } llm_runner;
 /* Rows of a step up to max_rows, items up to max_seqs, rows of logits up to max_logits (one
  * per item that draws; a speculative decode wants all its rows); the forward's scratch holds
- * fwd_rows rows (llm_fwd_rows_that_fit: longer steps run in chunks). 0, or -1 with err. */
+ * fwd_rows rows (longer steps run in chunks). tp: a tensor-parallel group whose rank 0 this
+ * is (NULL: none): the forward is this rank's share (llm_fwd_init_tp), kv holds its share of
+ * the key/value heads (llm_tp_kv_config), and every forward goes through
+ * llm_tp_lead_forward, the other ranks following (tp_step.h). 0, or -1 with err. */
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, int max_logits, int fwd_rows, char *err,
-                    size_t errlen);
+                    int max_rows, int max_seqs, int max_logits, int fwd_rows, mlsys_comm *tp,
+                    char *err, size_t errlen);
 void llm_runner_fini(llm_runner *r);
 /* Input preparation: b gets the items (copied unless they are b->items) and their rows. */
 int llm_runner_prepare(const llm_runner *r, llm_batch *b, const llm_sched_item *items,
@@ -505,6 +511,24 @@ typedef struct llm_engine_opts {
     const llm_weights *draft_w;
     llm_spec_rule_fn spec_rule;   /* NULL: llm_spec_rule_standard */
     float spec_draft_temperature; /* the draft's temperature; 0: each request's own */
+    /* The paged cache's memory records alone, for a caller that names its own roles and
+     * passes its own gates (the RLHF loop's generator): with mem_comm, POOL, OWNER, ALLOC,
+     * SHARE, FREE, EVICT and COW go to mem_comm under pool id mem_pool, the POOL record owned
+     * by role mem_role (-1: no role); no ROLE records, request or STEP flows, spans or gates.
+     * Ignored when comm is set (the records then go there, pool 0, beside the rest). */
+    mlsys_comm *mem_comm;
+    int mem_pool;
+    int mem_role;
+    /* Tensor parallelism: a group whose rank 0 runs this engine (the leader). The runner's
+     * forward is the leader's share of every layer (llm_fwd_init_tp) and sends each step's
+     * rows to the other ranks first (llm_tp_lead_forward); the cache holds this rank's
+     * key/value heads. The other ranks run no engine: each follows (tp_step.h) with
+     * llm_fwd_init_tp over the same group and llm_tp_follower_kv(c, T, max_num_seqs,
+     * n_blocks · block_size, max_model_len), n_blocks and max_model_len as this engine has
+     * them (give both: free memory differs between machines), logits room for
+     * max_num_seqs · (spec_k + 1) rows; llm_engine_free stops them. T must divide the heads,
+     * the key/value heads and the MLP's hidden units. NULL: the whole model here. */
+    mlsys_comm *tp;
 } llm_engine_opts;
 /* engine_mem.c: o's defaults filled in (n_blocks sized as above) and the bytes the engine
  * would allocate (the cache, the runner's scratch and logits, the draft's share, the block
@@ -520,7 +544,8 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
  *   memory  pool 0, the paged cache (paged.c): POOL once, OWNER per admission (owner =
  *           sequence id, label "req N"), ALLOC, SHARE (a prefix hit, or a choice forking
  *           its request's prompt), FREE (cached), EVICT, COW (a forked choice's first write
- *           into a shared partial block); the draft model's cache emits nothing
+ *           into a shared partial block); the draft model's cache emits nothing. With
+ *           mem_comm instead of comm, these alone, in pool mem_pool
  *   flow    MLSYS_FLOW_REQUESTS between roles 0 clients, 1 queue, 2 scheduler, 3 model
  *           (named by ROLE records at create); seq = the sequence id (a request's, or
  *           choice i's: the request's id + i), version = the step:

@@ -34,7 +34,8 @@ static double block_bytes(const llm_config *c, int bs)
 
 /* Everything but the target's pool, for options whose defaults are filled in and c the
  * engine's view (its context cut to max_model_len): the runner's scratch and logits, the
- * block tables, and with speculation the draft's cache, scratch and logits. */
+ * block tables, on a tensor-parallel group this rank's copy of its share of the weights,
+ * and with speculation the draft's cache, scratch and logits. */
 static double rest_bytes(const llm_config *c, const llm_engine_opts *d)
 {
     int per_seq = (d->max_model_len + d->block_size - 1) / d->block_size;
@@ -48,6 +49,11 @@ static double rest_bytes(const llm_config *c, const llm_engine_opts *d)
         b += (double)d->max_num_seqs * per_seq * block_bytes(&dc, d->block_size) +
              (double)llm_fwd_bytes(&dc, 256) +
              (double)d->max_num_seqs * (d->spec_k + 1) * c->vocab_size * sizeof(float);
+    }
+    if (d->tp && mlsys_size(d->tp) > 1) {
+        double T = mlsys_size(d->tp), D = c->dim;
+        b += (double)c->n_layers * sizeof(float) *
+             (2 * D * D / T + 2 * (double)c->kv_dim * D / T + 3 * D * c->hidden_dim / T);
     }
     return b;
 }
@@ -67,6 +73,17 @@ static int resolve(const llm_config *c, llm_engine_opts *o, int *known, char *er
         snprintf(err, errlen, "engine: max_model_len %d: the model's context holds %d tokens",
                  o->max_model_len, c->seq_len);
         return -1;
+    }
+    if (o->tp) {
+        int T = mlsys_size(o->tp);
+        if (mlsys_rank(o->tp) != 0 || c->n_heads % T || c->n_kv_heads % T ||
+            c->hidden_dim % T) {
+            snprintf(err, errlen, "engine: on rank %d of a tensor-parallel group of %d: the "
+                     "engine runs on rank 0, and %d must divide the heads (%d), the key/value "
+                     "heads (%d) and the MLP's hidden units (%d)", mlsys_rank(o->tp), T, T,
+                     c->n_heads, c->n_kv_heads, c->hidden_dim);
+            return -1;
+        }
     }
     *known = o->max_model_len > 0;
     if (!*known)
@@ -89,8 +106,10 @@ int llm_engine_plan(const llm_config *c, llm_engine_opts *o, char *err, size_t e
     llm_config run = *c;
     run.seq_len = o->max_model_len;       /* the engine's view: no longer context than that */
     int bs = o->block_size, per_seq = (run.seq_len + bs - 1) / bs;
-    double have = (double)mlsys_mem_available(), per = block_bytes(&run, bs);
     double rest = rest_bytes(&run, o);
+    if (o->tp)                            /* this rank's key/value heads */
+        llm_tp_kv_config(&run, mlsys_size(o->tp), &run);
+    double have = (double)mlsys_mem_available(), per = block_bytes(&run, bs);
     if (o->n_blocks <= 0) {
         /* a caller that says how long its sequences get knows what its run needs: its cache
          * is that or nothing; one that does not (a server) gets what fits in half the free
@@ -133,6 +152,9 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o)
     int per_seq = (run.seq_len + d.block_size - 1) / d.block_size;
     if (d.n_blocks <= 0)        /* as a known length sizes it (the free memory aside) */
         d.n_blocks = d.max_num_seqs * per_seq;
-    double b = (double)d.n_blocks * block_bytes(&run, d.block_size) + rest_bytes(&run, &d);
+    double rest = rest_bytes(&run, &d);
+    if (d.tp)
+        llm_tp_kv_config(&run, mlsys_size(d.tp), &run);
+    double b = (double)d.n_blocks * block_bytes(&run, d.block_size) + rest;
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }

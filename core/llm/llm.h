@@ -179,9 +179,10 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
                      int nparts, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
- * (kvcache.c, infer.c, sampler.c; the engine that generates with them: engine.h). Shape legend: R rows of one forward call (each
- * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
- * V = vocab, S = seq_len, L = layers, NH query heads. The model is llama2.c's run.c's
+ * (kvcache.c, infer.c, sampler.c; the engine that generates with them: engine.h). Shape
+ * legend: R rows of one forward call (each row is one token of some sequence at some
+ * position), D = dim, KVD = kv_dim, H = hidden_dim, V = vocab, S = seq_len, L = layers, NH
+ * query heads. The model is llama2.c's run.c's
  * (RMSNorm eps 1e-5, RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier),
  * computed by core/nn's kernels, the training forward's: with a batch-invariant GEMM
  * (NN_GEMM_INVARIANT) a row's logits are the same bits in any batch, prefill or decode. */
@@ -269,15 +270,15 @@ uint64_t llm_fwd_bytes(const llm_config *c, int max_rows);
 int llm_fwd_rows_that_fit(const llm_config *c, int want);
 void llm_fwd_fini(llm_fwd *e);
 /* The forward scratch of one rank of a tensor-parallel group tp of T ranks (Megatron's
- * split, as ch06's tp-attention and tp-mlp teach): rank r computes heads [r·NH/T, (r+1)·NH/T) with
- * their key/value heads (Wq, Wk, Wv by rows: column-parallel; Wo by columns: row-parallel)
- * and MLP hidden units [r·H/T, (r+1)·H/T) (W1, W3 by rows; W2 by columns); each half of a
- * layer ends in one all-reduce (SUM) of its [rows, D] output, so every rank holds the whole
- * residual stream and computes the same logits. Its share of the weights is copied out of w
- * (w is still read for the embeddings, norms and classifier); its KV cache holds only its
- * key/value heads: kv_dim / T (llm_tp_kv_config). T must divide n_heads, n_kv_heads and
- * hidden_dim, else -1 with one line in err. tp NULL or of one rank: llm_fwd_init. Every
- * rank of tp calls llm_forward with the same rows (collective). */
+ * split, as ch06's tp-attention and tp-mlp teach): rank r computes heads
+ * [r·NH/T, (r+1)·NH/T) with their key/value heads (Wq, Wk, Wv by rows: column-parallel; Wo
+ * by columns: row-parallel) and MLP hidden units [r·H/T, (r+1)·H/T) (W1, W3 by rows; W2 by
+ * columns); each half of a layer ends in one all-reduce (SUM) of its [rows, D] output, so
+ * every rank holds the whole residual stream and computes the same logits. Its share of the
+ * weights is copied out of w (w is still read for the embeddings, norms and classifier); its
+ * KV cache holds only its key/value heads: kv_dim / T (llm_tp_kv_config). T must divide
+ * n_heads, n_kv_heads and hidden_dim, else -1 with one line in err. tp NULL or of one rank:
+ * llm_fwd_init. Every rank of tp calls llm_forward with the same rows (collective). */
 int llm_fwd_init_tp(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
                     mlsys_comm *tp, char *err, size_t errlen);
 /* The configuration a tensor-parallel rank's KV cache is made for (llm_kv_init_*): c with

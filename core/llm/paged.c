@@ -306,7 +306,8 @@ int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, 
     kv->ops = &paged_ops;
     if (p->comm) {
         /* POOL: index = tokens per block, aux = blocks, bytes = bytes per block */
-        mlsys_mem_info m = {(int16_t)p->pool, MLSYS_MEM_POOL, 0, -1, -1, 0, bs, p->n_blocks};
+        int role = o->named_role ? o->role : -1;
+        mlsys_mem_info m = {(int16_t)p->pool, MLSYS_MEM_POOL, 0, -1, role, 0, bs, p->n_blocks};
         mlsys_emit_mem(p->comm, &m, p->block_bytes, "kv cache");
     }
     return 0;

@@ -5,6 +5,7 @@
  * row only). Split in its phases (prepare, forward, sample) so the engine can time each
  * and run the forward beside the next step's planning. The arithmetic is llm_forward's. */
 #include "engine.h"
+#include "tp_step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,15 +45,16 @@ void llm_batch_drop(llm_batch *b, int i)
 }
 
 int llm_runner_init(llm_runner *r, const llm_config *c, const llm_weights *w, llm_kv *kv,
-                    int max_rows, int max_seqs, int max_logits, int fwd_rows, char *err,
-                    size_t errlen)
+                    int max_rows, int max_seqs, int max_logits, int fwd_rows, mlsys_comm *tp,
+                    char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     /* the forward's scratch holds fwd_rows rows: a longer step is cut in chunks, several
      * GEMMs per weight, which changes nothing in the result (rows are independent) */
     if (fwd_rows < 1)
         fwd_rows = 1;         /* not even one fits: llm_fwd_init says why */
-    if (llm_fwd_init(&r->e, c, w, fwd_rows < max_rows ? fwd_rows : max_rows, err, errlen))
+    if (llm_fwd_init_tp(&r->e, c, w, fwd_rows < max_rows ? fwd_rows : max_rows, tp, err,
+                        errlen))
         return -1;
     r->kv = kv;
     r->max_rows = max_rows;
@@ -145,8 +147,10 @@ int llm_runner_forward(llm_runner *r, const llm_batch *b, char *err, size_t errl
         snprintf(err, errlen, "runner: %d rows still wait for their token", b->n_future);
         return -1;
     }
-    if (b->rows > 0 && llm_forward(&r->e, r->kv, b->rows, b->rseq, b->rpos, b->rtok, b->want,
-                                   r->logits, err, errlen))
+    /* on a tensor-parallel group the leader's forward: the rows and their slots go to the
+     * followers first (without a group, llm_forward itself) */
+    if (b->rows > 0 && llm_tp_lead_forward(&r->e, r->kv, b->rows, b->rseq, b->rpos, b->rtok,
+                                           b->want, r->logits, err, errlen))
         return -1;
     return 0;
 }

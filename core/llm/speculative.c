@@ -80,7 +80,8 @@ int llm_drafter_init(llm_drafter *d, const llm_config *target, const llm_config 
     int rows = llm_fwd_rows_that_fit(&cut, d->max_rows < 256 ? d->max_rows : 256);
     if (llm_fwd_init(&d->f, &cut, dw, rows > 0 ? rows : 1, err, errlen))
         return -1;
-    llm_paged_opts po = {block_size, 0, max_seqs, max_len, 1, NULL, NULL, 1, 0};
+    llm_paged_opts po = {.block_size = block_size, .n_seqs = max_seqs, .max_len = max_len,
+                         .no_prefix_cache = 1, .pool = 1};
     if (llm_kv_init_paged(&d->kv, &cut, &po, err, errlen)) {
         llm_fwd_fini(&d->f);
         return -1;

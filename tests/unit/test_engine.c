@@ -637,6 +637,8 @@ END_TEST
 typedef struct shadow {
     int refs[512], cached[512], pool_blocks, pool_bs, bad, n_ev, n_cow, n_share, n_evict;
     int steps_compute, flows;
+    int other;                /* events that are not memory records */
+    int want_pool, wrong_pool, pool_owner;   /* the pool id expected, records in another */
     int moves[4][4];          /* flow records by (from, to) */
     long rows;                /* scheduler -> model rows */
     int first[16], last[16];  /* per request: its first and last move, as from*4 + to */
@@ -671,10 +673,13 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
                 g_sh.last[f->seq] = 1 + f->from * 4 + f->to;
             }
         }
-        if (e->kind != MLSYS_EV_MEM)
+        if (e->kind != MLSYS_EV_MEM) {
+            g_sh.other++;
             continue;
+        }
         const mlsys_mem_info *m = &e->mem;
         g_sh.n_ev++;
+        g_sh.wrong_pool += m->pool != g_sh.want_pool;
         int b = m->block;
         if (m->op != MLSYS_MEM_POOL && m->op != MLSYS_MEM_OWNER && (b < 0 || b >= 512)) {
             sh_bad("block out of range", m);
@@ -684,6 +689,7 @@ static void ev_sink(void *u, const mlsys_event *ev, size_t n)
         case MLSYS_MEM_POOL:
             g_sh.pool_bs = m->index;
             g_sh.pool_blocks = m->aux;
+            g_sh.pool_owner = m->owner;
             break;
         case MLSYS_MEM_ALLOC:
             if (g_sh.refs[b] != 0 || g_sh.cached[b] || m->refs != 1)
@@ -773,6 +779,8 @@ START_TEST(memory_events_rebuild_the_cache)
                   g_sh.first_bad);
     ck_assert_int_eq(g_sh.pool_blocks, 16);
     ck_assert_int_eq(g_sh.pool_bs, 8);
+    ck_assert_int_eq(g_sh.wrong_pool, 0);
+    ck_assert_int_eq(g_sh.pool_owner, -1);     /* no role holds the engine's own pool */
     ck_assert_int_gt(g_sh.n_share, 0);
     ck_assert_int_gt(g_sh.n_evict, 0);
     ck_assert_int_gt(g_sh.steps_compute, 0);
@@ -790,6 +798,69 @@ START_TEST(memory_events_rebuild_the_cache)
         ck_assert_int_eq(g_sh.first[i], 1 + 0 * 4 + 1);
         ck_assert_int_eq(g_sh.last[i], 1 + 3 * 4 + 0);
     }
+}
+END_TEST
+
+/* The cache's memory records alone (mem_comm: the RLHF loop's generator), under the
+ * caller's pool id and role: nothing else reaches the trace (no ROLE records, request or
+ * STEP flows, spans or gates), and the records still rebuild the cache, n samples' shares
+ * and copies included. */
+static int events_alone_rank(mlsys_comm *c, void *arg)
+{
+    (void)arg;
+    char err[256];
+    llm_config cfg;
+    llm_weights w;
+    if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
+        return 1;
+    nn_set_gemm_kernel(NN_GEMM_INVARIANT);
+    llm_engine_opts o = {.max_num_seqs = 4, .block_size = 8, .n_blocks = 16,
+                         .overlap = g_overlap, .mem_comm = c, .mem_pool = 5, .mem_role = 2};
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
+    if (!s)
+        return 1;
+    int p[40];
+    for (int i = 0; i < 40; i++)
+        p[i] = 3 + (i * 13) % 200;
+    for (int i = 0; i < 4; i++) {
+        /* three samples of a 21-token prompt (a partial last block: copies), then three
+         * requests of one prefix (shares) */
+        llm_request r = {.prompt = p, .n_prompt = i ? 20 : 21, .max_tokens = 12,
+                         .ignore_eos = 1, .n = i ? 1 : 3, .temperature = 1.0f, .top_p = 1.0f,
+                         .seed = 7};
+        if (llm_engine_submit(s, &r, err, sizeof err) < 0)
+            return 1;
+    }
+    long steps = llm_engine_run(s);
+    llm_engine_free(s);
+    llm_weights_free(&w);
+    return steps > 0 ? 0 : 2;
+}
+
+START_TEST(memory_events_alone)
+{
+    memset(&g_sh, 0, sizeof g_sh);
+    g_sh.want_pool = 5;
+    char why[512] = "";
+    mlsys_launch_opts o = {.world_size = 1, .timeout_ms = 60000, .trace_capacity = 8192};
+    mlsys_job *j = mlsys_job_start(&o, NULL, events_alone_rank, NULL, why, sizeof why);
+    ck_assert_msg(j != NULL, "%s", why);
+    mlsys_job_sink sink = {NULL, ev_sink, NULL};
+    int rc = mlsys_job_wait(j, &sink, -1, why, sizeof why);
+    ck_assert_msg(rc == 0, "%s", why);
+    ck_assert_int_eq((int)mlsys_job_events_lost(j), 0);
+    mlsys_job_free(j);
+    ck_assert_msg(g_sh.bad == 0, "%d inconsistent events, first: %s", g_sh.bad,
+                  g_sh.first_bad);
+    ck_assert_int_gt(g_sh.n_ev, 0);
+    ck_assert_msg(g_sh.other == 0, "%d events besides the memory records", g_sh.other);
+    ck_assert_int_eq(g_sh.wrong_pool, 0);
+    ck_assert_int_eq(g_sh.pool_owner, 2);
+    ck_assert_int_eq(g_sh.pool_blocks, 16);
+    ck_assert_int_gt(g_sh.n_share, 0);
+    ck_assert_int_gt(g_sh.n_cow, 0);
+    for (int b = 0; b < 16; b++)
+        ck_assert_int_eq(g_sh.refs[b], 0);
 }
 END_TEST
 
@@ -1095,6 +1166,7 @@ int main(void)
         tcase_add_test(tc, continuous_against_static);
         tcase_add_test(tc, metrics_accounting);
         tcase_add_test(tc, memory_events_rebuild_the_cache);
+        tcase_add_test(tc, memory_events_alone);
         tcase_add_test(tc, n_samples_fork_the_prompt);
         tcase_add_test(tc, n_samples_seats_and_cancel);
         tcase_add_test(tc, text_is_valid_utf8);
