@@ -254,7 +254,7 @@ typedef struct mlsys_flow_info {
     int32_t seq;        /* first sequence or request id in the batch, -1 */
     int32_t spare;      /* 0 */
 } mlsys_flow_info;
-/* MLSYS_FLOW_STEP, one per iteration of a serving engine (core/llm/serve.c), after it:
+/* MLSYS_FLOW_STEP, one per iteration of a serving engine (core/llm/engine.c), after it:
  * from = the role that ran it, to = -1, version = the step number, count = rows computed,
  * spare = tokens generated in it, seq = -1, phase = -1; val[0] = its seconds, val[1] =
  * requests waiting after it, val[2] = running after it, val[3] = finished so far. Who

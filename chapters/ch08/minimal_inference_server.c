@@ -1,5 +1,5 @@
 /* minimal_inference_server.c - ch08/minimal-inference-server: the lab's own serving engine
- * (core/llm/serve.h) on the lab's model, fed the original script's workload (its eight
+ * (core/llm/engine.h) on the lab's model, fed the original script's workload (its eight
  * prompts, requests submitted in order at time 0). One line per engine step says who
  * prefills how many tokens and who decodes in that one forward; then each request's TTFT,
  * time per output token and latency, percentiles and throughput. Each request asks for its
@@ -10,7 +10,7 @@
  * labelled as such. */
 #include "ch08.h"
 #include "../common/load_model.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +49,14 @@ static const lab_flag mis_flags[] = {
      "'Authorization: Bearer KEY' (or set MLSYS_LAB_API_KEY, out of the process list)"},
     {"served-model-name", 0, FLAG_STR, "mlsys-lab", NULL, 0, 0, "--serve: the model id "
      "requests name"},
-    {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: decode with the draft model, K "
-     "tokens drafted per round (requests one at a time)"},
+    {"speculative", 0, FLAG_INT, "0", NULL, 0, 16, "--serve: greedy requests speculate with "
+     "the draft model, K tokens drafted a step (in the batch)"},
     {"draft", 0, FLAG_STR, "assets/models/draft.bin", NULL, 0, 0, "--speculative: the draft "
      "model"},
     {"drain-timeout", 0, FLAG_DOUBLE, "10", NULL, 0, 3600, "--serve: seconds SIGINT/SIGTERM "
      "leaves the requests in flight before cancelling them"},
+    {"stream-interval", 0, FLAG_INT, "1", NULL, 1, 1024, "--serve: a stream's event carries "
+     "the text of this many new tokens (fewer events: less CPU per token)"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -90,7 +92,7 @@ static int request_max_tokens(const lab_args *a, int i)
     return lo + (int)(mlsys_rng_u64(&r) % (uint64_t)(hi - lo + 1));
 }
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     mis_run *m = u;
     ch08_req *q = &m->req[ev->id];
@@ -194,7 +196,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = (int)lab_arg_int(a, "batch-size");
-    llm_serve_opts o = {
+    llm_engine_opts o = {
         .max_num_seqs = seqs,
         .max_num_batched_tokens = (int)lab_arg_int(a, "max-num-batched-tokens"),
         .block_size = (int)lab_arg_int(a, "block-size"),
@@ -204,7 +206,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         .comm = verbose ? c : NULL,
     };
     int rc = 2;
-    llm_serve *s = llm_serve_create(cfg, w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(cfg, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
         return 2;
@@ -212,7 +214,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
     lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
     if (verbose) {
         llm_paged_stats ps;
-        llm_paged_stats_get(llm_serve_kv(s), &ps);
+        llm_paged_stats_get(llm_engine_kv(s), &ps);
         common_box(stdout, 68, "Minimal inference server");
         printf("The lab's model (%s: dim %d, %d layers, context %d) behind its serving "
                "engine:\n%s batching, at most %d sequences and %d tokens per step, a paged KV "
@@ -244,7 +246,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
                          .temperature = (float)lab_arg_double(a, "temperature"),
                          .top_p = 0.95f, .seed = (uint64_t)lab_arg_int(a, "seed") + (uint64_t)i,
                          .on_event = on_event, .u = &m};
-        int id = llm_serve_submit(s, &r, err, sizeof err);
+        int id = llm_engine_submit(s, &r, err, sizeof err);
         if (id < 0) {
             fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: request %d: %s\n", i,
                     err);
@@ -254,11 +256,6 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         if (verbose)
             printf("  request %d: \"%s\" (%d tokens with BOS), max_tokens %d, queue length "
                    "%d\n", id, text, n, r.max_tokens, i + 1);
-    }
-    if (verbose) {
-        printf("\n%s\nProcessing: one line per engine step (one forward for all its rows)\n%s\n",
-               rule, rule);
-        fflush(stdout);
     }
     int st, gated = mlsys_gated(c);
     if (verbose) {
@@ -284,7 +281,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
             }
             waited = more;
         }
-        st = llm_serve_step(s, &info);
+        st = llm_engine_step(s, &info);
         if (st <= 0) {      /* the engine's last call: it had nothing left to do */
             waited[m.step] = waited[m.step - 1] + (gated ? mlsys_now_s() - prev_end : 0.0);
             break;
@@ -339,8 +336,8 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
     free(ttft);
     free(lat);
     if (verbose) {
-        llm_serve_metrics met;
-        llm_serve_metrics_get(s, &met);
+        llm_engine_metrics met;
+        llm_engine_metrics_get(s, &met);
         ch08_report(stdout, m.req, m.order, m.n_done, wall, 0, gated ? held : -1.0);
         printf("  %-24s %ld prompt rows + %ld decode rows in %ld steps; %ld of %ld prompt "
                "tokens found\n  %-24s in the prefix cache; %ld preemptions\n", "engine",
@@ -355,7 +352,7 @@ done:
     free(m.first_step);
     free(m.last_step);
     free(ids);
-    llm_serve_free(s);
+    llm_engine_free(s);
     return rc;
 }
 

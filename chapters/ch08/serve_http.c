@@ -97,6 +97,7 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
             .comm = comm,
         },
         .speculative_k = k, .draft_c = k > 0 ? &dc : NULL, .draft_w = k > 0 ? &dw : NULL,
+        .stream_interval = (int)lab_arg_int(a, "stream-interval"),
     };
     if (o.engine.max_num_batched_tokens < seqs)
         o.engine.max_num_batched_tokens = seqs;
@@ -113,8 +114,8 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
            o.model_name, seqs, nn_gemm_kernel_name(nn_get_gemm_kernel()),
            key ? ", bearer key required from " : "", key ? key_from : "");
     if (k > 0)
-        printf("Speculative decoding with %s, k = %d: requests are decoded one at a time "
-               "(not batched)\n", dpath, k);
+        printf("Speculative decoding with %s, k = %d: greedy requests draft k tokens a "
+               "step, verified in the batch's forward\n", dpath, k);
     printf("URL: http://%s:%d/v1  (GET /health, GET /metrics, GET /v1/models, "
            "POST /v1/completions, POST /v1/chat/completions)\n", addr, srv_port(s));
     printf("ready: listening on %s:%d (Ctrl-C or SIGTERM: drain and exit)\n", addr,

@@ -6,7 +6,7 @@
  * probability --eos-prob per decoded token or at max_tokens. The original slept those
  * numbers as SECONDS; here they are milliseconds on a virtual clock, so a run is instant
  * and, with --eos-prob 0, exact: 5 requests, B = 4 -> 5 prefills, 38 decode steps, 100
- * tokens, 382.5 ms. Nothing here is the lab's real engine (that is core/llm/serve.h). */
+ * tokens, 382.5 ms. Nothing here is the lab's real engine (that is core/llm/engine.h). */
 #include "ch08.h"
 
 #include <stdlib.h>

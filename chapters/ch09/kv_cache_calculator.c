@@ -9,7 +9,7 @@
  * and each request; the original divided GB by GiB). Its crash (a division by zero when no
  * request fits without paging) prints n/a instead. */
 #include "../common/common.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 #include <math.h>
 #include <string.h>

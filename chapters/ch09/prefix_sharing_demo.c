@@ -9,7 +9,7 @@
  * could collide); here each new word gets the next id. */
 #include "../common/common.h"
 #include "../common/load_model.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -201,12 +201,12 @@ static void part_formulas(long N, long S, long U)
 typedef struct run_result {
     double ttft[4096];
     int n_ttft;
-    llm_serve_metrics m;
+    llm_engine_metrics m;
     int peak_used, peak_entries;      /* at the step with the most table entries */
     double wall_s;
 } run_result;
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     run_result *r = u;
     if (ev->finish != LLM_FINISH_NONE && r->n_ttft < 4096)
@@ -217,11 +217,11 @@ static void on_event(void *u, const llm_serve_event *ev)
  * previous finished (sequential = 1: TTFT is then the prefill alone). */
 /* The engine's options: its cache sized for requests of the demo's length (system + user
  * prompt + output), not for the model's whole context. */
-static llm_serve_opts psd_opts(const lab_args *a, int seq_len)
+static llm_engine_opts psd_opts(const lab_args *a, int seq_len)
 {
     long len = lab_arg_int(a, "engine-system-len") + lab_arg_int(a, "engine-user-len") +
                lab_arg_int(a, "max-tokens");
-    llm_serve_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
+    llm_engine_opts o = {.max_num_seqs = (int)lab_arg_int(a, "max-num-seqs"),
                         .max_num_batched_tokens = 512,
                         .block_size = (int)lab_arg_int(a, "block-size"),
                         .max_model_len = len < seq_len ? (int)len : seq_len};
@@ -234,40 +234,40 @@ static int engine_run(const llm_config *c, const llm_weights *w, mlsys_comm *com
 {
     char err[256];
     memset(r, 0, sizeof *r);
-    llm_serve_opts o = psd_opts(a, c->seq_len);
+    llm_engine_opts o = psd_opts(a, c->seq_len);
     o.no_prefix_cache = no_prefix;
     o.comm = comm;
-    llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
         return 2;
     }
     double t0 = mlsys_now_s();
     long next = 0;
-    while (next < N || llm_serve_has_work(s)) {
-        while (next < N && (!sequential || !llm_serve_has_work(s))) {
+    while (next < N || llm_engine_has_work(s)) {
+        while (next < N && (!sequential || !llm_engine_has_work(s))) {
             llm_request q = {.prompt = prompts[next], .n_prompt = plen,
                              .max_tokens = (int)lab_arg_int(a, "max-tokens"),
                              .ignore_eos = 1, .on_event = on_event, .u = r};
-            if (llm_serve_submit(s, &q, err, sizeof err) < 0) {
+            if (llm_engine_submit(s, &q, err, sizeof err) < 0) {
                 fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
-                llm_serve_free(s);
+                llm_engine_free(s);
                 return 2;
             }
             next++;
         }
-        if (llm_serve_step(s, NULL) < 0)
+        if (llm_engine_step(s, NULL) < 0)
             break;
         llm_paged_stats ps;
-        llm_paged_stats_get(llm_serve_kv(s), &ps);
+        llm_paged_stats_get(llm_engine_kv(s), &ps);
         if (ps.table_blocks > r->peak_entries) {
             r->peak_entries = (int)ps.table_blocks;
             r->peak_used = ps.used;
         }
     }
     r->wall_s = mlsys_now_s() - t0;
-    llm_serve_metrics_get(s, &r->m);
-    llm_serve_free(s);
+    llm_engine_metrics_get(s, &r->m);
+    llm_engine_free(s);
     return 0;
 }
 
@@ -387,9 +387,8 @@ static int psd_before(const lab_args *a)
         return 2;
     }
     /* what the engine will allocate, against the free memory, before a rank starts */
-    llm_serve_opts o = psd_opts(a, c.seq_len);
-    llm_config run;
-    if (llm_serve_plan(&c, &o, &run, err, sizeof err)) {
+    llm_engine_opts o = psd_opts(a, c.seq_len);
+    if (llm_engine_plan(&c, &o, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: ch09/prefix-sharing-demo: %s\n", err);
         return 2;
     }

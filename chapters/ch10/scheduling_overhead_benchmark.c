@@ -1,12 +1,12 @@
 /* scheduling_overhead_benchmark.c - ch10/scheduling-overhead-benchmark: where a serving
- * step's time goes on the lab's engine (core/llm/serve.c): schedule, prepare the rows,
+ * step's time goes on the lab's engine (core/llm/engine.c): schedule, prepare the rows,
  * forward, sample, detokenize, per batch size, with each phase's share; then the same
  * requests through the overlap scheduler (the next step planned while this one's forward
  * runs), side by side in alternate runs: step time saved, tokens compared. --simulate prints
  * the original script's model instead (sched_sim.c), labelled. */
 #include "../common/common.h"
 #include "../common/load_model.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 #include "sched_sim.h"
 
@@ -88,7 +88,7 @@ static void busy_work(void *u)
         x++;
 }
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     run_sum *r = u;
     if (ev->token >= 0 && r->n[ev->id] < r->max_out)
@@ -97,9 +97,9 @@ static void on_event(void *u, const llm_serve_event *ev)
 
 /* The engine's options for B requests of plen + steps tokens: its cache sized for them,
  * not for the model's whole context. */
-static llm_serve_opts soh_opts(int B, int plen, int steps, int seq_len)
+static llm_engine_opts soh_opts(int B, int plen, int steps, int seq_len)
 {
-    llm_serve_opts o = {.max_num_seqs = B,
+    llm_engine_opts o = {.max_num_seqs = B,
                         .max_num_batched_tokens = B * plen > 256 ? B * plen : 256,
                         .max_model_len = plen + steps < seq_len ? plen + steps : seq_len};
     return o;
@@ -111,13 +111,13 @@ static int run_engine(const llm_config *c, const llm_weights *w, const llm_token
                       mlsys_comm *comm, double *cost_s, run_sum *r)
 {
     char err[256];
-    llm_serve_opts o = soh_opts(B, plen, steps, c->seq_len);
+    llm_engine_opts o = soh_opts(B, plen, steps, c->seq_len);
     o.tok = t;
     o.overlap = overlap;
     o.comm = comm;
     o.plan_hook = *cost_s > 0 ? busy_work : NULL;
     o.plan_hook_u = cost_s;
-    llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return -1;
@@ -125,24 +125,24 @@ static int run_engine(const llm_config *c, const llm_weights *w, const llm_token
     for (int i = 0; i < B; i++) {
         llm_request q = {.prompt = prompts[i], .n_prompt = plen, .max_tokens = steps,
                          .ignore_eos = 1, .on_event = on_event, .u = r};
-        if (llm_serve_submit(s, &q, err, sizeof err) < 0) {
+        if (llm_engine_submit(s, &q, err, sizeof err) < 0) {
             fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
-            llm_serve_free(s);
+            llm_engine_free(s);
             return -1;
         }
     }
     double t0 = mlsys_now_s();
-    while (llm_serve_has_work(s)) {
+    while (llm_engine_has_work(s)) {
         llm_step_info info;
-        int rc = llm_serve_step(s, &info);
+        int rc = llm_engine_step(s, &info);
         if (rc < 0) {
-            llm_serve_free(s);
+            llm_engine_free(s);
             return -1;
         }
         if (rc == 0 || info.prefill_rows > 0 || info.n_items != B)
             continue;             /* decode steps of the full batch only */
         llm_step_stats st;
-        llm_serve_last_stats(s, &st);
+        llm_engine_last_stats(s, &st);
         for (int p = 0; p < LLM_PHASE_COUNT; p++)
             r->ph[p] += (double)llm_phase_ns(&st, p);
         r->step += (double)(st.t_end - st.t_start);
@@ -161,7 +161,7 @@ static int run_engine(const llm_config *c, const llm_weights *w, const llm_token
         r->overlapped += st.overlapped;
     }
     r->wall_s += mlsys_now_s() - t0;
-    llm_serve_free(s);
+    llm_engine_free(s);
     return 0;
 }
 
@@ -358,11 +358,10 @@ static int soh_before(const lab_args *a)
     int maxb = 0;
     for (int i = 0; i < ns; i++)
         maxb = sizes[i] > maxb ? sizes[i] : maxb;
-    llm_serve_opts o = soh_opts(maxb, (int)lab_arg_int(a, "prompt-len"),
+    llm_engine_opts o = soh_opts(maxb, (int)lab_arg_int(a, "prompt-len"),
                                 (int)lab_arg_int(a, "steps"), c.seq_len);
-    llm_config run;
     char err[512];
-    if (llm_serve_plan(&c, &o, &run, err, sizeof err)) {
+    if (llm_engine_plan(&c, &o, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }

@@ -341,14 +341,11 @@ static int constrained(json_ctx *x, const char *ptext, uint64_t seed, llm_json_m
     int np = (int)llm_bpe_encode_prompt(&x->m.tok, ptext, strlen(ptext), 1, ids);
     llm_json_state start;
     int cont = prompt_state(x, ptext, &start);
-    llm_sampler s;
-    llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 0.95f, seed);
-    llm_json_gen_opts o = {.max_new = x->max_new, .mask = mask, .start = cont ? &start : NULL,
-                           .on_token = w ? walk_token : NULL, .u = w,
-                           .on_step = w ? walk_step : NULL};
-    int rc = llm_json_generate(&x->m.te, &x->m.tkv, &s, &x->g, ids, np, &o, out, &no, st, err,
-                               n);
-    llm_sampler_fini(&s);
+    llm_json_gen_opts o = {.max_new = x->max_new, .temperature = x->temperature,
+                           .top_p = 0.95f, .seed = seed, .mask = mask,
+                           .start = cont ? &start : NULL, .on_token = w ? walk_token : NULL,
+                           .u = w, .on_step = w ? walk_step : NULL};
+    int rc = llm_json_generate(x->m.eng, &x->g, ids, np, &o, out, &no, st, err, n);
     if (rc)
         return -1;
     size_t used = 0;
@@ -366,14 +363,12 @@ static int unconstrained(json_ctx *x, const char *ptext, uint64_t seed, char *te
     int np = (int)llm_bpe_encode_prompt(&x->m.tok, ptext, strlen(ptext), 1, ids);
     llm_json_state start;
     int cont = prompt_state(x, ptext, &start);
-    llm_sampler s;
-    llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 0.95f, seed);
-    llm_gen_opts o = {.max_new = x->max_new, .stop_at_eos = 1};
+    llm_gen_opts o = {.max_new = x->max_new, .stop_at_eos = 1, .temperature = x->temperature,
+                      .top_p = 0.95f, .seed = seed};
     llm_gen_stats st;
     int *po = out;
     const int *pp = ids;
-    int rc = llm_generate(&x->m.te, &x->m.tkv, &s, 1, &pp, &np, &po, &no, &o, &st, err, n);
-    llm_sampler_fini(&s);
+    int rc = llm_generate(x->m.eng, 1, &pp, &np, &po, &no, &o, &st, err, n);
     if (rc)
         return -1;
     size_t used = cont ? (size_t)snprintf(text, cap, "%s", ptext) : 0;
@@ -408,8 +403,8 @@ static int run_real(const lab_args *a)
         fprintf(stderr, "mlsys-lab: %s: --schema %s\n", LAB_ID, err);
         return 2;
     }
-    if (ch11_models_load(&x.m, lab_arg_str(a, "model"), NULL, lab_arg_str(a, "tokenizer"), 16,
-                         err, sizeof err)) {
+    if (ch11_models_load(&x.m, lab_arg_str(a, "model"), NULL, lab_arg_str(a, "tokenizer"), 1,
+                         16, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }

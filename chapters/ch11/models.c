@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,
-                     int target_rows, char *err, size_t n)
+                     int run, int target_rows, char *err, size_t n)
 {
     memset(m, 0, sizeof *m);
     char e[400], pm[PATH_MAX], pd[PATH_MAX], pt[PATH_MAX];
@@ -38,20 +38,20 @@ int ch11_models_load(ch11_models *m, const char *model, const char *draft, const
         snprintf(err, n, "%s", e);
         goto fail;
     }
-    if (llm_engine_init(&m->te, &m->tc, &m->tw, target_rows, err, n) ||
-        llm_kv_init_contiguous(&m->tkv, &m->tc, 1, 0, err, n))
-        goto fail_tok;
-    if (m->have_draft && (llm_engine_init(&m->de, &m->dc, &m->dw, 8, err, n) ||
-                          llm_kv_init_contiguous(&m->dkv, &m->dc, 1, 0, err, n)))
-        goto fail_tok;
+    if (!run)
+        return 0;
+    llm_engine_opts eo = {.max_num_seqs = 1, .max_num_batched_tokens = 256};
+    if (llm_fwd_init(&m->te, &m->tc, &m->tw, target_rows, err, n) ||
+        llm_kv_init_contiguous(&m->tkv, &m->tc, 1, 0, err, n) ||
+        !(m->eng = llm_engine_create(&m->tc, &m->tw, &eo, err, n))) {
+        llm_kv_free(&m->tkv);
+        llm_fwd_fini(&m->te);
+        llm_tokenizer_free(&m->tok);
+        goto fail;
+    }
+    m->have_run = 1;
     return 0;
-fail_tok:
-    llm_tokenizer_free(&m->tok);
 fail:
-    llm_kv_free(&m->tkv);
-    llm_kv_free(&m->dkv);
-    llm_engine_fini(&m->te);
-    llm_engine_fini(&m->de);
     llm_weights_free(&m->tw);
     if (m->have_draft)
         llm_weights_free(&m->dw);
@@ -61,10 +61,11 @@ fail:
 
 void ch11_models_free(ch11_models *m)
 {
-    llm_kv_free(&m->tkv);
-    llm_kv_free(&m->dkv);
-    llm_engine_fini(&m->te);
-    llm_engine_fini(&m->de);
+    if (m->have_run) {
+        llm_engine_free(m->eng);
+        llm_kv_free(&m->tkv);
+        llm_fwd_fini(&m->te);
+    }
     llm_tokenizer_free(&m->tok);
     llm_weights_free(&m->tw);
     if (m->have_draft)

@@ -1,11 +1,12 @@
 /* models.h - what chapter 11's two labs share: the lab's target and draft models and their
- * tokenizer loaded once with engines and caches (one sequence each), the corpus-like
+ * tokenizer loaded once, the target on the generation engine (one sequence at a time) and
+ * with a forward and cache of its own (to compare one row with many), the corpus-like
  * prompts they are measured on, and a token shown as printable text. */
 #ifndef CH11_MODELS_H
 #define CH11_MODELS_H
 
 #include "../../lab/lab.h"
-#include "../../core/llm/llm.h"
+#include "../../core/llm/engine.h"
 
 #define CH11_MODEL "assets/models/model.bin"
 #define CH11_DRAFT "assets/models/draft.bin"
@@ -15,15 +16,16 @@ typedef struct ch11_models {
     llm_config tc, dc;
     llm_weights tw, dw;
     llm_tokenizer tok;
-    llm_engine te, de;
-    llm_kv tkv, dkv;
-    int have_draft;
+    llm_fwd te;               /* the target's forward over target_rows rows ... */
+    llm_kv tkv;               /* ... and a cache of one sequence (measurements) */
+    llm_engine *eng;          /* the target on the generation engine, one sequence at a time */
+    int have_draft, have_run;
 } ch11_models;
 
-/* Load the target (and the draft when draft_path is not NULL) and the tokenizer. The target's
- * engine holds target_rows rows (k + 1 for a one-forward verify). 0, or -1 with "PATH: why". */
+/* Load the target (and the draft when draft is not NULL) and the tokenizer; 0, or -1 with
+ * "PATH: why". With run, also the target's engine and its forward of target_rows rows. */
 int ch11_models_load(ch11_models *m, const char *model, const char *draft, const char *tok,
-                     int target_rows, char *err, size_t n);
+                     int run, int target_rows, char *err, size_t n);
 void ch11_models_free(ch11_models *m);
 /* Prompt i: the opening words of validation document i of the corpus (data seed 1: stories,
  * JSON records and sums), cut at a word boundary after about 12-40 bytes, as the model saw

@@ -1,9 +1,10 @@
-/* speculative_demo.c - ch11/speculative-demo: speculative decoding for real, with the lab's
- * draft model proposing and its target model verifying (core/llm/speculative.c). Shows a
- * prompt round by round (drafts with q, the target's p, kept or refused), then measures over
- * corpus-like prompts: acceptance per draft position, tokens per target forward beside
- * (1 - a^(k+1)) / (1 - a), wall time against the target alone, and whether the tokens equal
- * the target's greedy decoding; a k sweep goes to the plot view, the rounds to the timeline.
+/* speculative_demo.c - ch11/speculative-demo: speculative decoding for real, on the
+ * generation engine with the lab's draft model proposing and its target model verifying
+ * (core/llm/speculative.c). Shows a prompt round by round (drafts with q, the target's p,
+ * kept or refused), then measures over corpus-like prompts: acceptance per draft position,
+ * tokens per target forward beside (1 - a^(k+1)) / (1 - a), wall time against the target
+ * alone, and whether the tokens equal the target's greedy decoding; a k sweep goes to the
+ * plot view, the engine's steps (draft, forward) to a trace.
  * --simulate keeps the original script's random-number model, labelled as such. */
 #include "../common/common.h"
 #include "models.h"
@@ -168,7 +169,8 @@ typedef struct spec_ctx {
 
 typedef struct spec_meas {
     llm_spec_stats st;          /* summed over the prompts */
-    double wall, cpu;
+    long target_forwards;       /* the engine's steps: one target forward each */
+    double wall, cpu, verify_s, rule_s;
     long equal, compared;       /* tokens equal to the target alone, position by position */
     int prompts_differ;
 } spec_meas;
@@ -212,17 +214,15 @@ static int measure_base(spec_ctx *x, char *err, size_t n)
         int np = ch11_prompt(&x->m, i, ids, text, sizeof text);
         int max_new = cap_new(x, np);
         x->base_out[i] = mlsys_xmalloc((size_t)(max_new > 0 ? max_new : 1) * sizeof(int));
-        llm_sampler s;
-        llm_sampler_init(&s, x->m.tc.vocab_size, x->temperature, 0, 1.0f, x->seed + (uint64_t)i);
-        llm_gen_opts o = {.max_new = max_new, .stop_at_eos = 0};
+        llm_gen_opts o = {.max_new = max_new, .stop_at_eos = 0, .temperature = x->temperature,
+                          .top_p = 1.0f, .seed = x->seed + (uint64_t)i};
         llm_gen_stats st;
         const int *pp = ids;
         double w0 = mlsys_now_s(), c0 = cpu_now();
-        int rc = llm_generate(&x->m.te, &x->m.tkv, &s, 1, &pp, &np, &x->base_out[i],
-                              &x->base_n[i], &o, &st, err, n);
+        int rc = llm_generate(x->m.eng, 1, &pp, &np, &x->base_out[i], &x->base_n[i], &o, &st,
+                              err, n);
         x->base_wall += mlsys_now_s() - w0;
         x->base_cpu += cpu_now() - c0;
-        llm_sampler_fini(&s);
         if (rc)
             return -1;
         x->base_tokens += x->base_n[i];
@@ -233,51 +233,85 @@ static int measure_base(spec_ctx *x, char *err, size_t n)
     return 0;
 }
 
-static void add_stats(llm_spec_stats *a, const llm_spec_stats *b)
+/* The generation engine with the draft model, k drafts a step, one sequence at a time (so
+ * it is compared with the target alone, one at a time), events to comm (NULL: none). */
+static llm_engine *spec_engine(spec_ctx *x, int k, mlsys_comm *comm, char *err, size_t n)
 {
-    a->rounds += b->rounds, a->target_forwards += b->target_forwards;
-    a->draft_forwards += b->draft_forwards, a->drafted += b->drafted;
-    a->accepted += b->accepted, a->bonus += b->bonus, a->tokens += b->tokens;
-    for (int i = 0; i < LLM_SPEC_MAX_K; i++)
-        a->pos_tried[i] += b->pos_tried[i], a->pos_kept[i] += b->pos_kept[i];
-    for (int i = 0; i <= LLM_SPEC_MAX_K; i++)
-        a->kept_hist[i] += b->kept_hist[i];
-    a->overlap_sum += b->overlap_sum;
-    a->prefill_s += b->prefill_s, a->draft_s += b->draft_s, a->verify_s += b->verify_s;
-    a->rule_s += b->rule_s, a->total_s += b->total_s;
+    llm_engine_opts o = {.max_num_seqs = 1, .max_num_batched_tokens = 256, .spec_k = k,
+                         .draft_c = &x->m.dc, .draft_w = &x->m.dw, .comm = comm};
+    return llm_engine_create(&x->m.tc, &x->m.tw, &o, err, n);
+}
+
+typedef struct spec_out {
+    int *tok, n, cap;
+} spec_out;
+
+static void on_spec_event(void *u, const llm_engine_event *ev)
+{
+    spec_out *o = u;
+    if (ev->token >= 0 && o->n < o->cap)
+        o->tok[o->n++] = ev->token;
+}
+
+/* Prompt i on engine e (to the end of its tokens): out gets them; the steps' phases go to
+ * r (verify: the target's forward of a round; rule: the verifies and the rest of sampling). */
+static int run_prompt(spec_ctx *x, llm_engine *e, int i, spec_out *out, spec_meas *r,
+                      char *err, size_t n)
+{
+    int ids[LLM_DOC_MAX];
+    char text[128];
+    int np = ch11_prompt(&x->m, i, ids, text, sizeof text);
+    llm_request q = {.prompt = ids, .n_prompt = np, .max_tokens = cap_new(x, np),
+                     .temperature = x->temperature, .top_p = 1.0f,
+                     .seed = x->seed + (uint64_t)i, .ignore_eos = 1, .on_event = on_spec_event,
+                     .u = out};
+    if (llm_engine_submit(e, &q, err, n) < 0)
+        return -1;
+    while (llm_engine_has_work(e)) {
+        llm_step_info info;
+        int ran = llm_engine_step(e, &info);
+        if (ran < 0) {
+            snprintf(err, n, "the engine failed (see above)");
+            return -1;
+        }
+        if (ran == 0 || !r)
+            continue;
+        r->target_forwards++;
+        llm_step_stats st;
+        llm_engine_last_stats(e, &st);
+        if (info.prefill_rows == 0) {
+            r->verify_s += 1e-9 * (double)llm_phase_ns(&st, LLM_PHASE_FORWARD);
+            r->rule_s += 1e-9 * (double)llm_phase_ns(&st, LLM_PHASE_SAMPLE);
+        }
+    }
+    return 0;
 }
 
 static int measure_spec(spec_ctx *x, int k, int trace, spec_meas *r, char *err, size_t n)
 {
     memset(r, 0, sizeof *r);
-    for (int i = 0; i < x->n_prompts; i++) {
-        int ids[LLM_DOC_MAX];
-        char text[128];
-        int np = ch11_prompt(&x->m, i, ids, text, sizeof text), no;
-        int *out = mlsys_xmalloc((size_t)(cap_new(x, np) + 1) * sizeof(int));
-        llm_spec_opts o = {.k = k, .max_new = cap_new(x, np), .temperature = x->temperature,
-                           .top_p = 1.0f, .draft_temperature = -1,
-                           .seed = x->seed + (uint64_t)i, .trace = trace ? x->c : NULL};
-        llm_spec_stats st;
+    llm_engine *e = spec_engine(x, k, trace ? x->c : NULL, err, n);
+    if (!e)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < x->n_prompts && !rc; i++) {
+        spec_out o = {mlsys_xmalloc((size_t)(x->n_new + 1) * sizeof(int)), 0, x->n_new + 1};
         double w0 = mlsys_now_s(), c0 = cpu_now();
-        if (llm_spec_generate(&x->m.te, &x->m.tkv, &x->m.de, &x->m.dkv, ids, np, &o, out, &no,
-                              &st, err, n)) {
-            free(out);
-            return -1;
-        }
+        rc = run_prompt(x, e, i, &o, r, err, n);
         r->wall += mlsys_now_s() - w0;
         r->cpu += cpu_now() - c0;
-        add_stats(&r->st, &st);
-        int same = no == x->base_n[i];
-        for (int t = 0; t < no && t < x->base_n[i]; t++) {
-            r->equal += out[t] == x->base_out[i][t];
-            same &= out[t] == x->base_out[i][t];
+        int same = o.n == x->base_n[i];
+        for (int t = 0; t < o.n && t < x->base_n[i]; t++) {
+            r->equal += o.tok[t] == x->base_out[i][t];
+            same &= o.tok[t] == x->base_out[i][t];
         }
-        r->compared += x->base_n[i] > no ? x->base_n[i] : no;
+        r->compared += x->base_n[i] > o.n ? x->base_n[i] : o.n;
         r->prompts_differ += !same;
-        free(out);
+        free(o.tok);
     }
-    return 0;
+    llm_engine_spec_stats(e, &r->st);
+    llm_engine_free(e);
+    return rc;
 }
 
 static double alpha_of(const llm_spec_stats *st)
@@ -294,59 +328,70 @@ static int show_rounds(spec_ctx *x, int k, int max_rounds, char *err, size_t n)
     int ids[LLM_DOC_MAX];
     char text[128], a[48], b[48];
     int np = ch11_prompt(&x->m, 0, ids, text, sizeof text);
-    llm_spec_opts o = {.k = k, .max_new = cap_new(x, np), .temperature = x->temperature,
-                       .top_p = 1.0f, .draft_temperature = -1, .seed = x->seed};
-    llm_spec s;
-    if (llm_spec_start(&s, &x->m.te, &x->m.tkv, 0, &x->m.de, &x->m.dkv, 0, ids, np, &o, err, n))
+    llm_engine *e = spec_engine(x, k, NULL, err, n);
+    if (!e)
         return -1;
+    spec_out out = {mlsys_xmalloc((size_t)(x->n_new + 1) * sizeof(int)), 0, x->n_new + 1};
+    llm_request q = {.prompt = ids, .n_prompt = np, .max_tokens = cap_new(x, np),
+                     .temperature = x->temperature, .top_p = 1.0f, .seed = x->seed,
+                     .ignore_eos = 1, .on_event = on_spec_event, .u = &out};
+    if (llm_engine_submit(e, &q, err, n) < 0) {
+        free(out.tok);
+        llm_engine_free(e);
+        return -1;
+    }
     printf("prompt: \"%s\"\n", text);
-    int r = 1, shown = 0;
-    llm_spec_round_info info;
-    while (r == 1) {
-        r = llm_spec_round(&s, &info, err, n);
-        if (r < 0) {
-            llm_spec_end(&s);
+    int shown = 0;
+    while (llm_engine_has_work(e)) {
+        llm_step_info info;
+        if (llm_engine_step(e, &info) < 0) {
+            snprintf(err, n, "the engine failed (see above)");
+            free(out.tok);
+            llm_engine_free(e);
             return -1;
         }
-        if (shown >= max_rounds)
+        if (info.n_items < 1 || info.items[0].k == 0 || shown >= max_rounds)
             continue;
+        const llm_step_item *it = &info.items[0];
         shown++;
         printf("round %d: the draft proposes %d, the target scores %d rows in one forward\n",
-               shown, info.k, info.k + 1);
-        for (int i = 0; i < info.k && i <= info.kept; i++) {
+               shown, it->k, it->k + 1);
+        for (int i = 0; i < it->k && i <= it->kept; i++) {
             char tq[64];
-            snprintf(tq, sizeof tq, "'%s'", ch11_tok_text(&x->m, info.x[i], a, sizeof a));
+            snprintf(tq, sizeof tq, "'%s'", ch11_tok_text(&x->m, it->x[i], a, sizeof a));
             if (x->temperature > 0.0f)
-                printf("   %-14s q %.2f  p %.2f  %s", tq, (double)info.qx[i],
-                       (double)info.px[i], i < info.kept ? "kept" : "refused");
+                printf("   %-14s q %.2f  p %.2f  %s", tq, (double)it->qx[i], (double)it->px[i],
+                       i < it->kept ? "kept" : "refused");
             else
-                printf("   %-14s %s", tq, i < info.kept ? "kept (the target's argmax too)"
+                printf("   %-14s %s", tq, i < it->kept ? "kept (the target's argmax too)"
                        : "refused");
-            if (i == info.kept)
+            if (i == it->kept)
                 printf(": the target's %s is '%s'", x->temperature > 0.0f ? "draw from "
-                       "max(0, p - q)" : "argmax", ch11_tok_text(&x->m, info.y, b, sizeof b));
+                       "max(0, p - q)" : "argmax", ch11_tok_text(&x->m, it->y, b, sizeof b));
             printf("\n");
         }
-        if (info.kept + 1 < info.k)
-            printf("   (%d more drafts dropped unseen)\n", info.k - info.kept - 1);
-        if (info.kept == info.k)
+        if (it->kept + 1 < it->k)
+            printf("   (%d more drafts dropped unseen)\n", it->k - it->kept - 1);
+        if (it->kept == it->k)
             printf("   all kept: bonus token '%s' from the target's last row\n",
-                   ch11_tok_text(&x->m, info.y, b, sizeof b));
-        printf("   +%d token%s for one target forward\n", info.committed,
-               info.committed == 1 ? "" : "s");
+                   ch11_tok_text(&x->m, it->y, b, sizeof b));
+        printf("   +%d token%s for one target forward\n", it->committed,
+               it->committed == 1 ? "" : "s");
     }
-    char out[4096];
-    long len = llm_bpe_decode(&x->m.tok, s.ctx + s.n_prompt, (size_t)(s.n - s.n_prompt), out,
-                              sizeof out - 1);
-    if (len >= (long)sizeof out)
-        len = (long)sizeof out - 1;
-    out[len < 0 ? 0 : len] = 0;
+    char txt[4096];
+    long len = llm_bpe_decode(&x->m.tok, out.tok, (size_t)out.n, txt, sizeof txt - 1);
+    if (len >= (long)sizeof txt)
+        len = (long)sizeof txt - 1;
+    txt[len < 0 ? 0 : len] = 0;
     for (long i = 0; i < len; i++)
-        if (out[i] == '\n')
-            out[i] = ' ';
-    printf("...\ntext: %s%s\n", text, out);
-    printf("(%ld tokens in %ld rounds)\n\n", s.st.tokens, s.st.rounds);
-    llm_spec_end(&s);
+        if (txt[i] == '\n')
+            txt[i] = ' ';
+    llm_spec_stats st;
+    llm_engine_spec_stats(e, &st);
+    printf("...\ntext: %s%s\n", text, txt);
+    printf("(%d tokens in %ld rounds)\n\n", out.n, st.rounds);
+    free(out.tok);
+    llm_engine_free(e);
     return 0;
 }
 
@@ -376,12 +421,12 @@ static void print_measurement(const spec_ctx *x, int k, const spec_meas *r)
     /* where the time went, in units of one decode step of the target alone */
     if (x->step_s > 0 && st->rounds && st->draft_forwards) {
         double d = st->draft_s / st->draft_forwards / x->step_s;
-        double v = st->verify_s / st->rounds / x->step_s;
-        double per_round = (st->draft_s + st->verify_s + st->rule_s) / st->rounds / x->step_s;
+        double v = r->verify_s / st->rounds / x->step_s;
+        double per_round = (st->draft_s + r->verify_s + r->rule_s) / st->rounds / x->step_s;
         printf("cost of a round, in decode steps of the target alone (%.0f us each):\n"
                "  %.2f draft forwards x %.2f + one verify of %d rows %.2f + rule %.2f = %.2f\n",
                1e6 * x->step_s, (double)st->draft_forwards / st->rounds, d, k + 1, v,
-               st->rule_s / st->rounds / x->step_s, per_round);
+               r->rule_s / st->rounds / x->step_s, per_round);
         printf("  so %.2f tokens cost %.2f steps: %.2fx. If a forward of %d rows cost what\n"
                "  one row costs (memory-bound decode, as on a GPU): %.2f / (1 + %.2f) = "
                "%.2fx\n", tpf, per_round, tpf / per_round, k + 1, tpf,
@@ -441,7 +486,7 @@ static int run_real(mlsys_comm *c, const lab_args *a)
     int k = (int)lab_arg_int(a, "draft-length"), sweep = (int)lab_arg_int(a, "sweep");
     const char *gemm = ch11_set_gemm(lab_arg_str(a, "gemm"));
     if (ch11_models_load(&x.m, lab_arg_str(a, "model"), lab_arg_str(a, "draft"),
-                         lab_arg_str(a, "tokenizer"), LLM_SPEC_MAX_K + 1, err, sizeof err)) {
+                         lab_arg_str(a, "tokenizer"), 1, LLM_SPEC_MAX_K + 1, err, sizeof err)) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
         return 2;
     }
@@ -538,7 +583,7 @@ fail:
 }
 
 /* In the runner, before the rank starts: ranges the flag table cannot say, and the model
- * files (a usage error exits 2 here, not as a failed rank). */
+ * files read (a usage error exits 2 here, in one line, not as a failed rank). */
 static int spec_before(const lab_args *a)
 {
     double acc = lab_arg_double(a, "acceptance-rate"), cost = lab_arg_double(a, "draft-cost");
@@ -551,16 +596,16 @@ static int spec_before(const lab_args *a)
     }
     if (lab_arg_bool(a, "simulate"))
         return -1;
-    const char *files[3] = {lab_arg_str(a, "model"), lab_arg_str(a, "draft"),
-                            lab_arg_str(a, "tokenizer")};
-    for (int i = 0; i < 3; i++) {
-        char buf[4096];
-        if (access(lab_asset_path(files[i], buf, sizeof buf), R_OK) != 0) {
-            fprintf(stderr, "mlsys-lab: %s: %s: %s (the lab's models: see "
-                    "assets/models/README.md)\n", LAB_ID, files[i], strerror(errno));
-            return 2;
-        }
+    /* the three files read whole here, so a bad one is one line and exit 2, not a rank's
+     * failure */
+    ch11_models m;
+    char err[512];
+    if (ch11_models_load(&m, lab_arg_str(a, "model"), lab_arg_str(a, "draft"),
+                         lab_arg_str(a, "tokenizer"), 0, 0, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: %s: %s\n", LAB_ID, err);
+        return 2;
     }
+    ch11_models_free(&m);
     return -1;
 }
 

@@ -4,7 +4,7 @@
  * allocation takes an uncached block while there is one and only then evicts the cached
  * block released longest ago, so the prefix cache keeps what was used most recently. The
  * manager (paged.c) calls these through llm_block_alloc_ops; a learner's version can too. */
-#include "serve.h"
+#include "engine.h"
 
 #include <stdlib.h>
 

@@ -16,7 +16,7 @@
 
 /* ---- the engine ---- */
 
-uint64_t llm_engine_bytes(const llm_config *c, int max_rows)
+uint64_t llm_fwd_bytes(const llm_config *c, int max_rows)
 {
     /* in double: seq_len x heads x rows can pass 2^64 for headers inside the limits */
     double R = max_rows, D = c->dim, KVD = c->kv_dim, H = c->hidden_dim, S = c->seq_len;
@@ -26,17 +26,17 @@ uint64_t llm_engine_bytes(const llm_config *c, int max_rows)
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
 
-int llm_engine_rows_that_fit(const llm_config *c, int want)
+int llm_fwd_rows_that_fit(const llm_config *c, int want)
 {
     uint64_t have = mlsys_mem_available();
-    if (have > LLM_ENGINE_MAX_BYTES)
-        have = LLM_ENGINE_MAX_BYTES;
-    while (want > 1 && llm_engine_bytes(c, want) > have)
+    if (have > LLM_FWD_MAX_BYTES)
+        have = LLM_FWD_MAX_BYTES;
+    while (want > 1 && llm_fwd_bytes(c, want) > have)
         want /= 2;
-    return llm_engine_bytes(c, want) <= have ? want : 0;
+    return llm_fwd_bytes(c, want) <= have ? want : 0;
 }
 
-int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
+int llm_fwd_init(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
@@ -46,22 +46,22 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     }
     /* every row holds attention scores over the whole context for every head: a header
      * inside the limits (seq_len 2^20, many heads) can ask for more than the machine has */
-    uint64_t need = llm_engine_bytes(c, max_rows), have = mlsys_mem_available();
-    if (need > LLM_ENGINE_MAX_BYTES || need > have) {
+    uint64_t need = llm_fwd_bytes(c, max_rows), have = mlsys_mem_available();
+    if (need > LLM_FWD_MAX_BYTES || need > have) {
         char a[32], b[32];
         mlsys_format_approx((double)need, a, sizeof a);
-        mlsys_format_approx((double)(need > LLM_ENGINE_MAX_BYTES ? LLM_ENGINE_MAX_BYTES : have),
+        mlsys_format_approx((double)(need > LLM_FWD_MAX_BYTES ? LLM_FWD_MAX_BYTES : have),
                             b, sizeof b);
         snprintf(err, errlen, "the engine's scratch for %d row%s needs %s (scores over seq_len "
                  "%d for %d heads per row), more than %s %s", max_rows, max_rows == 1 ? "" : "s",
-                 a, c->seq_len, c->n_heads, need > LLM_ENGINE_MAX_BYTES ? "the limit of" :
+                 a, c->seq_len, c->n_heads, need > LLM_FWD_MAX_BYTES ? "the limit of" :
                  "this machine has free:", b);
         return -1;
     }
     e->c = *c;
     e->w = w;
     e->max_rows = max_rows;
-    e->tp_size = 1;                  /* the whole model (llm_engine_init_tp shares it) */
+    e->tp_size = 1;                  /* the whole model (llm_fwd_init_tp shares it) */
     e->nh = c->n_heads;
     e->nkv = c->n_kv_heads;
     e->hid = c->hidden_dim;
@@ -88,7 +88,7 @@ int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, in
     return 0;
 }
 
-void llm_engine_fini(llm_engine *e)
+void llm_fwd_fini(llm_fwd *e)
 {
     free(e->mem);
     free(e->shard);
@@ -122,8 +122,8 @@ static size_t copy_cols(float *dst, const float *m, size_t rows, size_t cols, si
     return rows * n;
 }
 
-int llm_engine_init_tp(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
-                       mlsys_comm *tp, char *err, size_t errlen)
+int llm_fwd_init_tp(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
+                    mlsys_comm *tp, char *err, size_t errlen)
 {
     int T = tp ? mlsys_size(tp) : 1, r = tp ? mlsys_rank(tp) : 0;
     if (T > 1 && (c->n_heads % T || c->n_kv_heads % T || c->hidden_dim % T)) {
@@ -132,7 +132,7 @@ int llm_engine_init_tp(llm_engine *e, const llm_config *c, const llm_weights *w,
                  c->n_heads, c->n_kv_heads, c->hidden_dim);
         return -1;
     }
-    if (llm_engine_init(e, c, w, max_rows, err, errlen))
+    if (llm_fwd_init(e, c, w, max_rows, err, errlen))
         return -1;
     if (T == 1)
         return 0;
@@ -161,7 +161,7 @@ int llm_engine_init_tp(llm_engine *e, const llm_config *c, const llm_weights *w,
 }
 
 /* The row-parallel half's partial sums (in xb) summed over the group, timed. */
-static int tp_allreduce(llm_engine *e, size_t count)
+static int tp_allreduce(llm_fwd *e, size_t count)
 {
     uint64_t t0 = mlsys_now_ns();
     int rc = mlsys_allreduce(e->tp, e->xb, e->xb, count, MLSYS_F32, MLSYS_SUM);
@@ -177,7 +177,7 @@ static int tp_allreduce(llm_engine *e, size_t count)
  * its share: nh heads, nkv key/value heads, hid hidden units; the two row-parallel products
  * (Wo, W2) are partial sums, all-reduced over tp before they join the residual stream.
  * 0, or an MLSYS_ERR_ code of that all-reduce. */
-static int forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const int *pos,
+static int forward_chunk(llm_fwd *e, llm_kv *kv, int m, const int *seq, const int *pos,
                          const int *tok, const unsigned char *want, float *logits)
 {
     const llm_config *c = &e->c;
@@ -252,7 +252,7 @@ static int forward_chunk(llm_engine *e, llm_kv *kv, int m, const int *seq, const
     return 0;
 }
 
-int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+int llm_forward(llm_fwd *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen)
 {
@@ -308,13 +308,13 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     cT.seq_len = T;
     long budget = (1L << 22) / ((long)c->n_heads * T);
     int chunk = budget < 1 ? 1 : budget < T ? (int)budget : T;
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     char err[200];
-    if (llm_engine_init(&e, &cT, w, chunk, err, sizeof err) != 0)
+    if (llm_fwd_init(&e, &cT, w, chunk, err, sizeof err) != 0)
         return -1;
     if (llm_kv_init_contiguous(&kv, &cT, 1, T, err, sizeof err) != 0) {
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
         return -1;
     }
     int *rows = malloc(2 * (size_t)T * sizeof(int));
@@ -331,6 +331,6 @@ int llm_forward_nocache(const llm_config *c, const llm_weights *w, const int *to
     free(rows);
     free(want);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     return rc;
 }

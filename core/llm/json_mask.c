@@ -1,6 +1,7 @@
 /* json_mask.c - grammar-constrained decoding for JSON: a pushdown automaton over bytes (a
- * lexical mode plus a stack of open containers), a mask over the vocabulary computed from
- * it before every token, and the decode loop that applies it. The automaton also knows the
+ * lexical mode plus a stack of open containers) and a mask over the vocabulary computed from
+ * it before every token (the engine applies it to a JSON request's row: seq.c, runner.c;
+ * llm_json_generate in batch.c runs one such request). The automaton also knows the
  * fewest bytes that would close the text from any state, so a token budget can be honoured:
  * the mask refuses a token after which the text could not be finished in time. What the
  * language allows, and why: llm.h. Byte-level reference for the tests: grammar.c's
@@ -685,104 +686,3 @@ int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
 }
 
 /* ---- constrained generation ---- */
-
-int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
-                      const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
-                      int *n_out, llm_json_gen_stats *st, char *err, size_t errlen)
-{
-    const llm_config *c = &e->c;
-    int V = c->vocab_size, S = c->seq_len;
-    memset(st, 0, sizeof *st);
-    *n_out = 0;
-    llm_json_mask_fn mask = o->mask ? o->mask : llm_json_mask;
-    llm_json_state js;
-    if (o->start)
-        js = *o->start;
-    else
-        llm_json_start(g, &js);
-    if (g->V != V) {
-        snprintf(err, errlen, "json generate: the grammar has %d tokens, the model %d", g->V, V);
-        return -1;
-    }
-    if (n_prompt < 1 || n_prompt + o->max_new - 1 > S) {
-        snprintf(err, errlen, "json generate: %d prompt tokens and %d new do not fit the "
-                 "context of %d", n_prompt, o->max_new, S);
-        return -1;
-    }
-    int need = llm_json_min_close(g, &js);
-    if (o->max_new < need) {
-        snprintf(err, errlen, "json generate: %d tokens cannot hold the shortest valid text "
-                 "(%d bytes)", o->max_new, need);
-        return -1;
-    }
-    int rc = -1;
-    float *logits = mlsys_xmalloc((size_t)V * sizeof(float));
-    unsigned char *allowed = mlsys_xmalloc((size_t)V);
-    int *rows = mlsys_xmalloc((size_t)n_prompt * 3 * sizeof(int));
-    int *rseq = rows, *rpos = rows + n_prompt, *rtok = rows + 2 * n_prompt;
-    unsigned char *want = mlsys_xcalloc((size_t)n_prompt, 1);
-    if (kv->ops->reserve(kv, 0, n_prompt) != 0) {
-        snprintf(err, errlen, "json generate: no room in the kv cache for %d positions",
-                 n_prompt);
-        goto done;
-    }
-    for (int i = 0; i < n_prompt; i++)
-        rseq[i] = 0, rpos[i] = i, rtok[i] = prompt[i];
-    want[n_prompt - 1] = 1;
-    double t0 = mlsys_now_s();
-    if (llm_forward(e, kv, n_prompt, rseq, rpos, rtok, want, logits, err, errlen))
-        goto done;
-    st->forward_s += mlsys_now_s() - t0;
-    for (int step_no = 0; step_no < o->max_new && !llm_json_done(&js); step_no++) {
-        double t1 = mlsys_now_s();
-        int n_ok = mask(g, &js, o->max_new - step_no, allowed);
-        if (n_ok <= 0) {
-            snprintf(err, errlen, "json generate: no token may follow at step %d (state %s)",
-                     step_no, llm_json_mode_name(&js));
-            goto done;
-        }
-        double t2 = mlsys_now_s();
-        if (o->on_step)          /* outside the timed part: the hook's time is nobody's */
-            o->on_step(o->u, &js, o->max_new - step_no, allowed, n_ok, logits);
-        double t3 = mlsys_now_s();
-        for (int t = 0; t < V; t++)
-            if (!allowed[t])
-                logits[t] = -INFINITY;
-        double t4 = mlsys_now_s();
-        st->mask_s += (t2 - t1) + (t4 - t3);
-        st->allowed_sum += n_ok;
-        int tok = llm_sample(smp, logits);
-        st->sample_s += mlsys_now_s() - t4;
-        if (!allowed[tok] || llm_json_feed_token(g, &js, tok)) {
-            snprintf(err, errlen, "json generate: the sampler drew token %d, which the mask "
-                     "refused", tok);
-            goto done;
-        }
-        int prev = *n_out ? out[*n_out - 1] : prompt[n_prompt - 1];
-        out[(*n_out)++] = tok;
-        st->tokens++;
-        if (o->on_token)
-            o->on_token(o->u, 0, prev, tok);
-        if (llm_json_done(&js))
-            break;
-        int pos = n_prompt + *n_out - 1;
-        if (kv->ops->reserve(kv, 0, pos + 1) != 0) {
-            snprintf(err, errlen, "json generate: no room in the kv cache for position %d", pos);
-            goto done;
-        }
-        double t5 = mlsys_now_s();
-        int s0 = 0;
-        if (llm_forward(e, kv, 1, &s0, &pos, &tok, NULL, logits, err, errlen))
-            goto done;
-        st->forward_s += mlsys_now_s() - t5;
-    }
-    st->done = llm_json_done(&js);
-    rc = 0;
-done:
-    kv->ops->release(kv, 0);
-    free(logits);
-    free(allowed);
-    free(rows);
-    free(want);
-    return rc;
-}

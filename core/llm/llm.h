@@ -179,9 +179,10 @@ int llm_write_atomic(const char *path, const void *const *parts, const size_t *s
                      int nparts, char *err, size_t errlen);
 
 /* ==== inference: KV cache, forward, sampler, batched generation ====
- * (kvcache.c, infer.c, sampler.c, batch.c). Shape legend: R rows of one forward call (each
- * row is one token of some sequence at some position), D = dim, KVD = kv_dim, H = hidden_dim,
- * V = vocab, S = seq_len, L = layers, NH query heads. The model is llama2.c's run.c's
+ * (kvcache.c, infer.c, sampler.c; the engine that generates with them: engine.h). Shape
+ * legend: R rows of one forward call (each row is one token of some sequence at some
+ * position), D = dim, KVD = kv_dim, H = hidden_dim, V = vocab, S = seq_len, L = layers, NH
+ * query heads. The model is llama2.c's run.c's
  * (RMSNorm eps 1e-5, RoPE on adjacent pairs, grouped-query attention, SwiGLU, classifier),
  * computed by core/nn's kernels, the training forward's: with a batch-invariant GEMM
  * (NN_GEMM_INVARIANT) a row's logits are the same bits in any batch, prefill or decode. */
@@ -234,7 +235,7 @@ static inline float *llm_kv_v(const llm_kv *kv, int layer, int slot)
 /* ---- infer.c: the forward for inference ---- */
 /* The runner: weights (borrowed, not copied) and scratch for up to max_rows rows, all carved
  * from one allocation at init, so a forward allocates nothing. */
-typedef struct llm_engine {
+typedef struct llm_fwd {
     llm_config c;
     const llm_weights *w;
     int max_rows;             /* R per internal chunk; longer calls are cut into chunks */
@@ -248,7 +249,7 @@ typedef struct llm_engine {
     int *slots;               /* [R, S] each row's cache slots for positions 0..pos */
     float *mem;
     size_t bytes;
-    /* Tensor parallelism (llm_engine_init_tp): this rank's share of every layer, on tp */
+    /* Tensor parallelism (llm_fwd_init_tp): this rank's share of every layer, on tp */
     mlsys_comm *tp;           /* NULL: the whole model here */
     int tp_size, tp_rank;
     int nh, nkv, hid;         /* heads, key/value heads, MLP hidden units held here */
@@ -257,29 +258,29 @@ typedef struct llm_engine {
     size_t shard_layer;       /* floats of one layer's share */
     uint64_t tp_allreduces;   /* all-reduces run, and the time spent in them (ns): the */
     uint64_t tp_allreduce_ns; /* price of the split, as ch06's tp-mlp measures it */
-} llm_engine;
+} llm_fwd;
 /* The stated limit of one engine's scratch; init also refuses what the machine cannot hold
  * (mlsys_mem_available), before allocating. */
-#define LLM_ENGINE_MAX_BYTES (16ull << 30)
-int llm_engine_init(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
+#define LLM_FWD_MAX_BYTES (16ull << 30)
+int llm_fwd_init(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
                     char *err, size_t errlen);
-/* Bytes llm_engine_init allocates for max_rows rows (saturates at UINT64_MAX). */
-uint64_t llm_engine_bytes(const llm_config *c, int max_rows);
+/* Bytes llm_fwd_init allocates for max_rows rows (saturates at UINT64_MAX). */
+uint64_t llm_fwd_bytes(const llm_config *c, int max_rows);
 /* The most rows, want or fewer (halving), whose scratch fits; 0 when not even one does. */
-int llm_engine_rows_that_fit(const llm_config *c, int want);
-void llm_engine_fini(llm_engine *e);
-/* The engine of one rank of a tensor-parallel group tp of T ranks (Megatron's split, as
- * ch06's tp-attention and tp-mlp teach): rank r computes heads [r·NH/T, (r+1)·NH/T) with
- * their key/value heads (Wq, Wk, Wv by rows: column-parallel; Wo by columns: row-parallel)
- * and MLP hidden units [r·H/T, (r+1)·H/T) (W1, W3 by rows; W2 by columns); each half of a
- * layer ends in one all-reduce (SUM) of its [rows, D] output, so every rank holds the whole
- * residual stream and computes the same logits. Its share of the weights is copied out of w
- * (w is still read for the embeddings, norms and classifier); its KV cache holds only its
- * key/value heads: kv_dim / T (llm_tp_kv_config). T must divide n_heads, n_kv_heads and
- * hidden_dim, else -1 with one line in err. tp NULL or of one rank: llm_engine_init. Every
- * rank of tp calls llm_forward with the same rows (collective). */
-int llm_engine_init_tp(llm_engine *e, const llm_config *c, const llm_weights *w, int max_rows,
-                       mlsys_comm *tp, char *err, size_t errlen);
+int llm_fwd_rows_that_fit(const llm_config *c, int want);
+void llm_fwd_fini(llm_fwd *e);
+/* The forward scratch of one rank of a tensor-parallel group tp of T ranks (Megatron's
+ * split, as ch06's tp-attention and tp-mlp teach): rank r computes heads
+ * [r·NH/T, (r+1)·NH/T) with their key/value heads (Wq, Wk, Wv by rows: column-parallel; Wo
+ * by columns: row-parallel) and MLP hidden units [r·H/T, (r+1)·H/T) (W1, W3 by rows; W2 by
+ * columns); each half of a layer ends in one all-reduce (SUM) of its [rows, D] output, so
+ * every rank holds the whole residual stream and computes the same logits. Its share of the
+ * weights is copied out of w (w is still read for the embeddings, norms and classifier); its
+ * KV cache holds only its key/value heads: kv_dim / T (llm_tp_kv_config). T must divide
+ * n_heads, n_kv_heads and hidden_dim, else -1 with one line in err. tp NULL or of one rank:
+ * llm_fwd_init. Every rank of tp calls llm_forward with the same rows (collective). */
+int llm_fwd_init_tp(llm_fwd *e, const llm_config *c, const llm_weights *w, int max_rows,
+                    mlsys_comm *tp, char *err, size_t errlen);
 /* The configuration a tensor-parallel rank's KV cache is made for (llm_kv_init_*): c with
  * kv_dim / T; 0, or -1 when T does not divide the key/value heads. */
 int llm_tp_kv_config(const llm_config *c, int tp_size, llm_config *out);
@@ -290,7 +291,7 @@ int llm_tp_kv_config(const llm_config *c, int tp_size, llm_config *out);
  * step of B sequences (B rows), a prefill (the prompt's rows), or both mixed. want[i] != 0
  * asks for row i's logits (want NULL: every row); they are packed in row order into
  * logits [count of wanted rows, V]. Returns 0, or -1 on a bad row (message in err). */
-int llm_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+int llm_forward(llm_fwd *e, llm_kv *kv, int n, const int *seq, const int *pos,
                 const int *tok, const unsigned char *want, float *logits, char *err,
                 size_t errlen);
 /* The same model with no cache kept: tokens [T] at positions 0..T-1 in one fresh prefill
@@ -312,6 +313,7 @@ typedef struct llm_sampler {
     mlsys_rng rng;
     float *prob;              /* [V] scratch */
     int *idx;                 /* [V] scratch: candidates, most likely first */
+    float *cand;              /* [V] scratch: the candidates' probabilities, in that order */
 } llm_sampler;
 /* 0, or -1 when a parameter is out of range (temperature < 0, top_p not in (0,1]). */
 int llm_sampler_init(llm_sampler *s, int vocab, float temperature, int top_k, float top_p,
@@ -323,49 +325,26 @@ int llm_argmax(const float *x, int n);
  * greedy gives a one-hot. For tests and for speculative decoding's acceptance rule. */
 void llm_sampler_probs(llm_sampler *s, const float *logits, float *prob);
 
-/* ---- batch.c: generate B sequences together ---- */
-/* Called for every token as soon as it is chosen (prompt tokens are not reported). */
+/* A token as soon as it is chosen, of sequence seq after prev (generation callbacks: the
+ * engine's llm_generate, speculative and JSON-constrained decoding). */
 typedef void (*llm_token_fn)(void *u, int seq, int prev, int tok);
-typedef struct llm_gen_opts {
-    int max_new;              /* tokens to generate per sequence (fewer if S is reached) */
-    int stop_at_eos;          /* 1: a sequence ends when it draws BOS or EOS (not stored) */
-    int no_cache;             /* 1: every step recomputes the prefix (llm_forward_nocache) */
-    llm_token_fn on_token;    /* may be NULL */
-    void *u;
-} llm_gen_opts;
-typedef struct llm_gen_stats {
-    long prefill_tokens, decode_tokens;   /* tokens pushed through the model in each phase */
-    long steps;                           /* decode steps (forward calls) */
-    double prefill_s, decode_s;           /* wall time */
-    double decode_cpu_s;                  /* this process's CPU time while decoding (a
-                                             shared machine's fair measure) */
-} llm_gen_stats;
-/* Sequences b = 0..B-1 (kv sequence id b) start from prompts[b] (n_prompt[b] >= 1 tokens,
- * n_prompt[b] <= S) and draw with samplers[b]; out[b] (room for max_new) receives the new
- * tokens, n_out[b] their count. Prefill is one forward per prompt; then every step decodes all
- * unfinished sequences in one forward. kv must have n_seqs >= B (unused with no_cache). The
- * engine's scratch must hold B rows. 0, or -1 with err. */
-int llm_generate(llm_engine *e, llm_kv *kv, llm_sampler *samplers, int B,
-                 const int *const *prompts, const int *n_prompt, int **out, int *n_out,
-                 const llm_gen_opts *o, llm_gen_stats *st, char *err, size_t errlen);
 
 /* ---- speculative.c: a small draft model proposes, the target verifies ----
- * Each round the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
- * distribution q_i); the target then runs ONE forward over k + 1 rows (the last committed
- * token and the k drafts) and gets p_0..p_k. Position by position a rule keeps x_i or, at the
- * first refusal, puts a token of its own in its place and drops the rest; when all k are
- * kept, a bonus token is drawn from p_k. So a round yields 1..k+1 tokens for one target
- * forward. Rejected positions are "rolled back" by moving each cache's fill mark back: the
- * next round overwrites them (writing position p again overwrites it, see kvcache.c).
- * With the standard rule (accept with min(1, p/q), else draw from norm(max(0, p - q))) the
- * tokens follow the target's own distribution exactly; at temperature 0 p and q are one-hot
- * and the output is the target's greedy decoding, token for token, as long as the target
- * computes a row the same way alone and among k + 1 rows (a batch-invariant GEMM: see the
- * chapter 11 text; OpenBLAS is not). */
+ * (Speculative decoding is a mode of the generation engine: engine.h, opts.spec_k.) Each
+ * step the draft decodes k tokens one by one with its own KV cache (x_i drawn from its
+ * distribution q_i); the target scores them in the step's one forward over k + 1 rows (the
+ * last committed token and the k drafts) and gets p_0..p_k. Position by position a rule
+ * keeps x_i or, at the first refusal, puts a token of its own in its place and drops the
+ * rest; when all k are kept, a bonus token is drawn from p_k. So a round yields 1..k+1 tokens
+ * for one target forward. With the standard rule (accept with min(1, p/q), else draw from
+ * norm(max(0, p - q))) the tokens follow the target's own distribution exactly; at
+ * temperature 0 p and q are one-hot and the output is the target's greedy decoding, token
+ * for token, as long as the target computes a row the same way alone and among k + 1 rows
+ * (a batch-invariant GEMM: see the chapter 11 text; OpenBLAS is not). */
 #define LLM_SPEC_MAX_K 16
 /* The rule at one drafted position (the seam a learner's exercise replaces): p [V] the
  * target's distribution, q [V] the draft's, x the drafted token (drawn from q). Return 1 to
- * keep x; 0 to refuse it, with *y the token that takes its place. rng is the round's own
+ * keep x; 0 to refuse it, with *y the token that takes its place. rng is the sequence's own
  * stream (draws from it are reproducible by seed). */
 typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, mlsys_rng *rng,
                                 int *y);
@@ -373,89 +352,21 @@ typedef int (*llm_spec_rule_fn)(const float *p, const float *q, int V, int x, ml
  * y ~ norm(max(0, p - q)) (p itself when that is all zero, which only rounding can cause). */
 int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_rng *rng,
                            int *y);
-/* Inverse CDF: the first i whose cumulative sum of w exceeds u · sum(w) (u in [0,1)); w >= 0,
- * not necessarily normalised. -1 when the sum is 0. */
-int llm_draw(const float *w, int V, double u);
-
-typedef struct llm_spec_opts {
-    int k;                    /* tokens drafted per round, 1..LLM_SPEC_MAX_K */
-    int max_new;              /* tokens to generate (fewer when the context ends) */
-    int stop_at_eos;          /* 1: BOS or EOS ends the sequence (not stored) */
-    float temperature;        /* the target's sampling (0: greedy), top_k, top_p as llm_sampler */
-    int top_k;
-    float top_p;
-    float draft_temperature;  /* < 0: the same as the target's */
-    uint64_t seed;            /* the rounds' random stream */
-    llm_spec_rule_fn rule;    /* NULL: llm_spec_rule_standard */
-    llm_token_fn on_token;    /* every committed token, as it is committed (may be NULL) */
-    void *u;
-    /* Events for the timeline (NULL: none): per round a compute span "draft" (step = round,
-     * val[0] = k), "verify" (val[0] = rows of the target forward), then "accept" when every
-     * draft was kept or "reject" at the first refusal (chunk = drafts kept, val[0] = kept,
-     * val[1] = drafted, val[2] = tokens the round committed). */
-    mlsys_comm *trace;
-} llm_spec_opts;
-
+/* What speculation did, summed over rounds (an engine's, or one request's). */
 typedef struct llm_spec_stats {
-    long rounds;              /* verify forwards of the target (one per round) */
-    long target_forwards;     /* rounds + the prefill */
-    long draft_forwards;      /* draft calls (a round's first may carry 2 catch-up rows) */
+    long rounds;              /* verifies: one target forward's rows for one sequence each */
+    long draft_forwards;      /* draft forwards (each covers every sequence drafting) */
     long drafted, accepted;   /* draft tokens proposed and kept */
     long bonus;               /* rounds where all were kept (a bonus token from p_k) */
-    long tokens;              /* tokens committed (generated) */
+    long tokens;              /* tokens committed by rounds */
     long pos_tried[LLM_SPEC_MAX_K], pos_kept[LLM_SPEC_MAX_K];   /* per draft position i: the
                                  rounds that reached it, and those that kept it */
     long kept_hist[LLM_SPEC_MAX_K + 1];   /* rounds by number of drafts kept */
     double overlap_sum;       /* over the positions evaluated, sum of Σ_x min(p(x), q(x)): the
                                  probability the standard rule keeps a draft there, so
                                  overlap_sum / Σ pos_tried is the acceptance to expect */
-    double prefill_s, draft_s, verify_s, rule_s, total_s;      /* wall time */
+    double draft_s;           /* wall time of the draft forwards */
 } llm_spec_stats;
-
-/* What one round did (for the demo's round-by-round view and for tests). */
-typedef struct llm_spec_round_info {
-    int k;                    /* drafted this round (k, or fewer near the end) */
-    int x[LLM_SPEC_MAX_K];    /* the drafts */
-    float qx[LLM_SPEC_MAX_K], px[LLM_SPEC_MAX_K];   /* q_i(x_i), p_i(x_i) */
-    int kept;                 /* drafts kept (a prefix of x) */
-    int y;                    /* the replacement (kept < k) or the bonus token (kept == k) */
-    int committed;            /* tokens this round added (kept + 1, fewer at EOS or the cap) */
-} llm_spec_round_info;
-
-/* One sequence decoded speculatively: target and draft each with an engine (the target's
- * holds k + 1 rows, so a verify is one forward) and a cache sequence id of their own. */
-typedef struct llm_spec {
-    llm_engine *te, *de;
-    llm_kv *tkv, *dkv;
-    int tseq, dseq;
-    llm_spec_opts o;
-    llm_sampler ts, ds;       /* their distributions (llm_sampler_probs) */
-    mlsys_rng rng;
-    int V, S;
-    int *ctx;                 /* [S + 1] committed tokens: prompt, then generated */
-    int n, n_prompt, cap;     /* committed; prompt; most tokens to generate */
-    int t_fed, d_fed;         /* ctx[0..fed) have their keys and values in each cache */
-    int done;
-    float *q, *p, *logits;    /* [K, V], [K+1, V], [K+1, V] */
-    int *rseq, *rpos, *rtok;  /* [S + K + 1] rows of one forward */
-    unsigned char *want;
-    long round_no;
-    llm_spec_stats st;
-} llm_spec;
-
-/* Prefill both caches with prompt[0..n-2] (the last prompt token is fed by the first round).
- * 1 <= n <= S; both models need the same vocabulary and context length. 0 or -1 with err. */
-int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_engine *draft,
-                   llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
-                   char *err, size_t errlen);
-/* One round; info may be NULL. Returns 1 while the sequence goes on, 0 when it is finished
- * (cap, context or EOS), -1 on an error (err). Committed tokens are s->ctx[n_prompt..n). */
-int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t errlen);
-void llm_spec_end(llm_spec *s);       /* releases both cache sequences, frees the scratch */
-/* start, rounds until done, end: out (room for max_new) gets the tokens, *n_out their count. */
-int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv *dkv,
-                      const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
-                      int *n_out, llm_spec_stats *st, char *err, size_t errlen);
 /* The expected tokens per target forward when each draft is kept with probability a,
  * independently: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1). */
 double llm_spec_expected_tokens(double a, int k);
@@ -556,30 +467,5 @@ int llm_json_mask(llm_json_grammar *g, const llm_json_state *s, int budget,
  * reference the fast mask is tested against, and the cost it saves). */
 int llm_json_mask_plain(llm_json_grammar *g, const llm_json_state *s, int budget,
                         unsigned char *allowed);
-
-/* Constrained generation of one sequence: prefill, then each step the forward, the mask
- * (o->mask, NULL: llm_json_mask) applied to the logits, the sampler, the token fed to the
- * automaton; it stops when the value is complete. max_new must cover llm_json_min_close at
- * the start. out (room for max_new) gets the tokens. kv sequence 0. */
-typedef struct llm_json_gen_opts {
-    int max_new;
-    llm_json_mask_fn mask;
-    const llm_json_state *start;     /* NULL: a fresh value; else the state the prompt's own
-                                        text left (a prompt that opens the JSON itself) */
-    /* Called at every step after the mask, before the draw (NULL: nothing): the state, the
-     * budget, the mask and the logits as the model gave them (before masking). */
-    void (*on_step)(void *u, const llm_json_state *s, int budget, const unsigned char *allowed,
-                    int n_allowed, const float *logits);
-    llm_token_fn on_token;
-    void *u;
-} llm_json_gen_opts;
-typedef struct llm_json_gen_stats {
-    long tokens, allowed_sum;        /* tokens generated; sum over steps of tokens allowed */
-    double forward_s, mask_s, sample_s;
-    int done;                        /* 1: the value was completed */
-} llm_json_gen_stats;
-int llm_json_generate(llm_engine *e, llm_kv *kv, llm_sampler *smp, llm_json_grammar *g,
-                      const int *prompt, int n_prompt, const llm_json_gen_opts *o, int *out,
-                      int *n_out, llm_json_gen_stats *st, char *err, size_t errlen);
 
 #endif

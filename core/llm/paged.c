@@ -3,7 +3,7 @@
  * over (parent hash, block tokens), confirmed by comparing tokens, as vLLM does), copy on
  * write for a shared partial block, and the llm_kv_ops through which attention reads keys
  * and values. Which free block comes next is the allocator's business (block_alloc.c). */
-#include "serve.h"
+#include "engine.h"
 #include "llm_internal.h"
 
 #include <stdio.h>
@@ -153,7 +153,10 @@ static int paged_reserve(llm_kv *kv, int seq, int n)
         return 0;
     int need = (n + p->bs - 1) / p->bs - t->n_blk;
     int last = t->n_blk - 1;
-    int cow = t->n_tok % p->bs != 0 && p->b[t->blk[last]].refs > 1;
+    /* a partial last block that another table holds, or that the prefix cache lists (a
+     * fork of a prefix ending inside a block its parent filled), must not change */
+    int cow = t->n_tok % p->bs != 0 &&
+              (p->b[t->blk[last]].refs > 1 || p->b[t->blk[last]].registered);
     if (p->alloc->count(p->ast) < need + cow)
         return -1;            /* nothing changed */
     if (cow) {
@@ -170,10 +173,15 @@ static int paged_reserve(llm_kv *kv, int seq, int n)
             memcpy(llm_kv_v(kv, l, nb * p->bs), llm_kv_v(kv, l, old * p->bs),
                    (size_t)used * kv->kv_dim * sizeof(float));
         }
-        p->b[old].refs--;     /* still >= 1: someone else holds it */
+        int cached = 0;
+        if (--p->b[old].refs == 0) {      /* only the prefix cache kept it: to the pool */
+            p->b[old].in_pool = 1;
+            p->alloc->put(p->ast, old, 1);
+            cached = 1;
+        }
         t->blk[last] = nb;
         p->cows++;
-        emit(p, MLSYS_MEM_COW, old, t->owner, p->b[old].refs, last, nb, 0);
+        emit(p, MLSYS_MEM_COW, old, t->owner, p->b[old].refs, last, nb, cached);
     }
     for (int i = 0; i < need; i++) {
         int b = take_block(p, t->owner, t->n_blk);
@@ -298,7 +306,8 @@ int llm_kv_init_paged(llm_kv *kv, const llm_config *c, const llm_paged_opts *o, 
     kv->ops = &paged_ops;
     if (p->comm) {
         /* POOL: index = tokens per block, aux = blocks, bytes = bytes per block */
-        mlsys_mem_info m = {(int16_t)p->pool, MLSYS_MEM_POOL, 0, -1, -1, 0, bs, p->n_blocks};
+        int role = o->named_role ? o->role : -1;
+        mlsys_mem_info m = {(int16_t)p->pool, MLSYS_MEM_POOL, 0, -1, role, 0, bs, p->n_blocks};
         mlsys_emit_mem(p->comm, &m, p->block_bytes, "kv cache");
     }
     return 0;
@@ -376,23 +385,42 @@ void llm_paged_commit(llm_kv *kv, int seq, const int *tokens, int n)
         t->n_hashed = full;
 }
 
-int llm_paged_fork(llm_kv *kv, int parent, int child)
+int llm_paged_fork(llm_kv *kv, int parent, int child, int n)
 {
     pg *p = kv->impl;
     if (parent < 0 || parent >= kv->n_seqs || child < 0 || child >= kv->n_seqs ||
-        parent == child || p->t[child].n_blk != 0)
+        parent == child || p->t[child].n_blk != 0 || n < 0 || n > p->t[parent].n_tok)
         return -1;
     pg_table *a = &p->t[parent], *c = &p->t[child];
-    for (int i = 0; i < a->n_blk; i++) {
+    int nb = (n + p->bs - 1) / p->bs;
+    for (int i = 0; i < nb; i++) {
         int b = a->blk[i];
         p->b[b].refs++;
         c->blk[i] = b;
         c->hash[i] = a->hash[i];
         emit(p, MLSYS_MEM_SHARE, b, c->owner, p->b[b].refs, i, -1, 0);
     }
-    c->n_blk = a->n_blk;
-    c->n_tok = a->n_tok;
-    c->n_hashed = a->n_hashed;
+    c->n_blk = nb;
+    c->n_tok = n;
+    c->n_hashed = a->n_hashed < n / p->bs ? a->n_hashed : n / p->bs;
+    return 0;
+}
+
+int llm_paged_truncate(llm_kv *kv, int seq, int n)
+{
+    pg *p = kv->impl;
+    if (seq < 0 || seq >= kv->n_seqs || n < 0)
+        return -1;
+    pg_table *t = &p->t[seq];
+    if (n >= t->n_tok)
+        return 0;
+    int keep = (n + p->bs - 1) / p->bs;
+    for (int i = t->n_blk - 1; i >= keep; i--)     /* last first, as release does */
+        drop_ref(p, t->blk[i], t->owner, i);
+    t->n_blk = keep;
+    __atomic_store_n(&t->n_tok, n, __ATOMIC_RELEASE);
+    if (t->n_hashed > n / p->bs)
+        t->n_hashed = n / p->bs;
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* sampler.c - turning one row of logits into the next token: greedy, temperature, top-k and
- * top-p (nucleus), drawn from a seeded mlsys_rng stream so a seed replays the same text.
+ * top-p (nucleus), drawn from a seeded mlsys_rng stream so a seed replays the same text (the
+ * draw itself is core/nn's one categorical draw, nn_sample_categorical).
  * Every choice is deterministic, ties included (the lower id wins), which is what lets the
  * tests demand identical tokens from the cached, uncached and batched forwards. */
 #include "llm.h"
+#include "../nn/nn.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@ int llm_sampler_init(llm_sampler *s, int vocab, float temperature, int top_k, fl
     mlsys_rng_seed(&s->rng, seed);
     s->prob = mlsys_xmalloc((size_t)vocab * sizeof(float));
     s->idx = mlsys_xmalloc((size_t)vocab * sizeof(int));
+    s->cand = mlsys_xmalloc((size_t)vocab * sizeof(float));
     return 0;
 }
 
@@ -29,6 +32,7 @@ void llm_sampler_fini(llm_sampler *s)
 {
     free(s->prob);
     free(s->idx);
+    free(s->cand);
     memset(s, 0, sizeof *s);
 }
 
@@ -106,16 +110,14 @@ int llm_sample(llm_sampler *s, const float *logits)
 {
     if (s->temperature == 0.0f)
         return llm_argmax(logits, s->vocab);
-    double mass;
+    double mass;              /* the draw sums the candidates' weights itself */
     int n = candidates(s, logits, &mass);
-    /* inverse CDF: one uniform in [0, mass) walks the kept candidates' cumulative sum */
-    double r = mlsys_rng_uniform(&s->rng) * mass, cum = 0.0;
-    for (int i = 0; i < n; i++) {
-        cum += s->prob[s->idx[i]];
-        if (r < cum)
-            return s->idx[i];
-    }
-    return s->idx[n - 1];   /* r landed on the rounding gap at the very end */
+    /* inverse CDF over the kept candidates in their order (most likely first; every id in
+     * id order when nothing is filtered): renormalised without dividing */
+    for (int i = 0; i < n; i++)
+        s->cand[i] = s->prob[s->idx[i]];
+    int k = nn_sample_categorical(s->cand, n, &s->rng);
+    return k >= 0 ? s->idx[k] : s->idx[0];
 }
 
 void llm_sampler_probs(llm_sampler *s, const float *logits, float *prob)

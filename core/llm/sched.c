@@ -5,7 +5,7 @@
  * then waiting requests in arrival order while the admission rule says yes, all under one
  * token budget per step. When the pool runs out of blocks the newest running sequence is
  * preempted: its blocks go back and it is recomputed later (recompute, not swap). */
-#include "serve.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +105,9 @@ static void drop_kv(llm_sched *sc, llm_seq *s)
     if (s->kv_seq < 0)
         return;
     sc->kv->ops->release(sc->kv, s->kv_seq);
+    if (sc->spec)             /* the draft's table beside it */
+        sc->spec->kv.ops->release(&sc->spec->kv, s->kv_seq);
+    s->d_fed = 0;
     sc->free_kv[sc->n_free_kv++] = s->kv_seq;
     s->kv_seq = -1;
     s->n_computed = 0;
@@ -113,8 +116,10 @@ static void drop_kv(llm_sched *sc, llm_seq *s)
 void llm_sched_retire(llm_sched *sc, llm_seq *s)
 {
     drop_kv(sc, s);
-    if (s->status == LLM_SEQ_RUNNING)
+    if (s->status == LLM_SEQ_RUNNING) {
+        sc->pending_forks -= s->n_forks;      /* its seats for choices never forked */
         llm_queue_remove(&sc->running, s);
+    }
     else if (s->status == LLM_SEQ_WAITING)
         llm_queue_remove(&sc->waiting, s);
     s->status = LLM_SEQ_FINISHED;
@@ -124,6 +129,7 @@ void llm_sched_retire(llm_sched *sc, llm_seq *s)
 static void preempt(llm_sched *sc, llm_seq *s)
 {
     drop_kv(sc, s);
+    sc->pending_forks -= s->n_forks;          /* held again when it is readmitted */
     llm_queue_remove(&sc->running, s);
     s->status = LLM_SEQ_WAITING;
     s->st.preemptions++;
@@ -140,18 +146,20 @@ static int planned(const llm_sched *sc, const llm_seq *s)
     return 0;
 }
 
-static void add_item(llm_sched *sc, llm_seq *s, int n, int prefill)
+static void add_item(llm_sched *sc, llm_seq *s, int n, int prefill, int spec)
 {
     llm_sched_item *it = &sc->items[sc->n_items++];
     it->s = s;
     it->start = s->n_computed;
     it->n = n;
     it->prefill = prefill;
+    it->spec = spec;
     s->n_sched = n;
     /* its full blocks go into the prefix cache now, before the forward that fills them: a
      * request admitted later in this step already finds them (its rows come after these
-     * in the forward, which stores every row's keys before any row attends) */
-    int known = s->n_computed + n;
+     * in the forward, which stores every row's keys before any row attends); drafts are not
+     * committed tokens, so a speculative decode registers none of its draft rows */
+    int known = s->n_computed + n < s->n_tok ? s->n_computed + n : s->n_tok;
     while (known > 0 && s->tok[known - 1] < 0)
         known--;              /* the overlap scheduler's token not drawn yet: hashed later */
     llm_paged_commit(sc->kv, s->kv_seq, s->tok, known);
@@ -191,8 +199,11 @@ static void plan_running(llm_sched *sc, int *budget)
             int decode = left == 1 && s->n_computed >= s->n_prompt;
             if (pass == (decode ? 0 : 1) && !planned(sc, s)) {
                 int n = left < *budget ? left : *budget;
+                /* a speculative decode: its token and k drafts to verify */
+                int k = decode ? llm_drafter_k(sc->spec, s, sc->max_len, *budget) : 0;
+                n += k;
                 if (reserve_or_preempt(sc, s, n) == 0) {
-                    add_item(sc, s, n, !decode);
+                    add_item(sc, s, n, !decode, k);
                     *budget -= n;
                 }
                 next = s->next;       /* preemption only removes sequences after s */
@@ -209,16 +220,22 @@ static void plan_waiting(llm_sched *sc, int *budget)
 {
     while (sc->waiting.head && *budget > 0 && sc->n_free_kv > 0) {
         llm_seq *s = sc->waiting.head;
+        /* a request of n samples needs its n seats (and tables) from the start */
+        int seats = sc->running.n + sc->pending_forks;
+        if (seats + 1 + s->n_forks > sc->max_num_seqs ||
+            sc->n_free_kv - sc->pending_forks < 1 + s->n_forks)
+            break;
         int from_pool = 0;
         int hit = llm_paged_match(sc->kv, s->tok, s->n_tok, &from_pool);
         int bs = llm_paged_block_size(sc->kv);
         llm_admit_query q = {
-            .running = sc->running.n,
+            .running = seats,
             .admitted = sc->n_admitted,
             .max_num_seqs = sc->max_num_seqs,
             .budget = *budget,
             .free_blocks = llm_paged_pool_count(sc->kv),
-            .need_blocks = (s->n_tok + bs - 1) / bs - hit / bs + from_pool,
+            .need_blocks = (s->n_tok + bs - 1) / bs - hit / bs + from_pool +
+                           (s->n_tok % bs ? s->n_forks : 0),
             .prompt_left = s->n_tok - hit,
             .waiting = sc->waiting.n,
         };
@@ -247,8 +264,9 @@ static void plan_waiting(llm_sched *sc, int *budget)
         llm_queue_remove(&sc->waiting, s);
         s->status = LLM_SEQ_RUNNING;
         llm_queue_push_back(&sc->running, s);
+        sc->pending_forks += s->n_forks;
         sc->n_admitted++;
-        add_item(sc, s, n, 1);
+        add_item(sc, s, n, 1, 0);
         *budget -= n;
     }
 }
@@ -263,4 +281,27 @@ int llm_sched_plan(llm_sched *sc)
     if (sc->n_preempted == 0)
         plan_waiting(sc, &budget);
     return sc->rows;
+}
+
+int llm_sched_fork(llm_sched *sc, llm_seq *parent, llm_seq *child)
+{
+    if (parent->status == LLM_SEQ_RUNNING)
+        sc->pending_forks--;                  /* its seat is taken now, or given up */
+    if (sc->n_free_kv == 0 || parent->kv_seq < 0)
+        return -1;
+    int kv = sc->free_kv[--sc->n_free_kv];
+    char name[32];
+    snprintf(name, sizeof name, "req %d", child->id);
+    llm_paged_set_owner(sc->kv, kv, child->id, name);
+    if (llm_paged_fork(sc->kv, parent->kv_seq, kv, parent->n_computed) != 0) {
+        sc->free_kv[sc->n_free_kv++] = kv;
+        return -1;
+    }
+    child->kv_seq = kv;
+    child->n_computed = parent->n_computed;
+    child->admitted = 1;
+    child->st.n_cached = parent->st.n_cached;
+    child->status = LLM_SEQ_RUNNING;
+    llm_queue_push_back(&sc->running, child);
+    return 0;
 }

@@ -1,9 +1,10 @@
 /* seq.c - one request as the engine sees it: its tokens (the prompt, then what it generated),
  * how many of them have keys and values in the cache, its own sampler (so its draws never
- * depend on its neighbours in a batch), its stop rules (EOS, max_tokens, the context, stop
- * strings) and its output text, of which it hands out only what no stop string can still
- * claim. The scheduler moves sequences between queues; this file never looks at the cache. */
-#include "serve.h"
+ * depend on its neighbours in a batch), in JSON mode its automaton's state, its stop rules
+ * (EOS, max_tokens, the context, stop strings, a complete JSON value) and its output text,
+ * of which it hands out only what no stop string can still claim, as valid UTF-8. The
+ * scheduler moves sequences between queues; this file never looks at the cache. */
+#include "engine.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,13 +22,13 @@ const char *llm_finish_name(llm_finish f)
     }
 }
 
-llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
-                        const llm_tokenizer *t, char *err, size_t errlen)
+llm_seq *llm_seq_create(int id, int index, const llm_request *r, const llm_config *c,
+                        int max_len, const llm_tokenizer *t, char *err, size_t errlen)
 {
-    int S = c->seq_len;
+    int S = max_len > 0 && max_len < c->seq_len ? max_len : c->seq_len;
     if (!r->prompt || r->n_prompt < 1 || r->n_prompt > S) {
-        snprintf(err, errlen, "prompt of %d tokens: the model's context holds 1 to %d",
-                 r->n_prompt, S);
+        snprintf(err, errlen, "prompt of %d tokens: the context holds 1 to %d", r->n_prompt,
+                 S);
         return NULL;
     }
     for (int i = 0; i < r->n_prompt; i++)
@@ -62,9 +63,29 @@ llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
             return NULL;
         }
     }
+    llm_json_state js;
+    if (r->json) {
+        if (!r->grammar || r->grammar->V != c->vocab_size) {
+            snprintf(err, errlen, "JSON mode needs a grammar over the model's %d tokens (an "
+                     "engine with a tokenizer has one)", c->vocab_size);
+            return NULL;
+        }
+        if (r->json_start)
+            js = *r->json_start;
+        else
+            llm_json_start(r->grammar, &js);
+        int room = S + 1 - r->n_prompt, cap = r->max_tokens < room ? r->max_tokens : room;
+        int need = llm_json_min_close(r->grammar, &js);
+        if (cap < need) {
+            snprintf(err, errlen, "JSON mode: %d tokens cannot hold the shortest JSON text "
+                     "that closes it (%d bytes)", cap, need);
+            return NULL;
+        }
+    }
 
     llm_seq *s = mlsys_xcalloc(1, sizeof *s);
     s->id = id;
+    s->index = index;
     s->status = LLM_SEQ_WAITING;
     s->kv_seq = -1;
     /* room for every position plus the last token drawn, which is never fed back */
@@ -74,7 +95,15 @@ llm_seq *llm_seq_create(int id, const llm_request *r, const llm_config *c,
     s->n_tok = s->n_prompt = r->n_prompt;
     s->max_tokens = r->max_tokens < s->cap - s->n_prompt ? r->max_tokens : s->cap - s->n_prompt;
     s->ignore_eos = r->ignore_eos;
-    llm_sampler_init(&s->sampler, c->vocab_size, r->temperature, r->top_k, top_p, r->seed);
+    if (r->json) {
+        s->json = 1;
+        s->grammar = r->grammar;
+        s->js = js;
+        s->mask = r->mask ? r->mask : llm_json_mask;
+        s->on_mask = r->on_mask;
+    }
+    llm_sampler_init(&s->sampler, c->vocab_size, r->temperature, r->top_k, top_p,
+                     r->seed + (uint64_t)index);
     for (int i = 0; i < r->n_stop; i++) {
         s->stop[i] = mlsys_xstrdup(r->stop[i]);
         int n = (int)strlen(s->stop[i]);
@@ -95,6 +124,7 @@ void llm_seq_free(llm_seq *s)
     for (int i = 0; i < s->n_stop; i++)
         free(s->stop[i]);
     free(s->text);
+    free(s->emit);
     free(s->tok);
     free(s);
 }
@@ -133,7 +163,7 @@ static long find_stop(const llm_seq *s, size_t added)
     return best;
 }
 
-llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_len)
+llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int max_len)
 {
     int prev = s->tok[s->n_tok - 1];
     s->tok[s->n_tok++] = tok;
@@ -155,7 +185,9 @@ llm_finish llm_seq_append(llm_seq *s, int tok, const llm_tokenizer *t, int seq_l
             }
         }
     }
-    if (s->st.n_out >= s->max_tokens || s->n_tok > seq_len)
+    if (s->json && llm_json_done(&s->js))
+        return LLM_FINISH_STOP;           /* a complete value is a natural end */
+    if (s->st.n_out >= s->max_tokens || s->n_tok > max_len)
         return LLM_FINISH_LENGTH;
     return LLM_FINISH_NONE;
 }
@@ -176,15 +208,103 @@ static size_t held_back(const llm_seq *s)
     return best;
 }
 
+/* ---- UTF-8: what a client may be handed ----
+ * The well-formed sequences (Unicode's table 3-7): 00-7F; C2-DF then 80-BF; E0 A0-BF,
+ * E1-EC 80-BF, ED 80-9F, EE-EF 80-BF, each then 80-BF; F0 90-BF, F1-F3 80-BF, F4 80-8F, each
+ * then 80-BF 80-BF. A byte-level tokenizer can emit any byte, so a token may end inside a
+ * character (the next token completes it) or produce bytes no decoder accepts. */
+
+/* The sequence at b[0..n): > 0 its length when complete and valid; 0 when the bytes there
+ * are a valid start cut off by the end; -k when its first k bytes can never be valid (the
+ * maximal subpart that one U+FFFD replaces). */
+static int utf8_seq(const unsigned char *b, size_t n)
+{
+    unsigned c = b[0];
+    int len;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return -1;            /* a continuation byte alone, C0, C1, F5-FF */
+    }
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n)
+            return 0;
+        unsigned x = b[i];
+        if (x < (i == 1 ? lo : 0x80) || x > (i == 1 ? hi : 0xbf))
+            return -i;
+    }
+    return len;
+}
+
+size_t llm_utf8_valid_prefix(const char *b, size_t n, int *bad)
+{
+    size_t i = 0;
+    *bad = 0;
+    while (i < n) {
+        int k = utf8_seq((const unsigned char *)b + i, n - i);
+        if (k <= 0) {
+            *bad = k < 0;
+            break;
+        }
+        i += (size_t)k;
+    }
+    return i;
+}
+
+static void emit_add(llm_seq *s, size_t *len, const char *b, size_t n)
+{
+    if (*len + n > s->emit_cap) {
+        s->emit_cap = (*len + n) * 2 + 16;
+        char *p = realloc(s->emit, s->emit_cap);
+        if (!p) {
+            fprintf(stderr, "out of memory for a request's text\n");
+            exit(1);
+        }
+        s->emit = p;
+    }
+    memcpy(s->emit + *len, b, n);
+    *len += n;
+}
+
 int llm_seq_take_text(llm_seq *s, int final, const char **text)
 {
+    static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};   /* U+FFFD */
     size_t upto = s->text_len;
     if (!final)
         upto -= held_back(s);
-    *text = s->text ? s->text + s->text_sent : "";
+    *text = "";
     if (upto <= s->text_sent)
         return 0;
-    int n = (int)(upto - s->text_sent);
-    s->text_sent = upto;
-    return n;
+    size_t i = s->text_sent, len = 0;
+    while (i < upto) {
+        int bad;
+        size_t ok = llm_utf8_valid_prefix(s->text + i, upto - i, &bad);
+        emit_add(s, &len, s->text + i, ok);
+        i += ok;
+        if (i == upto)
+            break;
+        if (bad) {            /* never valid: its maximal subpart becomes one U+FFFD */
+            emit_add(s, &len, replacement, 3);
+            i += (size_t)-utf8_seq((const unsigned char *)s->text + i, upto - i);
+        } else if (final) {   /* cut off at the very end, and nothing more comes */
+            emit_add(s, &len, replacement, 3);
+            i = upto;
+        } else {
+            break;            /* may complete with the next token: held back */
+        }
+    }
+    s->text_sent = i;
+    *text = len ? s->emit : "";
+    return (int)len;
 }

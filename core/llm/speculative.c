@@ -1,34 +1,17 @@
-/* speculative.c - speculative decoding: the draft model guesses k tokens cheaply, the target
- * scores all of them in one forward and keeps the longest prefix the acceptance rule allows,
- * plus one token of its own. The rule (llm_spec_rule_standard) is what makes the output
- * follow the target's distribution exactly; everything else here is bookkeeping of two KV
- * caches whose fill marks move back when drafts are refused. Contract and terms: llm.h. */
-#include "llm.h"
+/* speculative.c - speculative decoding as a mode of the engine: the draft model guesses k
+ * tokens for every sequence that speculates, the target scores all of them in the step's
+ * one forward, and each sequence keeps the longest prefix the acceptance rule allows, plus
+ * one token of its own. The rule (llm_spec_rule_standard) is what makes the output follow
+ * the target's distribution exactly; the rest is the draft's cache, kept beside the target's
+ * block for block, and rolling both back past the refused drafts. Terms: llm.h; the engine's
+ * side: engine.h. */
+#include "engine.h"
+#include "../nn/nn.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int llm_draw(const float *w, int V, double u)
-{
-    double sum = 0.0;
-    for (int i = 0; i < V; i++)
-        sum += w[i];
-    if (!(sum > 0.0))
-        return -1;
-    double r = u * sum, cum = 0.0;
-    int last = -1;
-    for (int i = 0; i < V; i++) {
-        if (w[i] <= 0.0f)
-            continue;
-        cum += w[i];
-        last = i;
-        if (r < cum)
-            return i;
-    }
-    return last;            /* r fell in the rounding gap at the very end */
-}
 
 /* Why it is exact: x comes from q and is kept with probability min(1, p(x)/q(x)), so token t
  * is produced by "draft t, keep it" with probability q(t)·min(1, p(t)/q(t)) = min(p(t), q(t)).
@@ -44,28 +27,10 @@ int llm_spec_rule_standard(const float *p, const float *q, int V, int x, mlsys_r
     /* u < p/q without dividing: q(x) > 0 because x was drawn from q */
     if ((double)q[x] * u < (double)p[x])
         return 1;
-    double v = mlsys_rng_uniform(rng);
-    /* the residual, computed on the fly: max(0, p - q), normalised by its sum */
-    double sum = 0.0;
-    for (int i = 0; i < V; i++)
-        sum += p[i] > q[i] ? (double)p[i] - q[i] : 0.0;
-    if (!(sum > 0.0)) {
-        *y = llm_draw(p, V, v);
-        return 0;
-    }
-    double r = v * sum, cum = 0.0;
-    int last = x;
-    for (int i = 0; i < V; i++) {
-        if (p[i] <= q[i])
-            continue;
-        cum += (double)p[i] - q[i];
-        last = i;
-        if (r < cum) {
-            *y = i;
-            return 0;
-        }
-    }
-    *y = last;
+    /* the residual max(0, p - q), renormalised by the draw itself; p when it is all zero,
+     * which only rounding can cause */
+    int t = nn_sample_categorical_excess(p, q, V, rng);
+    *y = t >= 0 ? t : nn_sample_categorical(p, V, rng);
     return 0;
 }
 
@@ -76,322 +41,234 @@ double llm_spec_expected_tokens(double a, int k)
     return (1.0 - pow(a, k + 1)) / (1.0 - a);
 }
 
-/* A compute span with the round's numbers in typed fields (the label names only the phase):
- * val[0..2] the phase's counts, val[3] the round (step stays -1: a step on a compute span
- * means a schedule drawn in slots to the timeline). */
-static void span(mlsys_comm *c, int begin, const char *label, long round, int chunk,
-                 double v0, double v1, double v2)
-{
-    if (!c || !mlsys_tracing(c))
-        return;
-    mlsys_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = begin ? MLSYS_EV_COMPUTE_BEGIN : MLSYS_EV_COMPUTE_END;
-    e.peer = -1;
-    e.coll = -1;
-    e.algo = -1;
-    e.op = -1;
-    e.dtype = -1;
-    e.step = -1;
-    e.chunk = chunk;
-    e.val[0] = v0;
-    e.val[1] = v1;
-    e.val[2] = v2;
-    e.val[3] = (double)round;
-    snprintf(e.label, sizeof e.label, "%s", label);
-    mlsys_emit(c, &e);
-}
+/* ---- the drafter ---- */
 
-int llm_spec_start(llm_spec *s, llm_engine *target, llm_kv *tkv, int tseq, llm_engine *draft,
-                   llm_kv *dkv, int dseq, const int *prompt, int n, const llm_spec_opts *o,
-                   char *err, size_t errlen)
+int llm_drafter_init(llm_drafter *d, const llm_config *target, const llm_config *dc,
+                     const llm_weights *dw, int k, int max_seqs, int max_len, int block_size,
+                     llm_spec_rule_fn rule, float temperature, char *err, size_t errlen)
 {
-    memset(s, 0, sizeof *s);
-    const llm_config *tc = &target->c, *dc = &draft->c;
-    if (tc->vocab_size != dc->vocab_size) {
+    memset(d, 0, sizeof *d);
+    if (!dc || !dw) {
+        snprintf(err, errlen, "speculative: no draft model");
+        return -1;
+    }
+    if (dc->vocab_size != target->vocab_size) {
         snprintf(err, errlen, "speculative: the draft's vocabulary (%d) is not the target's "
-                 "(%d): they must share a tokenizer", dc->vocab_size, tc->vocab_size);
+                 "(%d): they must share a tokenizer", dc->vocab_size, target->vocab_size);
         return -1;
     }
-    int S = tc->seq_len < dc->seq_len ? tc->seq_len : dc->seq_len;
-    if (o->k < 1 || o->k > LLM_SPEC_MAX_K) {
-        snprintf(err, errlen, "speculative: k %d out of range [1, %d]", o->k, LLM_SPEC_MAX_K);
+    if (dc->seq_len < max_len) {
+        snprintf(err, errlen, "speculative: the draft's context (%d) is shorter than the "
+                 "sequences' (%d)", dc->seq_len, max_len);
         return -1;
     }
-    if (n < 1 || n > S) {
-        snprintf(err, errlen, "speculative: prompt of %d tokens (1..%d allowed)", n, S);
+    if (k < 1 || k > LLM_SPEC_MAX_K || !(temperature >= 0.0f)) {
+        snprintf(err, errlen, "speculative: k %d out of range [1, %d], or a draft temperature "
+                 "%g below 0", k, LLM_SPEC_MAX_K, (double)temperature);
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        if (prompt[i] < 0 || prompt[i] >= tc->vocab_size) {
-            snprintf(err, errlen, "speculative: prompt token %d (id %d) out of range", i,
-                     prompt[i]);
-            return -1;
-        }
-    float dt = o->draft_temperature < 0.0f ? o->temperature : o->draft_temperature;
-    if (llm_sampler_init(&s->ts, tc->vocab_size, o->temperature, o->top_k, o->top_p, 0) ||
-        llm_sampler_init(&s->ds, tc->vocab_size, dt, o->top_k, o->top_p, 0)) {
-        llm_sampler_fini(&s->ts);
-        snprintf(err, errlen, "speculative: bad sampling parameters (temperature %g, top-p %g)",
-                 (double)o->temperature, (double)o->top_p);
+    d->k = k;
+    d->V = target->vocab_size;
+    d->max_seqs = max_seqs;
+    /* the first draft forward of a step catches each sequence up: its whole context at most */
+    d->max_rows = max_seqs * max_len;
+    d->rule = rule ? rule : llm_spec_rule_standard;
+    d->temperature = temperature;
+    /* the draft's view, as the target's: no longer context than the sequences reach */
+    llm_config cut = *dc;
+    cut.seq_len = max_len;
+    int rows = llm_fwd_rows_that_fit(&cut, d->max_rows < 256 ? d->max_rows : 256);
+    if (llm_fwd_init(&d->f, &cut, dw, rows > 0 ? rows : 1, err, errlen))
+        return -1;
+    llm_paged_opts po = {.block_size = block_size, .n_seqs = max_seqs, .max_len = max_len,
+                         .no_prefix_cache = 1, .pool = 1};
+    if (llm_kv_init_paged(&d->kv, &cut, &po, err, errlen)) {
+        llm_fwd_fini(&d->f);
         return -1;
     }
-    s->te = target, s->de = draft, s->tkv = tkv, s->dkv = dkv, s->tseq = tseq, s->dseq = dseq;
-    s->o = *o;
-    if (!s->o.rule)
-        s->o.rule = llm_spec_rule_standard;
-    mlsys_rng_seed(&s->rng, o->seed);
-    s->V = tc->vocab_size;
-    s->S = S;
-    int K = o->k;
-    size_t V = (size_t)s->V, rows = (size_t)S + (size_t)K + 1;
-    s->ctx = mlsys_xmalloc(((size_t)S + 1) * sizeof(int));
-    s->q = mlsys_xmalloc(((size_t)K + 2 * ((size_t)K + 1)) * V * sizeof(float));
-    s->p = s->q + (size_t)K * V;
-    s->logits = s->p + ((size_t)K + 1) * V;
-    s->rseq = mlsys_xmalloc(3 * rows * sizeof(int));
-    s->rpos = s->rseq + rows;
-    s->rtok = s->rpos + rows;
-    s->want = mlsys_xcalloc(rows, 1);
-    memcpy(s->ctx, prompt, (size_t)n * sizeof(int));
-    s->n = s->n_prompt = n;
-    s->cap = o->max_new < S - n + 1 ? o->max_new : S - n + 1;
-    if (s->cap < 0)
-        s->cap = 0;
-    s->done = s->cap == 0;
-
-    /* prefill: every prompt token but the last, in both models (no logits needed: the
-     * first round feeds the last token and reads the distributions there) */
-    double t0 = mlsys_now_s();
-    if (n > 1) {
-        for (int i = 0; i < n - 1; i++) {
-            s->rpos[i] = i;
-            s->rtok[i] = prompt[i];
-            s->want[i] = 0;
-        }
-        struct { llm_engine *e; llm_kv *kv; int seq; } m[2] = {{target, tkv, tseq},
-                                                                {draft, dkv, dseq}};
-        for (int j = 0; j < 2; j++) {
-            for (int i = 0; i < n - 1; i++)
-                s->rseq[i] = m[j].seq;
-            if (m[j].kv->ops->reserve(m[j].kv, m[j].seq, n - 1) != 0) {
-                snprintf(err, errlen, "speculative: no room in the %s's kv cache for %d "
-                         "positions", j ? "draft" : "target", n - 1);
-                llm_spec_end(s);
-                return -1;
-            }
-            if (llm_forward(m[j].e, m[j].kv, n - 1, s->rseq, s->rpos, s->rtok, s->want,
-                            s->logits, err, errlen)) {
-                llm_spec_end(s);
-                return -1;
-            }
-        }
-        s->st.target_forwards = 1;
-        s->st.draft_forwards = 1;
-    }
-    s->t_fed = s->d_fed = n - 1;
-    s->st.prefill_s = mlsys_now_s() - t0;
-    s->st.total_s = s->st.prefill_s;
+    llm_sampler_init(&d->q_smp, d->V, 1.0f, 0, 1.0f, 0);
+    d->rseq = mlsys_xmalloc((size_t)d->max_rows * 3 * sizeof(int));
+    d->rpos = d->rseq + d->max_rows;
+    d->rtok = d->rpos + d->max_rows;
+    d->want = mlsys_xmalloc((size_t)d->max_rows);
+    d->row_of = mlsys_xmalloc((size_t)max_seqs * sizeof(int));
+    d->logits = mlsys_xmalloc((size_t)max_seqs * d->V * sizeof(float));
+    d->q = mlsys_xmalloc((size_t)max_seqs * k * d->V * sizeof(float));
+    d->p = mlsys_xmalloc((size_t)(k + 1) * d->V * sizeof(float));
     return 0;
 }
 
-/* Commit one token; 1 when the sequence is finished after it (EOS, or the cap). */
-static int commit(llm_spec *s, int tok)
+void llm_drafter_fini(llm_drafter *d)
 {
-    if (s->o.stop_at_eos && (tok == LLM_TOK_EOS || tok == LLM_TOK_BOS)) {
-        s->done = 1;
-        return 1;
-    }
-    int prev = s->ctx[s->n - 1];
-    s->ctx[s->n++] = tok;
-    s->st.tokens++;
-    if (s->o.on_token)
-        s->o.on_token(s->o.u, s->tseq, prev, tok);
-    if (s->n - s->n_prompt >= s->cap)
-        s->done = 1;
-    return s->done;
+    if (!d->rseq)
+        return;
+    llm_fwd_fini(&d->f);
+    llm_kv_free(&d->kv);
+    llm_sampler_fini(&d->q_smp);
+    free(d->rseq);
+    free(d->want);
+    free(d->row_of);
+    free(d->logits);
+    free(d->q);
+    free(d->p);
+    memset(d, 0, sizeof *d);
 }
 
-int llm_spec_round(llm_spec *s, llm_spec_round_info *info, char *err, size_t errlen)
+int llm_drafter_k(const llm_drafter *d, const llm_seq *s, int max_len, int budget)
 {
-    llm_spec_round_info local;
-    if (!info)
-        info = &local;
-    memset(info, 0, sizeof *info);
-    if (s->done)
+    if (!d || !s->spec)
         return 0;
-    double t_round = mlsys_now_s();
-    size_t V = (size_t)s->V;
-    int n0 = s->n;
-    int left = s->cap - (n0 - s->n_prompt);
-    /* drafts: at most k, one less than the tokens still wanted (the round adds one of its
-     * own), and no position past the context: the verify feeds positions n0-1 .. n0-1+k */
-    int k = s->o.k;
+    int k = d->k;
+    int left = s->max_tokens - (s->n_tok - s->n_prompt);   /* tokens it may still commit */
     if (k > left - 1)
-        k = left - 1;
-    if (k > s->S - n0)
-        k = s->S - n0;
-    if (k < 0)
-        k = 0;
-    info->k = k;
-    long round = s->round_no++;
+        k = left - 1;         /* the round adds one token of its own */
+    if (k > max_len - s->n_tok)
+        k = max_len - s->n_tok;   /* the verify feeds positions n_tok-1 .. n_tok-1+k */
+    if (k > budget - 1)
+        k = budget - 1;
+    return k > 0 ? k : 0;
+}
 
-    /* ---- draft: k forwards, each one row (the first also catches up on tokens the last
-     * round committed that the draft never saw: the bonus and the last kept draft) ---- */
-    double t0 = mlsys_now_s();
-    span(s->o.trace, 1, "draft", round, -1, k, 0, 0);
-    if (k > 0) {
-        llm_kv *kv = s->dkv;
-        if (kv->ops->reserve(kv, s->dseq, n0 - 1 + k) != 0) {
-            snprintf(err, errlen, "speculative: no room in the draft's kv cache for %d "
-                     "positions", n0 - 1 + k);
+/* The draft's distribution for s: its sampling filters, at the draft's temperature (or
+ * s's own). */
+static void draft_probs(llm_drafter *d, const llm_seq *s, const float *logits, float *q)
+{
+    d->q_smp.temperature = d->temperature > 0.0f ? d->temperature : s->sampler.temperature;
+    d->q_smp.top_k = s->sampler.top_k;
+    d->q_smp.top_p = s->sampler.top_p;
+    llm_sampler_probs(&d->q_smp, logits, q);
+}
+
+int llm_drafter_draft(llm_drafter *d, llm_batch *b, char *err, size_t errlen)
+{
+    int kmax = 0, V = d->V;
+    for (int i = 0; i < b->n_items; i++) {
+        const llm_sched_item *it = &b->items[i];
+        if (it->spec <= 0)
+            continue;
+        llm_seq *s = it->s;
+        kmax = it->spec > kmax ? it->spec : kmax;
+        /* positions 0 .. n_tok+k-2: the context and the drafts x_0 .. x_{k-2} */
+        if (d->kv.ops->reserve(&d->kv, s->kv_seq, s->n_tok - 1 + it->spec) != 0) {
+            snprintf(err, errlen, "speculative: no room in the draft's cache for %d positions",
+                     s->n_tok - 1 + it->spec);
             return -1;
         }
-        for (int i = 0; i < k; i++) {
-            int m = 0;
-            if (i == 0) {
-                for (int t = s->d_fed; t < n0; t++, m++) {
-                    s->rseq[m] = s->dseq, s->rpos[m] = t, s->rtok[m] = s->ctx[t];
-                    s->want[m] = t == n0 - 1;
-                }
-            } else {
-                s->rseq[0] = s->dseq, s->rpos[0] = n0 - 1 + i, s->rtok[0] = info->x[i - 1];
-                s->want[0] = 1;
-                m = 1;
+    }
+    if (kmax == 0)
+        return 0;
+    double t0 = mlsys_now_s();
+    /* draft position j for every sequence that drafts that far: one forward (the first also
+     * catches the draft's cache up on what the sequence committed since it last drafted) */
+    for (int j = 0; j < kmax; j++) {
+        int m = 0, wanted = 0;
+        for (int i = 0; i < b->n_items; i++) {
+            const llm_sched_item *it = &b->items[i];
+            d->row_of[i] = -1;
+            if (it->spec <= j)
+                continue;
+            llm_seq *s = it->s;
+            int n0 = s->n_tok;
+            int from = j == 0 ? s->d_fed : n0 - 1 + j;
+            for (int t = from; t < n0 + j; t++, m++) {
+                d->rseq[m] = s->kv_seq;
+                d->rpos[m] = t;
+                d->rtok[m] = t < n0 ? s->tok[t] : s->draft[t - n0];
+                d->want[m] = t == n0 - 1 + j;
             }
-            if (llm_forward(s->de, kv, m, s->rseq, s->rpos, s->rtok, s->want, s->logits, err,
-                            errlen))
-                return -1;
-            s->st.draft_forwards++;
-            float *q = s->q + (size_t)i * V;
-            llm_sampler_probs(&s->ds, s->logits, q);
-            int x = llm_draw(q, s->V, mlsys_rng_uniform(&s->rng));
-            info->x[i] = x < 0 ? llm_argmax(s->logits, s->V) : x;
-            info->qx[i] = q[info->x[i]];
+            d->row_of[i] = wanted++;
         }
-        s->d_fed = n0 - 1 + k;     /* ctx up to n0-1 and the drafts x_0..x_{k-2} */
+        if (llm_forward(&d->f, &d->kv, m, d->rseq, d->rpos, d->rtok, d->want, d->logits, err,
+                        errlen))
+            return -1;
+        d->st.draft_forwards++;
+        for (int i = 0; i < b->n_items; i++) {
+            if (d->row_of[i] < 0)
+                continue;
+            llm_seq *s = b->items[i].s;
+            const float *lg = d->logits + (size_t)d->row_of[i] * V;
+            float *q = d->q + ((size_t)i * d->k + j) * V;
+            draft_probs(d, s, lg, q);
+            int x = nn_sample_categorical(q, V, &s->sampler.rng);
+            s->draft[j] = x >= 0 ? x : llm_argmax(lg, V);
+        }
     }
-    span(s->o.trace, 0, "draft", round, -1, k, 0, 0);
-    double t1 = mlsys_now_s();
-    s->st.draft_s += t1 - t0;
+    /* the drafts are the verify rows the runner left for them */
+    int row = 0;
+    for (int i = 0; i < b->n_items; row += b->items[i].n, i++) {
+        const llm_sched_item *it = &b->items[i];
+        if (it->spec <= 0)
+            continue;
+        llm_seq *s = it->s;
+        for (int j = 0; j < it->spec; j++)
+            if (b->rtok[row + 1 + j] < 0) {
+                b->rtok[row + 1 + j] = s->draft[j];
+                b->n_future--;
+            }
+        s->d_fed = s->n_tok - 1 + it->spec;   /* the context, and x_0 .. x_{k-2} */
+    }
+    d->st.draft_s += mlsys_now_s() - t0;
+    return 0;
+}
 
-    /* ---- verify: one target forward over the unfed committed tokens (normally just the
-     * last) and the k drafts; the logits of the last k + 1 rows are p_0 .. p_k ---- */
-    int m = 0;
-    for (int t = s->t_fed; t < n0; t++, m++) {
-        s->rseq[m] = s->tseq, s->rpos[m] = t, s->rtok[m] = s->ctx[t];
-        s->want[m] = t == n0 - 1;
-    }
-    for (int i = 0; i < k; i++, m++) {
-        s->rseq[m] = s->tseq, s->rpos[m] = n0 + i, s->rtok[m] = info->x[i];
-        s->want[m] = 1;
-    }
-    span(s->o.trace, 1, "verify", round, -1, m, 0, 0);
-    if (s->tkv->ops->reserve(s->tkv, s->tseq, n0 + k) != 0) {
-        snprintf(err, errlen, "speculative: no room in the target's kv cache for %d positions",
-                 n0 + k);
-        return -1;
-    }
-    if (llm_forward(s->te, s->tkv, m, s->rseq, s->rpos, s->rtok, s->want, s->logits, err,
-                    errlen))
-        return -1;
-    for (int i = 0; i <= k; i++)
-        llm_sampler_probs(&s->ts, s->logits + (size_t)i * V, s->p + (size_t)i * V);
-    s->st.rounds++;
-    s->st.target_forwards++;
-    span(s->o.trace, 0, "verify", round, -1, m, 0, 0);
-    double t2 = mlsys_now_s();
-    uint64_t t2_ns = mlsys_now_ns();
-    s->st.verify_s += t2 - t1;
-
-    /* ---- the rule, position by position, up to the first refusal ---- */
+int llm_drafter_verify(llm_drafter *d, llm_seq *s, int i, int k, const float *logits,
+                       int *out, llm_step_item *it)
+{
+    int V = d->V;
+    for (int j = 0; j <= k; j++)
+        llm_sampler_probs(&s->sampler, logits + (size_t)j * V, d->p + (size_t)j * V);
     int kept = 0, y = -1;
-    for (int i = 0; i < k; i++) {
-        const float *p = s->p + (size_t)i * V, *q = s->q + (size_t)i * V;
-        info->px[i] = p[info->x[i]];
-        s->st.pos_tried[i]++;
+    for (int j = 0; j < k; j++) {
+        const float *p = d->p + (size_t)j * V, *q = d->q + ((size_t)i * d->k + j) * V;
+        int x = s->draft[j];
         double overlap = 0.0;
-        for (int t = 0; t < s->V; t++)
+        for (int t = 0; t < V; t++)
             overlap += p[t] < q[t] ? p[t] : q[t];
-        s->st.overlap_sum += overlap;
-        if (s->o.rule(p, q, s->V, info->x[i], &s->rng, &y)) {
-            s->st.pos_kept[i]++;
+        d->st.overlap_sum += overlap;
+        s->spec_st.overlap_sum += overlap;
+        d->st.pos_tried[j]++;
+        s->spec_st.pos_tried[j]++;
+        if (it) {
+            it->x[j] = x;
+            it->qx[j] = q[x];
+            it->px[j] = p[x];
+        }
+        if (d->rule(p, q, V, x, &s->sampler.rng, &y)) {
+            d->st.pos_kept[j]++;
+            s->spec_st.pos_kept[j]++;
             kept++;
             continue;
         }
-        if (y < 0 || y >= s->V)    /* a rule that returns nonsense gets the target's argmax */
-            y = llm_argmax(s->logits + (size_t)i * V, s->V);
+        if (y < 0 || y >= V)      /* a rule that returns nonsense gets the target's argmax */
+            y = llm_argmax(logits + (size_t)j * V, V);
         break;
     }
     if (kept == k) {
         /* every draft kept: the target's distribution after the last one is free */
-        y = llm_draw(s->p + (size_t)k * V, s->V, mlsys_rng_uniform(&s->rng));
+        y = nn_sample_categorical(d->p + (size_t)k * V, V, &s->sampler.rng);
         if (y < 0)
-            y = llm_argmax(s->logits + (size_t)k * V, s->V);
-        s->st.bonus += k > 0;
+            y = llm_argmax(logits + (size_t)k * V, V);
+        d->st.bonus += k > 0;
+        s->spec_st.bonus += k > 0;
     }
-    s->st.drafted += k;
-    s->st.accepted += kept;
-    s->st.kept_hist[kept]++;
-    info->kept = kept;
-    info->y = y;
-    int fin = 0;
-    for (int i = 0; i < kept && !fin; i++)
-        fin = commit(s, info->x[i]);
-    if (!fin)
-        commit(s, y);
-    info->committed = s->n - n0;
-    /* roll back: the target's rows of refused drafts and the draft's rows past what was kept
-     * hold keys of tokens that are not in the text; moving the fill marks back makes the
-     * next round write over them */
-    s->t_fed = n0 + kept < s->n - 1 ? n0 + kept : s->n - 1;
-    if (s->d_fed > s->t_fed)
-        s->d_fed = s->t_fed;
-    double t3 = mlsys_now_s();
-    s->st.rule_s += t3 - t2;
-    /* the rule and the roll-back, as one span named by the outcome: "accepted 4 of 4", or
-     * "rejected 2 of 4" (the 2nd draft refused) */
-    char what[32];
-    if (kept == k)
-        snprintf(what, sizeof what, "accepted %d of %d", kept, k);
-    else
-        snprintf(what, sizeof what, "rejected %d of %d", kept + 1, k);
-    mlsys_compute_span(s->o.trace, 0, t2_ns, mlsys_now_ns(), what);
-    s->st.total_s += mlsys_now_s() - t_round;
-    return s->done ? 0 : 1;
+    d->st.rounds++, s->spec_st.rounds++;
+    d->st.drafted += k, s->spec_st.drafted += k;
+    d->st.accepted += kept, s->spec_st.accepted += kept;
+    d->st.kept_hist[kept]++, s->spec_st.kept_hist[kept]++;
+    memcpy(out, s->draft, (size_t)kept * sizeof(int));
+    out[kept] = y;
+    if (it) {
+        it->k = k;
+        it->kept = kept;
+        it->y = y;
+    }
+    return kept + 1;
 }
 
-void llm_spec_end(llm_spec *s)
+void llm_drafter_rollback(llm_drafter *d, llm_kv *target, llm_seq *s)
 {
-    if (s->tkv && s->tkv->ops)
-        s->tkv->ops->release(s->tkv, s->tseq);
-    if (s->dkv && s->dkv->ops)
-        s->dkv->ops->release(s->dkv, s->dseq);
-    llm_sampler_fini(&s->ts);
-    llm_sampler_fini(&s->ds);
-    free(s->ctx);
-    free(s->q);
-    free(s->rseq);
-    free(s->want);
-    s->ctx = NULL, s->q = NULL, s->rseq = NULL, s->want = NULL;
-    s->tkv = s->dkv = NULL;
-}
-
-int llm_spec_generate(llm_engine *target, llm_kv *tkv, llm_engine *draft, llm_kv *dkv,
-                      const int *prompt, int n_prompt, const llm_spec_opts *o, int *out,
-                      int *n_out, llm_spec_stats *st, char *err, size_t errlen)
-{
-    llm_spec s;
-    *n_out = 0;
-    if (llm_spec_start(&s, target, tkv, 0, draft, dkv, 0, prompt, n_prompt, o, err, errlen))
-        return -1;
-    int r;
-    while ((r = llm_spec_round(&s, NULL, err, errlen)) == 1)
-        ;
-    *n_out = s.n - s.n_prompt;
-    memcpy(out, s.ctx + s.n_prompt, (size_t)*n_out * sizeof(int));
-    if (st)
-        *st = s.st;
-    llm_spec_end(&s);
-    return r < 0 ? -1 : 0;
+    llm_paged_truncate(target, s->kv_seq, s->n_computed);
+    if (s->d_fed > s->n_computed)
+        s->d_fed = s->n_computed;
+    llm_paged_truncate(&d->kv, s->kv_seq, s->d_fed);
 }

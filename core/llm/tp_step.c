@@ -89,7 +89,7 @@ int llm_tp_follower_kv(llm_kv *kv, const llm_config *c, int tp_size, int n_seqs,
 
 /* ---- the leader ---- */
 
-int llm_tp_lead_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const int *pos,
+int llm_tp_lead_forward(llm_fwd *e, llm_kv *kv, int n, const int *seq, const int *pos,
                         const int *tok, const unsigned char *want, float *logits, char *err,
                         size_t errlen)
 {
@@ -139,7 +139,7 @@ int llm_tp_lead_forward(llm_engine *e, llm_kv *kv, int n, const int *seq, const 
     return rc;
 }
 
-int llm_tp_lead_stop(llm_engine *e)
+int llm_tp_lead_stop(llm_fwd *e)
 {
     int32_t head[2] = {-1, 0};
     return e->tp ? mlsys_broadcast(e->tp, head, 2, MLSYS_I32, 0) : 0;
@@ -147,7 +147,7 @@ int llm_tp_lead_stop(llm_engine *e)
 
 /* ---- a follower ---- */
 
-int llm_tp_follow(llm_engine *e, llm_kv *kv, float *logits, long *steps, char *err,
+int llm_tp_follow(llm_fwd *e, llm_kv *kv, float *logits, long *steps, char *err,
                   size_t errlen)
 {
     kv_follow *f = kv->impl;

@@ -299,6 +299,9 @@ void nn_init_orthogonal(float *w, int rows, int cols, float gain, mlsys_rng *r);
  * p need not sum to 1; an index of weight 0 is never returned. Returns -1 when an entry is
  * negative or NaN, or no entry is positive (r is left untouched then). */
 int nn_sample_categorical(const float *p, int n, mlsys_rng *r);
+/* The same draw over the weights max(0, p[i] - q[i]) (speculative decoding's replacement
+ * token: where the target p puts more than the draft q). -1 when no p[i] exceeds q[i]. */
+int nn_sample_categorical_excess(const float *p, const float *q, int n, mlsys_rng *r);
 
 /* ---- gradcheck.c: compare an analytic gradient with central finite differences ---- */
 /* The scalar loss at the current contents of the buffers ctx describes. Compute it as

@@ -5,6 +5,7 @@
  * go to the generator: a copy when colocated, a bucketed broadcast when split over ranks. */
 #include "rlhf.h"
 #include "wsync.h"
+#include "../llm/engine.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,8 @@ struct rl_rlhf {
     int C, V, N, Nl, mb;        /* width, vocabulary, sequences, per trainer, per minibatch */
     /* generator */
     llm_weights gw;
-    llm_engine eng;
-    llm_kv kv;
+    llm_engine *eng;            /* the generation engine over gw */
+    uint64_t gen_act;           /* its bytes beside the KV cache (scratch, logits) */
     int have_gen;
     uint64_t gen_version;
     /* trainer */
@@ -360,16 +361,17 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (heap_weights(&h->gw, mc, err, errlen))
             goto fail;
         copy_weights(&h->gw, actor);
-        if (llm_engine_init(&h->eng, mc, &h->gw, rows < 16 ? 16 : rows, err, errlen))
+        llm_engine_opts eo = {.max_num_seqs = rows, .max_num_batched_tokens = rows * h->t_cap,
+                              .max_model_len = h->t_cap};
+        h->eng = llm_engine_create(mc, &h->gw, &eo, err, errlen);
+        if (!h->eng)
             goto fail;
-        if (llm_kv_init_contiguous(&h->kv, mc, rows, h->t_cap, err, errlen)) {
-            llm_engine_fini(&h->eng);
-            goto fail;
-        }
         h->have_gen = 1;
+        uint64_t kvb = llm_engine_kv(h->eng)->bytes;
+        h->gen_act = llm_engine_bytes(mc, &eo) - kvb;
         declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes, 0, NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, h->kv.bytes, 0, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act, 0, NULL);
+        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, kvb, 0, NULL);
     }
     if (h->train) {
         if (heap_weights(&h->aw, mc, err, errlen) || heap_weights(&h->ag, mc, err, errlen) ||
@@ -434,8 +436,7 @@ void rl_rlhf_free(rl_rlhf *h)
     if (!h)
         return;
     if (h->have_gen) {
-        llm_kv_free(&h->kv);
-        llm_engine_fini(&h->eng);
+        llm_engine_free(h->eng);
     }
     heap_weights_free(&h->gw);
     if (h->have_train) {
@@ -519,23 +520,23 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
     int rows = h->N / h->n_gen;
     if (h->gen) {
         int lo = h->gen_idx * rows;
-        llm_sampler *smp = mlsys_xcalloc((size_t)rows, sizeof *smp);
+        uint64_t *seeds = mlsys_xcalloc((size_t)rows, sizeof *seeds);
         int **pr = mlsys_xcalloc((size_t)rows, sizeof *pr), *np = mlsys_xcalloc((size_t)rows,
                                                                              sizeof(int));
         int **out = mlsys_xcalloc((size_t)rows, sizeof *out);
         for (int b = 0; b < rows; b++) {
             /* each sequence its own stream: the same samples whatever the placement */
-            llm_sampler_init(&smp[b], h->V, k->temperature, 0, 1.0f,
-                             mix(k->seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)(lo + b))));
+            seeds[b] = mix(k->seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)(lo + b)));
             pr[b] = mlsys_xmalloc((size_t)h->t_cap * sizeof(int));
             np[b] = prompt_ids(h, &h->prob[lo + b], pr[b]);
             out[b] = h->resp + (size_t)(lo + b) * k->max_new;
         }
-        llm_gen_opts o = {k->max_new, 0, 0, NULL, NULL};
+        llm_gen_opts o = {.max_new = k->max_new, .temperature = k->temperature, .top_p = 1.0f,
+                          .seeds = seeds};
         llm_gen_stats gs;
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->eng.bytes);
-        int rc = llm_generate(&h->eng, &h->kv, smp, rows, (const int *const *)pr, np, out,
-                              h->nresp + lo, &o, &gs, err, errlen);
+        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act);
+        int rc = llm_generate(h->eng, rows, (const int *const *)pr, np, out, h->nresp + lo, &o,
+                              &gs, err, errlen);
         /* the positions the cache held at the end: each prompt and its answer but the last
          * token drawn (never fed back) */
         uint64_t pos = 0;
@@ -543,8 +544,6 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
             pos += (uint64_t)np[b] + (uint64_t)(h->nresp[lo + b] > 0 ? h->nresp[lo + b] - 1 : 0);
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, pos * llm_kv_bytes(&h->mc));
         for (int b = 0; b < rows; b++) {
-            h->kv.ops->release(&h->kv, b);
-            llm_sampler_fini(&smp[b]);
             free(pr[b]);
             /* the answer ends with its line: cut after the first token holding a newline */
             int *t = out[b], n = h->nresp[lo + b];
@@ -563,7 +562,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         }
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, 0);
-        free(smp);
+        free(seeds);
         free(pr);
         free(np);
         free(out);

@@ -1,11 +1,11 @@
-/* http.h - the server room: the serving engine (core/llm/serve.h) behind an OpenAI-compatible
+/* http.h - the server room: the serving engine (core/llm/engine.h) behind an OpenAI-compatible
  * HTTP API on libmicrohttpd. One engine thread runs the engine loop; HTTP handler threads
  * parse a request into an engine request, hand it over through a queue and stream the tokens
  * back. No curses, no chapter knowledge: ch08's --serve and the tests build on this header. */
 #ifndef MLSYS_SERVE_HTTP_H
 #define MLSYS_SERVE_HTTP_H
 
-#include "../llm/serve.h"
+#include "../llm/engine.h"
 
 typedef struct srv_opts {
     const char *addr;             /* IPv4 address or host name to listen on (NULL: 127.0.0.1) */
@@ -21,12 +21,14 @@ typedef struct srv_opts {
                                      answer) until its request is whole, head and body:
                                      a client trickling bytes is cut off after it */
     int idle_timeout_s;           /* 0: 10; a connection with no traffic either way */
-    llm_serve_opts engine;        /* the engine's options (tok is set from the tokenizer) */
-    int speculative_k;            /* 0: off; K: every request decoded speculatively with the
-                                     draft below, one request at a time */
+    llm_engine_opts engine;       /* the engine's options (tok is set from the tokenizer) */
+    int speculative_k;            /* 0: off; K: greedy requests speculate, K drafts a step
+                                     from the draft below, in the engine's batch */
     const llm_config *draft_c;    /* the draft model (same vocabulary and context) */
     const llm_weights *draft_w;
     int log_requests;             /* 1: one line per request on stderr */
+    int stream_interval;          /* a stream's event carries a choice's text once it has this
+                                     many new tokens, or at its end (0: 1, every token) */
 } srv_opts;
 
 typedef struct srv_server srv_server;

@@ -26,6 +26,7 @@ srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial)
     j->serial = serial;
     j->engine_id = -1;
     j->finish = LLM_FINISH_NONE;
+    j->n = j->req.n >= 1 && j->req.n <= SRV_MAX_N ? j->req.n : 1;
     return j;
 }
 
@@ -40,46 +41,79 @@ void srv_job_unref(srv_job *j)
         return;
     srv_req_free(&j->req);
     free(j->prompt);
-    free(j->text);
+    for (int i = 0; i < SRV_MAX_N; i++)
+        free(j->ch[i].text);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
 
-void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
-                     int n_cached)
+/* Choice c ends with finish (under j->mu); the job ends with its last choice. */
+static void end_choice(srv_job *j, srv_choice *c, llm_finish finish, double now)
+{
+    if (c->done)
+        return;
+    c->done = 1;
+    j->progress++;
+    c->finish = finish;
+    if (finish == LLM_FINISH_ERROR || j->finish == LLM_FINISH_NONE)
+        j->finish = finish;
+    for (int i = 0; i < j->n; i++)
+        if (!j->ch[i].done)
+            return;
+    j->done = 1;
+    j->t_final = now;
+}
+
+void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
+                     llm_finish finish, int n_cached)
+{
+    double now = mlsys_now_s();
+    if (index < 0 || index >= j->n)
+        return;
+    pthread_mutex_lock(&j->mu);
+    srv_choice *c = &j->ch[index];
+    if (text && len > 0) {
+        if (c->len + (size_t)len + 1 > c->cap) {
+            size_t cap = (c->len + (size_t)len + 1) * 2;
+            char *t = mlsys_xmalloc(cap);
+            if (c->len)
+                memcpy(t, c->text, c->len);
+            free(c->text);
+            c->text = t;
+            c->cap = cap;
+        }
+        memcpy(c->text + c->len, text, (size_t)len);
+        c->len += (size_t)len;
+        c->text[c->len] = 0;
+    }
+    if (n_out > c->n_out) {
+        if (j->n_out == 0)
+            j->t_first = now;
+        j->n_out += n_out - c->n_out;
+        j->progress += (size_t)(n_out - c->n_out);
+        c->n_out = n_out;
+    }
+    if (finish != LLM_FINISH_NONE) {
+        if (index == 0)
+            j->n_cached = n_cached;
+        end_choice(j, c, finish, now);
+    }
+    /* the handler is woken when it has what it waits for: a non-streamed answer's at the end,
+     * a stream's at its next event (waking it at every token would cost a context switch per
+     * token per request, on the engine thread's cores) */
+    if (j->done || (j->req.stream && j->progress >= j->wake_at))
+        pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_end(srv_job *j, llm_finish finish)
 {
     double now = mlsys_now_s();
     pthread_mutex_lock(&j->mu);
-    if (text && len > 0) {
-        if (j->len + (size_t)len + 1 > j->cap) {
-            size_t cap = (j->len + (size_t)len + 1) * 2;
-            char *t = mlsys_xmalloc(cap);
-            if (j->len)
-                memcpy(t, j->text, j->len);
-            free(j->text);
-            j->text = t;
-            j->cap = cap;
-        }
-        memcpy(j->text + j->len, text, (size_t)len);
-        j->len += (size_t)len;
-        j->text[j->len] = 0;
-    }
-    if (n_out > j->n_out) {
-        if (j->n_out == 0)
-            j->t_first = now;
-        j->n_out = n_out;
-    }
-    if (finish != LLM_FINISH_NONE && !j->done) {
-        j->finish = finish;
-        j->done = 1;
-        j->t_final = now;
-        j->n_cached = n_cached;
-    }
-    /* a non-streamed answer's thread waits for the end only: waking it at every token
-     * would cost a context switch per token per request, on the engine thread's cores */
-    if (j->done || j->req.stream)
-        pthread_cond_broadcast(&j->cv);
+    for (int i = 0; i < j->n; i++)
+        end_choice(j, &j->ch[i], finish, now);
+    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -101,11 +135,12 @@ int srv_job_wait(srv_job *j, size_t have, double timeout_s)
     mlsys_deadline(&ts, timeout_s);
     pthread_mutex_lock(&j->mu);
     int rc = 0;
-    while (!j->done && j->len <= have) {
+    j->wake_at = have + 1;
+    while (!j->done && j->progress <= have) {
         if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
             break;
     }
-    rc = j->done || j->len > have;
+    rc = j->done || j->progress > have;
     pthread_mutex_unlock(&j->mu);
     return rc;
 }

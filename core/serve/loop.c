@@ -1,8 +1,9 @@
 /* loop.c - the engine thread: the only thread that drives the engine. HTTP handler threads
  * push jobs onto a queue (and raise cancel flags); each turn the loop takes the queue in,
- * submits plain requests to the batched engine (JSON-mode and speculative ones go to the
- * side decoder, one at a time), forwards cancellations, runs one engine step and one side
- * round, and sleeps on a condition variable when there is nothing to do. */
+ * submits every request to the one engine (plain, JSON-mode and, on a --speculative server,
+ * speculative requests batch together), forwards cancellations, runs one engine step, and
+ * sleeps on a condition variable when there is nothing to do (after passing the engine's
+ * idle gate). */
 #include "srv_internal.h"
 
 #include <errno.h>
@@ -12,9 +13,8 @@
 #include <time.h>
 
 struct srv_loop {
-    llm_serve *eng;
-    srv_side *side;
-    int spec;                     /* every request goes to the side decoder */
+    llm_engine *eng;
+    int spec;                     /* a draft model: greedy requests speculate */
     pthread_t th;
     int started;
     pthread_mutex_t mu;
@@ -22,8 +22,6 @@ struct srv_loop {
     srv_job *qhead, *qtail;       /* handed over, not taken in yet */
     int wake, stop, in_flight, cancel_all;
     srv_job *active;              /* engine thread only: taken in, not finished */
-    srv_job *sq_head, *sq_tail;   /* engine thread only: side jobs waiting their turn */
-    int side_running, side_waiting;   /* written by the engine thread, read by /metrics */
 };
 
 static void active_add(srv_loop *l, srv_job *j)
@@ -51,15 +49,18 @@ static void job_done(srv_loop *l, srv_job *j)
     srv_job_unref(j);
 }
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     srv_job *j = u;
-    srv_job_deliver(j, ev->text, ev->text_len, ev->n_out, ev->finish,
+    srv_job_deliver(j, ev->index, ev->text, ev->text_len, ev->n_out, ev->finish,
                     ev->st ? ev->st->n_cached : 0);
-    if (ev->finish != LLM_FINISH_NONE)
+    if (ev->finish != LLM_FINISH_NONE && ++j->ended == j->n)
         job_done(j->loop, j);
 }
 
+/* One request to the engine. On a --speculative server the greedy requests speculate (their
+ * tokens are exactly the target's, and the draft agrees with the target most there: on a
+ * CPU, a sampled round's refused drafts cost more than they save); JSON mode never does. */
 static void submit(srv_loop *l, srv_job *j)
 {
     const char *stops[LLM_MAX_STOP];
@@ -69,11 +70,13 @@ static void submit(srv_loop *l, srv_job *j)
         .prompt = j->prompt, .n_prompt = j->n_prompt, .max_tokens = j->max_tokens,
         .temperature = (float)j->req.temperature, .top_p = (float)j->req.top_p,
         .top_k = j->req.top_k, .seed = j->seed, .stop = stops, .n_stop = j->req.n_stop,
-        .ignore_eos = j->req.ignore_eos, .on_event = on_event, .u = j,
+        .ignore_eos = j->req.ignore_eos, .n = j->n, .json = j->req.json_mode,
+        .no_speculate = !(l->spec && j->req.temperature == 0.0),
+        .on_event = on_event, .u = j,
     };
     char err[256];
     j->t_submit = mlsys_now_s();
-    int id = llm_serve_submit(l->eng, &r, err, sizeof err);
+    int id = llm_engine_submit(l->eng, &r, err, sizeof err);
     if (id < 0) {
         srv_job_fail(j, err);
         job_done(l, j);
@@ -87,57 +90,25 @@ static int cancelled(srv_job *j)
     return __atomic_load_n(&j->cancel, __ATOMIC_ACQUIRE);
 }
 
-/* Cancel flags raised by handler threads reach the engine (or drop a waiting side job). */
+/* Cancel flags raised by handler threads reach the engine. */
 static void forward_cancels(srv_loop *l)
 {
     for (srv_job *j = l->active, *nx; j; j = nx) {
         nx = j->anext;
-        if (!cancelled(j) || j->cancel_sent)
+        if (!cancelled(j) || j->cancel_sent || j->engine_id < 0)
             continue;
-        if (j->engine_id >= 0) {
-            llm_serve_cancel(l->eng, j->engine_id);
-            j->cancel_sent = 1;
-        }
+        llm_engine_cancel(l->eng, j->engine_id);
+        j->cancel_sent = 1;
     }
-    srv_job **pp = &l->sq_head, *prev = NULL;
-    while (*pp) {
-        srv_job *j = *pp;
-        if (cancelled(j)) {
-            *pp = j->qnext;
-            if (l->sq_tail == j)
-                l->sq_tail = prev;
-            srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
-            job_done(l, j);
-        } else {
-            prev = j;
-            pp = &j->qnext;
-        }
-    }
-}
-
-static void side_turn(srv_loop *l)
-{
-    if (!srv_side_current(l->side) && l->sq_head) {
-        srv_job *j = l->sq_head;
-        l->sq_head = j->qnext;
-        if (!l->sq_head)
-            l->sq_tail = NULL;
-        j->t_submit = mlsys_now_s();
-        if (srv_side_begin(l->side, j) != 0) {
-            job_done(l, j);
-            return;
-        }
-    }
-    srv_job *cur = srv_side_current(l->side);
-    if (cur && srv_side_advance(l->side) == 0)
-        job_done(l, cur);
 }
 
 static void *loop_main(void *arg)
 {
     srv_loop *l = arg;
     for (;;) {
-        int busy = llm_serve_has_work(l->eng) || srv_side_current(l->side) || l->sq_head;
+        int busy = llm_engine_has_work(l->eng);
+        if (!busy)            /* the idle gate, once per idle period (gated: the viewer's) */
+            busy = llm_engine_idle(l->eng);
         pthread_mutex_lock(&l->mu);
         while (!busy && !l->stop && !l->qhead && !l->wake) {
             struct timespec ts;
@@ -154,43 +125,22 @@ static void *loop_main(void *arg)
             nx = j->qnext;
             j->qnext = NULL;
             active_add(l, j);
-            if (l->spec || j->req.json_mode) {
-                if (l->sq_tail)
-                    l->sq_tail->qnext = j;
-                else
-                    l->sq_head = j;
-                l->sq_tail = j;
-            } else {
-                submit(l, j);
-            }
+            submit(l, j);
         }
         if (stop)
             break;
         for (srv_job *j = l->active; all && j; j = j->anext)
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
         forward_cancels(l);
-        side_turn(l);
-        int sw = 0;
-        for (srv_job *j = l->sq_head; j; j = j->qnext)
-            sw++;
-        __atomic_store_n(&l->side_running, srv_side_current(l->side) != NULL, __ATOMIC_RELAXED);
-        __atomic_store_n(&l->side_waiting, sw, __ATOMIC_RELAXED);
-        if (llm_serve_has_work(l->eng) && llm_serve_step(l->eng, NULL) < 0)
+        if (llm_engine_has_work(l->eng) && llm_engine_step(l->eng, NULL) < 0)
             fprintf(stderr, "mlsys-lab serve: an engine step failed; its requests got an "
                     "error\n");
     }
     /* the end: whatever is left gets its final event (cancelled) */
-    srv_job *cur = srv_side_current(l->side);
-    if (cur) {
-        __atomic_store_n(&cur->cancel, 1, __ATOMIC_RELEASE);
-        while (srv_side_advance(l->side) != 0)
-            ;
-        job_done(l, cur);
-    }
     for (srv_job *j = l->active; j; j = j->anext)
         __atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
     forward_cancels(l);
-    llm_serve_free(l->eng);
+    llm_engine_free(l->eng);
     l->eng = NULL;
     return NULL;
 }
@@ -205,15 +155,17 @@ srv_loop *srv_loop_start(const llm_config *c, const llm_weights *w, const llm_to
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
-    llm_serve_opts eo = o->engine;
+    llm_engine_opts eo = o->engine;
     eo.tok = t;
-    l->spec = o->speculative_k > 0;
-    l->eng = llm_serve_create(c, w, &eo, err, errlen);
-    if (l->eng)
-        l->side = srv_side_create(c, w, t, o->speculative_k, o->draft_c, o->draft_w, err,
-                                  errlen);
-    if (!l->eng || !l->side || pthread_create(&l->th, NULL, loop_main, l) != 0) {
-        if (l->eng && l->side)
+    if (o->speculative_k > 0) {
+        eo.spec_k = o->speculative_k;
+        eo.draft_c = o->draft_c;
+        eo.draft_w = o->draft_w;
+        l->spec = 1;
+    }
+    l->eng = llm_engine_create(c, w, &eo, err, errlen);
+    if (!l->eng || pthread_create(&l->th, NULL, loop_main, l) != 0) {
+        if (l->eng)
             snprintf(err, errlen, "cannot start the engine thread");
         srv_loop_stop(l);
         return NULL;
@@ -264,12 +216,9 @@ int srv_loop_in_flight(srv_loop *l)
     return n;
 }
 
-void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side)
+void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m)
 {
-    llm_serve_metrics_get(l->eng, m);
-    srv_side_stats_get(l->side, side);
-    side->running = __atomic_load_n(&l->side_running, __ATOMIC_RELAXED);
-    side->waiting = __atomic_load_n(&l->side_waiting, __ATOMIC_RELAXED);
+    llm_engine_metrics_get(l->eng, m);
 }
 
 void srv_loop_stop(srv_loop *l)
@@ -286,12 +235,11 @@ void srv_loop_stop(srv_loop *l)
     /* jobs handed over after the thread's last turn */
     for (srv_job *j = l->qhead, *nx; j; j = nx) {
         nx = j->qnext;
-        srv_job_deliver(j, NULL, 0, 0, LLM_FINISH_CANCEL, 0);
+        srv_job_end(j, LLM_FINISH_CANCEL);
         srv_job_unref(j);
     }
     if (l->eng)
-        llm_serve_free(l->eng);
-    srv_side_free(l->side);
+        llm_engine_free(l->eng);
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
     free(l);

@@ -1,14 +1,16 @@
 /* metrics.c - GET /metrics in Prometheus's text format (version 0.0.4, names as
  * `promtool check metrics` wants them: counters end in _total, nothing else does): requests
- * running and waiting, KV blocks, the prefix-cache hit rate, TTFT and TPOT histograms, tokens
- * in and out, HTTP responses by status and the server's time beyond the engine (a summary).
- * The batched engine's figures and the side decoder's (JSON mode, speculative) are added. */
+ * running and waiting, KV blocks used and cached, the prefix-cache hit rate, TTFT and TPOT
+ * histograms, tokens in and out, speculative decoding's rounds, HTTP responses by status and
+ * the server's time beyond the engine (a summary): the engine's figures (every request runs
+ * there). */
 #include "srv_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct buf {
     char *p;
@@ -40,32 +42,29 @@ static void metric(buf *b, const char *name, const char *type, const char *help,
     out(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
-static void histogram(buf *b, const char *name, const char *help, const long *h1,
-                      const long *h2, double sum, long count)
+static void histogram(buf *b, const char *name, const char *help, const long *h, double sum,
+                      long count)
 {
     out(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     long cum = 0;
-    for (int i = 0; i < LLM_SERVE_HIST_N; i++) {
-        cum += h1[i] + h2[i];
-        if (i < LLM_SERVE_HIST_N - 1)
-            out(b, "%s_bucket{le=\"%g\"} %ld\n", name, llm_serve_hist_bounds[i], cum);
+    for (int i = 0; i < LLM_ENGINE_HIST_N; i++) {
+        cum += h[i];
+        if (i < LLM_ENGINE_HIST_N - 1)
+            out(b, "%s_bucket{le=\"%g\"} %ld\n", name, llm_engine_hist_bounds[i], cum);
         else
             out(b, "%s_bucket{le=\"+Inf\"} %ld\n", name, cum);
     }
     out(b, "%s_sum %.17g\n%s_count %ld\n", name, sum, name, count);
 }
 
-char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
-                       const srv_http_counters *h, int draining)
+char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, int draining)
 {
     buf b = {mlsys_xmalloc(4096), 0, 4096};
     b.p[0] = 0;
     metric(&b, "mlsys_num_requests_running", "gauge",
-           "Requests being decoded (the engine's batch, and the one-at-a-time decoder's).",
-           m->running + side->running);
+           "Sequences being decoded in the engine's batch.", m->running);
     metric(&b, "mlsys_num_requests_waiting", "gauge",
-           "Requests waiting for a seat (in the batch, or their turn at the one-at-a-time "
-           "decoder).", m->waiting + side->waiting);
+           "Sequences waiting for a seat in the batch.", m->waiting);
     metric(&b, "mlsys_kv_blocks_capacity", "gauge", "KV-cache blocks in the pool.",
            m->kv_blocks);
     metric(&b, "mlsys_kv_blocks_used", "gauge",
@@ -83,29 +82,27 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
     metric(&b, "mlsys_prefix_cache_hits_total", "counter",
            "Prompt tokens found in the prefix cache.", (double)m->prefix_hit_tokens);
     metric(&b, "mlsys_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
-           (double)(m->prompt_tokens + side->prompt_tokens));
+           (double)m->prompt_tokens);
     metric(&b, "mlsys_generation_tokens_total", "counter", "Tokens generated.",
-           (double)(m->generated_tokens + side->generated_tokens));
+           (double)m->generated_tokens);
     metric(&b, "mlsys_preemptions_total", "counter",
            "Requests preempted (blocks taken back, recomputed).", (double)m->preemptions);
     metric(&b, "mlsys_requests_cancelled_total", "counter",
            "Requests cancelled in the engine (client gone, shutdown).", (double)m->cancelled);
     metric(&b, "mlsys_engine_steps_total", "counter", "Engine steps (forwards).",
            (double)m->steps);
-    metric(&b, "mlsys_side_requests_total", "counter",
-           "Requests decoded one at a time (JSON mode, speculative).", (double)side->requests);
     metric(&b, "mlsys_spec_rounds_total", "counter",
-           "Speculative rounds (one target forward each).", (double)side->spec_rounds);
+           "Speculative rounds (a sequence's drafts verified in a step's forward).",
+           (double)m->spec_rounds);
     metric(&b, "mlsys_spec_draft_tokens_total", "counter", "Speculative tokens drafted.",
-           (double)side->spec_drafted);
+           (double)m->spec_drafted);
     metric(&b, "mlsys_spec_accepted_tokens_total", "counter", "Speculative tokens kept.",
-           (double)side->spec_accepted);
+           (double)m->spec_accepted);
     histogram(&b, "mlsys_time_to_first_token_seconds", "Time to first token (engine clock).",
-              m->ttft_hist, side->ttft_hist, m->ttft_sum + side->ttft_sum,
-              m->ttft_count + side->ttft_count);
+              m->ttft_hist, m->ttft_sum, m->ttft_count);
     histogram(&b, "mlsys_time_per_output_token_seconds",
-              "Time per output token after the first.", m->tpot_hist, side->tpot_hist,
-              m->tpot_sum + side->tpot_sum, m->tpot_count + side->tpot_count);
+              "Time per output token after the first.", m->tpot_hist, m->tpot_sum,
+              m->tpot_count);
     static const char *cls[6] = {"2xx", "400", "401", "404", "413", "other"};
     out(&b, "# HELP mlsys_http_responses_total HTTP responses by status.\n"
         "# TYPE mlsys_http_responses_total counter\n");
@@ -124,5 +121,10 @@ char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
         h->overhead_sum, h->overhead_count);
     metric(&b, "mlsys_server_draining", "gauge", "1 after SIGINT/SIGTERM: new requests get "
            "503.", draining);
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    metric(&b, "process_cpu_seconds_total", "counter",
+           "User and system CPU time of the server process, every thread's.",
+           (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec);
     return b.p;
 }

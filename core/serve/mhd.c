@@ -182,15 +182,14 @@ static enum MHD_Result route(struct MHD_Connection *c, conn_ctx *cx, const char 
     if (!strcmp(url, "/metrics")) {
         if (!get)
             return srv_reply_error(c, cx, 405, "use GET", "");
-        llm_serve_metrics m;
-        srv_side_stats side;
+        llm_engine_metrics m;
         srv_http_counters h;
-        srv_loop_metrics(s->loop, &m, &side);
+        srv_loop_metrics(s->loop, &m);
         pthread_mutex_lock(&s->mu);
         h = s->http;
         pthread_mutex_unlock(&s->mu);
         return srv_reply(c, cx, 200, "text/plain; version=0.0.4",
-                     srv_metrics_text(&m, &side, &h, s->draining));
+                     srv_metrics_text(&m, &h, s->draining));
     }
     char nowhere[160];
     snprintf(nowhere, sizeof nowhere, "Invalid URL (%.10s %.120s)", method, url);

@@ -18,9 +18,13 @@ typedef struct conn_ctx {
     int too_large, status;
     srv_job *job;
     int fd;
-    /* streaming */
-    size_t sent;                  /* bytes of the job's text sent */
-    int first_sent, final_sent;
+    /* streaming, per choice: bytes of its text sent, its opening (chat: the role) and its
+     * last chunk sent; then the end ([DONE]) */
+    size_t sent[SRV_MAX_N];
+    int sent_n[SRV_MAX_N];        /* its tokens when it was last sent */
+    unsigned char opened[SRV_MAX_N], closed[SRV_MAX_N];
+    int final_sent;
+    size_t seen;                  /* the job's progress when the stream last looked */
     char *pend;                   /* an event not yet copied out whole */
     size_t pend_n, pend_off;
     double t_recv;

@@ -68,11 +68,55 @@ static void pend_set(conn_ctx *cx, char *ev)
     cx->pend_off = 0;
 }
 
+/* The next event of the stream, or NULL when nothing is ready: per choice its opening, its
+ * new text (once it has stream_interval new tokens, or at its end), its last chunk; once
+ * every choice is closed, the end. */
+static char *next_event(conn_ctx *cx)
+{
+    srv_job *j = cx->job;
+    srv_server *s = cx->s;
+    char *ev = NULL;
+    pthread_mutex_lock(&j->mu);
+    cx->seen = j->progress;
+    int closed = 0;
+    for (int i = 0; i < j->n && !ev; i++) {
+        const srv_choice *c = &j->ch[i];
+        if (!cx->opened[i]) {
+            cx->opened[i] = 1;
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, NULL, 0, 1, 0);
+        } else if (c->len > cx->sent[i] &&
+                   (c->done || c->n_out - cx->sent_n[i] >= s->o.stream_interval)) {
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, c->text + cx->sent[i],
+                                c->len - cx->sent[i], 0, 0);
+            cx->sent[i] = c->len;
+            cx->sent_n[i] = c->n_out;
+        } else if (c->done && !cx->closed[i] && !j->failed) {
+            cx->closed[i] = 1;
+            int last = 1;
+            for (int k = 0; k < j->n; k++)
+                last &= cx->closed[k];
+            ev = srv_resp_chunk(j, i, s->model_name, j->created, NULL, 0, 0, last ? 2 : 1);
+        }
+        closed += cx->closed[i];
+    }
+    if (!ev && j->done && (closed == j->n || j->failed)) {
+        if (j->failed) {
+            char *e = srv_resp_error(400, j->err, "");
+            ev = mlsys_xmalloc(strlen(e) + 32);
+            sprintf(ev, "data: %s\n\ndata: [DONE]\n\n", e);
+            free(e);
+        } else {
+            ev = mlsys_xstrdup("data: [DONE]\n\n");
+        }
+        cx->final_sent = 1;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ev;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     conn_ctx *cx = cls;
-    srv_job *j = cx->job;
-    srv_server *s = cx->s;
     (void)pos;
     for (;;) {
         if (cx->pend && cx->pend_off < cx->pend_n) {
@@ -86,40 +130,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (cx->final_sent)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        pthread_mutex_lock(&j->mu);
-        size_t len = j->len;
-        int done = j->done, failed = j->failed;
-        char *text = NULL;
-        if (len > cx->sent) {
-            text = mlsys_xmalloc(len - cx->sent);
-            memcpy(text, j->text + cx->sent, len - cx->sent);
-        }
-        pthread_mutex_unlock(&j->mu);
-        if (!cx->first_sent || text) {
-            pend_set(cx, srv_resp_chunk(j, s->model_name, j->created, text, len - cx->sent,
-                                        !cx->first_sent, 0));
-            cx->first_sent = 1;
-            cx->sent = len;
-            free(text);
+        char *ev = next_event(cx);
+        if (ev) {
+            pend_set(cx, ev);
             continue;
         }
-        if (done) {
-            char *ev = failed ? NULL : srv_resp_chunk(j, s->model_name, j->created, NULL, 0,
-                                                       0, 1);
-            if (failed) {
-                char *e = srv_resp_error(400, j->err, "");
-                ev = mlsys_xmalloc(strlen(e) + 16);
-                sprintf(ev, "data: %s\n\n", e);
-                free(e);
-            }
-            char *all = mlsys_xmalloc(strlen(ev) + 16);
-            sprintf(all, "%sdata: [DONE]\n\n", ev);
-            free(ev);
-            pend_set(cx, all);
-            cx->final_sent = 1;
-            continue;
-        }
-        if (!srv_job_wait(j, cx->sent, 0.05) && client_gone(cx->fd))
+        if (!srv_job_wait(cx->job, cx->seen + (size_t)cx->s->o.stream_interval - 1, 0.05) &&
+            client_gone(cx->fd))
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }
@@ -139,7 +156,8 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
     cx->fd = ci ? ci->connect_fd : -1;
     srv_loop_submit(s->loop, j);
     if (j->req.stream) {
-        cx->first_sent = kind != SRV_CHAT;     /* only a chat stream opens with the role */
+        for (int i = 0; i < j->n; i++)         /* only a chat stream opens with the role */
+            cx->opened[i] = kind != SRV_CHAT;
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
                                                                    stream_read, cx, NULL);
         if (!r)

@@ -271,9 +271,10 @@ static int parse_fields(parse_ctx *p, const cJSON *root, srv_kind kind, const ch
             return bad(p, 404, "model", msg);
         }
     }
-    /* "n" first: a request for several choices is refused before anything else */
-    if ((rc = get_int(p, root, "n", 1, 1, &v, &given)))
+    /* n: samples of the one prompt (choices), prefilled once and sharing its KV blocks */
+    if ((rc = get_int(p, root, "n", 1, SRV_MAX_N, &v, &given)))
         return rc;
+    r->n = given ? (int)v : 1;
     r->max_tokens = -1;
     if ((rc = get_int(p, root, "max_tokens", 1, 1 << 20, &v, &given)))
         return rc;

@@ -84,19 +84,23 @@ char *srv_resp_full(const srv_job *j, const char *model, long created)
 {
     cJSON *o = cJSON_CreateObject();
     head(o, j, model, created, 0);
-    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(ch, c);
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON *text = str_n(j->text ? j->text : "", j->len);
-    if (j->req.kind == SRV_CHAT) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddItemToObject(m, "content", text);
-    } else {
-        cJSON_AddItemToObject(c, "text", text);
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < j->n; i++) {
+        const srv_choice *k = &j->ch[i];
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(ch, c);
+        cJSON_AddNumberToObject(c, "index", i);
+        cJSON *text = str_n(k->text ? k->text : "", k->len);
+        if (j->req.kind == SRV_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddItemToObject(m, "content", text);
+        } else {
+            cJSON_AddItemToObject(c, "text", text);
+        }
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(k->finish));
     }
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(j->finish));
     usage(o, j);
     return print_free(o);
 }
@@ -117,14 +121,14 @@ static void add_event(char **ev, cJSON *o)
     *ev = t;
 }
 
-char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
-                     size_t len, int first, int final)
+char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
+                     const char *text, size_t len, int first, int final)
 {
     cJSON *o = cJSON_CreateObject();
     head(o, j, model, created, 1);
     cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddItemToArray(ch, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", index);
     if (j->req.kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (first)
@@ -136,7 +140,7 @@ char *srv_resp_chunk(const srv_job *j, const char *model, long created, const ch
     }
     cJSON_AddNullToObject(c, "logprobs");
     if (final)
-        cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(j->finish));
+        cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(j->ch[index].finish));
     else
         cJSON_AddNullToObject(c, "finish_reason");
     /* stream_options.include_usage: every chunk says "usage": null, and one more chunk
@@ -145,7 +149,7 @@ char *srv_resp_chunk(const srv_job *j, const char *model, long created, const ch
         cJSON_AddNullToObject(o, "usage");
     char *ev = NULL;
     add_event(&ev, o);
-    if (final && j->req.include_usage) {
+    if (final == 2 && j->req.include_usage) {
         o = cJSON_CreateObject();
         head(o, j, model, created, 1);
         cJSON_AddArrayToObject(o, "choices");
@@ -180,10 +184,11 @@ char *srv_resp_full(const srv_job *j, const char *model, long created)
     (void)j; (void)model; (void)created;
     return mlsys_xstrdup("{}");
 }
-char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
-                     size_t len, int first, int final)
+char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
+                     const char *text, size_t len, int first, int final)
 {
-    (void)j; (void)model; (void)created; (void)text; (void)len; (void)first; (void)final;
+    (void)j; (void)index; (void)model; (void)created; (void)text; (void)len; (void)first;
+    (void)final;
     return mlsys_xstrdup("");
 }
 char *srv_resp_models(const char *model, long created)

@@ -87,6 +87,8 @@ srv_server *srv_start(const llm_config *c, const llm_weights *w, const llm_token
         s->o.max_body = 1u << 20;
     if (s->o.max_connections <= 0)
         s->o.max_connections = 512;
+    if (s->o.stream_interval <= 0)
+        s->o.stream_interval = 1;
     if (s->o.max_connections_per_ip <= 0)
         s->o.max_connections_per_ip = s->o.max_connections > 1 ? s->o.max_connections / 2 : 1;
     if (s->o.request_timeout_s <= 0)

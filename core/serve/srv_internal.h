@@ -1,7 +1,7 @@
 /* srv_internal.h - what the files of the server room share: a parsed request (req_parse.c),
  * a job, the channel between one HTTP handler thread and the engine thread (job.c), the
- * engine loop (loop.c), the one-at-a-time decoders for JSON and speculative requests
- * (side.c), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
+ * engine loop (loop.c: every request, plain, JSON-mode or speculative, goes to the one
+ * engine), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
  * (mhd.c). */
 #ifndef MLSYS_SERVE_INTERNAL_H
 #define MLSYS_SERVE_INTERNAL_H
@@ -24,7 +24,9 @@ typedef struct srv_req {
     int n_stop;
     char stop[LLM_MAX_STOP][LLM_MAX_STOP_LEN + 1];
     int stream, include_usage, json_mode, ignore_eos;
+    int n;                        /* choices, 1..SRV_MAX_N */
 } srv_req;
+#define SRV_MAX_N 8               /* OpenAI's n: samples of one prompt per request */
 /* 0, or the HTTP status (400 bad JSON, types or values; 404 unknown model) with the message
  * in err and the offending field in param (may be ""). r is filled only on 0 (free it with
  * srv_req_free); nothing stays allocated otherwise. */
@@ -34,7 +36,13 @@ void srv_req_free(srv_req *r);
 
 /* ---- job.c: one request in flight ----
  * Two owners: the HTTP side (until its response is gone) and the engine side (until the
- * final event); the last one to let go frees it. */
+ * final event of its last choice); the last one to let go frees it. */
+typedef struct srv_choice {       /* one of the request's n samples */
+    char *text;                   /* its output (valid UTF-8: the engine holds back the rest) */
+    size_t len, cap;
+    int n_out, done;
+    llm_finish finish;
+} srv_choice;
 typedef struct srv_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -45,10 +53,15 @@ typedef struct srv_job {
     long serial;                  /* the server's request number (the response id) */
     long created;                 /* unix seconds when it arrived: its responses' "created" */
     /* output, appended by the engine thread */
-    char *text;
-    size_t len, cap;
-    int n_out, done;
-    llm_finish finish;
+    int n;                        /* choices (req.n) */
+    srv_choice ch[SRV_MAX_N];
+    size_t progress;              /* tokens and ends over every choice: grows with every
+                                     event a streamed answer may show */
+    size_t wake_at;               /* the progress its waiting handler wants (srv_job_wait):
+                                     the engine wakes it no sooner */
+    int n_out, done;              /* tokens over every choice; every choice has ended */
+    llm_finish finish;            /* the job's end: an error if a choice failed, else the
+                                     first choice's */
     int cancel;                   /* the HTTP side gave up (client gone, shutdown) */
     int failed;                   /* the engine refused it: err */
     char err[256];
@@ -56,48 +69,27 @@ typedef struct srv_job {
     double t_recv, t_submit, t_first, t_final;
     int n_cached;
     /* engine side */
-    int engine_id;                /* -1 until submitted, or for a side job */
+    int engine_id;                /* -1 until submitted */
     int cancel_sent;
+    int ended;                    /* choices that got their final event */
     void *loop;                   /* the srv_loop it was handed to */
     struct srv_job *qnext;        /* the submission queue */
     struct srv_job *anext, *aprev;   /* the engine thread's list of jobs in flight */
 } srv_job;
 srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial);  /* takes both */
 void srv_job_unref(srv_job *j);
-/* The engine side delivers output (text may be NULL); finish != NONE ends the job. */
-void srv_job_deliver(srv_job *j, const char *text, int len, int n_out, llm_finish finish,
-                     int n_cached);
+/* The engine side delivers output of choice index (text may be NULL); finish != NONE ends
+ * that choice, and the job with its last one. */
+void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
+                     llm_finish finish, int n_cached);
+/* Every choice ends with finish (a cancel before the engine ran it, a drain). */
+void srv_job_end(srv_job *j, llm_finish finish);
 void srv_job_fail(srv_job *j, const char *err);
-/* Wait until the job has output past `have` bytes (a streamed job), or is done, or timeout_s
- * passes (have = (size_t)-1: the end only).
+/* Wait until the job's progress passes `have` (a streamed job: new tokens or a choice's
+ * end), or it is done, or timeout_s passes (have = (size_t)-1: the end only); the engine
+ * thread wakes the handler only then, not at every token.
  * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
 int srv_job_wait(srv_job *j, size_t have, double timeout_s);
-
-/* ---- side.c: requests the batched engine cannot run, decoded one at a time ---- */
-typedef struct srv_side srv_side;
-/* spec_k > 0: speculative decoding with the draft; the JSON mask is always there. */
-srv_side *srv_side_create(const llm_config *c, const llm_weights *w, const llm_tokenizer *t,
-                          int spec_k, const llm_config *dc, const llm_weights *dw, char *err,
-                          size_t errlen);
-void srv_side_free(srv_side *sd);
-/* Start job j (the side holds one at a time). 0, or -1 with the job failed. */
-int srv_side_begin(srv_side *sd, srv_job *j);
-/* One round (speculative) or one token (JSON mask); delivers the output. Returns 1
- * while j goes on, 0 once it got its final event (the side is free again). */
-int srv_side_advance(srv_side *sd);
-srv_job *srv_side_current(const srv_side *sd);
-/* Counters of the side path, for /metrics. */
-typedef struct srv_side_stats {
-    long requests, prompt_tokens, generated_tokens;
-    long ttft_hist[LLM_SERVE_HIST_N], tpot_hist[LLM_SERVE_HIST_N];
-    double ttft_sum, tpot_sum;
-    long ttft_count, tpot_count;
-    long spec_rounds, spec_drafted, spec_accepted;
-    int running, waiting;         /* now: the one being decoded, those queued for the side */
-} srv_side_stats;
-void srv_side_stats_get(srv_side *sd, srv_side_stats *st);   /* any thread */
-/* The histogram bucket of x seconds (llm_serve_hist_bounds). */
-int srv_hist_bucket(double x);
 
 /* ---- loop.c: the engine thread ---- */
 typedef struct srv_loop srv_loop;
@@ -110,18 +102,18 @@ void srv_loop_cancel(srv_loop *l, srv_job *j);
 int srv_loop_in_flight(srv_loop *l);            /* jobs handed over and not finished */
 void srv_loop_cancel_all(srv_loop *l);
 void srv_loop_stop(srv_loop *l);                /* ends the thread, frees the engine */
-void srv_loop_metrics(srv_loop *l, llm_serve_metrics *m, srv_side_stats *side);
+void srv_loop_metrics(srv_loop *l, llm_engine_metrics *m);
 
 /* ---- resp.c: response bodies (malloc'd NUL-ended text) ---- */
 /* {"error": {"message", "type", "param", "code"}} for an HTTP status */
 char *srv_resp_error(int status, const char *msg, const char *param);
-/* The whole response of a finished job. */
+/* The whole response of a finished job: its choices in index order. */
 char *srv_resp_full(const srv_job *j, const char *model, long created);
-/* One server-sent event: "data: {chunk}\n\n" with text (first: the chat role comes too),
- * or the final chunk with finish_reason (then, when include_usage asked for it, a chunk
- * with "choices": [] and the usage). */
-char *srv_resp_chunk(const srv_job *j, const char *model, long created, const char *text,
-                     size_t len, int first, int final);
+/* One server-sent event of choice index: "data: {chunk}\n\n" with text (first: the chat role
+ * comes too), or with final its last chunk with finish_reason (final 2: the stream's last;
+ * then, when include_usage asked for it, a chunk with "choices": [] and the usage). */
+char *srv_resp_chunk(const srv_job *j, int index, const char *model, long created,
+                     const char *text, size_t len, int first, int final);
 char *srv_resp_models(const char *model, long created);
 const char *srv_finish_reason(llm_finish f);
 
@@ -134,8 +126,7 @@ typedef struct srv_http_counters {
     double overhead_sum;          /* server time beyond the engine, non-streamed requests */
 } srv_http_counters;
 /* Prometheus text format (malloc'd). */
-char *srv_metrics_text(const llm_serve_metrics *m, const srv_side_stats *side,
-                       const srv_http_counters *h, int draining);
+char *srv_metrics_text(const llm_engine_metrics *m, const srv_http_counters *h, int draining);
 
 /* ---- server.c / mhd.c: the server ---- */
 struct srv_server {

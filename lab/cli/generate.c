@@ -1,10 +1,12 @@
 /* generate.c - `mlsys-lab generate`: the lab's model writes text, token by token as it is
- * drawn (greedy, temperature, top-k, top-p, seeded), with a KV cache or without, one
- * sequence or a batch decoded in one forward per step, in named steps (options, load, setup,
- * decode, report). Bad input (files, flags, a prompt longer than the context) costs one line
- * and exit 2. Also the loading both it and `model` (model.c) use. */
+ * drawn (greedy, temperature, top-k, top-p, seeded), on the generation engine (submit the
+ * sequences, step until done: one forward per step for the whole batch, the paged KV cache)
+ * or without a cache (the reference), in named steps (options, load, setup, decode,
+ * report). Bad input (files, flags, a prompt longer than the context) costs one line and
+ * exit 2. Also the loading both it and `model` (model.c) use. */
 #include "generate.h"
 #include "cli.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 
 #include <limits.h>
@@ -178,9 +180,9 @@ typedef struct gen_run {
     int loaded;
     int *pids, np;              /* the prompt's ids, BOS first */
     long room;                  /* new tokens the context leaves */
-    llm_engine e;
-    llm_kv kv;
-    llm_sampler *smp;           /* [B] */
+    llm_engine *eng;            /* the generation engine (with the cache) */
+    uint64_t kv_bytes;          /* its KV pool */
+    llm_sampler *smp;           /* [B] the reference's samplers (--no-cache) */
     int **out, *n_out;          /* [B] the new tokens of each sequence */
     const int **prompts;
     int *n_prompt;
@@ -234,38 +236,47 @@ static int gen_load(gen_run *g)
     return 0;
 }
 
-/* The engine, the KV cache and one sampler per sequence. 0, or 2 after one line. */
+/* The engine sized for this run: B seats, every prompt's rows in one step, a KV cache for
+ * the positions this run can reach (not the whole context); --no-cache: one sampler per
+ * sequence for the reference. 0, or 2 after one line. */
 static int gen_setup(gen_run *g)
 {
     char err[512];
     int B = g->B;
-    g->smp = mlsys_xcalloc((size_t)B, sizeof *g->smp);
     g->out = mlsys_xcalloc((size_t)B, sizeof *g->out);
     g->n_out = mlsys_xcalloc((size_t)B, sizeof(int));
     g->prompts = mlsys_xcalloc((size_t)B, sizeof *g->prompts);
     g->n_prompt = mlsys_xcalloc((size_t)B, sizeof(int));
-    /* rows for the prompt (up to 64 per forward), fewer when a long context makes each row's
-     * scratch large, and B at least (a decode step holds every sequence); the cache holds
-     * the positions this run can reach, not the whole context */
-    int rows = llm_engine_rows_that_fit(&g->c, g->np < 64 ? g->np : 64);
-    rows = rows > B ? rows : B;
-    long reach = g->np + (g->steps < g->room ? g->steps : g->room);
-    int kv_len = reach < g->c.seq_len ? (int)reach : g->c.seq_len;
-    if (llm_engine_init(&g->e, &g->c, &g->w, rows, err, sizeof err) ||
-        (!g->no_cache && llm_kv_init_contiguous(&g->kv, &g->c, B, kv_len, err, sizeof err))) {
-        fprintf(stderr, "mlsys-lab generate: %s\n", err);
-        return 2;
-    }
     for (int b = 0; b < B; b++) {
-        if (llm_sampler_init(&g->smp[b], g->c.vocab_size, g->temperature, (int)g->top_k,
-                             g->top_p, (uint64_t)g->seed + (uint64_t)b)) {
-            fprintf(stderr, "mlsys-lab generate: bad sampling parameters\n");
-            return 2;
-        }
         g->out[b] = mlsys_xmalloc((size_t)(g->steps > 0 ? g->steps : 1) * sizeof(int));
         g->prompts[b] = g->pids;
         g->n_prompt[b] = g->np;
     }
+    if (g->no_cache) {
+        g->smp = mlsys_xcalloc((size_t)B, sizeof *g->smp);
+        for (int b = 0; b < B; b++)
+            if (llm_sampler_init(&g->smp[b], g->c.vocab_size, g->temperature, (int)g->top_k,
+                                 g->top_p, (uint64_t)g->seed + (uint64_t)b)) {
+                fprintf(stderr, "mlsys-lab generate: bad sampling parameters\n");
+                return 2;
+            }
+        return 0;
+    }
+    long reach = g->np + (g->steps < g->room ? g->steps : g->room);
+    llm_engine_opts o = {
+        .max_num_seqs = B,
+        .max_num_batched_tokens = g->np < B ? B : g->np,
+        .max_model_len = (int)(reach < g->c.seq_len ? reach : g->c.seq_len),
+    };
+    if (o.max_num_batched_tokens < B)
+        o.max_num_batched_tokens = B;
+    /* what does not fit in the free memory is refused here, in one line (llm_engine_plan) */
+    g->eng = llm_engine_create(&g->c, &g->w, &o, err, sizeof err);
+    if (!g->eng) {
+        fprintf(stderr, "mlsys-lab generate: %s\n", err);
+        return 2;
+    }
+    g->kv_bytes = llm_engine_kv(g->eng)->bytes;
     return 0;
 }
 
@@ -276,8 +287,13 @@ static int gen_decode(gen_run *g)
     char err[512];
     int B = g->B;
     gen_stream gs = {&g->t, B};
-    llm_gen_opts o = {(int)(g->steps < g->room ? g->steps : g->room), !g->ignore_eos,
-                      g->no_cache, stream_token, &gs};
+    /* the batch is B samples of the one prompt: prefilled once, its blocks forked */
+    llm_gen_opts o = {
+        .max_new = (int)(g->steps < g->room ? g->steps : g->room),
+        .stop_at_eos = !g->ignore_eos, .temperature = g->temperature, .top_k = (int)g->top_k,
+        .top_p = g->top_p, .n = B, .seed = (uint64_t)g->seed, .on_token = stream_token,
+        .u = &gs,
+    };
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
@@ -287,8 +303,13 @@ static int gen_decode(gen_run *g)
     sigaction(SIGTERM, &sa, NULL);
     if (B == 1)
         print_tokens(&g->t, LLM_TOK_UNK, g->pids, g->np);
-    if (llm_generate(&g->e, &g->kv, g->smp, B, (const int *const *)g->prompts, g->n_prompt,
-                     g->out, g->n_out, &o, &g->st, err, sizeof err)) {
+    int rc = g->no_cache
+                 ? llm_generate_nocache(&g->c, &g->w, g->smp, B, (const int *const *)g->prompts,
+                                        g->n_prompt, g->out, g->n_out, &o, &g->st, err,
+                                        sizeof err)
+                 : llm_generate(g->eng, 1, (const int *const *)g->prompts, g->n_prompt, g->out,
+                                g->n_out, &o, &g->st, err, sizeof err);
+    if (rc) {
         fprintf(stderr, "mlsys-lab generate: %s\n", err);
         return 1;
     }
@@ -310,9 +331,10 @@ static int gen_decode(gen_run *g)
     return 0;
 }
 
-/* One line on stderr: tokens, prefill and decode times, the rates, the cache, memory. The
- * decode rate counts the tokens fed through decode steps per second of decoding (the first
- * new token of each sequence comes out of the prefill). */
+/* One line on stderr: tokens, prefill and decode times, the rates, the cache, memory, and
+ * the CPU time of prefill and decode together (what the serving benchmarks divide the
+ * tokens by). The decode rate counts the tokens fed through decode steps per second of
+ * decoding (the first new token of each sequence comes out of the prefill). */
 static void gen_report(const gen_run *g)
 {
     const llm_gen_stats *st = &g->st;
@@ -322,21 +344,22 @@ static void gen_report(const gen_run *g)
     double dec_rate = st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0.0;
     double cpu_rate = st->decode_cpu_s > 0 ? st->decode_tokens / st->decode_cpu_s : 0.0;
     char kvs[32];
-    mlsys_format_size(g->no_cache ? 0 : g->kv.bytes, kvs, sizeof kvs);
+    mlsys_format_size(g->no_cache ? 0 : g->kv_bytes, kvs, sizeof kvs);
     fprintf(stderr, "generate: %d x %ld tokens (%s, %s), prompt %d tokens: prefill %.1f ms, "
             "decode %ld steps %.3f s = %.1f tokens/s (%.1f per CPU second); kv cache %s; "
-            "peak RSS %.1f MiB\n", g->B, g->B ? gen / g->B : 0,
+            "peak RSS %.1f MiB; CPU %.1f ms in all\n", g->B, g->B ? gen / g->B : 0,
             g->no_cache ? "no cache" : "kv cache", nn_gemm_kernel_name(nn_get_gemm_kernel()),
             g->np, st->prefill_s * 1e3, st->steps, st->decode_s, dec_rate, cpu_rate, kvs,
-            peak_rss_kib() / 1024.0);
+            peak_rss_kib() / 1024.0, (st->prefill_cpu_s + st->decode_cpu_s) * 1e3);
 }
 
 static void gen_free(gen_run *g)
 {
-    for (int b = 0; g->smp && b < g->B; b++) {
-        if (g->smp[b].prob)
+    for (int b = 0; b < g->B; b++) {
+        if (g->smp && g->smp[b].prob)
             llm_sampler_fini(&g->smp[b]);
-        free(g->out[b]);
+        if (g->out)
+            free(g->out[b]);
     }
     free(g->smp);
     free(g->out);
@@ -344,10 +367,7 @@ static void gen_free(gen_run *g)
     free(g->prompts);
     free(g->n_prompt);
     free(g->pids);
-    if (g->e.mem)
-        llm_engine_fini(&g->e);
-    if (g->kv.k)
-        llm_kv_free(&g->kv);
+    llm_engine_free(g->eng);
     if (g->loaded) {
         llm_tokenizer_free(&g->t);
         llm_weights_free(&g->w);

@@ -3,6 +3,7 @@
  * (a seeded random model in llama2.c's recipe, with a tokenizer trained on the corpus). */
 #include "generate.h"
 #include "cli.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 #include <limits.h>
 #include <math.h>
@@ -136,30 +137,27 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
 
     /* the samples: all of them decoded together from BOS, each with its own stream */
     if (samples > 0) {
-        llm_engine e;
-        llm_kv kv;
-        if (llm_engine_init(&e, c, w, samples, err, errlen))   /* one row per sample */
+        llm_engine_opts eo = {.max_num_seqs = samples,
+                              .max_num_batched_tokens = samples < 256 ? 256 : samples,
+                              .max_model_len = SL};
+        llm_engine *eng = llm_engine_create(c, w, &eo, err, errlen);
+        if (!eng)
             goto out;
-        if (llm_kv_init_contiguous(&kv, c, samples, SL, err, errlen)) {
-            llm_engine_fini(&e);
-            goto out;
-        }
-        llm_sampler *smp = mlsys_xcalloc((size_t)samples, sizeof *smp);
         int **outs = mlsys_xcalloc((size_t)samples, sizeof *outs);
         int *n_out = mlsys_xcalloc((size_t)samples, sizeof(int));
         const int **pr = mlsys_xcalloc((size_t)samples, sizeof *pr);
         int *np = mlsys_xcalloc((size_t)samples, sizeof(int));
         static const int bos = LLM_TOK_BOS;
         for (int b = 0; b < samples; b++) {
-            llm_sampler_init(&smp[b], V, temperature, 0, 1.0f, seed + (uint64_t)b);
             outs[b] = mlsys_xmalloc((size_t)SL * sizeof(int));
             pr[b] = &bos;
             np[b] = 1;
         }
-        llm_gen_opts o = {SL, 1, 0, NULL, NULL};
+        /* the samples of one prompt (BOS): prefilled once, its block forked */
+        llm_gen_opts o = {.max_new = SL, .stop_at_eos = 1, .temperature = temperature,
+                          .top_p = 1.0f, .n = samples, .seed = seed};
         llm_gen_stats st;
-        int grc = llm_generate(&e, &kv, smp, samples, pr, np, outs, n_out, &o, &st, err,
-                               errlen);
+        int grc = llm_generate(eng, 1, pr, np, outs, n_out, &o, &st, err, errlen);
         char *text = mlsys_xmalloc((size_t)SL * 64 + 1);
         for (int b = 0; grc == 0 && b < samples; b++) {
             long n = llm_bpe_decode(t, outs[b], (size_t)n_out[b], text, (size_t)SL * 64);
@@ -177,17 +175,13 @@ int gen_measure(const llm_config *c, const llm_weights *w, const llm_tokenizer *
             q->sample_tokens += n_out[b];
         }
         free(text);
-        for (int b = 0; b < samples; b++) {
-            llm_sampler_fini(&smp[b]);
+        for (int b = 0; b < samples; b++)
             free(outs[b]);
-        }
-        free(smp);
         free(outs);
         free(n_out);
         free(pr);
         free(np);
-        llm_kv_free(&kv);
-        llm_engine_fini(&e);
+        llm_engine_free(eng);
         if (grc)
             goto out;
         q->samples = samples;

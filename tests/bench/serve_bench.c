@@ -1,7 +1,7 @@
 /* serve_bench.c - the serving engine's figures, each beside its reference in the same run
  * (tests/bench/serve.sh prints them; nothing is asserted):
  *   paged     decode tokens/s at batch 16 through block tables against the contiguous cache
- *             (llm_generate on each), and the engine's own decode against llm_generate
+ *             (a bare batched decode loop on each), and the engine's own decode against it
  *   prefix    32 requests sharing a system prompt of half the context: prompt rows computed
  *             on the shared part with and without the prefix cache, TTFT p50 of each
  *   batching  16 requests with seeded output lengths and staggered arrivals, continuous
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 
 static llm_config C;
@@ -63,62 +63,68 @@ static void prompt(int *p, int n, int salt)
 
 /* ---- paged against contiguous ---- */
 
+/* The bare batched decode loop the engine is measured against (no scheduler, no requests):
+ * every prompt in one forward, then one forward per step over all B sequences, greedy, on
+ * the cache kv (contiguous or paged). Decode tokens/s in wall and CPU time. */
 static void gen_once(llm_kv *kv, int B, int plen, int steps, double *wall, double *cpu)
 {
     char err[256];
-    llm_engine e;
-    llm_engine_init(&e, &C, &W, 256, err, sizeof err);
-    llm_sampler *smp = calloc((size_t)B, sizeof *smp);
-    int **pr = malloc((size_t)B * sizeof(int *)), **out = malloc((size_t)B * sizeof(int *));
-    int *np = malloc((size_t)B * sizeof(int)), *no = malloc((size_t)B * sizeof(int));
+    llm_fwd e;
+    llm_fwd_init(&e, &C, &W, 256, err, sizeof err);
+    int V = C.vocab_size, n = B * plen;
+    int *rseq = malloc(sizeof(int) * 3 * (size_t)n), *rpos = rseq + n, *rtok = rpos + n;
+    unsigned char *want = calloc((size_t)n, 1);
+    float *logits = malloc(sizeof(float) * (size_t)B * V);
+    int *cur = malloc(sizeof(int) * (size_t)B);
     for (int b = 0; b < B; b++) {
-        llm_sampler_init(&smp[b], C.vocab_size, 0.0f, 0, 1.0f, 1);
-        pr[b] = malloc((size_t)plen * sizeof(int));
-        prompt(pr[b], plen, b);
-        np[b] = plen;
-        out[b] = malloc((size_t)steps * sizeof(int));
+        kv->ops->reserve(kv, b, plen);
+        prompt(rtok + b * plen, plen, b);
+        for (int t = 0; t < plen; t++)
+            rseq[b * plen + t] = b, rpos[b * plen + t] = t, want[b * plen + t] = t == plen - 1;
     }
-    llm_gen_opts o = {.max_new = steps};
-    llm_gen_stats st;
-    memset(&st, 0, sizeof st);
-    if (llm_generate(&e, kv, smp, B, (const int *const *)pr, np, out, no, &o, &st, err,
-                     sizeof err))
+    if (llm_forward(&e, kv, n, rseq, rpos, rtok, want, logits, err, sizeof err))
         fprintf(stderr, "generate: %s\n", err);
-    *wall = (double)st.decode_tokens / st.decode_s;
-    *cpu = (double)st.decode_tokens / st.decode_cpu_s;
-    for (int b = 0; b < B; b++) {
-        llm_sampler_fini(&smp[b]);
-        free(pr[b]);
-        free(out[b]);
+    double t0 = mlsys_now_s(), c0 = cpu_s();
+    for (int step = 0; step < steps; step++) {
+        for (int b = 0; b < B; b++) {
+            cur[b] = llm_argmax(logits + (size_t)b * V, V);
+            rseq[b] = b, rpos[b] = plen + step;
+            kv->ops->reserve(kv, b, plen + step + 1);
+        }
+        if (llm_forward(&e, kv, B, rseq, rpos, cur, NULL, logits, err, sizeof err))
+            fprintf(stderr, "generate: %s\n", err);
     }
-    free(smp);
-    free(pr);
-    free(out);
-    free(np);
-    free(no);
-    llm_engine_fini(&e);
+    *wall = (double)B * steps / (mlsys_now_s() - t0);
+    *cpu = (double)B * steps / (cpu_s() - c0);
+    for (int b = 0; b < B; b++)
+        kv->ops->release(kv, b);
+    free(rseq);
+    free(want);
+    free(logits);
+    free(cur);
+    llm_fwd_fini(&e);
 }
 
 /* The engine decoding B requests together (its scheduling and bookkeeping included). */
 static void engine_once(int B, int plen, int steps, double *wall, double *cpu)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = B, .max_num_batched_tokens = 1024};
-    llm_serve *s = llm_serve_create(&C, &W, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = B, .max_num_batched_tokens = 1024};
+    llm_engine *s = llm_engine_create(&C, &W, &o, err, sizeof err);
     int p[128];
     for (int b = 0; b < B; b++) {
         prompt(p, plen, b);
         llm_request r = {.prompt = p, .n_prompt = plen, .max_tokens = steps + 1,
                          .ignore_eos = 1};
-        llm_serve_submit(s, &r, err, sizeof err);
+        llm_engine_submit(s, &r, err, sizeof err);
     }
-    llm_serve_step(s, NULL);              /* the prefill step (and the first tokens) */
+    llm_engine_step(s, NULL);              /* the prefill step (and the first tokens) */
     double t0 = mlsys_now_s(), c0 = cpu_s();
-    llm_serve_run(s);
+    llm_engine_run(s);
     double dt = mlsys_now_s() - t0, dc = cpu_s() - c0;
     *wall = B * steps / dt;
     *cpu = B * steps / dc;
-    llm_serve_free(s);
+    llm_engine_free(s);
 }
 
 static double med(double *v, int n)
@@ -148,7 +154,7 @@ static void bench_paged(int repeat)
     double c_w = med(cw, repeat), c_c = med(cc, repeat);
     printf("decode at batch 16, %d new tokens after %d-token prompts, greedy, median of %d:\n",
            steps, plen, repeat);
-    printf("  %-34s %9.0f tokens/s wall %9.0f per CPU s\n", "contiguous cache (llm_generate)",
+    printf("  %-34s %9.0f tokens/s wall %9.0f per CPU s\n", "contiguous cache (bare loop)",
            c_w, c_c);
     for (int k = 0; k < 3; k++) {
         double w = med(pw[k], repeat), c = med(pc[k], repeat);
@@ -169,20 +175,20 @@ typedef struct ttfts {
     int n;
 } ttfts;
 
-static void on_ttft(void *u, const llm_serve_event *ev)
+static void on_ttft(void *u, const llm_engine_event *ev)
 {
     ttfts *t = u;
     if (ev->finish != LLM_FINISH_NONE && t->n < 64)
         t->v[t->n++] = ev->st->ttft;
 }
 
-static void prefix_once(int no_prefix, int N, int S, int U, ttfts *t, llm_serve_metrics *m,
+static void prefix_once(int no_prefix, int N, int S, int U, ttfts *t, llm_engine_metrics *m,
                         double *wall)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 512,
+    llm_engine_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 512,
                         .no_prefix_cache = no_prefix, .clock = cpu_clock};
-    llm_serve *s = llm_serve_create(&C, &W, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&C, &W, &o, err, sizeof err);
     int p[128];
     t->n = 0;
     prompt(p, S, 999);                       /* the shared system prompt */
@@ -192,19 +198,19 @@ static void prefix_once(int no_prefix, int N, int S, int U, ttfts *t, llm_serve_
             p[S + k] = 3 + (i * 7 + k * 13) % 400;
         llm_request r = {.prompt = p, .n_prompt = S + U, .max_tokens = 16, .ignore_eos = 1,
                          .on_event = on_ttft, .u = t};
-        llm_serve_submit(s, &r, err, sizeof err);
+        llm_engine_submit(s, &r, err, sizeof err);
     }
-    llm_serve_run(s);
+    llm_engine_run(s);
     *wall = cpu_clock(NULL) - t0;
-    llm_serve_metrics_get(s, m);
-    llm_serve_free(s);
+    llm_engine_metrics_get(s, m);
+    llm_engine_free(s);
 }
 
 static void bench_prefix(int repeat)
 {
     int N = 32, S = C.seq_len / 2, U = 16;
     double p50_on[16], p50_off[16], w_on[16], w_off[16];
-    llm_serve_metrics on, off;
+    llm_engine_metrics on, off;
     for (int r = 0; r < repeat; r++) {
         ttfts t;
         prefix_once(0, N, S, U, &t, &on, &w_on[r]);
@@ -241,7 +247,7 @@ typedef struct bres {
     long tokens;
 } bres;
 
-static void on_b(void *u, const llm_serve_event *ev)
+static void on_b(void *u, const llm_engine_event *ev)
 {
     bres *b = u;
     if (ev->token >= 0)
@@ -254,54 +260,54 @@ static void on_b(void *u, const llm_serve_event *ev)
 static void batching_once(const wl *w, llm_admit_fn admit, bres *b, double *span)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 512, .admit = admit,
+    llm_engine_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 512, .admit = admit,
                         .clock = cpu_clock};
-    llm_serve *s = llm_serve_create(&C, &W, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&C, &W, &o, err, sizeof err);
     memset(b, 0, sizeof *b);
     int p[128];
     double t0 = cpu_clock(NULL);
     int next = 0;
-    while (next < w->n || llm_serve_has_work(s)) {
+    while (next < w->n || llm_engine_has_work(s)) {
         double now = cpu_clock(NULL) - t0;
         while (next < w->n && w->arrive[next] <= now) {
             prompt(p, 12, next);
             llm_request r = {.prompt = p, .n_prompt = 12, .max_tokens = w->out_len[next],
                              .ignore_eos = 1, .on_event = on_b, .u = b};
-            llm_serve_submit(s, &r, err, sizeof err);
+            llm_engine_submit(s, &r, err, sizeof err);
             next++;
         }
-        if (llm_serve_step(s, NULL) == 0 && next < w->n) {
+        if (llm_engine_step(s, NULL) == 0 && next < w->n) {
             double wait = w->arrive[next] - (cpu_clock(NULL) - t0);
             if (wait > 0)
                 g_idle += wait;
         }
     }
     *span = cpu_clock(NULL) - t0;
-    llm_serve_free(s);
+    llm_engine_free(s);
 }
 
 /* One decode step's time at batch B (median over steps of a run). */
 static double step_cost(int B)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = B, .max_num_batched_tokens = 1024};
-    llm_serve *s = llm_serve_create(&C, &W, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = B, .max_num_batched_tokens = 1024};
+    llm_engine *s = llm_engine_create(&C, &W, &o, err, sizeof err);
     int p[16];
     for (int b = 0; b < B; b++) {
         prompt(p, 12, b);
         llm_request r = {.prompt = p, .n_prompt = 12, .max_tokens = 40, .ignore_eos = 1};
-        llm_serve_submit(s, &r, err, sizeof err);
+        llm_engine_submit(s, &r, err, sizeof err);
     }
-    llm_serve_step(s, NULL);
+    llm_engine_step(s, NULL);
     double v[64];
     int n = 0;
     double c0 = cpu_s();
-    while (n < 32 && llm_serve_step(s, NULL) > 0) {
+    while (n < 32 && llm_engine_step(s, NULL) > 0) {
         double c1 = cpu_s();
         v[n++] = c1 - c0;
         c0 = c1;
     }
-    llm_serve_free(s);
+    llm_engine_free(s);
     return pct(v, n, 50);
 }
 

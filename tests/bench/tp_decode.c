@@ -42,12 +42,12 @@ static int rank_fn(mlsys_comm *c, void *arg)
     int r = mlsys_rank(c), T = mlsys_size(c), V = g_c.vocab_size;
     char *err = g_res->err[r];
     size_t n = sizeof g_res->err[r];
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_config kc;
     int maxlen = PROMPT + STEPS + 1;
     float *lg = malloc((size_t)B * PROMPT * V * sizeof *lg);
-    if (llm_engine_init_tp(&e, &g_c, &g_w, B * PROMPT, T > 1 ? c : NULL, err, n) ||
+    if (llm_fwd_init_tp(&e, &g_c, &g_w, B * PROMPT, T > 1 ? c : NULL, err, n) ||
         llm_tp_kv_config(&g_c, T, &kc))
         return 1;
     double c0 = cpu_s(), t0 = mlsys_now_s();
@@ -90,7 +90,7 @@ static int rank_fn(mlsys_comm *c, void *arg)
     }
     g_res->cpu[r] = cpu_s() - c0;
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     free(lg);
     return rc ? 1 : 0;
 }

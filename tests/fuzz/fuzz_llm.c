@@ -82,9 +82,9 @@ static void use_model(const llm_config *c, const llm_weights *w)
     check(w->n_floats == llm_file_floats(c), "the weights fill the file's payload");
     for (size_t i = 0; i < w->n_floats; i++)
         check(isfinite(w->mem[i]), "accepted weights are finite");
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    if (llm_engine_init(&e, c, w, 1, err, sizeof err) != 0) {
+    if (llm_fwd_init(&e, c, w, 1, err, sizeof err) != 0) {
         check(strchr(err, '\n') == NULL && err[0], "the engine declines in one line");
         return;
     }
@@ -98,7 +98,7 @@ static void use_model(const llm_config *c, const llm_weights *w)
         free(logits);
         llm_kv_free(&kv);
     }
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
 }
 
 /* A tokenizer that was accepted encodes and decodes any bytes, ids in range. */

@@ -566,7 +566,7 @@ START_TEST(pool_described_again)
 }
 END_TEST
 
-/* A serving engine's request moves (core/llm/serve.h's roles: 2 scheduler, 1 queue, 3 model,
+/* A serving engine's request moves (core/llm/engine.h's roles: 2 scheduler, 1 queue, 3 model,
  * 0 clients) say why a request let go of its blocks: preempted, or finished. */
 static void request_moves(int from, int to, int seq, int count)
 {

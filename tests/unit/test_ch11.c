@@ -104,7 +104,8 @@ START_TEST(speculative_real)
         ck_assert(eol && strstr(p, "72/72") && strstr(p, "72/72") < eol);
     }
     bin_result_free(&r);
-    /* the trace has the rounds as spans and the sweep as plot points */
+    /* the trace has the engine's draft phases and its verifying forwards as spans, and the
+     * sweep as plot points */
     FILE *f = fopen(trace, "r");
     ck_assert(f);
     char *buf = malloc(1 << 22);
@@ -113,23 +114,46 @@ START_TEST(speculative_real)
     fclose(f);
     unlink(trace);
     ck_assert(strstr(buf, "\"name\": \"draft\"") || strstr(buf, "\"name\":\"draft\""));
-    ck_assert(strstr(buf, "verify"));
-    /* each round's outcome is a span of its own, named for the timeline's legend */
-    ck_assert(strstr(buf, "\"name\":\"accepted ") || strstr(buf, "\"name\":\"rejected "));
-    /* on the real clock: a round number in a compute span's step would make the timeline
-     * draw the run as a slot schedule */
-    ck_assert(!strstr(buf, "\"step\":1,\"chunk\""));
+    /* the engine's forward names the sequence it verifies, with its 1 + k rows */
+    ck_assert(strstr(buf, "\"name\":\"forward V0:5") || strstr(buf, "\"name\": \"forward V0:5"));
+    /* the engine's steps as its STEP records, and its gates */
+    ck_assert(strstr(buf, "\"name\":\"step step 1\"") && strstr(buf, "engine step 1"));
     ck_assert(strstr(buf, "plot:tokens per forward") && strstr(buf, "plot:speed-up"));
     free(buf);
 }
 END_TEST
 
+static int lines_of(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Bad files are read before the rank starts: exit 2 and one line naming the file, whichever
+ * of the three it is and whether it is missing or not a model at all. */
 START_TEST(speculative_bad_input)
 {
     bin_result r = run_bin("run ch11/speculative-demo --draft /nonexistent/draft.bin");
     ck_assert_int_eq(r.status, 2);
     ck_assert(strstr(r.err, "/nonexistent/draft.bin"));
+    ck_assert_msg(lines_of(r.err) == 1, "%s", r.err);
     bin_result_free(&r);
+    char junk[] = "/tmp/mlsys-test-ch11-junk-XXXXXX";
+    int fd = mkstemp(junk);
+    ck_assert(fd >= 0);
+    ck_assert(write(fd, "not a model at all\n", 19) == 19);
+    close(fd);
+    static const char *const flags[3] = {"--model", "--draft", "--tokenizer"};
+    for (int i = 0; i < 3; i++) {
+        r = run_bin("run ch11/speculative-demo %s %s", flags[i], junk);
+        ck_assert_msg(r.status == 2, "%s junk: exit %d, %s", flags[i], r.status, r.err);
+        ck_assert_msg(strstr(r.err, junk) && lines_of(r.err) == 1, "%s junk: %s", flags[i],
+                      r.err);
+        bin_result_free(&r);
+    }
+    unlink(junk);
     r = run_bin("run ch11/speculative-demo -k 0");
     ck_assert_int_eq(r.status, 2);
     bin_result_free(&r);

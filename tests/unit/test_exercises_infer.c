@@ -10,7 +10,7 @@
 #include <string.h>
 #include "../../lab/exercise/exercise.h"
 #include "../../chapters/ch07/schedule.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 /* the reference solutions, as the learner's file would be compiled */
 #include "../../assets/exercises/ch07-1f1b/solution.c"

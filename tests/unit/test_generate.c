@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../../core/nn/transformer.h"
-#include "../../core/llm/llm.h"
+#include "../../core/llm/engine.h"
 #include "../../lab/cli/generate.h"
 #include "run_bin.h"
 
@@ -182,9 +182,9 @@ static void check_vs_naive(int shared, nn_gemm_kernel kern)
     ck_assert_int_eq(llm_forward_nocache(&c, &w, tok, T, 0, got), 0);
     double d1 = rel_diff(got, ref, (size_t)T * V);
     /* 2. cached, the whole sequence as one prefill call (chunks of 6 rows) */
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 6, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 6, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 2, 0, err, sizeof err) == 0);
     ck_assert(kv.ops->reserve(&kv, 0, T) == 0);
     ck_assert_msg(llm_forward(&e, &kv, T, seq, pos, tok, NULL, got, err, sizeof err) == 0, "%s",
@@ -209,7 +209,7 @@ static void check_vs_naive(int shared, nn_gemm_kernel kern)
     free(ref);
     free(got);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
 }
 
@@ -271,9 +271,9 @@ static void check_one_forward(nn_gemm_kernel kern, int generic, int shared)
     /* the cache, rows grouped at random: every call takes 1..9 of the rows not yet run,
      * each sequence's rows in order, sequences interleaved; engines of 4 and 16 rows */
     for (int trial = 0; trial < 6; trial++) {
-        llm_engine e;
+        llm_fwd e;
         llm_kv kv;
-        ck_assert(llm_engine_init(&e, &c, &w, trial % 2 ? 4 : 16, err, sizeof err) == 0);
+        ck_assert(llm_fwd_init(&e, &c, &w, trial % 2 ? 4 : 16, err, sizeof err) == 0);
         ck_assert(llm_kv_init_contiguous(&kv, &c, B, 0, err, sizeof err) == 0);
         for (int b = 0; b < B; b++)
             ck_assert(kv.ops->reserve(&kv, b, T) == 0);
@@ -300,7 +300,7 @@ static void check_one_forward(nn_gemm_kernel kern, int generic, int shared)
             done += m;
         }
         llm_kv_free(&kv);
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
     }
     printf("one forward (%s%s, %s): training forward = nocache = cached in any grouping of "
            "rows, bit for bit OK\n", nn_gemm_kernel_name(kern), generic ? ", plain C" : "",
@@ -347,9 +347,9 @@ START_TEST(blas_difference_is_the_gemm)
         ck_assert_msg(!memcmp(tf, pre, sizeof(float) * T * V), "%s: training forward and "
                       "prefill of the same rows differ", nn_gemm_kernel_name(nn_get_gemm_kernel()));
         free(tf);
-        llm_engine e;
+        llm_fwd e;
         llm_kv kv;
-        ck_assert(llm_engine_init(&e, &c, &w, 4, err, sizeof err) == 0);
+        ck_assert(llm_fwd_init(&e, &c, &w, 4, err, sizeof err) == 0);
         ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
         ck_assert(kv.ops->reserve(&kv, 0, T) == 0);
         for (int t = 0, s0 = 0; t < T; t++)
@@ -358,7 +358,7 @@ START_TEST(blas_difference_is_the_gemm)
         for (int i = 0; i < T * V; i++)
             diff[k] = fmax(diff[k], fabs((double)dec[i] - pre[i]));
         llm_kv_free(&kv);
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
     }
     /* and the GEMM alone shows it: one row through x·Wᵀ alone and among T rows */
     ck_assert(nn_set_gemm_kernel(NN_GEMM_BLAS) == 0);
@@ -393,22 +393,33 @@ typedef struct run {
     int n_out[5];
 } run;
 
-static void gen(llm_engine *e, llm_kv *kv, int B, int **pr, const int *np, float temp,
-                int no_cache, int max_new, run *res)
+/* B sequences on a fresh engine (B seats, every prompt in one step), or through the
+ * reference without a cache; sequence b draws with seed 100 + b. */
+static void gen(const llm_config *c, const llm_weights *w, int B, int **pr, const int *np,
+                float temp, int no_cache, int max_new, run *res)
 {
-    llm_sampler s[5];
     int *outs[5];
     char err[256];
-    for (int b = 0; b < B; b++) {
-        ck_assert(llm_sampler_init(&s[b], e->c.vocab_size, temp, 0, 1.0f, 100 + b) == 0);
-        outs[b] = res->out[b];
-    }
-    llm_gen_opts o = {max_new, 0, no_cache, NULL, NULL};
-    llm_gen_stats st;
-    ck_assert_msg(llm_generate(e, kv, s, B, (const int *const *)pr, np, outs, res->n_out, &o,
-                               &st, err, sizeof err) == 0, "%s", err);
     for (int b = 0; b < B; b++)
-        llm_sampler_fini(&s[b]);
+        outs[b] = res->out[b];
+    llm_gen_opts o = {.max_new = max_new, .temperature = temp, .top_p = 1.0f, .seed = 100};
+    llm_gen_stats st;
+    if (no_cache) {
+        llm_sampler s[5];
+        for (int b = 0; b < B; b++)
+            ck_assert(llm_sampler_init(&s[b], c->vocab_size, temp, 0, 1.0f, 100 + b) == 0);
+        ck_assert_msg(llm_generate_nocache(c, w, s, B, (const int *const *)pr, np, outs,
+                                           res->n_out, &o, &st, err, sizeof err) == 0, "%s", err);
+        for (int b = 0; b < B; b++)
+            llm_sampler_fini(&s[b]);
+        return;
+    }
+    llm_engine_opts eo = {.max_num_seqs = B, .max_num_batched_tokens = 64, .block_size = 4};
+    llm_engine *eng = llm_engine_create(c, w, &eo, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
+    ck_assert_msg(llm_generate(eng, B, (const int *const *)pr, np, outs, res->n_out, &o, &st,
+                               err, sizeof err) == 0, "%s", err);
+    llm_engine_free(eng);
 }
 
 static int diverse(const run *r, int n)
@@ -423,17 +434,12 @@ static void check_cache_identity(nn_gemm_kernel kern)
 {
     llm_config c;
     llm_weights w;
-    char err[256];
     nn_set_gemm_kernel(kern);
     make_model(&c, &w, 32, 64, 2, 4, 2, 53, 48, 1, 11, 0.3f);
-    llm_engine e;
-    llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 8, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &c, 5, 0, err, sizeof err) == 0);
     int prompt[5] = {1, 17, 4, 33, 9}, *pr[1] = {prompt}, np[1] = {5};
     run a, b;
-    gen(&e, &kv, 1, pr, np, 0.0f, 0, 40, &a);
-    gen(&e, &kv, 1, pr, np, 0.0f, 1, 40, &b);
+    gen(&c, &w, 1, pr, np, 0.0f, 0, 40, &a);
+    gen(&c, &w, 1, pr, np, 0.0f, 1, 40, &b);
     ck_assert_int_eq(a.n_out[0], 40);
     ck_assert_int_eq(b.n_out[0], 40);
     int same = !memcmp(a.out[0], b.out[0], sizeof(int) * 40);
@@ -442,8 +448,6 @@ static void check_cache_identity(nn_gemm_kernel kern)
            diverse(&a, 40), same ? "OK" : "NOT OK");
     ck_assert(diverse(&a, 40) >= 5);   /* not a constant stream: the test means something */
     ck_assert(same);
-    llm_kv_free(&kv);
-    llm_engine_fini(&e);
     llm_weights_free(&w);
 }
 
@@ -466,9 +470,9 @@ static void check_cache_bitwise(nn_gemm_kernel kern)
     nn_set_gemm_kernel(kern);
     make_model(&c, &w, 32, 64, 2, 4, 1, 29, 24, 0, 13, 0.3f);
     int V = c.vocab_size, tok[24], seq = 0;
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 4, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 4, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
     float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
     tok[0] = 1;
@@ -483,7 +487,7 @@ static void check_cache_bitwise(nn_gemm_kernel kern)
     free(a);
     free(b);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
 }
 
@@ -501,10 +505,6 @@ static void check_batched(nn_gemm_kernel kern, float temp)
     char err[256];
     nn_set_gemm_kernel(kern);
     make_model(&c, &w, 32, 64, 2, 4, 2, 53, 40, 1, 21, 0.3f);
-    llm_engine e;
-    llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 8, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &c, 5, 0, err, sizeof err) == 0);
     int p[5][12], np[5] = {1, 7, 3, 12, 5}, *pr[5];
     for (int b = 0; b < 5; b++) {
         p[b][0] = 1;
@@ -512,22 +512,24 @@ static void check_batched(nn_gemm_kernel kern, float temp)
             p[b][t] = (b * 13 + t * 5) % c.vocab_size;
         pr[b] = p[b];
     }
+    llm_engine_opts eo = {.max_num_seqs = 1, .block_size = 4, .no_prefix_cache = 1};
+    llm_engine *one_eng = llm_engine_create(&c, &w, &eo, err, sizeof err);
+    ck_assert_msg(one_eng != NULL, "%s", err);
     for (int B = 1; B <= 5; B++) {
         run all, one;
         /* max_new 30 > room for sequence 3 (40 - 12 + 1 = 29): it stops at the context */
-        gen(&e, &kv, B, pr, np, temp, 0, 30, &all);
+        gen(&c, &w, B, pr, np, temp, 0, 30, &all);
         for (int b = 0; b < B; b++) {
             run r;
-            /* alone, as sequence 0 of its own call, with the same sampler seed */
+            /* alone, in an engine of one seat, with the same sampler seed */
             int *prb[1] = {pr[b]};
-            llm_sampler s;
-            ck_assert(llm_sampler_init(&s, c.vocab_size, temp, 0, 1.0f, 100 + b) == 0);
             int *o[1] = {r.out[0]};
-            llm_gen_opts go = {30, 0, 0, NULL, NULL};
+            uint64_t seed = 100 + (uint64_t)b;
+            llm_gen_opts go = {.max_new = 30, .temperature = temp, .top_p = 1.0f,
+                               .seeds = &seed};
             llm_gen_stats st;
-            ck_assert(llm_generate(&e, &kv, &s, 1, (const int *const *)prb, &np[b], o,
-                                   r.n_out, &go, &st, err, sizeof err) == 0);
-            llm_sampler_fini(&s);
+            ck_assert(llm_generate(one_eng, 1, (const int *const *)prb, &np[b], o, r.n_out,
+                                   &go, &st, err, sizeof err) == 0);
             one.n_out[b] = r.n_out[0];
             memcpy(one.out[b], r.out[0], sizeof r.out[0]);
             ck_assert_int_eq(all.n_out[b], np[b] == 12 ? 29 : 30);
@@ -539,8 +541,7 @@ static void check_batched(nn_gemm_kernel kern, float temp)
     }
     printf("batched B=1..5 == one at a time (%s, temperature %.1f) OK\n",
            nn_gemm_kernel_name(kern), temp);
-    llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_engine_free(one_eng);
     llm_weights_free(&w);
 }
 
@@ -560,9 +561,9 @@ START_TEST(forward_rejects_bad_rows)
     llm_weights w;
     char err[256];
     make_model(&c, &w, 16, 32, 1, 2, 2, 20, 8, 1, 3, 0.3f);
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 4, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 4, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
     float lg[20];
     int s = 0, p = 0, t = 3, bad = 20, p8 = 8;
@@ -576,7 +577,7 @@ START_TEST(forward_rejects_bad_rows)
     ck_assert_int_eq(kv.ops->slot(&kv, 0, 0), -1);
     ck_assert(llm_forward_nocache(&c, &w, &t, 9, 1, lg) == -1);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
 }
 END_TEST
@@ -881,9 +882,9 @@ START_TEST(shipped_model_batch_invariant)
     ck_assert_msg(llm_checkpoint_read(mp, &c, &w, err, sizeof err) == 0, "%s", err);
     ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
     int V = c.vocab_size;
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 64, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &c, &w, 64, err, sizeof err) == 0);
     ck_assert(llm_kv_init_contiguous(&kv, &c, 2 * NS, 0, err, sizeof err) == 0);
     /* sequences 0..15 together (prefills in one call each, then decode steps of 16 rows);
      * sequences 16..31 the same tokens one row per call */
@@ -932,7 +933,7 @@ START_TEST(shipped_model_batch_invariant)
     free(lg);
     free(one);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     llm_weights_free(&w);
 }
 END_TEST

@@ -6,7 +6,7 @@
  * does not; a tokenizer that is not the model's is refused with nothing allocated). */
 #include "../../core/mlsys.h"
 #include "../../core/llm/llm.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../lab/lab.h"
 #include <check.h>
 #include <limits.h>

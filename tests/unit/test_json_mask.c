@@ -14,7 +14,7 @@
 #ifdef HAVE_CJSON
 #include <cjson/cJSON.h>
 #endif
-#include "../../core/llm/llm.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 
 #ifdef HAVE_CJSON                 /* every test checks outputs with cJSON */
@@ -385,10 +385,9 @@ START_TEST(model_constrained_outputs_parse)
     llm_config c;
     llm_weights w;
     ck_assert_msg(llm_checkpoint_read(mp, &c, &w, err, sizeof err) == 0, "%s", err);
-    llm_engine e;
-    llm_kv kv;
-    ck_assert(llm_engine_init(&e, &c, &w, 16, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &c, 1, 0, err, sizeof err) == 0);
+    llm_engine_opts eo = {.max_num_seqs = 1};
+    llm_engine *eng = llm_engine_create(&c, &w, &eo, err, sizeof err);
+    ck_assert_msg(eng != NULL, "%s", err);
     llm_json_grammar g, gs;
     llm_json_schema sc;
     ck_assert(llm_json_schema_parse(&sc, "name:string,age:integer,active:boolean", err,
@@ -403,15 +402,13 @@ START_TEST(model_constrained_outputs_parse)
         const char *p = prompts[i % 5];
         int ids[64], out[64], no;
         int n = (int)llm_bpe_encode_prompt(&tok, p, strlen(p), 1, ids);
-        llm_sampler smp;
-        ck_assert(llm_sampler_init(&smp, c.vocab_size, 1.0f, 0, 0.95f, (uint64_t)i) == 0);
         llm_json_grammar *gg = i % 4 == 3 ? &gs : &g;
         /* budgets from tight to loose (the schema object needs 33 bytes at least) */
-        llm_json_gen_opts o = {.max_new = (gg == &gs ? 33 : 4) + i % 24};
+        llm_json_gen_opts o = {.max_new = (gg == &gs ? 33 : 4) + i % 24, .temperature = 1.0f,
+                               .top_p = 0.95f, .seed = (uint64_t)i};
         llm_json_gen_stats st;
-        ck_assert_msg(llm_json_generate(&e, &kv, &smp, gg, ids, n, &o, out, &no, &st, err,
+        ck_assert_msg(llm_json_generate(eng, gg, ids, n, &o, out, &no, &st, err,
                                         sizeof err) == 0, "%s", err);
-        llm_sampler_fini(&smp);
         char text[1024];
         long len = llm_bpe_decode(&tok, out, (size_t)no, text, sizeof text - 1);
         ck_assert(len >= 0 && len < (long)sizeof text);
@@ -444,8 +441,7 @@ START_TEST(model_constrained_outputs_parse)
     ck_assert_int_eq(valid, runs);
     llm_json_grammar_fini(&g);
     llm_json_grammar_fini(&gs);
-    llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_engine_free(eng);
     llm_weights_free(&w);
     llm_tokenizer_free(&tok);
 }

@@ -148,18 +148,18 @@ START_TEST(engine_and_cache_bound_what_the_header_asks)
         double want = 4.0 * ((double)c.seq_len * c.head_size +
                              R * (4.0 * c.dim + 2.0 * c.kv_dim + 2.0 * c.hidden_dim +
                                   (double)c.n_heads * c.seq_len + c.seq_len));
-        ck_assert_msg(fabs((double)llm_engine_bytes(&c, R) - want) < 1.0, "R=%d: %llu vs %.0f",
-                      R, (unsigned long long)llm_engine_bytes(&c, R), want);
+        ck_assert_msg(fabs((double)llm_fwd_bytes(&c, R) - want) < 1.0, "R=%d: %llu vs %.0f",
+                      R, (unsigned long long)llm_fwd_bytes(&c, R), want);
     }
     setenv("MLSYS_MEM_LIMIT", "1G", 1);
     ck_assert_uint_le(mlsys_mem_available(), 1ull << 30);
-    llm_engine e;
-    ck_assert_int_eq(llm_engine_init(&e, &c, NULL, 64, err, sizeof err), -1);
+    llm_fwd e;
+    ck_assert_int_eq(llm_fwd_init(&e, &c, NULL, 64, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "seq_len 1048576") && strstr(err, "32 heads"), "%s", err);
     ck_assert_ptr_null(e.mem);
-    int r = llm_engine_rows_that_fit(&c, 64);
-    ck_assert_msg(r >= 1 && r < 64 && llm_engine_bytes(&c, r) <= (1ull << 30) &&
-                  llm_engine_bytes(&c, 2 * r) > (1ull << 30), "rows that fit: %d", r);
+    int r = llm_fwd_rows_that_fit(&c, 64);
+    ck_assert_msg(r >= 1 && r < 64 && llm_fwd_bytes(&c, r) <= (1ull << 30) &&
+                  llm_fwd_bytes(&c, 2 * r) > (1ull << 30), "rows that fit: %d", r);
     llm_kv kv;
     ck_assert_int_eq(llm_kv_init_contiguous(&kv, &c, 64, 0, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "kv cache") && strstr(err, "more than"), "%s", err);
@@ -167,8 +167,8 @@ START_TEST(engine_and_cache_bound_what_the_header_asks)
     /* the stated limit holds whatever the machine has */
     setenv("MLSYS_MEM_LIMIT", "1T", 1);
     c.n_heads = c.n_kv_heads = 32;
-    ck_assert_uint_gt(llm_engine_bytes(&c, 4096), LLM_ENGINE_MAX_BYTES);
-    ck_assert_int_eq(llm_engine_init(&e, &c, NULL, 4096, err, sizeof err), -1);
+    ck_assert_uint_gt(llm_fwd_bytes(&c, 4096), LLM_FWD_MAX_BYTES);
+    ck_assert_int_eq(llm_fwd_init(&e, &c, NULL, 4096, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "limit"), "%s", err);
     unsetenv("MLSYS_MEM_LIMIT");
 }
@@ -275,10 +275,19 @@ START_TEST(generate_and_info_on_a_long_context)
     ck_assert_int_eq(ntok, 300);
     ck_assert(fabs(loss - log(259.0)) < 1e-3);
     bin_result_free(&r);
+    /* the engine sizes its cache and scratch by the positions the run reaches (5 here), not
+     * by the context the header announces: 64 MB is plenty */
     snprintf(args, sizeof args, "generate --model %s --tokenizer %s -n 4", at("long.bin"),
              at("tok.bin"));
     r = run_limited(60, "MLSYS_MEM_LIMIT=64M", args);
-    expect_refused(r, args, "seq_len 1048576");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    bin_result_free(&r);
+    /* a run that reaches the whole context needs scores over 2^20 positions per row: refused
+     * before anything is allocated */
+    snprintf(args, sizeof args, "generate --model %s --tokenizer %s -n 1048575 --ignore-eos",
+             at("long.bin"), at("tok.bin"));
+    r = run_limited(60, "MLSYS_MEM_LIMIT=64M", args);
+    expect_refused(r, args, "sequences of up to 1048576 tokens");
     bin_result_free(&r);
     rm_dir();
 }

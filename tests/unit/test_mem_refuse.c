@@ -1,5 +1,5 @@
 /* test_mem_refuse.c - engines reckon what they will allocate before they allocate it
- * (core/llm/serve_mem.c): a cache sized by what the run needs (the sequences' length given)
+ * (core/llm/engine_mem.c): a cache sized by what the run needs (the sequences' length given)
  * or, for a server, by what fits in half the free memory; a plan that does not fit refused
  * in one line. The engine on a context cut to what the run needs generates the very tokens
  * it generates on the whole context. The real program refuses with exit 2 and one line:
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "run_bin.h"
 
 #define MODEL "assets/models/model.bin"
@@ -31,24 +31,23 @@ static double kv_block(const llm_config *c, int bs)
 
 START_TEST(plan_sizes_by_need)
 {
-    llm_config c = long_config(), run;
+    llm_config c = long_config();
     char err[512];
     setenv("MLSYS_MEM_LIMIT", "1G", 1);
     /* 16 sequences of at most 104 tokens: 16 x ceil(104 / 16) blocks, the context cut */
-    llm_serve_opts o = {.max_model_len = 104};
-    ck_assert_msg(llm_serve_plan(&c, &o, &run, err, sizeof err) == 0, "%s", err);
+    llm_engine_opts o = {.max_model_len = 104};
+    ck_assert_msg(llm_engine_plan(&c, &o, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(o.max_num_seqs, 16);
     ck_assert_int_eq(o.block_size, 16);
     ck_assert_int_eq(o.n_blocks, 16 * 7);
-    ck_assert_int_eq(run.seq_len, 104);
-    ck_assert_int_eq(run.dim, c.dim);
+    ck_assert_int_eq(o.max_model_len, 104);
     /* a length beyond the model's context is refused */
-    llm_serve_opts bad = {.max_model_len = 1000001};
-    ck_assert(llm_serve_plan(&c, &bad, &run, err, sizeof err) != 0);
+    llm_engine_opts bad = {.max_model_len = 1000001};
+    ck_assert(llm_engine_plan(&c, &bad, err, sizeof err) != 0);
     /* a known need that does not fit is refused, not shrunk */
     setenv("MLSYS_MEM_LIMIT", "4M", 1);
-    llm_serve_opts o2 = {.max_model_len = 104};
-    ck_assert(llm_serve_plan(&c, &o2, &run, err, sizeof err) != 0);
+    llm_engine_opts o2 = {.max_model_len = 104};
+    ck_assert(llm_engine_plan(&c, &o2, err, sizeof err) != 0);
     ck_assert_msg(strstr(err, "more than this machine has free") && !strchr(err, '\n') &&
                   strstr(err, "112 blocks"), "%s", err);
     unsetenv("MLSYS_MEM_LIMIT");
@@ -57,22 +56,22 @@ END_TEST
 
 START_TEST(plan_server_fits_free_memory)
 {
-    llm_config c = long_config(), run;
+    llm_config c = long_config();
     char err[512];
     /* 16 whole contexts would take 16 x 62500 blocks (41 GB); half of 24 GiB holds fewer:
      * the pool is cut to that, one whole context at least */
     setenv("MLSYS_MEM_LIMIT", "24G", 1);
-    llm_serve_opts o = {0};
-    ck_assert_msg(llm_serve_plan(&c, &o, &run, err, sizeof err) == 0, "%s", err);
+    llm_engine_opts o = {0};
+    ck_assert_msg(llm_engine_plan(&c, &o, err, sizeof err) == 0, "%s", err);
     double per = kv_block(&c, 16);
     ck_assert_int_ge(o.n_blocks, 62500);
     ck_assert_int_lt(o.n_blocks, 16 * 62500);
     ck_assert((double)o.n_blocks * per <= 12.0 * (1ull << 30));
-    ck_assert_int_eq(run.seq_len, 1000000);
+    ck_assert_int_eq(o.max_model_len, 1000000);
     /* not even one context and the scratch fit in 4 GiB: refused in one line */
     setenv("MLSYS_MEM_LIMIT", "4G", 1);
-    llm_serve_opts o2 = {0};
-    ck_assert(llm_serve_plan(&c, &o2, &run, err, sizeof err) != 0);
+    llm_engine_opts o2 = {0};
+    ck_assert(llm_engine_plan(&c, &o2, err, sizeof err) != 0);
     ck_assert_msg(strstr(err, "62500 blocks") && !strchr(err, '\n'), "%s", err);
     unsetenv("MLSYS_MEM_LIMIT");
 }
@@ -83,7 +82,7 @@ typedef struct got {
     int tok[64], n, done;
 } got;
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     got *g = u;
     if (ev->token >= 0 && g->n < 64)
@@ -95,18 +94,18 @@ static void on_event(void *u, const llm_serve_event *ev)
 static void greedy(const llm_config *c, const llm_weights *w, int max_model_len, got *g)
 {
     char err[256];
-    llm_serve_opts o = {.max_num_seqs = 2, .max_model_len = max_model_len};
-    llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = 2, .max_model_len = max_model_len};
+    llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     ck_assert_msg(s, "%s", err);
     int prompt[5] = {1, 300, 41, 77, 12};
     memset(g, 0, sizeof *g);
     llm_request r = {.prompt = prompt, .n_prompt = 5, .max_tokens = 30, .ignore_eos = 1,
                      .on_event = on_event, .u = g};
-    ck_assert_msg(llm_serve_submit(s, &r, err, sizeof err) >= 0, "%s", err);
-    while (llm_serve_has_work(s))
-        ck_assert(llm_serve_step(s, NULL) >= 0);
+    ck_assert_msg(llm_engine_submit(s, &r, err, sizeof err) >= 0, "%s", err);
+    while (llm_engine_has_work(s))
+        ck_assert(llm_engine_step(s, NULL) >= 0);
     ck_assert(g->done);
-    llm_serve_free(s);
+    llm_engine_free(s);
 }
 
 START_TEST(cut_context_same_tokens)

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
+#include "ref_decode.h"
 
 #define MODEL "assets/models/model.bin"
 #define TOKENIZER "assets/models/tokenizer.bin"
@@ -49,8 +50,8 @@ START_TEST(forward_paged_bitwise_equals_contiguous)
             ck_assert(llm_kv_init_contiguous(&a, &g_c, 3, 0, err, sizeof err) == 0);
             llm_paged_opts po = {.block_size = bss[k], .n_seqs = 3};
             ck_assert_msg(llm_kv_init_paged(&b, &g_c, &po, err, sizeof err) == 0, "%s", err);
-            llm_engine e;
-            ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
+            llm_fwd e;
+            ck_assert(llm_fwd_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
             /* three sequences of 40 tokens in one call, then a decode row each */
             int n = 120, seq[120], pos[120], tok[120];
             for (int r = 0; r < n; r++) {
@@ -75,7 +76,7 @@ START_TEST(forward_paged_bitwise_equals_contiguous)
             ck_assert(!memcmp(la, lb, 3 * (size_t)g_c.vocab_size * sizeof(float)));
             free(la);
             free(lb);
-            llm_engine_fini(&e);
+            llm_fwd_fini(&e);
             llm_kv_free(&a);
             llm_kv_free(&b);
         }
@@ -85,7 +86,7 @@ START_TEST(forward_paged_bitwise_equals_contiguous)
 }
 END_TEST
 
-/* ---- greedy outputs: the engine on pages against llm_generate on the contiguous cache ---- */
+/* ---- greedy outputs: the engine on pages against the reference on a contiguous cache ---- */
 
 #define NPROMPT 50
 #define NEW 12
@@ -132,29 +133,15 @@ static void free_prompts(prompts *p)
         free(p->ids[i]);
 }
 
-/* The reference: llm_generate on the contiguous cache, all prompts in one batch. */
+/* The reference: each prompt alone on a contiguous cache, greedy (ref_decode.h). */
 static void reference(const prompts *p, int out[NPROMPT][NEW], int n_out[NPROMPT])
 {
-    char err[256];
-    llm_kv kv;
-    ck_assert(llm_kv_init_contiguous(&kv, &g_c, NPROMPT, 0, err, sizeof err) == 0);
-    llm_engine e;
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 256, err, sizeof err) == 0);
-    llm_sampler smp[NPROMPT];
-    int *outp[NPROMPT];
     for (int i = 0; i < NPROMPT; i++) {
-        llm_sampler_init(&smp[i], g_c.vocab_size, 0.0f, 0, 1.0f, 1);
-        outp[i] = out[i];
+        llm_sampler smp;
+        llm_sampler_init(&smp, g_c.vocab_size, 0.0f, 0, 1.0f, 1);
+        n_out[i] = ref_decode(&g_c, &g_w, &smp, p->ids[i], p->n[i], NEW, 0, out[i]);
+        llm_sampler_fini(&smp);
     }
-    llm_gen_opts o = {.max_new = NEW};
-    llm_gen_stats st;
-    memset(&st, 0, sizeof st);
-    ck_assert_msg(llm_generate(&e, &kv, smp, NPROMPT, (const int *const *)p->ids, p->n, outp,
-                               n_out, &o, &st, err, sizeof err) == 0, "%s", err);
-    for (int i = 0; i < NPROMPT; i++)
-        llm_sampler_fini(&smp[i]);
-    llm_engine_fini(&e);
-    llm_kv_free(&kv);
 }
 
 typedef struct collected {
@@ -163,7 +150,7 @@ typedef struct collected {
     int finals[NPROMPT];
 } collected;
 
-static void collect(void *u, const llm_serve_event *ev)
+static void collect(void *u, const llm_engine_event *ev)
 {
     collected *c = u;
     if (ev->token >= 0 && c->n[ev->id] < NEW)
@@ -173,30 +160,30 @@ static void collect(void *u, const llm_serve_event *ev)
 }
 
 static void engine_run(const prompts *p, int block_size, int no_prefix, collected *c,
-                       llm_serve_metrics *m)
+                       llm_engine_metrics *m)
 {
     char err[256];
     memset(c, 0, sizeof *c);
-    llm_serve_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 96,
+    llm_engine_opts o = {.max_num_seqs = 16, .max_num_batched_tokens = 96,
                         .block_size = block_size, .no_prefix_cache = no_prefix};
-    llm_serve *s = llm_serve_create(&g_c, &g_w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
     ck_assert_msg(s != NULL, "%s", err);
     for (int i = 0; i < NPROMPT; i++) {
         llm_request r = {.prompt = p->ids[i], .n_prompt = p->n[i], .max_tokens = NEW,
                          .ignore_eos = 1, .on_event = collect, .u = c};
-        ck_assert_int_eq(llm_serve_submit(s, &r, err, sizeof err), i);
+        ck_assert_int_eq(llm_engine_submit(s, &r, err, sizeof err), i);
     }
-    ck_assert(llm_serve_run(s) > 0);
-    llm_serve_metrics_get(s, m);
+    ck_assert(llm_engine_run(s) > 0);
+    llm_engine_metrics_get(s, m);
     ck_assert_int_eq(m->kv_used, 0);
-    ck_assert_int_eq(llm_paged_check(llm_serve_kv(s), err, sizeof err), 0);
-    llm_serve_free(s);
+    ck_assert_int_eq(llm_paged_check(llm_engine_kv(s), err, sizeof err), 0);
+    llm_engine_free(s);
 }
 
 static int ref[NPROMPT][NEW], nref[NPROMPT];    /* the reference of the current prompts */
 
 static void expect_equal(const prompts *p, int bs, int no_prefix, const char *what,
-                         llm_serve_metrics *m)
+                         llm_engine_metrics *m)
 {
     static collected c;
     engine_run(p, bs, no_prefix, &c, m);
@@ -218,7 +205,7 @@ START_TEST(greedy_paged_equals_contiguous)
     make_prompts(&p, 0);
     reference(&p, ref, nref);
     int bss[3] = {1, 16, 64};
-    llm_serve_metrics m;
+    llm_engine_metrics m;
     for (int k = 0; k < 3; k++)
         expect_equal(&p, bss[k], 1, "paged", &m);
     free_prompts(&p);
@@ -232,7 +219,7 @@ START_TEST(greedy_prefix_sharing_equals_contiguous)
     prompts p;
     make_prompts(&p, 1);
     reference(&p, ref, nref);
-    llm_serve_metrics on, off;
+    llm_engine_metrics on, off;
     expect_equal(&p, 16, 0, "prefix cache", &on);
     expect_equal(&p, 16, 1, "no prefix cache", &off);
     /* 40 shared tokens = 2 full blocks of 16 hit for every request but the first ones */
@@ -360,11 +347,15 @@ START_TEST(property_random_ops)
                 }
                 counts[1]++;
             } else if (kind == 3 && m->active) {
-                /* fork into an empty table */
+                /* fork a prefix (all of it, or its first positions) into an empty table */
                 int ch = (int)(mlsys_rng_u64(&r) % PSEQ);
                 if (!ms[ch].active && ch != s) {
-                    ck_assert(llm_paged_fork(&kv, s, ch) == 0);
+                    int nf = mlsys_rng_u64(&r) % 2 ? m->n
+                                                   : 1 + (int)(mlsys_rng_u64(&r) % (uint64_t)m->n);
+                    ck_assert(llm_paged_fork(&kv, s, ch, m->n + 1) == -1);
+                    ck_assert(llm_paged_fork(&kv, s, ch, nf) == 0);
                     ms[ch] = *m;
+                    ms[ch].n = nf;
                     counts[2]++;
                 }
             } else if (kind == 4 && m->active) {
@@ -484,7 +475,7 @@ START_TEST(cow_and_eviction)
     ck_assert(kv.ops->reserve(&kv, 0, 6) == 0);
     write_positions(&kv, 0, tok, 0, 6);
     llm_paged_commit(&kv, 0, tok, 6);
-    ck_assert(llm_paged_fork(&kv, 0, 1) == 0);
+    ck_assert(llm_paged_fork(&kv, 0, 1, 6) == 0);
     llm_paged_stats st;
     llm_paged_stats_get(&kv, &st);
     ck_assert_int_eq(st.used, 2);

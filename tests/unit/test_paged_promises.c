@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 
 static llm_config small_config(void)
 {
@@ -137,7 +137,7 @@ static int cow_rank(mlsys_comm *comm, void *u)
     if (kv.ops->reserve(&kv, 0, 6))       /* one full block and a partial one */
         return 1;
     llm_paged_commit(&kv, 0, tok, 6);
-    if (llm_paged_fork(&kv, 0, 1) || kv.ops->reserve(&kv, 1, 7))   /* the child writes */
+    if (llm_paged_fork(&kv, 0, 1, 6) || kv.ops->reserve(&kv, 1, 7))   /* the child writes */
         return 1;
     for (int s = 0; s < 2; s++) {
         const int *b;

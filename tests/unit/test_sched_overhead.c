@@ -1,4 +1,4 @@
-/* test_sched_overhead.c - the engine's step phases and its overlap scheduler (core/llm/serve.c)
+/* test_sched_overhead.c - the engine's step phases and its overlap scheduler (core/llm/engine.c)
  * on the shipped model under the batch-invariant GEMM: the overlapped engine's outputs equal
  * the plain engine's token for token (sampling, EOS, stop strings, cancels from callbacks,
  * requests arriving mid-run, chunked prefill, a pool small enough to preempt); the phase
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 #include "run_bin.h"
 
@@ -34,10 +34,10 @@ typedef struct seen {
     llm_finish why[NREQ];
     char text[NREQ][1024];
     size_t text_len[NREQ];
-    llm_serve *s;
+    llm_engine *s;
 } seen;
 
-static void on_event(void *u, const llm_serve_event *ev)
+static void on_event(void *u, const llm_engine_event *ev)
 {
     seen *w = u;
     int id = ev->id;
@@ -51,11 +51,11 @@ static void on_event(void *u, const llm_serve_event *ev)
         w->finals[id]++;
         w->why[id] = ev->finish;
     } else if (w->cancel_at[id] && w->n[id] == w->cancel_at[id]) {
-        ck_assert_int_eq(llm_serve_cancel(w->s, id), 0);
+        ck_assert_int_eq(llm_engine_cancel(w->s, id), 0);
     }
 }
 
-/* Structure of one step's phases (serve.h): the stepping thread's phases tile [t_start,
+/* Structure of one step's phases (engine.h): the stepping thread's phases tile [t_start,
  * t_end] end to end; with overlap the worker's planning lies inside [t0[launch],
  * t1[wait]]. */
 static void check_tiling(const llm_step_stats *st, int overlap)
@@ -111,11 +111,11 @@ static long run(const scen *sc, int overlap, seen *w)
 {
     char err[256];
     memset(w, 0, sizeof *w);
-    llm_serve_opts o = {.max_num_seqs = sc->max_num_seqs,
+    llm_engine_opts o = {.max_num_seqs = sc->max_num_seqs,
                         .max_num_batched_tokens = sc->max_tokens_batched,
                         .n_blocks = sc->n_blocks, .block_size = sc->block_size, .tok = &g_t,
                         .overlap = overlap};
-    llm_serve *s = llm_serve_create(&g_c, &g_w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(&g_c, &g_w, &o, err, sizeof err);
     ck_assert_msg(s != NULL, "%s", err);
     w->s = s;
     static const char *const stops[] = {"the", ". "};
@@ -124,7 +124,7 @@ static long run(const scen *sc, int overlap, seen *w)
     int next = 0;
     w->cancel_at[5] = 3;
     w->cancel_at[17] = 9;
-    while (next < NREQ || llm_serve_has_work(s)) {
+    while (next < NREQ || llm_engine_has_work(s)) {
         while (next < NREQ && (next < 2 * NREQ / 3 || step > 3 * (next - 2 * NREQ / 3))) {
             char doc[LLM_DOC_MAX];
             size_t dl = llm_corpus_doc(1, LLM_SPLIT_VAL, (uint64_t)next, doc, sizeof doc, NULL);
@@ -135,27 +135,27 @@ static long run(const scen *sc, int overlap, seen *w)
                              .seed = 1000 + (uint64_t)next, .ignore_eos = next % 2,
                              .stop = next % 5 == 1 ? stops : NULL,
                              .n_stop = next % 5 == 1 ? 2 : 0, .on_event = on_event, .u = w};
-            ck_assert_msg(llm_serve_submit(s, &r, err, sizeof err) == next, "%s", err);
+            ck_assert_msg(llm_engine_submit(s, &r, err, sizeof err) == next, "%s", err);
             next++;
         }
         llm_step_info info;
-        int rc = llm_serve_step(s, &info);
+        int rc = llm_engine_step(s, &info);
         ck_assert_int_ge(rc, 0);
         step++;
         if (rc == 1) {
             llm_step_stats st;
-            llm_serve_last_stats(s, &st);
+            llm_engine_last_stats(s, &st);
             ck_assert_int_eq(st.step, info.step);
             ck_assert_int_eq(st.rows, info.rows);
             check_tiling(&st, overlap);
             ahead += st.overlapped;
         }
     }
-    llm_serve_metrics m;
-    llm_serve_metrics_get(s, &m);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
     ck_assert_int_eq(m.kv_used, 0);
-    ck_assert_msg(llm_paged_check(llm_serve_kv(s), err, sizeof err) == 0, "%s", err);
-    llm_serve_free(s);
+    ck_assert_msg(llm_paged_check(llm_engine_kv(s), err, sizeof err) == 0, "%s", err);
+    llm_engine_free(s);
     return ahead;
 }
 
@@ -265,8 +265,8 @@ static int spans_rank(mlsys_comm *c, void *arg)
     if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
         return 1;
     /* 8 requests of 12 tokens: 12 steps (one prefill step, 11 decodes) */
-    llm_serve_opts o = {.max_num_seqs = 8, .comm = c, .overlap = *(int *)arg};
-    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = 8, .comm = c, .overlap = *(int *)arg};
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
     if (!s)
         return 1;
     int p[8];
@@ -275,11 +275,11 @@ static int spans_rank(mlsys_comm *c, void *arg)
     for (int i = 0; i < 8; i++) {
         llm_request r = {.prompt = p, .n_prompt = 8, .max_tokens = 12, .ignore_eos = 1};
         p[0] = 3 + i;
-        if (llm_serve_submit(s, &r, err, sizeof err) < 0)
+        if (llm_engine_submit(s, &r, err, sizeof err) < 0)
             return 1;
     }
-    long steps = llm_serve_run(s);
-    llm_serve_free(s);
+    long steps = llm_engine_run(s);
+    llm_engine_free(s);
     llm_weights_free(&w);
     return steps == 12 ? 0 : 2;
 }

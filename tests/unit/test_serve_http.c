@@ -28,6 +28,7 @@
 #include "../../core/nn/nn.h"
 #include "../../lab/cli/cli.h"
 #include "../../lab/cli/loadgen_http.h"
+#include "ref_decode.h"
 #include "run_bin.h"
 
 #define MODEL "assets/models/model.bin"
@@ -39,6 +40,7 @@ static llm_weights g_w, g_dw;
 static llm_tokenizer g_t;
 static srv_server *g_s;
 static char g_url[128];
+static int g_stream_interval;     /* the next start()'s (0: the default, every token) */
 
 static void load(void)
 {
@@ -86,7 +88,7 @@ static void start(int spec_k, const char *key, size_t max_body)
         ck_assert_msg(llm_checkpoint_read(DRAFT, &g_dc, &g_dw, err, sizeof err) == 0, "%s", err);
     srv_opts o = {.port = 0, .api_key = key, .model_name = "mlsys-lab", .max_body = max_body,
                   .speculative_k = spec_k, .draft_c = spec_k ? &g_dc : NULL,
-                  .draft_w = spec_k ? &g_dw : NULL};
+                  .draft_w = spec_k ? &g_dw : NULL, .stream_interval = g_stream_interval};
     g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
     ck_assert_msg(g_s, "%s", err);
     snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
@@ -129,24 +131,14 @@ static char *answer(const char *body, char *finish, cJSON **usage_out)
     return s;
 }
 
-/* The model's own greedy text for prompt (llm_generate, no server, no engine). */
+/* The model's own greedy text for prompt (ref_decode.h: no server, no engine). */
 static char *greedy_reference(const char *prompt, int max_new, int *n_out)
 {
-    char err[256];
     int ids[512], out[512];
     int np = (int)llm_bpe_encode_prompt(&g_t, prompt, strlen(prompt), 1, ids);
-    llm_engine e;
-    llm_kv kv;
     llm_sampler sm;
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
-    const int *pp[1] = {ids};
-    int *op[1] = {out};
-    llm_gen_opts o = {max_new, 1, 0, NULL, NULL};
-    llm_gen_stats st;
-    ck_assert_msg(llm_generate(&e, &kv, &sm, 1, pp, &np, op, n_out, &o, &st, err,
-                               sizeof err) == 0, "%s", err);
+    *n_out = ref_decode(&g_c, &g_w, &sm, ids, np, max_new, 1, out);
     char *text = calloc(1, 8192);
     size_t len = 0;
     int prev = ids[np - 1];
@@ -160,8 +152,6 @@ static char *greedy_reference(const char *prompt, int max_new, int *n_out)
         prev = out[i];
     }
     llm_sampler_fini(&sm);
-    llm_kv_free(&kv);
-    llm_engine_fini(&e);
     return text;
 }
 
@@ -440,7 +430,9 @@ START_TEST(error_statuses)
     expect("POST", C, "{\"prompt\":\"x\",\"stop\":5}", NULL, 400, "stop");
     expect("POST", C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", NULL, 400,
            "stop");
-    expect("POST", C, "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":9}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n");
+    expect("POST", C, "{\"prompt\":\"x\",\"n\":1.5}", NULL, 400, "n");
     expect("POST", C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", NULL,
            400, "stream_options");
     /* fields not served: refused by name unless they ask for nothing */
@@ -835,7 +827,7 @@ START_TEST(json_object_parses)
         free(t);
         free(r.body);
     }
-    /* greedy, streamed: the text of llm_json_generate itself, token for token */
+    /* greedy, streamed: the reference's JSON-masked decoding, token for token */
     reply r = http("POST", "/v1/completions", "{\"prompt\":\"The cat\",\"max_tokens\":48,"
                    "\"temperature\":0,\"stream\":true,\"response_format\":{\"type\":"
                    "\"json_object\"}}", NULL);
@@ -853,19 +845,13 @@ START_TEST(json_object_parses)
     }
     free(r.body);
     char err[256];
-    int ids[64], out[64], n_out = 0, np = (int)llm_bpe_encode_prompt(&g_t, "The cat", 7, 1, ids);
-    llm_engine e;
-    llm_kv kv;
+    int ids[64], out[64], done, np = (int)llm_bpe_encode_prompt(&g_t, "The cat", 7, 1, ids);
     llm_sampler sm;
     llm_json_grammar g;
-    llm_json_gen_stats st;
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 64, err, sizeof err) == 0);
-    ck_assert(llm_kv_init_contiguous(&kv, &g_c, 1, 0, err, sizeof err) == 0);
     ck_assert(llm_sampler_init(&sm, g_c.vocab_size, 0, 0, 1, 1) == 0);
     ck_assert(llm_json_grammar_init_tok(&g, &g_t, NULL, err, sizeof err) == 0);
-    llm_json_gen_opts jo = {.max_new = 48};
-    ck_assert_msg(llm_json_generate(&e, &kv, &sm, &g, ids, np, &jo, out, &n_out, &st, err,
-                                    sizeof err) == 0, "%s", err);
+    int n_out = ref_decode_json(&g_c, &g_w, &sm, &g, ids, np, 48, out, &done);
+    ck_assert(done);
     char want[4096] = "";
     for (int i = 0, prev = ids[np - 1]; i < n_out; prev = out[i++]) {
         int n;
@@ -875,12 +861,51 @@ START_TEST(json_object_parses)
     ck_assert_str_eq(got, want);
     llm_json_grammar_fini(&g);
     llm_sampler_fini(&sm);
-    llm_kv_free(&kv);
-    llm_engine_fini(&e);
     stop();
 }
 END_TEST
 
+typedef struct collect_body {
+    char *b;
+    size_t n, cap;
+} collect_body;
+
+static int collect_fn(void *u, const char *d, size_t n)
+{
+    collect_body *c = u;
+    if (!d)
+        return 0;
+    if (c->n + n + 1 > c->cap) {
+        c->cap = (c->n + n + 1) * 2;
+        c->b = realloc(c->b, c->cap);
+    }
+    memcpy(c->b + c->n, d, n);
+    c->n += n;
+    c->b[c->n] = 0;
+    return 0;
+}
+
+/* One client of the concurrent speculative test: a greedy completion of its prompt. */
+typedef struct spec_client {
+    lg_url url;
+    char body[256];
+    collect_body got;
+    int status;
+} spec_client;
+
+static void *spec_client_main(void *u)
+{
+    spec_client *c = u;
+    lg_response r;
+    lg_post(&c->url, "/v1/completions", NULL, c->body, 60, collect_fn, &c->got, &r);
+    c->status = r.status;
+    return NULL;
+}
+
+/* --speculative 4: greedy requests are the target's own greedy text, one at a time and eight
+ * at once (their rounds verified in the same target forwards: more rounds than steps); the
+ * JSON and sampled requests beside them decode plainly; clients that walk away leave no
+ * block in use. */
 START_TEST(speculative_greedy_exact)
 {
     start(4, NULL, 0);
@@ -900,12 +925,52 @@ START_TEST(speculative_greedy_exact)
     }
     char *m = get_metrics();
     ck_assert_double_gt(metric(m, "mlsys_spec_draft_tokens_total"), 0);
+    double rounds0 = metric(m, "mlsys_spec_rounds_total");
+    double steps0 = metric(m, "mlsys_engine_steps_total");
     free(m);
-    /* one at a time, some clients walking away: the decoder is free again afterwards */
+    /* eight at once, a JSON and a sampled request among them */
+    enum { NCL = 8 };
+    static spec_client cl[NCL];
+    pthread_t th[NCL];
+    for (int i = 0; i < NCL; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        ck_assert(lg_url_parse(g_url, &cl[i].url) == 0);
+        snprintf(cl[i].body, sizeof cl[i].body, "{\"prompt\":\"%s\",\"max_tokens\":60,"
+                 "\"ignore_eos\":true,\"temperature\":%s%s}", prompts[i % 4],
+                 i == 5 ? "0.8" : "0", i == 6 ? ",\"response_format\":{\"type\":"
+                 "\"json_object\"}" : "");
+        ck_assert(pthread_create(&th[i], NULL, spec_client_main, &cl[i]) == 0);
+    }
+    for (int i = 0; i < NCL; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(cl[i].status, 200);
+        char *got = answer(cl[i].got.b, NULL, NULL);
+        if (i == 6) {
+            cJSON *j = cJSON_Parse(got);
+            ck_assert_msg(j != NULL, "not JSON: %s", got);
+            cJSON_Delete(j);
+        } else if (i != 5) {
+            int n;
+            char *want = greedy_reference(prompts[i % 4], 60, &n);
+            /* ignore_eos: past an EOS the reference stops, the server goes on */
+            ck_assert_msg(!strncmp(got, want, strlen(want)), "client %d: %s\nwant %s", i, got,
+                          want);
+            free(want);
+        }
+        free(got);
+        free(cl[i].got.b);
+    }
+    m = wait_idle();
+    double rounds = metric(m, "mlsys_spec_rounds_total") - rounds0;
+    double steps = metric(m, "mlsys_engine_steps_total") - steps0;
+    printf("speculative server: 8 at once, %.0f rounds in %.0f steps\n", rounds, steps);
+    ck_assert_double_gt(rounds, steps);
+    free(m);
+    /* some clients walking away: every block comes back */
     ck_assert_int_eq(run_loadgen("--url %s --concurrency 8 --requests 24 --max-tokens 64 "
                                  "--ignore-eos --stream --disconnect 0.5 --seed 5", g_url), 0);
     m = wait_idle();
-    ck_assert_double_eq(metric(m, "mlsys_side_requests_total"), 4 + 24);
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
     free(m);
     stop();
 }
@@ -1382,6 +1447,221 @@ START_TEST(sigterm_drains)
 }
 END_TEST
 
+/* ---- n choices ---- */
+
+/* A stream's events per choice: text, finish_reason and usage seen, [DONE] last. */
+typedef struct sse_choices {
+    char text[SRV_MAX_N][4096];
+    int finals[SRV_MAX_N], events, usage, done, n_index;
+} sse_choices;
+
+static void parse_sse(char *body, int chat, sse_choices *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    for (char *p = body; *p;) {
+        ck_assert_msg(!sc->done, "data after [DONE]");
+        ck_assert_msg(!strncmp(p, "data: ", 6), "event without 'data: ': %.40s", p);
+        char *end = strstr(p, "\n\n");
+        ck_assert_msg(end, "event not ended by a blank line");
+        *end = 0;
+        if (!strcmp(p + 6, "[DONE]")) {
+            sc->done = 1;
+        } else {
+            cJSON *o = cJSON_Parse(p + 6);
+            ck_assert_msg(o, "event not JSON: %s", p + 6);
+            cJSON *arr = cJSON_GetObjectItem(o, "choices");
+            for (int k = 0; k < cJSON_GetArraySize(arr); k++) {
+                cJSON *c = cJSON_GetArrayItem(arr, k);
+                int i = cJSON_GetObjectItem(c, "index")->valueint;
+                ck_assert(i >= 0 && i < SRV_MAX_N);
+                sc->n_index = i + 1 > sc->n_index ? i + 1 : sc->n_index;
+                cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"),
+                                                     "content")
+                                : cJSON_GetObjectItem(c, "text");
+                ck_assert_msg(!sc->finals[i], "choice %d: an event after its finish", i);
+                if (cJSON_IsString(t))
+                    strncat(sc->text[i], t->valuestring,
+                            sizeof sc->text[i] - strlen(sc->text[i]) - 1);
+                sc->finals[i] += cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+            }
+            sc->usage += cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+            cJSON_Delete(o);
+            sc->events++;
+        }
+        p = end + 2;
+    }
+}
+
+/* n samples: choices[i].index 0..n-1 in order, as OpenAI returns them; usage counts every
+ * choice's tokens; streamed, each choice's pieces carry its index, each ends once, and the
+ * texts equal the whole answer's choice by choice (the same seed). */
+START_TEST(n_choices)
+{
+    start(0, NULL, 0);
+    const char *C = "/v1/completions", *H = "/v1/chat/completions";
+    for (int chat = 0; chat < 2; chat++) {
+        const char *base = chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"Tom saw a\"}]"
+                                : "\"prompt\":\"Tom saw a\"";
+        char body[512];
+        snprintf(body, sizeof body, "{%s,\"n\":4,\"max_tokens\":12,\"temperature\":1,"
+                 "\"seed\":5,\"ignore_eos\":true}", base);
+        reply r = http("POST", chat ? H : C, body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        cJSON *o = cJSON_Parse(r.body);
+        ck_assert_msg(o, "not JSON: %s", r.body);
+        cJSON *arr = cJSON_GetObjectItem(o, "choices");
+        ck_assert_int_eq(cJSON_GetArraySize(arr), 4);
+        char whole[4][4096];
+        int differ = 0;
+        for (int i = 0; i < 4; i++) {
+            cJSON *c = cJSON_GetArrayItem(arr, i);
+            ck_assert_int_eq(cJSON_GetObjectItem(c, "index")->valueint, i);
+            ck_assert_str_eq(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "length");
+            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")
+                            : cJSON_GetObjectItem(c, "text");
+            ck_assert(cJSON_IsString(t));
+            snprintf(whole[i], sizeof whole[i], "%s", t->valuestring);
+            differ += i > 0 && strcmp(whole[i], whole[0]) != 0;
+        }
+        ck_assert_msg(differ > 0, "four samples, one text: %s", whole[0]);
+        cJSON *u = cJSON_GetObjectItem(o, "usage");
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 4 * 12);
+        cJSON_Delete(o);
+        free(r.body);
+        snprintf(body, sizeof body, "{%s,\"n\":4,\"max_tokens\":12,\"temperature\":1,"
+                 "\"seed\":5,\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
+                 "{\"include_usage\":true}}", base);
+        r = http("POST", chat ? H : C, body, NULL);
+        ck_assert_int_eq(r.status, 200);
+        static sse_choices sc;
+        parse_sse(r.body, chat, &sc);
+        ck_assert(sc.done);
+        ck_assert_int_eq(sc.n_index, 4);
+        ck_assert_int_eq(sc.usage, 1);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(sc.finals[i], 1);
+            ck_assert_str_eq(sc.text[i], whole[i]);
+        }
+        free(r.body);
+    }
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    free(m);
+    stop();
+}
+END_TEST
+
+/* --stream-interval 4: a stream's text comes in pieces of 4 tokens (the last may be
+ * shorter), and reads the same as the whole answer. */
+START_TEST(stream_interval_coalesces)
+{
+    g_stream_interval = 4;
+    start(0, NULL, 0);
+    const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0,"
+                    "\"ignore_eos\":true";
+    char body[256];
+    snprintf(body, sizeof body, "%s}", b);
+    reply r = http("POST", "/v1/completions", body, NULL);
+    ck_assert_int_eq(r.status, 200);
+    char *whole = answer(r.body, NULL, NULL);
+    free(r.body);
+    snprintf(body, sizeof body, "%s,\"stream\":true}", b);
+    r = http("POST", "/v1/completions", body, NULL);
+    ck_assert_int_eq(r.status, 200);
+    static sse_choices sc;
+    parse_sse(r.body, 0, &sc);
+    ck_assert(sc.done);
+    ck_assert_int_eq(sc.finals[0], 1);
+    ck_assert_str_eq(sc.text[0], whole);
+    /* 30 tokens: at most ceil(30 / 4) = 8 pieces of text, and the final chunk */
+    printf("stream interval 4: %d events for 30 tokens\n", sc.events);
+    ck_assert_int_le(sc.events, 8 + 1);
+    ck_assert_int_ge(sc.events, 2);
+    free(whole);
+    free(r.body);
+    stop();
+    g_stream_interval = 0;
+}
+END_TEST
+
+/* A client that reads the first piece of a stream and leaves. */
+static int leave_early(void *u, const char *d, size_t n)
+{
+    int *got = u;
+    if (d && n > 0 && strstr(d, "data: "))
+        (*got)++;
+    return *got >= 2;
+}
+
+/* n = 4 streamed, the client gone after its first events: every choice is cancelled in the
+ * engine and every block's reference is back (none used), the requests not run to their
+ * length. */
+START_TEST(n_choices_client_leaves)
+{
+    start(0, NULL, 0);
+    lg_url u;
+    ck_assert(lg_url_parse(g_url, &u) == 0);
+    for (int i = 0; i < 3; i++) {
+        int got = 0;
+        lg_response r;
+        lg_post(&u, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\",\"n\":4,"
+                "\"max_tokens\":120,\"ignore_eos\":true,\"stream\":true}", 60, leave_early,
+                &got, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert(r.aborted);
+    }
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    ck_assert_double_eq(metric(m, "mlsys_requests_cancelled_total"), 12);
+    ck_assert_double_eq(metric(m, "mlsys_http_client_disconnects_total"), 3);
+    ck_assert_double_lt(metric(m, "mlsys_generation_tokens_total"), 3 * 4 * 120);
+    free(m);
+    stop();
+}
+END_TEST
+
+/* ---- every response is valid UTF-8 ---- */
+
+/* Temperature 2 draws byte tokens that split characters or are not UTF-8 at all: 120
+ * responses (whole and streamed, completions and chat, some with n = 2) must each be valid
+ * UTF-8 from the first byte to the last, so any JSON decoder takes them. */
+START_TEST(responses_are_valid_utf8)
+{
+    start(0, NULL, 0);
+    lg_url u;
+    ck_assert(lg_url_parse(g_url, &u) == 0);
+    int replaced = 0;
+    for (int i = 0; i < 120; i++) {
+        int chat = i % 2, stream = (i / 2) % 2, n = i % 5 == 0 ? 2 : 1;
+        char body[512];
+        snprintf(body, sizeof body, "{%s,\"max_tokens\":48,\"temperature\":2,\"seed\":%d,"
+                 "\"n\":%d,\"ignore_eos\":true%s}",
+                 chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"Tom saw a\"}]"
+                      : "\"prompt\":\"One day,\"", 100 + i, n,
+                 stream ? ",\"stream\":true" : "");
+        collect_body c = {NULL, 0, 0};
+        lg_response r;
+        ck_assert(lg_post(&u, chat ? "/v1/chat/completions" : "/v1/completions", NULL, body,
+                          60, collect_fn, &c, &r) == 0);
+        ck_assert_int_eq(r.status, 200);
+        int bad;
+        size_t ok = llm_utf8_valid_prefix(c.b, c.n, &bad);
+        ck_assert_msg(ok == c.n, "response %d (%s): not UTF-8 at byte %zu of %zu", i,
+                      stream ? "streamed" : "whole", ok, c.n);
+        replaced += strstr(c.b, "\\ufffd") != NULL || memmem(c.b, c.n, "\xef\xbf\xbd", 3);
+        if (!stream) {
+            cJSON *o = cJSON_Parse(c.b);
+            ck_assert_msg(o, "response %d is not JSON", i);
+            cJSON_Delete(o);
+        }
+        free(c.b);
+    }
+    printf("temperature 2: 120 responses valid UTF-8, %d with U+FFFD\n", replaced);
+    ck_assert_msg(replaced > 0, "no replacement at all: the test proves little");
+    stop();
+}
+END_TEST
+
 /* The real program with its key from the environment (none on the command line), stopped
  * with SIGINT (Ctrl-C): 401 without the key, 200 with it, then a clean stop and exit 130. */
 START_TEST(sigint_130_env_key)
@@ -1452,6 +1732,10 @@ int main(void)
     tcase_add_test(tc, speculative_greedy_exact);
     tcase_add_test(tc, disconnects_free_blocks);
     tcase_add_test(tc, sigterm_drains);
+    tcase_add_test(tc, n_choices);
+    tcase_add_test(tc, stream_interval_coalesces);
+    tcase_add_test(tc, n_choices_client_leaves);
+    tcase_add_test(tc, responses_are_valid_utf8);
     tcase_add_test(tc, drain_cut_answers_503);
     tcase_add_test(tc, slow_clients_do_not_deny_service);
     tcase_add_test(tc, long_answers_outlive_the_request_deadline);

@@ -16,7 +16,7 @@
 #include "../../lab/ui/views/view.h"
 #include "../../lab/ui/views/serve_model.h"
 #include "../../lab/ui/stepmodel.h"
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/nn/nn.h"
 
 #define MODEL "assets/models/model.bin"
@@ -205,7 +205,7 @@ START_TEST(view_draws_queues_and_batch)
 }
 END_TEST
 
-/* Each of the engine's moves says its unit on the flow view's arrows (core/llm/serve.h's
+/* Each of the engine's moves says its unit on the flow view's arrows (core/llm/engine.h's
  * table: submitted prompt tokens, tokens found cached at admission, rows this step,
  * preempted, tokens generated); a move the engine never makes keeps the bare count. */
 START_TEST(moves_say_their_unit)
@@ -291,8 +291,8 @@ static int engine_rank(mlsys_comm *c, void *arg)
     if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
         return 1;
     nn_set_gemm_kernel(NN_GEMM_INVARIANT);
-    llm_serve_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c};
-    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = 3, .block_size = 8, .n_blocks = 16, .comm = c};
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
     if (!s)
         return 1;
     int p[40];
@@ -301,12 +301,12 @@ static int engine_rank(mlsys_comm *c, void *arg)
     for (int i = 0; i < NREQ; i++) {
         llm_request r = {.prompt = p, .n_prompt = 12 + 2 * i, .max_tokens = 4 + i,
                          .ignore_eos = 1};
-        if (llm_serve_submit(s, &r, err, sizeof err) < 0)
+        if (llm_engine_submit(s, &r, err, sizeof err) < 0)
             return 1;
     }
-    long steps = llm_serve_run(s);
-    llm_serve_wait(s, 0.01);                /* idle: an "engine idle" gate */
-    llm_serve_free(s);
+    long steps = llm_engine_run(s);
+    llm_engine_wait(s, 0.01);                /* idle: an "engine idle" gate */
+    llm_engine_free(s);
     llm_weights_free(&w);
     return steps > 0 ? 0 : 2;
 }
@@ -314,10 +314,10 @@ static int engine_rank(mlsys_comm *c, void *arg)
 /* A server's shape: another thread submits requests now and then while this one waits for
  * work and steps (what an HTTP front end does). */
 #define NEXT 3
-typedef struct outside { llm_serve *s; int *p; } outside;
+typedef struct outside { llm_engine *s; int *p; } outside;
 static int g_done;
 
-static void on_done(void *u, const llm_serve_event *ev)
+static void on_done(void *u, const llm_engine_event *ev)
 {
     (void)u;
     g_done += ev->finish != LLM_FINISH_NONE;
@@ -331,7 +331,7 @@ static void *submitter(void *arg)
         usleep(30000);
         llm_request r = {.prompt = o->p, .n_prompt = 10 + i, .max_tokens = 3 + i,
                          .ignore_eos = 1, .on_event = on_done};
-        if (llm_serve_submit(o->s, &r, err, sizeof err) < 0)
+        if (llm_engine_submit(o->s, &r, err, sizeof err) < 0)
             return (void *)1;
     }
     return NULL;
@@ -345,8 +345,8 @@ static int outside_rank(mlsys_comm *c, void *arg)
     llm_weights w;
     if (llm_checkpoint_read(MODEL, &cfg, &w, err, sizeof err))
         return 1;
-    llm_serve_opts o = {.max_num_seqs = 2, .block_size = 8, .comm = c};
-    llm_serve *s = llm_serve_create(&cfg, &w, &o, err, sizeof err);
+    llm_engine_opts o = {.max_num_seqs = 2, .block_size = 8, .comm = c};
+    llm_engine *s = llm_engine_create(&cfg, &w, &o, err, sizeof err);
     if (!s)
         return 1;
     int p[16];
@@ -358,11 +358,11 @@ static int outside_rank(mlsys_comm *c, void *arg)
     g_done = 0;
     double t0 = mlsys_now_s();
     while (g_done < NEXT && mlsys_now_s() - t0 < 30.0)
-        if (llm_serve_wait(s, 0.02))
-            llm_serve_step(s, NULL);
+        if (llm_engine_wait(s, 0.02))
+            llm_engine_step(s, NULL);
     void *rv;
     pthread_join(th, &rv);
-    llm_serve_free(s);
+    llm_engine_free(s);
     llm_weights_free(&w);
     return g_done == NEXT && !rv ? 0 : 2;
 }

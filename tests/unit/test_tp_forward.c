@@ -1,4 +1,4 @@
-/* test_tp_forward.c - the forward on tensor-parallel ranks (llm_engine_init_tp, core/llm/
+/* test_tp_forward.c - the forward on tensor-parallel ranks (llm_fwd_init_tp, core/llm/
  * infer.c) against the unsplit forward of the same weights: a prefill and decode steps over a
  * KV cache, on T = 2 and 4 forked ranks. Every rank must produce the same logits bit for bit
  * (each all-reduce leaves the same sums everywhere); against T = 1 the logits differ only by
@@ -42,14 +42,14 @@ static int run_model(const llm_config *c, const llm_weights *w, mlsys_comm *tp, 
                      int np, float (*logits)[MAXV], int *tokens, size_t *shard, int *kvd,
                      char *err, size_t n)
 {
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_config kc;
     int T = tp ? mlsys_size(tp) : 1;
-    if (llm_engine_init_tp(&e, c, w, 64, tp, err, n))
+    if (llm_fwd_init_tp(&e, c, w, 64, tp, err, n))
         return -1;
     if (llm_tp_kv_config(c, T, &kc) || llm_kv_init_contiguous(&kv, &kc, 1, 0, err, n)) {
-        llm_engine_fini(&e);
+        llm_fwd_fini(&e);
         return -1;
     }
     *shard = e.shard ? e.shard_layer * (size_t)c->n_layers : 0;
@@ -85,7 +85,7 @@ static int run_model(const llm_config *c, const llm_weights *w, mlsys_comm *tp, 
 out:
     free(lg);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     return rc;
 }
 
@@ -200,9 +200,9 @@ END_TEST
 static int refuse_fn(mlsys_comm *comm, void *arg)
 {
     job *j = arg;
-    llm_engine e;
+    llm_fwd e;
     char err[300] = "";
-    int rc = llm_engine_init_tp(&e, &j->c, &j->w, 4, comm, err, sizeof err);
+    int rc = llm_fwd_init_tp(&e, &j->c, &j->w, 4, comm, err, sizeof err);
     if (mlsys_rank(comm) == 0)
         snprintf(j->out->err[0], sizeof j->out->err[0], "%s", err);
     return rc == -1 ? 0 : 1;

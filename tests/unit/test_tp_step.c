@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "../../core/llm/serve.h"
+#include "../../core/llm/engine.h"
 #include "../../core/llm/tp_step.h"
 #include "../../core/nn/nn.h"
 #include "../../core/nn/transformer.h"
@@ -45,7 +45,7 @@ static int argmax(const float *l)
 /* The script: sequences 0 and 1 prefill together, decode greedily; sequence 2 arrives at
  * step 3 (its prefill beside two decodes); sequence 0 ends after step 5. lead is NULL for
  * the unsplit run. Logits of each step's wanted rows (at most 3) go to out. */
-static int script(llm_engine *e, llm_kv *kv, int lead, float (*out)[3][V], char *err, size_t n)
+static int script(llm_fwd *e, llm_kv *kv, int lead, float (*out)[3][V], char *err, size_t n)
 {
     static const int p0[] = {5, 9, 100, 7, 3, 250}, p1[] = {42, 42, 8, 1}, p2[] = {77, 6, 5, 4, 3};
     int len[3] = {6, 4, 0}, next[3] = {0, 0, 0}, alive[3] = {1, 1, 0};
@@ -113,10 +113,10 @@ static int rank_fn(mlsys_comm *c, void *arg)
     int r = mlsys_rank(c), T = mlsys_size(c);
     char *err = g_out->err[r];
     size_t n = sizeof g_out->err[r];
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_config kc;
-    if (llm_engine_init_tp(&e, &g_c, &g_w, 16, c, err, n) || llm_tp_kv_config(&g_c, T, &kc))
+    if (llm_fwd_init_tp(&e, &g_c, &g_w, 16, c, err, n) || llm_tp_kv_config(&g_c, T, &kc))
         return 1;
     int rc;
     if (r == 0) {
@@ -134,7 +134,7 @@ static int rank_fn(mlsys_comm *c, void *arg)
         free(lg);
     }
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     return rc ? 1 : 0;
 }
 
@@ -142,14 +142,14 @@ START_TEST(leader_and_followers)
 {
     static float ref[NSTEPS][3][V];
     char err[200], why[256];
-    llm_engine e;
+    llm_fwd e;
     llm_kv kv;
     llm_paged_opts o = opts();
-    ck_assert(llm_engine_init(&e, &g_c, &g_w, 16, err, sizeof err) == 0);
+    ck_assert(llm_fwd_init(&e, &g_c, &g_w, 16, err, sizeof err) == 0);
     ck_assert_msg(llm_kv_init_paged(&kv, &g_c, &o, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(script(&e, &kv, 0, ref, err, sizeof err) == 0, "%s", err);
     llm_kv_free(&kv);
-    llm_engine_fini(&e);
+    llm_fwd_fini(&e);
     for (int T = 2; T <= 4; T *= 2) {
         memset(g_out, 0, sizeof *g_out);
         int rc = mlsys_run_fn(T, 60000, rank_fn, NULL, why, sizeof why);

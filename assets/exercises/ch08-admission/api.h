@@ -1,8 +1,8 @@
 /* api.h - ch08-admission: the continuous-batching admission rule, the function the learner
- * writes, as the serving engine calls it (core/llm/serve.h: llm_admit_query). */
+ * writes, as the serving engine calls it (core/llm/engine.h: llm_admit_query). */
 #ifndef EX_API_H
 #define EX_API_H
-#include "llm/serve.h"
+#include "llm/engine.h"
 
 /* The engine plans a step: first the running requests (one decode row each, or their next
  * prompt chunk), then the waiting requests, oldest first. For each waiting request it asks

@@ -70,7 +70,7 @@ static void one_case(harness *h, const llm_config *c, const llm_weights *w, int 
 {
     mlsys_rng g;
     mlsys_rng_seed(&g, h->seed * 1000003u + (uint64_t)k * 7919u);
-    llm_serve_opts o;
+    llm_engine_opts o;
     memset(&o, 0, sizeof o);
     o.max_num_seqs = 2 + (int)(mlsys_rng_u64(&g) % 4);
     o.max_num_batched_tokens = o.max_num_seqs + 8 + (int)(mlsys_rng_u64(&g) % 56);
@@ -86,7 +86,7 @@ static void one_case(harness *h, const llm_config *c, const llm_weights *w, int 
     o.admit = wrapped;
     o.admit_u = &r;
     char err[256];
-    llm_serve *s = llm_serve_create(c, w, &o, err, sizeof err);
+    llm_engine *s = llm_engine_create(c, w, &o, err, sizeof err);
     if (!s) {
         h_fail(h, "rank %d: the engine refused its options: %s", h->rank, err);
         return;
@@ -108,19 +108,19 @@ static void one_case(harness *h, const llm_config *c, const llm_weights *w, int 
                          1 + (int)(mlsys_rng_u64(&g) % (uint64_t)(c->vocab_size - 1));
             llm_request q = {.prompt = tok, .n_prompt = n, .max_tokens = max_tokens,
                              .temperature = 0.0f, .ignore_eos = 1};
-            int id = llm_serve_submit(s, &q, err, sizeof err);
+            int id = llm_engine_submit(s, &q, err, sizeof err);
             if (id < 0 || id >= MAXQ) {
                 h_fail(h, "rank %d: the engine refused request %d: %s", h->rank, submitted, err);
                 break;
             }
             r.queue[r.nq++] = id;
         }
-        if (h->failed || (!llm_serve_has_work(s) && submitted == nreq))
+        if (h->failed || (!llm_engine_has_work(s) && submitted == nreq))
             break;
         r.step = step;
         r.call = 0;
         llm_step_info info;
-        int ran = llm_serve_step(s, &info);
+        int ran = llm_engine_step(s, &info);
         if (r.bad)
             break;
         if (ran < 0) {
@@ -135,7 +135,7 @@ static void one_case(harness *h, const llm_config *c, const llm_weights *w, int 
         else if (info.rows > o.max_num_batched_tokens)
             h_fail(h, "step %ld: %d rows, over the token budget %d", step, info.rows,
                    o.max_num_batched_tokens);
-        else if (llm_paged_check(llm_serve_kv(s), err, sizeof err) != 0)
+        else if (llm_paged_check(llm_engine_kv(s), err, sizeof err) != 0)
             h_fail(h, "step %ld: the KV pool breaks an invariant: %s", step, err);
         /* the waiting queue after the step: admitted out, preempted back at the front */
         for (int i = 0; i < info.n_items; i++)
@@ -153,7 +153,7 @@ static void one_case(harness *h, const llm_config *c, const llm_weights *w, int 
         h_fail(h, "the engine never asked the rule (a bug of the check, not yours)");
     if (!h->failed)
         h_info(h, "case %d: %ld admission decisions, all the reference's", k + 1, r.calls);
-    llm_serve_free(s);
+    llm_engine_free(s);
 }
 
 /* The rule alone, on drawn queries the engine rarely asks (a full batch, an empty budget):

@@ -1,8 +1,8 @@
 /* api.h - ch09-block-alloc: the paged KV cache's block allocator, the table of functions the
- * learner writes (core/llm/serve.h: llm_block_alloc_ops), as the cache calls it. */
+ * learner writes (core/llm/engine.h: llm_block_alloc_ops), as the cache calls it. */
 #ifndef EX_API_H
 #define EX_API_H
-#include "llm/serve.h"
+#include "llm/engine.h"
 
 /* The cache (the "manager") keeps each block's reference count, its prefix-cache entry and
  * the block tables, and copies a shared partial block before a write (copy on write). When a

@@ -201,7 +201,7 @@ static void cache_case(harness *h, const llm_config *c, int nblocks, int nops)
             if (t < 0)
                 continue;
             for (int i = 0; i < 2; i++)
-                llm_paged_fork(&p->k[i], s, t);
+                llm_paged_fork(&p->k[i], s, t, p->len[s]);
             memcpy(p->tok[t], p->tok[s], sizeof(int) * (size_t)p->len[s]);
             p->len[t] = p->len[s];
             snprintf(what, sizeof what, "table %d forked into table %d", s, t);

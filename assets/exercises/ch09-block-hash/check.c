@@ -5,7 +5,7 @@
  * llm_paged_match finds. */
 #include "harness.h"
 #include "api.h"
-#include "llm/serve.h"
+#include "llm/engine.h"
 
 static int rnd_tok(mlsys_rng *g)
 {

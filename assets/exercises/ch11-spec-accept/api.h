@@ -1,6 +1,7 @@
 /* api.h - ch11-spec-accept: speculative decoding's acceptance rule at one drafted position,
  * the function the learner writes, as the check calls it. Its type is core/llm's seam
- * llm_spec_rule_fn: the engine (llm_spec_opts.rule) can run it in place of the standard one. */
+ * llm_spec_rule_fn: the engine (llm_engine_opts.spec_rule) can run it in place of the
+ * standard one. */
 #ifndef EX_API_H
 #define EX_API_H
 #include "mlsys.h"

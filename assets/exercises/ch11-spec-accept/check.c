@@ -4,6 +4,7 @@
  * sum min(p, q), and the committed tokens must follow p (chi-square at p-value 1e-7). */
 #include "harness.h"
 #include "llm/llm.h"
+#include "nn/nn.h"
 #include "api.h"
 
 #define GREEDY 3000
@@ -85,7 +86,7 @@ static void sampling(harness *h, int c)
         alpha += fmin(p[i] / ps, q[i] / qs);
     long count[VMAX] = {0}, kept = 0;
     for (long n = 0; n < DRAWS && !h->failed; n++) {
-        int x = llm_draw(q, V, mlsys_rng_uniform(&g)), y = -1;
+        int x = nn_sample_categorical(q, V, &g), y = -1;
         int k = spec_accept(p, q, V, x, &rule, &y);
         if (k) {
             kept++;

@@ -1,5 +1,5 @@
 /* serve_model.c - the serve view's model: a serving engine's queue, batches and throughput
- * rebuilt from its REQUESTS moves and STEP records (see serve_model.h and core/llm/serve.h
+ * rebuilt from its REQUESTS moves and STEP records (see serve_model.h and core/llm/engine.h
  * for what each move's count and phase say), and each move in words with its unit (the
  * flow view's arrows). A request's tokens out come from the rows it
  * computed: once its positions reach its prompt, each step that computes its last row draws

@@ -1,5 +1,5 @@
 /* serve_model.h - what the serve view knows of a serving engine, rebuilt from its typed
- * records alone (core/llm/serve.h: REQUESTS moves between clients, queue, scheduler and
+ * records alone (core/llm/engine.h: REQUESTS moves between clients, queue, scheduler and
  * model, a STEP record per engine step): each request's state (waiting, running, finished),
  * tokens in and out, the last step's batch (who prefills how many rows, who decodes) and the
  * throughput. No curses, no grid: tests feed it events and read the numbers. */
@@ -8,7 +8,7 @@
 
 #include "../../../core/mlsys.h"
 
-/* The engine's role numbers (core/llm/serve.c names them with ROLE records). */
+/* The engine's role numbers (core/llm/engine.c names them with ROLE records). */
 enum { SVM_CLIENTS, SVM_QUEUE, SVM_SCHED, SVM_MODEL };
 enum { SVM_WAITING, SVM_RUNNING, SVM_FINISHED };
 
