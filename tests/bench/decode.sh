@@ -59,7 +59,7 @@ spec blas
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 echo "  k sweep under blas, 100 prompts x 100 tokens (equal: tokens equal to the target's own greedy decoding):"
 sed -n '/^  k   accept/,/^$/p' "$tmp/out" | sed 's/^/    /'
-"$bin" run ch11/speculative-demo -k 4 --prompts 40 -n 100 --sweep 8 --gemm invariant \
+"$bin" run ch11/speculative-demo -k 4 --prompts 40 --target-length 100 --sweep 8 --gemm invariant \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 echo "  k sweep under the batch-invariant kernel, 40 prompts x 100 tokens (speed-up: wall time):"
 sed -n '/^  k   accept/,/^$/p' "$tmp/out" | sed 's/^/    /'
