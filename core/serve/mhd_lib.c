@@ -29,6 +29,7 @@ static struct {
     __typeof__(mlsys_mhd_add_response_header) *add_response_header;
     __typeof__(mlsys_mhd_queue_response) *queue_response;
     __typeof__(mlsys_mhd_destroy_response) *destroy_response;
+    __typeof__(mlsys_mhd_set_connection_option) *set_connection_option;
 } g = {.once = PTHREAD_ONCE_INIT};
 
 static void load(void)
@@ -55,6 +56,7 @@ static void load(void)
         {(void **)&g.add_response_header, "MHD_add_response_header"},
         {(void **)&g.queue_response, "MHD_queue_response"},
         {(void **)&g.destroy_response, "MHD_destroy_response"},
+        {(void **)&g.set_connection_option, "MHD_set_connection_option"},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
         if (!(*fns[i].slot = dlsym(g.so, fns[i].name))) {
@@ -139,6 +141,19 @@ enum MHD_Result mlsys_mhd_queue_response(struct MHD_Connection *connection,
 void mlsys_mhd_destroy_response(struct MHD_Response *response)
 {
     g.destroy_response(response);
+}
+
+/* The server sets only MHD_CONNECTION_OPTION_TIMEOUT, whose one argument is an unsigned int. */
+enum MHD_Result mlsys_mhd_set_connection_option(struct MHD_Connection *connection,
+                                                enum MHD_CONNECTION_OPTION option, ...)
+{
+    va_list ap;
+    va_start(ap, option);
+    unsigned int seconds = va_arg(ap, unsigned int);
+    va_end(ap);
+    if (option != MHD_CONNECTION_OPTION_TIMEOUT)
+        return MHD_NO;
+    return g.set_connection_option(connection, option, seconds);
 }
 #else
 typedef int mhd_lib_unused;          /* ISO C: a translation unit is not empty */

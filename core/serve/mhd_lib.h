@@ -16,6 +16,7 @@
 #define MHD_add_response_header mlsys_mhd_add_response_header
 #define MHD_queue_response mlsys_mhd_queue_response
 #define MHD_destroy_response mlsys_mhd_destroy_response
+#define MHD_set_connection_option mlsys_mhd_set_connection_option
 
 /* Load the library (once; every renamed call does it too). 0, or -1 with why in mhd_lib_why:
  * the renamed calls then fail as the library's do (NULL, MHD_NO). */
