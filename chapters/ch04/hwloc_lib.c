@@ -3,6 +3,7 @@
  * headers are needed; the library itself is not linked). */
 #ifdef HAVE_HWLOC
 #include "hwloc_lib.h"
+#include "../../core/dynlib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -35,19 +36,14 @@ static struct {
 static void load(void)
 {
     static const char *const names[] = {"libhwloc.so.15", "libhwloc.so", NULL};
-    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
-    for (int i = 0; names[i] && !g.so; i++) {
-        const char *e = (g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) ? NULL : dlerror();
-        if (e && !err[0])
-            snprintf(err, sizeof err, "%s", e);
-    }
-    if (!g.so) {
+    char err[256];
+    if (!(g.so = mlsys_dl_open_first(names, err, sizeof err))) {
         snprintf(g.why, sizeof g.why, "hwloc cannot be loaded (%s): apt-get install libhwloc15",
-                 err[0] ? err : "not found");
+                 err);
         return;
     }
 #define SYM(name) {(void **)&g.name, "hwloc_" #name}
-    struct { void **slot; const char *name; } fns[] = {
+    const mlsys_dl_fn fns[] = {
         SYM(bitmap_alloc), SYM(bitmap_free), SYM(bitmap_list_snprintf), SYM(bitmap_weight),
         SYM(get_api_version), SYM(get_cpubind), SYM(get_nbobjs_by_depth), SYM(get_obj_by_depth),
         SYM(get_type_depth), SYM(topology_destroy), SYM(topology_init), SYM(topology_load),
@@ -55,14 +51,12 @@ static void load(void)
         SYM(topology_set_io_types_filter),
     };
 #undef SYM
-    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
-        if (!(*fns[i].slot = dlsym(g.so, fns[i].name))) {
-            snprintf(g.why, sizeof g.why, "hwloc has no %s (another major version?)",
-                     fns[i].name);
-            dlclose(g.so);
-            g.so = NULL;
-            return;
-        }
+    const char *missing = mlsys_dl_bind(g.so, fns, sizeof fns / sizeof fns[0]);
+    if (missing) {
+        snprintf(g.why, sizeof g.why, "hwloc has no %s (another major version?)", missing);
+        dlclose(g.so);
+        g.so = NULL;
+    }
 }
 
 const char *hwloc_lib_why(void)

@@ -5,6 +5,7 @@
  * nn_set_gemm_kernel (or MLSYS_GEMM=ref|blas|invariant, read by nn_gemm_start) picks one;
  * all must agree to float rounding, which tests/unit/test_nn.c checks. */
 #include "nn.h"
+#include "../dynlib.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,32 +45,29 @@ static void blas_load(void)
 {
     static const char *const names[] = {"libopenblas.so.0", "libopenblas.so", NULL};
     const char *env = getenv("MLSYS_OPENBLAS");      /* another build of it */
-    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
-    for (int i = 0; !g_blas.so && (env && *env ? i == 0 : names[i] != NULL); i++) {
-        g_blas.so = dlopen(env && *env ? env : names[i], RTLD_NOW | RTLD_LOCAL);
-        const char *e = g_blas.so ? NULL : dlerror();
-        if (e && !err[0])
-            snprintf(err, sizeof err, "%s", e);
+    const char *const own[] = {env, NULL};
+    char err[256];
+    if (!(g_blas.so = mlsys_dl_open_first(env && *env ? own : names, err, sizeof err))) {
+        snprintf(g_blas.why, sizeof g_blas.why, "%s", err);
+        return;
     }
-    if (g_blas.so) {
-        __typeof__(cblas_sgemm) *sgemm = (__typeof__(cblas_sgemm) *)dlsym(g_blas.so,
-                                                                           "cblas_sgemm");
-        g_blas.sgemv = (__typeof__(cblas_sgemv) *)dlsym(g_blas.so, "cblas_sgemv");
-        g_blas.threads = (__typeof__(openblas_get_num_threads) *)dlsym(g_blas.so,
-                                                                       "openblas_get_num_threads");
-        if (!sgemm || !g_blas.sgemv) {
-            snprintf(g_blas.why, sizeof g_blas.why, "%s has no cblas_sgemm/cblas_sgemv",
-                     env && *env ? env : "libopenblas.so.0");
-            dlclose(g_blas.so);
-            g_blas.so = NULL;
-        } else {
-            /* last: nn_gemm's look at it without the once (a thread that sees it set
-             * sees the others set too) */
-            __atomic_store_n(&g_blas.sgemm, sgemm, __ATOMIC_RELEASE);
-        }
-    } else {
-        snprintf(g_blas.why, sizeof g_blas.why, "%s", err[0] ? err : "libopenblas.so.0: not found");
+    __typeof__(cblas_sgemm) *sgemm;
+    const mlsys_dl_fn fns[] = {
+        {(void **)&sgemm, "cblas_sgemm"},
+        {(void **)&g_blas.sgemv, "cblas_sgemv"},
+    };
+    if (mlsys_dl_bind(g_blas.so, fns, 2)) {
+        snprintf(g_blas.why, sizeof g_blas.why, "%s has no cblas_sgemm/cblas_sgemv",
+                 env && *env ? env : "libopenblas.so.0");
+        dlclose(g_blas.so);
+        g_blas.so = NULL;
+        return;
     }
+    g_blas.threads = (__typeof__(openblas_get_num_threads) *)dlsym(g_blas.so,
+                                                                   "openblas_get_num_threads");
+    /* last: nn_gemm's look at it without the once (a thread that sees it set sees the
+     * others set too) */
+    __atomic_store_n(&g_blas.sgemm, sgemm, __ATOMIC_RELEASE);
 }
 
 /* The library's functions, loaded on the first call; 0, or -1 (g_blas.why says why). */

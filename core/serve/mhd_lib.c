@@ -3,6 +3,7 @@
  * headers are needed; the library itself is not linked). */
 #ifdef HAVE_MHD
 #include "mhd_lib.h"
+#include "../dynlib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -35,18 +36,13 @@ static struct {
 static void load(void)
 {
     static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so", NULL};
-    char err[256] = "";        /* the first name's failure, copied: dlerror's text is reused */
-    for (int i = 0; names[i] && !g.so; i++) {
-        const char *e = (g.so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) ? NULL : dlerror();
-        if (e && !err[0])
-            snprintf(err, sizeof err, "%s", e);
-    }
-    if (!g.so) {
+    char err[256];
+    if (!(g.so = mlsys_dl_open_first(names, err, sizeof err))) {
         snprintf(g.why, sizeof g.why, "libmicrohttpd cannot be loaded (%s): apt-get install "
-                 "libmicrohttpd12", err[0] ? err : "not found");
+                 "libmicrohttpd12", err);
         return;
     }
-    struct { void **slot; const char *name; } fns[] = {
+    const mlsys_dl_fn fns[] = {
         {(void **)&g.start_daemon_va, "MHD_start_daemon_va"},
         {(void **)&g.stop_daemon, "MHD_stop_daemon"},
         {(void **)&g.lookup_connection_value, "MHD_lookup_connection_value"},
@@ -58,13 +54,12 @@ static void load(void)
         {(void **)&g.destroy_response, "MHD_destroy_response"},
         {(void **)&g.set_connection_option, "MHD_set_connection_option"},
     };
-    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
-        if (!(*fns[i].slot = dlsym(g.so, fns[i].name))) {
-            snprintf(g.why, sizeof g.why, "libmicrohttpd has no %s (too old?)", fns[i].name);
-            dlclose(g.so);
-            g.so = NULL;
-            return;
-        }
+    const char *missing = mlsys_dl_bind(g.so, fns, sizeof fns / sizeof fns[0]);
+    if (missing) {
+        snprintf(g.why, sizeof g.why, "libmicrohttpd has no %s (too old?)", missing);
+        dlclose(g.so);
+        g.so = NULL;
+    }
 }
 
 int mhd_lib_load(void)
@@ -143,18 +138,17 @@ void mlsys_mhd_destroy_response(struct MHD_Response *response)
     g.destroy_response(response);
 }
 
-/* The server sets only MHD_CONNECTION_OPTION_TIMEOUT, whose one argument is an unsigned int. */
+/* The server sets only the connection's idle timeout, whose one argument is an unsigned int. */
 enum MHD_Result mlsys_mhd_set_connection_option(struct MHD_Connection *connection,
                                                 enum MHD_CONNECTION_OPTION option, ...)
 {
     va_list ap;
     va_start(ap, option);
-    unsigned int seconds = va_arg(ap, unsigned int);
+    unsigned int v = va_arg(ap, unsigned int);
     va_end(ap);
-    if (option != MHD_CONNECTION_OPTION_TIMEOUT)
-        return MHD_NO;
-    return g.set_connection_option(connection, option, seconds);
+    return g.set_connection_option(connection, option, v);
 }
 #else
 typedef int mhd_lib_unused;          /* ISO C: a translation unit is not empty */
 #endif
+

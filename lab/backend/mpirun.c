@@ -250,6 +250,14 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
         argv[k++] = "btl";
         argv[k++] = "self,vader,tcp";
     }
+    if (!getenv("OMPI_MCA_opal_signal")) {
+        /* Open MPI's own crash handler prints a backtrace, and a signal that lands while a
+         * rank is inside malloc (MPI_Init allocates a lot) deadlocks it in that handler: the
+         * default action ends the rank, and the launcher says how in one line */
+        argv[k++] = "--mca";
+        argv[k++] = "opal_signal";
+        argv[k++] = "";
+    }
     argv[k++] = "--tag-output";
     /* -x NAME forwards the value child_setup puts in mpirun's environment */
     const char *fwd[12];

@@ -1,9 +1,11 @@
 /* nccl_probe.c - loads the NCCL backend plugin (core/nccl/, built as libmlsys-nccl.so only
  * where nvcc and nccl.h exist) with dlopen, so that mlsys-lab starts on machines without
  * CUDA and says why --backend nccl cannot run there. The GPU count comes from the plugin's
- * mlsys_nccl_probe, or from libcudart directly when the plugin is absent or does not load. */
+ * mlsys_nccl_probe, or from core/probe.c's (driver, then runtime) when the plugin is absent or
+ * does not load. */
 #include "nccl_probe.h"
 #include "../../core/nccl/nccl_plugin.h"
+#include "../../core/probe.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -65,24 +67,6 @@ static void *plugin(int *missing)
 }
 
 /* Without the plugin: cudaGetDeviceCount through libcudart, 0 when anything is missing. */
-static int gpus_without_plugin(void)
-{
-    static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                                        "/usr/local/cuda/lib64/libcudart.so", NULL};
-    for (int i = 0; names[i]; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h)
-            continue;
-        int (*count_fn)(int *) = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
-        int count = 0;
-        if (!count_fn || count_fn(&count) != 0)
-            count = 0;
-        dlclose(h);
-        return count;
-    }
-    return 0;
-}
-
 int nccl_available(char *why, size_t n)
 {
     int missing = 0, gpus = 0;
@@ -97,7 +81,8 @@ int nccl_available(char *why, size_t n)
         if (probe(&gpus, perr, sizeof perr) != 0)
             gpus = 0;
     } else {
-        gpus = gpus_without_plugin();
+        char pwhy[256];     /* the count says it: 0 GPUs is the one line below */
+        gpus = probe_gpu_count(pwhy, sizeof pwhy);
     }
     if (gpus <= 0) {
         snprintf(why, n, NO_GPU_MSG);

@@ -20,19 +20,19 @@ typedef struct command {
 
 static int cmd_help(int argc, char **argv);
 
-/* For commands without arguments: --help prints the usage (exit 0, as help does), anything
- * else is refused in one line (exit 2) instead of being ignored. 1: go on. */
-static int no_args(int argc, char **argv, const char *usage)
+/* Commands without arguments go through the one flag parser too: --help prints the usage
+ * (exit 0, as help does), anything else is refused in one line (exit 2). 1: go on. */
+static const lab_flag no_flags[] = {{NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
+
+static int no_args(int argc, char **argv, const char *name, const char *summary)
 {
-    if (argc < 2)
-        return 1;
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: mlsys-lab %s\n", usage);
-        return 0;
-    }
-    fprintf(stderr, "mlsys-lab: %s: unexpected argument '%s' (usage: mlsys-lab %s)\n", argv[0],
-            argv[1], usage);
-    return 2;
+    const lab_command c = {.name = name, .args = "", .summary = summary, .flags = no_flags};
+    lab_args a;
+    int rc = lab_command_args(&c, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    lab_args_free(&a);
+    return 1;
 }
 
 /* An exercise's status from the progress file: "done", "failed" or "not tried". */
@@ -88,7 +88,7 @@ static void print_list(FILE *out)
 
 static int cmd_list(int argc, char **argv)
 {
-    int rc = no_args(argc, argv, "list");
+    int rc = no_args(argc, argv, "list", "Chapters, labs and exercises, with your progress.");
     if (rc != 1)
         return rc;
     printf("MLSys Lab %s: chapters, labs and exercises", MLSYS_VERSION);
@@ -130,7 +130,7 @@ static int cmd_bench(int argc, char **argv)
 
 static int cmd_version(int argc, char **argv)
 {
-    int rc = no_args(argc, argv, "version");
+    int rc = no_args(argc, argv, "version", "The version of mlsys-lab.");
     if (rc != 1)
         return rc;
     printf("mlsys-lab %s\n", MLSYS_VERSION);

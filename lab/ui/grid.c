@@ -2,21 +2,12 @@
  * ASCII fallback, UTF-8 decoding and column widths, and the plain-text dumps that golden
  * frames compare. No curses here: the shell copies a finished grid to the terminal. */
 #include "grid.h"
+#include "../../core/mlsys.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void *grid_xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "mlsys-lab: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return q;
-}
 
 /* ---- UTF-8 and widths ---- */
 
@@ -227,7 +218,7 @@ uint32_t grid_ascii_cp(uint32_t cp)
 
 grid *grid_create(int w, int h)
 {
-    grid *g = grid_xrealloc(NULL, sizeof *g);
+    grid *g = mlsys_xrealloc(NULL, sizeof *g);
     memset(g, 0, sizeof *g);
     grid_resize(g, w, h);
     return g;
@@ -245,7 +236,7 @@ void grid_resize(grid *g, int w, int h)
 {
     g->w = w > 0 ? w : 0;
     g->h = h > 0 ? h : 0;
-    g->cells = grid_xrealloc(g->cells, (size_t)g->w * (size_t)g->h * sizeof *g->cells);
+    g->cells = mlsys_xrealloc(g->cells, (size_t)g->w * (size_t)g->h * sizeof *g->cells);
     grid_clear(g);
 }
 
@@ -393,7 +384,7 @@ int grid_printf(grid *g, int x, int y, grid_attr a, const char *fmt, ...)
         return 0;
     if ((size_t)n < sizeof small)
         return grid_putn(g, x, y, small, (size_t)n, a);
-    char *big = grid_xrealloc(NULL, (size_t)n + 1);
+    char *big = mlsys_xrealloc(NULL, (size_t)n + 1);
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -505,7 +496,7 @@ size_t grid_row_text(const grid *g, int y, char *buf, size_t n)
 char *grid_dump(const grid *g)
 {
     size_t cap = (size_t)g->w * 4 + 2, total = 0;
-    char *out = grid_xrealloc(NULL, (size_t)g->h * cap + 1);
+    char *out = mlsys_xrealloc(NULL, (size_t)g->h * cap + 1);
     for (int y = 0; y < g->h; y++) {
         size_t k = grid_row_text(g, y, out + total, cap);
         total += k;
@@ -519,7 +510,7 @@ char *grid_dump_attrs(const grid *g)
 {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuv";
     size_t total = 0;
-    char *out = grid_xrealloc(NULL, (size_t)g->h * ((size_t)g->w + 1) + 1);
+    char *out = mlsys_xrealloc(NULL, (size_t)g->h * ((size_t)g->w + 1) + 1);
     for (int y = 0; y < g->h; y++) {
         size_t start = total, keep = total;
         for (int x = 0; x < g->w; x++) {

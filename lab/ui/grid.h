@@ -94,7 +94,5 @@ int grid_text_width(const char *utf8, size_t len);
 /* An ASCII stand-in for a character: box drawing to + - |, arrows to < > ^ v, '?' when
  * there is no good one. ASCII characters map to themselves. */
 uint32_t grid_ascii_cp(uint32_t cp);
-/* realloc that never returns NULL: it exits with a message (used by md.c too). */
-void *grid_xrealloc(void *p, size_t n);
 
 #endif

@@ -127,7 +127,7 @@ static void append(char **buf, size_t *len, size_t *cap, const char *s)
     size_t k = strlen(s);
     if (*len + k + 1 > *cap) {
         *cap = (*len + k + 1) * 2;
-        *buf = grid_xrealloc(*buf, *cap);
+        *buf = mlsys_xrealloc(*buf, *cap);
     }
     memcpy(*buf + *len, s, k + 1);
     *len += k;

@@ -4,6 +4,7 @@
  * the finished lines to the document. Tables are measured once they are complete; code
  * blocks are copied line by line and clipped, never wrapped. */
 #include "md.h"
+#include "../../core/mlsys.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ static void cb_push(cbuf *b, uint32_t ch, grid_attr a)
 {
     if (b->n == b->cap) {
         b->cap = b->cap ? b->cap * 2 : 64;
-        b->v = grid_xrealloc(b->v, (size_t)b->cap * sizeof *b->v);
+        b->v = mlsys_xrealloc(b->v, (size_t)b->cap * sizeof *b->v);
     }
     b->v[b->n].ch = ch;
     b->v[b->n].attr = a;
@@ -91,9 +92,9 @@ static void doc_add_line(md_doc *d, const grid_cell *c, int n, int kind, int lev
     while (n > 0 && c[n - 1].ch == ' ' && !(c[n - 1].attr & (GRID_REVERSE | GRID_UNDERLINE)))
         n--;
     if (d->nlines % 256 == 0)
-        d->lines = grid_xrealloc(d->lines, ((size_t)d->nlines + 256) * sizeof *d->lines);
+        d->lines = mlsys_xrealloc(d->lines, ((size_t)d->nlines + 256) * sizeof *d->lines);
     md_line *l = &d->lines[d->nlines++];
-    l->cells = grid_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *l->cells);
+    l->cells = mlsys_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *l->cells);
     if (n)
         memcpy(l->cells, c, (size_t)n * sizeof *c);
     /* A lone lead whose tail was cut off above shows as a blank. */
@@ -191,7 +192,7 @@ static void cb_put_str(cbuf *b, const char *s, grid_attr a)
 static char *cells_to_utf8(const grid_cell *c, int n, int collapse)
 {
     size_t cap = (size_t)n * 4 + 1, len = 0;
-    char *s = grid_xrealloc(NULL, cap);
+    char *s = mlsys_xrealloc(NULL, cap);
     int space = 0;
     for (int i = 0; i < n; i++) {
         uint32_t ch = c[i].ch;
@@ -287,7 +288,7 @@ static container *push_container(render *r, ckind k)
 {
     if (r->depth == r->cap) {
         r->cap = r->cap ? r->cap * 2 : 16;
-        r->stack = grid_xrealloc(r->stack, (size_t)r->cap * sizeof *r->stack);
+        r->stack = mlsys_xrealloc(r->stack, (size_t)r->cap * sizeof *r->stack);
     }
     container *c = &r->stack[r->depth++];
     memset(c, 0, sizeof *c);
@@ -476,7 +477,7 @@ static void code_append(render *r, const char *s, size_t n)
 {
     if (r->code_len + n + 1 > r->code_cap) {
         r->code_cap = (r->code_len + n + 1) * 2;
-        r->code_raw = grid_xrealloc(r->code_raw, r->code_cap);
+        r->code_raw = mlsys_xrealloc(r->code_raw, r->code_cap);
     }
     memcpy(r->code_raw + r->code_len, s, n);
     r->code_len += n;
@@ -629,7 +630,7 @@ static trow *table_row(render *r)
 {
     if (r->nrows == r->rows_cap) {
         r->rows_cap = r->rows_cap ? r->rows_cap * 2 : 8;
-        r->rows = grid_xrealloc(r->rows, (size_t)r->rows_cap * sizeof *r->rows);
+        r->rows = mlsys_xrealloc(r->rows, (size_t)r->rows_cap * sizeof *r->rows);
     }
     trow *row = &r->rows[r->nrows++];
     memset(row, 0, sizeof *row);
@@ -644,7 +645,7 @@ static tcell *table_cell(render *r, int align)
     trow *row = &r->rows[r->nrows - 1];
     if (row->n == row->cap) {
         row->cap = row->cap ? row->cap * 2 : 4;
-        row->cells = grid_xrealloc(row->cells, (size_t)row->cap * sizeof *row->cells);
+        row->cells = mlsys_xrealloc(row->cells, (size_t)row->cap * sizeof *row->cells);
     }
     tcell *c = &row->cells[row->n++];
     memset(c, 0, sizeof *c);
@@ -726,7 +727,7 @@ static void collect_line(void *ctx, const grid_cell *c, int n)
     cell_lines *cl = ctx;
     if (cl->n == cl->cap) {
         cl->cap = cl->cap ? cl->cap * 2 : 4;
-        cl->v = grid_xrealloc(cl->v, (size_t)cl->cap * sizeof *cl->v);
+        cl->v = mlsys_xrealloc(cl->v, (size_t)cl->cap * sizeof *cl->v);
     }
     cbuf *b = &cl->v[cl->n++];
     memset(b, 0, sizeof *b);
@@ -813,7 +814,7 @@ static void table_flush(render *r)
         table_free(r);
         return;
     }
-    int *nat = grid_xrealloc(NULL, (size_t)nc * 3 * sizeof *nat);
+    int *nat = mlsys_xrealloc(NULL, (size_t)nc * 3 * sizeof *nat);
     int *word = nat + nc, *w = nat + 2 * nc;
     for (int i = 0; i < nc; i++)
         nat[i] = word[i] = 1;
@@ -843,7 +844,7 @@ static void table_flush(render *r)
     grid_attr a = GRID_PAIR(MD_PAIR_RULE);
     uint32_t v = grid_line_cp(GRID_V, r->ascii);
     table_border(r, w, nc, GRID_TL, GRID_T_DOWN, GRID_TR);
-    cell_lines *cl = grid_xrealloc(NULL, (size_t)nc * sizeof *cl);
+    cell_lines *cl = mlsys_xrealloc(NULL, (size_t)nc * sizeof *cl);
     cbuf b = {0};
     for (int ri = 0; ri < r->nrows; ri++) {
         trow *row = &r->rows[ri];
@@ -979,7 +980,7 @@ static void add_heading(render *r, int first_line, int level)
 {
     md_doc *d = r->doc;
     if (d->nheadings % 32 == 0)
-        d->headings = grid_xrealloc(d->headings, ((size_t)d->nheadings + 32) * sizeof *d->headings);
+        d->headings = mlsys_xrealloc(d->headings, ((size_t)d->nheadings + 32) * sizeof *d->headings);
     md_heading *h = &d->headings[d->nheadings++];
     h->line = first_line;
     h->level = level;
@@ -1185,7 +1186,7 @@ static void doc_reset(md_doc *d)
 
 md_doc *md_render(const char *text, size_t len, int width, unsigned flags)
 {
-    md_doc *d = grid_xrealloc(NULL, sizeof *d);
+    md_doc *d = mlsys_xrealloc(NULL, sizeof *d);
     memset(d, 0, sizeof *d);
     d->width = width < 1 ? 1 : width > MD_MAX_WIDTH ? MD_MAX_WIDTH : width;
     d->flags = flags;
@@ -1349,11 +1350,11 @@ char *md_read_file(const char *path, size_t *len)
     if (!f)
         return NULL;
     size_t cap = 8192, n = 0;
-    char *buf = grid_xrealloc(NULL, cap);
+    char *buf = mlsys_xrealloc(NULL, cap);
     for (;;) {
         if (n + 4096 + 1 > cap) {
             cap *= 2;
-            buf = grid_xrealloc(buf, cap);
+            buf = mlsys_xrealloc(buf, cap);
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;

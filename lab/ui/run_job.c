@@ -44,7 +44,7 @@ static run_item *in_push(run *r, uint64_t t)
 {
     if (r->nin == r->incap) {
         r->incap = r->incap ? r->incap * 2 : 1024;
-        r->in = grid_xrealloc(r->in, r->incap * sizeof *r->in);
+        r->in = mlsys_xrealloc(r->in, r->incap * sizeof *r->in);
     }
     run_item *it = &r->in[r->nin++];
     memset(it, 0, sizeof *it);

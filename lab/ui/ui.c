@@ -126,7 +126,7 @@ char *ui_capture(int (*fn)(void *), void *arg, int *rc)
     close(so);
     close(se);
     off_t len = lseek(fd, 0, SEEK_END);
-    char *text = grid_xrealloc(NULL, (size_t)(len > 0 ? len : 0) + 1);
+    char *text = mlsys_xrealloc(NULL, (size_t)(len > 0 ? len : 0) + 1);
     size_t got = 0;
     if (len > 0 && lseek(fd, 0, SEEK_SET) == 0)
         while (got < (size_t)len) {

@@ -229,4 +229,5 @@ awk '$4 != "fail" && $5 != "fail" && $4 + 0 > 0 {
 # the HTTP server against the engine (its own load line)
 sh tests/bench/http.sh "$build"
 sh "$(dirname "$0")/rlhf.sh" "$build"
+sh "$(dirname "$0")/overlap.sh" "$build"
 exit 0

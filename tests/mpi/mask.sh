@@ -28,7 +28,7 @@ s/([0-9]+: )[0-9.]+% \//\1#% \//g'
 
 # ch13/rlhf-loop: seconds per iteration and the phases' shares, the weight sync's rate, the
 # reward model's training time
-mask_rlhf='s/^( +[0-9]+ +[-+][0-9.]+ +.* [0-9]e[-+][0-9]+) +[0-9.]+ +[0-9%/]+$/\1 # #/
+mask_rlhf='s/^( +[0-9]+ +[-+][0-9.]+ +.* [0-9]e[-+][0-9]+)( +[0-9.]+)+ +[0-9%/]+$/\1 # #/
 s/(generate|score|advantage|train|sync) [0-9.]+%/\1 #%/g
 s/in [0-9.]+ ms per iteration after the first, [0-9.]+ GB\/s/in # per iteration, #/
 s/held-out preference accuracy ([0-9.]+%) \(#s\)/held-out preference accuracy \1/'

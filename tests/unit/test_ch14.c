@@ -299,11 +299,20 @@ START_TEST(weight_sync_measured)
         for (int i = 0; i < 3; i++) {
             const char *r = strstr(m, rows[i]);
             ck_assert_msg(r != NULL, "no row %s in %s", rows[i] + 1, m);
-            double ms, gbps;
-            ck_assert(sscanf(r, " %*d %*s %*d %*d %lf ms %lf", &ms, &gbps) == 2);
-            /* GB/s is printed to 0.01: a loaded machine's 3.8 MiB in 200 ms reads 0.02,
-             * and slower still reads 0.00 */
-            ck_assert(ms > 0 && gbps >= 0);
+            double ms, gbps, bms, bgbps, ratio;
+            ck_assert(sscanf(r, " %*d %*s %*d %*d %lf ms %lf %lf ms %lf %lfx", &ms, &gbps, &bms,
+                             &bgbps, &ratio) == 5);
+            /* the rates are the weights' 3954176 bytes over the times printed beside them
+             * (to 0.01 GB/s and 0.001 ms; a loaded machine may well read 0.00 GB/s) */
+            ck_assert(ms > 0 && bms > 0);
+            double want = 3954176 / (ms * 1e6), bwant = 3954176 / (bms * 1e6);
+            ck_assert_msg(fabs(gbps - want) <= 0.006 + want * 0.0006 / ms,
+                          "sync %.3f ms printed %.2f GB/s, its bytes give %.4f", ms, gbps, want);
+            ck_assert_msg(fabs(bgbps - bwant) <= 0.006 + bwant * 0.0006 / bms,
+                          "broadcast %.3f ms printed %.2f GB/s, its bytes give %.4f", bms, bgbps,
+                          bwant);
+            ck_assert_msg(fabs(ratio - bms / ms) <= 0.006 + (bms / ms) * 0.0006 * (1 / ms + 1 / bms),
+                          "ratio %.2fx, the times give %.4f", ratio, bms / ms);
         }
         ck_assert(strstr(m, k == 1 ? "generators bit-identical to the trainer: 2 of 2"
                                    : "generators bit-identical to the trainer: 1 of 1"));

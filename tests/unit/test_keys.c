@@ -172,9 +172,9 @@ START_TEST(form_q_and_typing)
     ck_assert(s->cls->typing(s));
     ck_assert(s->cls->key(s, 'q') & UI_HANDLED);
     s->cls->key(s, UI_KEY_ENTER);
-    /* down to trace (prompt, timeout, algo, trace), an empty file name: its first key may
-     * be a q ("qq.json"), so q is text there from the start, and Esc is the way back */
-    for (int i = 0; i < 3; i++)
+    /* down to trace (prompt, backend, timeout, algo, trace), an empty file name: its first
+     * key may be a q ("qq.json"), so q is text there from the start, and Esc is the way back */
+    for (int i = 0; i < 4; i++)
         s->cls->key(s, UI_KEY_DOWN);
     k = s->cls->keys(s);
     ck_assert(has_key(k, "type", "edit") && !has_key(k, "Left/Right", NULL));
@@ -217,7 +217,7 @@ START_TEST(form_after_a_run_leaves_text_alone)
     /* world-size 1, then type into the trace name (and clear it: no file), launch */
     s->cls->key(s, UI_CTRL('u'));
     s->cls->key(s, '1');
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)                     /* prompt, backend, timeout, algo, trace */
         s->cls->key(s, UI_KEY_DOWN);
     s->cls->key(s, 'x');
     ck_assert(s->cls->typing(s));

@@ -406,8 +406,9 @@ static int check_command(const char *text, char *err, size_t errlen)
 }
 
 /* Is word (a flag named alone in chapter ch's prose) a flag of one of its labs or of every
- * lab, or, spelt long, of a command? ch 0: any lab's (the README). A letter means what it
- * means in the chapter's own labs: generate's -n says nothing of a lab's. */
+ * lab (of a lab on ranks: --backend and its kin too), or, spelt long, of a command? ch 0:
+ * any lab's (the README). A letter means what it means in the chapter's own labs:
+ * generate's -n says nothing of a lab's. */
 static int flag_known(int ch, const char *word)
 {
     if (flag_in(lab_common_flags, word))
@@ -419,7 +420,8 @@ static int flag_known(int ch, const char *word)
         if (ch && lab_chapters[i]->number != ch)
             continue;
         for (int k = 0; lab_chapters[i]->labs && lab_chapters[i]->labs[k]; k++)
-            if (flag_in(lab_chapters[i]->labs[k]->flags, word))
+            if (flag_in(lab_chapters[i]->labs[k]->flags, word) ||
+                (lab_on_ranks(lab_chapters[i]->labs[k]) && flag_in(lab_rank_flags, word)))
                 return 1;
     }
     return 0;

@@ -175,7 +175,7 @@ static bpool *pool_of(blocks *b, int rank, int id)
             return &b->p[i];
     if (b->np == b->pcap) {
         b->pcap = b->pcap ? b->pcap * 2 : 8;
-        b->p = grid_xrealloc(b->p, (size_t)b->pcap * sizeof *b->p);
+        b->p = mlsys_xrealloc(b->p, (size_t)b->pcap * sizeof *b->p);
     }
     /* kept in (rank, id) order, the order they are drawn in */
     int at = b->np;
@@ -201,7 +201,7 @@ static void pool_grow(bpool *p, int n)
         int cap = p->cap ? p->cap : 16;
         while (cap < n)
             cap *= 2;
-        p->b = grid_xrealloc(p->b, (size_t)cap * sizeof *p->b);
+        p->b = mlsys_xrealloc(p->b, (size_t)cap * sizeof *p->b);
         p->cap = cap;
     }
     for (int i = p->nblocks; i < n; i++) {
@@ -226,7 +226,7 @@ static int owner_of(bpool *p, int id)
             return i;
     if (p->no == p->ocap) {
         p->ocap = p->ocap ? p->ocap * 2 : 8;
-        p->o = grid_xrealloc(p->o, (size_t)p->ocap * sizeof *p->o);
+        p->o = mlsys_xrealloc(p->o, (size_t)p->ocap * sizeof *p->o);
     }
     bowner *o = &p->o[p->no];
     memset(o, 0, sizeof *o);
@@ -246,7 +246,7 @@ static void table_set(bpool *p, int oi, int index, int block)
         int cap = o->cap ? o->cap : 8;
         while (cap <= index)
             cap *= 2;
-        o->table = grid_xrealloc(o->table, (size_t)cap * sizeof *o->table);
+        o->table = mlsys_xrealloc(o->table, (size_t)cap * sizeof *o->table);
         o->cap = cap;
     }
     for (int i = o->ntable; i <= index; i++)

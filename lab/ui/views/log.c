@@ -161,10 +161,10 @@ static void log_line_add(void *data, int rank, int is_err, const char *text)
     }
     if (v->n == v->cap) {
         v->cap = v->cap ? v->cap * 2 : 256;
-        v->l = grid_xrealloc(v->l, v->cap * sizeof v->l[0]);
+        v->l = mlsys_xrealloc(v->l, v->cap * sizeof v->l[0]);
     }
     size_t len = strlen(text);
-    char *t = grid_xrealloc(NULL, len + 1);
+    char *t = mlsys_xrealloc(NULL, len + 1);
     memcpy(t, text, len + 1);
     v->l[v->n++] = (log_line){rank, is_err, t};
     if (rank > v->maxrank)
@@ -177,7 +177,7 @@ static void rebuild(logv *v)
 {
     if (!v->dirty)
         return;
-    v->order = grid_xrealloc(v->order, (v->n ? v->n : 1) * sizeof v->order[0]);
+    v->order = mlsys_xrealloc(v->order, (v->n ? v->n : 1) * sizeof v->order[0]);
     v->norder = 0;
     if (!v->by_rank) {
         for (size_t i = 0; i < v->n; i++)

@@ -161,7 +161,7 @@ static lane *lane_of(timeline *t, int r)
     if (r < 0 || r >= TL_LANES)
         return NULL;
     if (r >= t->n) {
-        t->ln = grid_xrealloc(t->ln, (size_t)(r + 1) * sizeof *t->ln);
+        t->ln = mlsys_xrealloc(t->ln, (size_t)(r + 1) * sizeof *t->ln);
         for (int i = t->n; i <= r; i++) {
             memset(&t->ln[i], 0, sizeof t->ln[i]);
             t->ln[i].open_compute = t->ln[i].open_coll = t->ln[i].open_host = -1;
@@ -181,7 +181,7 @@ static int span_add(lane *l, uint64_t t0, int kind, char tag)
     }
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 64;
-        l->s = grid_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
+        l->s = mlsys_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
     }
     l->s[l->n] = (span){t0, 0, kind, -1, -1, 0, -1, l->sec, tag, "", 0};
     return l->n++;
@@ -227,7 +227,7 @@ static void section_step(timeline *t, lane *l, const mlsys_event *e, int frame)
     if (k >= TL_SECTIONS)
         k = l->sec = TL_SECTIONS - 1;
     while (t->nsec <= k) {
-        t->sec = grid_xrealloc(t->sec, (size_t)(t->nsec + 1) * sizeof *t->sec);
+        t->sec = mlsys_xrealloc(t->sec, (size_t)(t->nsec + 1) * sizeof *t->sec);
         section *s = &t->sec[t->nsec++];
         memset(s, 0, sizeof *s);
         s->t0 = e->t_ns;
@@ -250,7 +250,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
     if (!l)
         return;
     if (t->nsec == 0) {             /* the part of the run before any lab step */
-        t->sec = grid_xrealloc(t->sec, sizeof *t->sec);
+        t->sec = mlsys_xrealloc(t->sec, sizeof *t->sec);
         memset(&t->sec[0], 0, sizeof t->sec[0]);
         t->sec[0].t0 = e->t_ns;
         t->nsec = 1;
@@ -271,7 +271,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
             l->nwait < TL_WAITS) {
             if (l->nwait == l->wcap) {
                 l->wcap = l->wcap ? l->wcap * 2 : 16;
-                l->wait = grid_xrealloc(l->wait, (size_t)l->wcap * sizeof *l->wait);
+                l->wait = mlsys_xrealloc(l->wait, (size_t)l->wcap * sizeof *l->wait);
             }
             l->wait[l->nwait].t0 = l->step_t;
             l->wait[l->nwait++].t1 = e->t_ns;
@@ -280,7 +280,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
             section *s = &t->sec[l->sec < t->nsec ? l->sec : t->nsec - 1];
             int r = e->rank;
             if (r >= s->nbusy) {
-                s->busy = grid_xrealloc(s->busy, (size_t)(r + 1) * sizeof *s->busy);
+                s->busy = mlsys_xrealloc(s->busy, (size_t)(r + 1) * sizeof *s->busy);
                 for (int i = s->nbusy; i <= r; i++)
                     s->busy[i] = -1;
                 s->nbusy = r + 1;
@@ -400,7 +400,7 @@ static int find_gaps(const timeline *t, const view_win *vw, uint64_t min_len, ga
     size_t n = 0;
     for (int r = 0; r < t->n; r++)
         n += (size_t)t->ln[r].n + (size_t)t->ln[r].nwait;
-    brk *b = grid_xrealloc(NULL, (2 * n + 2) * sizeof *b);
+    brk *b = mlsys_xrealloc(NULL, (2 * n + 2) * sizeof *b);
     size_t k = 0;
     int lanes_waiting_ever = 0;
     for (int r = 0; r < t->n; r++) {
@@ -441,7 +441,7 @@ static int find_gaps(const timeline *t, const view_win *vw, uint64_t min_len, ga
                 in_gap = 1;
             } else if (!gapnow && in_gap) {
                 if (prev > open_at && prev - open_at > min_len) {
-                    g = grid_xrealloc(g, (size_t)(ng + 1) * sizeof *g);
+                    g = mlsys_xrealloc(g, (size_t)(ng + 1) * sizeof *g);
                     g[ng++] = (gap){open_at, prev};
                 }
                 in_gap = 0;
@@ -454,7 +454,7 @@ static int find_gaps(const timeline *t, const view_win *vw, uint64_t min_len, ga
         prev = now;
     }
     if (in_gap && vw->hi > open_at && vw->hi - open_at > min_len) {
-        g = grid_xrealloc(g, (size_t)(ng + 1) * sizeof *g);
+        g = mlsys_xrealloc(g, (size_t)(ng + 1) * sizeof *g);
         g[ng++] = (gap){open_at, vw->hi};
     }
     free(b);
@@ -529,7 +529,7 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
      * A span narrower than a column (a round's outcome beside its forward) keeps the column
      * it falls in against any wider span, and against a narrow one only if it is narrower:
      * what would otherwise vanish is what is shown. */
-    double *held = grid_xrealloc(NULL, (size_t)(a->cols > 0 ? a->cols : 1) * sizeof *held);
+    double *held = mlsys_xrealloc(NULL, (size_t)(a->cols > 0 ? a->cols : 1) * sizeof *held);
     for (int c = 0; c < a->cols; c++)
         held[c] = HUGE_VAL;
     for (int pass = 0; pass < 2; pass++) {
@@ -592,7 +592,7 @@ static void draw_row(grid *g, int x, int y, const axis *a, const timeline *t, co
 static double union_len(const gap *a, int na, const void *bw, int nb, uint64_t lo, uint64_t hi)
 {
     const struct { uint64_t t0, t1; } *w = bw;
-    brk *b = grid_xrealloc(NULL, (size_t)(2 * (na + nb) + 1) * sizeof *b);
+    brk *b = mlsys_xrealloc(NULL, (size_t)(2 * (na + nb) + 1) * sizeof *b);
     int k = 0;
     for (int i = 0; i < na; i++) {
         b[k++] = (brk){a[i].t0, 1, 0};
