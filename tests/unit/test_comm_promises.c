@@ -20,7 +20,7 @@
 #define TIMEOUT_MS 20000
 #define MAX_ROUNDS 8
 #define EARLY_WINDOW_S 0.1       /* how long the late rank gives an early leaver to show */
-#define FLAG_WAIT_S 10.0         /* a generous limit on waiting for the other rank's flag */
+#define FLAG_WAIT_S 60.0         /* a generous limit on waiting for the other rank's flag */
 
 /* Shared by the ranks (forked processes): a page mapped before the job starts. */
 typedef struct board {
@@ -49,7 +49,8 @@ static int barrier_rank(mlsys_comm *c, void *arg)
             /* the late one: wait (generously) until all the others are in their barrier,
              * then give an early leaver its chance to show */
             double t0 = mlsys_now_s();
-            while (atomic_load(&g_board->arrived[round]) < n - 1 && mlsys_now_s() - t0 < 10.0)
+            while (atomic_load(&g_board->arrived[round]) < n - 1 &&
+                   mlsys_now_s() - t0 < FLAG_WAIT_S)
                 nap_ms(1);
             t0 = mlsys_now_s();
             while (!atomic_load(&g_board->early[round]) &&

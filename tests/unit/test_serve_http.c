@@ -694,8 +694,8 @@ static int prom_lint(const char *text, char *why, size_t whylen)
         LINT(cur >= 0, "%.60s: a sample before any TYPE", name);
         const char *f = fam[cur], *ty = type[cur];
         size_t fl = strlen(f);
-        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families must stay "
-             "together)", name, f);
+        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families "
+             "must stay together)", name, f);
         const char *suf = name + fl;
         LINT(ty[0] && help[cur], "%.60s: no HELP or no TYPE", f);
         nsamples[cur]++;
