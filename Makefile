@@ -200,9 +200,11 @@ startup-test: all
 ui-test: $(BIN) $(RANK_BIN)
 	$(Q)sh tests/ui/ui_test.sh $(BUILD)
 
-# The official OpenAI Node client against --serve (npm installs it under $(BUILD); offline: skip)
+# The official OpenAI Node client against --serve (npm installs it under $(BUILD); offline: skip,
+# but fail under CI=true, which openai_ci.sh checks)
 .PHONY: serve-test
 serve-test: $(BIN) $(RANK_BIN)
+	$(Q)sh tests/serve/openai_ci.sh $(BUILD)
 	$(Q)sh tests/serve/openai.sh $(BUILD)
 
 asan:

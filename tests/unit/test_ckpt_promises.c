@@ -1,8 +1,10 @@
-/* test_ckpt_promises.c - two promises of the checkpoint writer and reader that other tests
- * let slip: one damaged byte anywhere in the optimizer moments (m or v) or in the checksum
- * itself is refused by the checksum; and the writer makes a file durable before it commits
- * it: fsync(2) and fsync of the directory are watched here by interposing fsync and rename
- * in this program (the library's calls bind to them), so their order is checked. */
+/* test_ckpt_promises.c - promises of the checkpoint writer and reader that other tests let
+ * slip: one damaged byte anywhere in the optimizer moments (m or v) or in the checksum
+ * itself is refused by the checksum; bytes after the checksum are refused; model.bin one
+ * checkpoint behind is known as stale, also after the same step was saved twice, and other
+ * weights there are refused; and the writer makes a file durable before it commits it:
+ * fsync(2) and fsync of the directory are watched here by interposing fsync and rename in
+ * this program (the library's calls bind to them), so their order is checked. */
 #include <check.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -174,6 +176,94 @@ START_TEST(fsync_before_rename)
 }
 END_TEST
 
+/* The file is exactly as long as its header says: one byte (or four) more is refused, with
+ * the size named, as one byte less is. */
+START_TEST(trailing_bytes_refused)
+{
+    llm_config c;
+    llm_weights w;
+    llm_train_state s;
+    write_ckpt(&c, &w, &s);
+    char path[128], err[512];
+    snprintf(path, sizeof path, "%s/model.train", g_dir);
+    struct stat st;
+    ck_assert(stat(path, &st) == 0);
+    for (int extra = 1; extra <= 4; extra += 3) {
+        int fd = open(path, O_WRONLY | O_APPEND);
+        ck_assert(fd >= 0 && write(fd, "\0\0\0\0", (size_t)extra) == extra);
+        close(fd);
+        llm_config c2;
+        llm_weights w2;
+        llm_train_state s2;
+        ck_assert_msg(llm_ckpt_read(g_dir, &c2, &w2, &s2, NULL, err, sizeof err) != 0,
+                      "%d byte(s) after the checksum were accepted", extra);
+        ck_assert_msg(strstr(err, "wrong size"), "%s", err);
+        ck_assert(truncate(path, st.st_size) == 0);
+        ck_assert_msg(llm_ckpt_read(g_dir, &c2, &w2, &s2, NULL, err, sizeof err) == 0, "%s",
+                      err);
+        llm_weights_free(&w2);
+        llm_train_state_free(&s2);
+    }
+    llm_weights_free(&w);
+    llm_train_state_free(&s);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert(system(cmd) == 0);
+}
+
+/* model.bin one checkpoint behind model.train (an interruption between the two renames) is
+ * recognised as stale, also after the last step was saved a second time (a resume at the
+ * last step does that): the second save records the predecessor the first recorded. A
+ * model.bin of other weights is refused. */
+START_TEST(stale_export_after_a_second_save)
+{
+    llm_config c;
+    llm_weights w;
+    llm_train_state s;
+    write_ckpt(&c, &w, &s);                       /* A */
+    char bin[128], old_bin[160], err[512];
+    snprintf(bin, sizeof bin, "%s/model.bin", g_dir);
+    snprintf(old_bin, sizeof old_bin, "%s/a.bin.keep", g_dir);
+    copy_file(bin, old_bin);
+    for (size_t i = 0; i < w.n_floats; i++)       /* B: other weights, a later step */
+        w.mem[i] += 0.5f;
+    s.step = 5;
+    for (int save = 0; save < 2; save++) {
+        ck_assert_msg(llm_ckpt_write(g_dir, &c, &w, &s, err, sizeof err) == 0, "%s", err);
+        copy_file(old_bin, bin);                  /* the export still A's */
+        llm_config c2;
+        llm_weights w2;
+        llm_train_state s2;
+        int stale = -1;
+        ck_assert_msg(llm_ckpt_read(g_dir, &c2, &w2, &s2, &stale, err, sizeof err) == 0,
+                      "save %d: %s", save + 1, err);
+        ck_assert_int_eq(stale, 1);
+        ck_assert_uint_eq(s2.step, 5);
+        llm_weights_free(&w2);
+        llm_train_state_free(&s2);
+    }
+    /* weights of neither: refused, not overwritten */
+    llm_weights other;
+    ck_assert_int_eq(llm_weights_alloc(&other, &c, err, sizeof err), 0);
+    for (size_t i = 0; i < other.n_floats; i++)
+        other.mem[i] = -0.25f;
+    ck_assert_int_eq(llm_checkpoint_write(bin, &c, &other, err, sizeof err), 0);
+    llm_config c2;
+    llm_weights w2;
+    llm_train_state s2;
+    ck_assert(llm_ckpt_read(g_dir, &c2, &w2, &s2, NULL, err, sizeof err) != 0);
+    ck_assert_msg(strstr(err, "replaced"), "%s", err);
+    llm_weights_free(&other);
+    llm_weights_free(&w);
+    llm_train_state_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ckpt_promises");
@@ -181,6 +271,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, damaged_moment_byte_refused);
     tcase_add_test(tc, fsync_before_rename);
+    tcase_add_test(tc, trailing_bytes_refused);
+    tcase_add_test(tc, stale_export_after_a_second_save);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,8 +1,9 @@
 /* test_rl_promises.c - numbers of the RL code that other tests let slip: PPO's clipped value
  * loss and its gradient against hand goldens (the pessimistic max, not the min); the returns
  * PPO trains its critic on are advantages + values (with gamma 0 and a constant critic the
- * first value loss is known exactly); and after an RLHF update the KL to the reference is
- * above 0 (the reference's log-probabilities really come from the frozen reference). */
+ * first value loss is known exactly); the clip fraction counts only active clips (none at
+ * r = 1, even for eps 0); and after an RLHF update the KL to the reference is above 0 (the
+ * reference's log-probabilities really come from the frozen reference). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +37,27 @@ START_TEST(clipped_value_loss_goldens)
     /* without the clip: ½(v - R)², whatever v_old */
     L = rl_value_loss(dv, v, NULL, ret, 1, 0.0f);
     ck_assert(fabs(L - 0.5) < 1e-9 && fabs(dv[0] + 1.0) < 1e-7);
+}
+END_TEST
+
+/* The clip fraction counts the samples whose clip is active, |r - 1| > eps: at r = 1 the
+ * two terms of the objective are the same whatever eps, so even eps = 0 clips nothing. */
+START_TEST(clip_fraction_counts_active_clips)
+{
+    const float old[4] = {-1.0f, -2.0f, -0.5f, -3.0f};
+    float lp[4];
+    double clipfrac = -1, kl = -1;
+    const float adv[4] = {1.0f, -1.0f, 0.5f, 2.0f};
+    memcpy(lp, old, sizeof lp);
+    rl_ppo_policy_loss(NULL, lp, old, adv, 4, 0.0f, &clipfrac, &kl);
+    ck_assert_msg(clipfrac == 0.0, "r = 1 everywhere, eps 0: clip fraction %g", clipfrac);
+    ck_assert(kl == 0.0);
+    /* r = e^0, e^0.1, e^0.3, e^-0.4 against eps 0.2: the last two clip */
+    const float d[4] = {0.0f, 0.1f, 0.3f, -0.4f};
+    for (int i = 0; i < 4; i++)
+        lp[i] = old[i] + d[i];
+    rl_ppo_policy_loss(NULL, lp, old, adv, 4, 0.2f, &clipfrac, &kl);
+    ck_assert_msg(clipfrac == 0.5, "clip fraction %g, expected 2 of 4", clipfrac);
 }
 END_TEST
 
@@ -125,6 +147,7 @@ int main(void)
     TCase *tc = tcase_create("rl");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, clipped_value_loss_goldens);
+    tcase_add_test(tc, clip_fraction_counts_active_clips);
     tcase_add_test(tc, returns_are_advantages_plus_values);
     tcase_add_test(tc, rlhf_kl_positive_after_an_update);
     suite_add_tcase(s, tc);

@@ -2,10 +2,12 @@
  * each test starts a server in its own process on a free loopback port (port 0) and waits
  * for GET /health (at most 30 s). Completions, chat, SSE streams ending in [DONE], greedy
  * text equal to llm_generate's own greedy decoding, seed reproducibility, every error status,
- * the bearer key, /metrics parsed line by line, json_object output that parses, speculative
- * greedy equal to plain greedy, client disconnects leaving zero KV blocks in use (200
- * requests; MLSYS_SERVE_LONG=1: 1000), SIGTERM on the real program draining its requests
- * (exit 0) and SIGINT ending it with 130, its key from the environment. Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
+ * the bearer key, /metrics parsed line by line (answers counted by status, requests of
+ * every decoder counted as running, still served while draining), json_object output that
+ * parses, speculative greedy equal to plain greedy, client disconnects leaving zero KV blocks
+ * in use (200 requests; MLSYS_SERVE_LONG=1: 1000), SIGTERM on the real program draining its
+ * requests (exit 0) and SIGINT ending it with 130, its key from the environment.
+ * Batch-invariant GEMM throughout (greedy equality does not hang on BLAS bits). */
 #include <check.h>
 #include <stdio.h>
 #if defined(HAVE_CJSON) && defined(HAVE_MHD)
@@ -229,7 +231,8 @@ START_TEST(chat_and_models)
 END_TEST
 
 /* Every event is "data: JSON\n\n", the last "data: [DONE]\n\n"; the texts joined equal the
- * whole response's text; one chunk carries finish_reason; all share one id and "created".
+ * whole response's text; one chunk carries finish_reason; all share one id and "created";
+ * a chat stream's first chunk, and only it, says the role.
  * With usage (stream_options.include_usage) every chunk says "usage": null but the last
  * before [DONE], which has "choices": [] and the usage of the whole response; without it no
  * chunk has "usage". */
@@ -279,6 +282,14 @@ static void check_stream(const char *path, const char *body, const char *whole,
                 ck_assert_msg(cJSON_IsNull(u), "no \"usage\": null: %s", p + 6);
             }
             cJSON *c = cJSON_GetArrayItem(choices, 0);
+            if (c && chat) {        /* the role comes once, in the first chunk */
+                cJSON *role = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "role");
+                if (events == 0)
+                    ck_assert_msg(cJSON_IsString(role) && !strcmp(role->valuestring,
+                                  "assistant"), "the first chunk has no role: %s", p + 6);
+                else
+                    ck_assert_msg(!role, "a role after the first chunk: %s", p + 6);
+            }
             if (c) {
                 cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content")
                                 : cJSON_GetObjectItem(c, "text");
@@ -675,8 +686,8 @@ static int prom_lint(const char *text, char *why, size_t whylen)
         LINT(cur >= 0, "%.60s: a sample before any TYPE", name);
         const char *f = fam[cur], *ty = type[cur];
         size_t fl = strlen(f);
-        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families must stay "
-             "together)", name, f);
+        LINT(!strncmp(name, f, fl), "%.60s: sample of another family than %.60s (families "
+             "must stay together)", name, f);
         const char *suf = name + fl;
         LINT(ty[0] && help[cur], "%.60s: no HELP or no TYPE", f);
         nsamples[cur]++;
@@ -1268,6 +1279,11 @@ START_TEST(drain_cut_answers_503)
         cJSON_Delete(b);
     }
     ck_assert_int_gt(cut, 0);
+    /* draining: /metrics still answers (and says so), a new request is 503 */
+    char *m = get_metrics();
+    ck_assert_double_eq(metric(m, "mlsys_server_draining"), 1);
+    free(m);
+    expect("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 503, NULL);
     srv_stop(g_s);
 }
 END_TEST
@@ -1704,6 +1720,94 @@ START_TEST(sigint_130_env_key)
 }
 END_TEST
 
+/* Every answer is counted under its status in /metrics: 2xx, 400, 401, 404, 413, other. */
+START_TEST(responses_counted_by_status)
+{
+    start(0, "sesame", 4096);
+    const char *C = "/v1/completions", *k = "Authorization: Bearer sesame";
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 401, NULL);
+    expect("GET", "/v1/models", NULL, "Authorization: Bearer sesam", 401, NULL);
+    expect("POST", C, "{\"prompt\":5}", k, 400, "prompt");
+    expect("POST", C, "{\"model\":\"other\",\"prompt\":\"x\"}", k, 404, "model");
+    expect("GET", "/v1/nothing", NULL, k, 404, NULL);
+    expect("GET", "/nothing", NULL, NULL, 404, NULL);
+    char *huge = malloc(6000);
+    memset(huge, ' ', 5999);
+    huge[5999] = 0;
+    huge[0] = '{';
+    huge[5998] = '}';
+    expect("POST", C, huge, k, 413, NULL);
+    free(huge);
+    expect("GET", C, NULL, k, 405, NULL);
+    expect("POST", C, "{\"prompt\":\"x\",\"max_tokens\":2}", k, 200, NULL);
+    char *m = get_metrics();
+    static const struct { const char *code; double n; } want[] = {
+        {"400", 1}, {"401", 2}, {"404", 3}, {"413", 1}, {"other", 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "mlsys_http_responses_total{code=\"%s\"}", want[i].code);
+        ck_assert_msg(metric(m, name) == want[i].n, "%s: %g, expected %g", name,
+                      metric(m, name), want[i].n);
+    }
+    /* the /health polls of start() and the one completion */
+    ck_assert_double_ge(metric(m, "mlsys_http_responses_total{code=\"2xx\"}"), 2);
+    free(m);
+    stop();
+}
+END_TEST
+
+/* A client that keeps one request in flight until told to stop. */
+typedef struct busy_client {
+    lg_url url;
+    volatile int stop;
+} busy_client;
+
+static int busy_body(void *u, const char *d, size_t n)
+{
+    (void)u, (void)d, (void)n;
+    return 0;
+}
+
+static void *busy_main(void *u)
+{
+    busy_client *b = u;
+    while (!b->stop) {
+        lg_response r;
+        lg_post(&b->url, "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\","
+                "\"max_tokens\":100,\"ignore_eos\":true}", 60, busy_body, b, &r);
+    }
+    return NULL;
+}
+
+/* /metrics counts every request being decoded as running, whichever decoder has it: with a
+ * draft model every request is decoded speculatively. */
+START_TEST(running_counts_every_decoder)
+{
+    start(4, NULL, 0);
+    busy_client b;
+    memset(&b, 0, sizeof b);
+    ck_assert(lg_url_parse(g_url, &b.url) == 0);
+    pthread_t th;
+    ck_assert(pthread_create(&th, NULL, busy_main, &b) == 0);
+    double t0 = mlsys_now_s(), running = 0;
+    while (running < 1 && mlsys_now_s() - t0 < 30) {
+        char *m = get_metrics();
+        running = metric(m, "mlsys_num_requests_running");
+        free(m);
+        if (running < 1)
+            usleep(2000);
+    }
+    b.stop = 1;
+    pthread_join(th, NULL);
+    ck_assert_msg(running >= 1, "a speculative request was never counted as running in 30 s");
+    char *m = wait_idle();
+    ck_assert_double_gt(metric(m, "mlsys_spec_rounds_total"), 0);
+    free(m);
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     char why[256];
@@ -1740,6 +1844,8 @@ int main(void)
     tcase_add_test(tc, slow_clients_do_not_deny_service);
     tcase_add_test(tc, long_answers_outlive_the_request_deadline);
     tcase_add_test(tc, sigint_130_env_key);
+    tcase_add_test(tc, responses_counted_by_status);
+    tcase_add_test(tc, running_counts_every_decoder);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
