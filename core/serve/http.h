@@ -1,7 +1,8 @@
 /* http.h - the server room: the serving engine (core/llm/engine.h) behind an OpenAI-compatible
- * HTTP API on libmicrohttpd. One engine thread runs the engine loop; HTTP handler threads
- * parse a request into an engine request, hand it over through a queue and stream the tokens
- * back. No curses, no chapter knowledge: ch08's --serve and the tests build on this header. */
+ * HTTP API on libmicrohttpd. One engine thread runs the engine loop; one HTTP thread serves
+ * every connection: it parses a request into an engine request, hands it over through a
+ * queue and streams the tokens back (an answer waiting on the engine sets its connection
+ * aside until the engine has its next event). No curses, no chapter knowledge: ch08's --serve and the tests build on this header. */
 #ifndef MLSYS_SERVE_HTTP_H
 #define MLSYS_SERVE_HTTP_H
 

@@ -1,23 +1,17 @@
-/* job.c - one request in flight between an HTTP handler thread and the engine thread: the
- * output text the engine appends, the final reason, the times, and a condition variable the
- * handler waits on. Two references (HTTP side, engine side); the last release frees it. */
+/* job.c - one request in flight between the HTTP thread and the engine thread: the output
+ * text the engine appends, the final reason, the times, and the parking of its connection
+ * (set aside while its answer has nothing to send, unparked when it has). Two references
+ * (HTTP side, engine side); the last release frees it. */
 #include "srv_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial)
 {
     srv_job *j = mlsys_xcalloc(1, sizeof *j);
     pthread_mutex_init(&j->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->cv, &ca);
-    pthread_condattr_destroy(&ca);
     j->refs = 1;
     j->req = *req;
     memset(req, 0, sizeof *req);
@@ -43,7 +37,6 @@ void srv_job_unref(srv_job *j)
     free(j->prompt);
     for (int i = 0; i < SRV_MAX_N; i++)
         free(j->ch[i].text);
-    pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -65,12 +58,22 @@ static void end_choice(srv_job *j, srv_choice *c, llm_finish finish, double now)
     j->t_final = now;
 }
 
-void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
-                     llm_finish finish, int n_cached)
+/* A parked connection goes back to work (under j->mu): resume is called by the one who
+ * moves parked to 0. */
+static void unpark(srv_job *j)
+{
+    if (j->parked) {
+        j->parked = 0;
+        j->resume(j->resume_u);
+    }
+}
+
+int srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
+                    llm_finish finish, int n_cached)
 {
     double now = mlsys_now_s();
     if (index < 0 || index >= j->n)
-        return;
+        return 0;
     pthread_mutex_lock(&j->mu);
     srv_choice *c = &j->ch[index];
     if (text && len > 0) {
@@ -99,12 +102,13 @@ void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out
             j->n_cached = n_cached;
         end_choice(j, c, finish, now);
     }
-    /* the handler is woken when it has what it waits for: a non-streamed answer's at the end,
-     * a stream's at its next event (waking it at every token would cost a context switch per
-     * token per request, on the engine thread's cores) */
-    if (j->done || (j->req.stream && j->progress >= j->wake_at))
-        pthread_cond_broadcast(&j->cv);
+    /* the connection is unparked when it has what it waits for: a whole answer at the end,
+     * a stream at its next event; the caller does it after the step */
+    int wake = j->parked == 1 && (j->done || (j->req.stream && j->progress >= j->wake_at));
+    if (wake)
+        j->parked = 2;
     pthread_mutex_unlock(&j->mu);
+    return wake;
 }
 
 void srv_job_end(srv_job *j, llm_finish finish)
@@ -113,7 +117,7 @@ void srv_job_end(srv_job *j, llm_finish finish)
     pthread_mutex_lock(&j->mu);
     for (int i = 0; i < j->n; i++)
         end_choice(j, &j->ch[i], finish, now);
-    pthread_cond_broadcast(&j->cv);
+    unpark(j);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -125,22 +129,15 @@ void srv_job_fail(srv_job *j, const char *err)
     j->finish = LLM_FINISH_ERROR;
     j->done = 1;
     j->t_final = mlsys_now_s();
-    pthread_cond_broadcast(&j->cv);
+    unpark(j);
     pthread_mutex_unlock(&j->mu);
 }
 
-int srv_job_wait(srv_job *j, size_t have, double timeout_s)
+void srv_job_unpark(srv_job *j, int hangup)
 {
-    struct timespec ts;
-    mlsys_deadline(&ts, timeout_s);
     pthread_mutex_lock(&j->mu);
-    int rc = 0;
-    j->wake_at = have + 1;
-    while (!j->done && j->progress <= have) {
-        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
-            break;
-    }
-    rc = j->done || j->progress > have;
+    if (hangup)
+        j->hangup = 1;
+    unpark(j);
     pthread_mutex_unlock(&j->mu);
-    return rc;
 }

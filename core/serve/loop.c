@@ -1,9 +1,10 @@
-/* loop.c - the engine thread: the only thread that drives the engine. HTTP handler threads
- * push jobs onto a queue (and raise cancel flags); each turn the loop takes the queue in,
+/* loop.c - the engine thread: the only thread that drives the engine. The HTTP thread
+ * pushes jobs onto a queue (and raises cancel flags); each turn the loop takes the queue in,
  * submits every request to the one engine (plain, JSON-mode and, on a --speculative server,
- * speculative requests batch together), forwards cancellations, runs one engine step, and
- * sleeps on a condition variable when there is nothing to do (after passing the engine's
- * idle gate). */
+ * speculative requests batch together), forwards cancellations, runs one engine step, then
+ * unparks the connections whose answers have something new (all of a step's together: the
+ * HTTP thread wakes a few times a step, not a thread per request at every token), and sleeps on a condition
+ * variable when there is nothing to do (after passing the engine's idle gate). */
 #include "srv_internal.h"
 
 #include <errno.h>
@@ -22,6 +23,8 @@ struct srv_loop {
     srv_job *qhead, *qtail;       /* handed over, not taken in yet */
     int wake, stop, in_flight, cancel_all;
     srv_job *active;              /* engine thread only: taken in, not finished */
+    srv_job *wakes;               /* engine thread only: to unpark after the step (a
+                                     reference each) */
 };
 
 static void active_add(srv_loop *l, srv_job *j)
@@ -52,10 +55,29 @@ static void job_done(srv_loop *l, srv_job *j)
 static void on_event(void *u, const llm_engine_event *ev)
 {
     srv_job *j = u;
-    srv_job_deliver(j, ev->index, ev->text, ev->text_len, ev->n_out, ev->finish,
-                    ev->st ? ev->st->n_cached : 0);
+    srv_loop *l = j->loop;
+    if (srv_job_deliver(j, ev->index, ev->text, ev->text_len, ev->n_out, ev->finish,
+                        ev->st ? ev->st->n_cached : 0)) {
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        j->wnext = l->wakes;
+        l->wakes = j;
+    }
     if (ev->finish != LLM_FINISH_NONE && ++j->ended == j->n)
         job_done(j->loop, j);
+}
+
+/* The connections that got something in this turn go back to work. */
+static void unpark_all(srv_loop *l)
+{
+    while (l->wakes) {
+        srv_job *j = l->wakes;
+        l->wakes = j->wnext;
+        j->wnext = NULL;
+        srv_job_unpark(j, 0);
+        srv_job_unref(j);
+    }
 }
 
 /* One request to the engine. On a --speculative server the greedy requests speculate (their
@@ -90,7 +112,7 @@ static int cancelled(srv_job *j)
     return __atomic_load_n(&j->cancel, __ATOMIC_ACQUIRE);
 }
 
-/* Cancel flags raised by handler threads reach the engine. */
+/* Cancel flags raised by the HTTP side reach the engine. */
 static void forward_cancels(srv_loop *l)
 {
     for (srv_job *j = l->active, *nx; j; j = nx) {
@@ -135,6 +157,7 @@ static void *loop_main(void *arg)
         if (llm_engine_has_work(l->eng) && llm_engine_step(l->eng, NULL) < 0)
             fprintf(stderr, "mlsys-lab serve: an engine step failed; its requests got an "
                     "error\n");
+        unpark_all(l);
     }
     /* the end: whatever is left gets its final event (cancelled) */
     for (srv_job *j = l->active; j; j = j->anext)
@@ -142,6 +165,7 @@ static void *loop_main(void *arg)
     forward_cancels(l);
     llm_engine_free(l->eng);
     l->eng = NULL;
+    unpark_all(l);
     return NULL;
 }
 

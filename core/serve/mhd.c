@@ -1,9 +1,10 @@
-/* mhd.c - the HTTP glue on libmicrohttpd (a thread per connection): the listening socket,
- * the limits on connections (in all, per address, a deadline for each whole request, idle
- * time), the routes, the bearer key (server.c compares it), the body gathered up to its limit
- * (413 past it), and the end of a connection (a request still running is cancelled: its
- * client left). The completions themselves: mhd_answer.c. Built without libmicrohttpd:
- * srv_http_start says so. */
+/* mhd.c - the HTTP glue on libmicrohttpd (one thread polls every connection; an answer
+ * waiting on the engine parks its connection): the listening socket, the limits on
+ * connections (in all, per address, a deadline for each whole request, idle time, clients
+ * that leave while parked), the routes, the bearer key (server.c compares it), the body
+ * gathered up to its limit (413 past it), and the end of a connection (a request still
+ * running is cancelled: its client left). The completions themselves: mhd_answer.c. Built
+ * without libmicrohttpd: srv_http_start says so. */
 #include "srv_internal.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -22,14 +24,20 @@
 
 /* ---- slow clients: every connection must deliver a whole request in time ----
  * libmicrohttpd's own timeout counts idle seconds only, so a client that sends one byte a
- * second holds its thread forever. The guard keeps each connection's deadline (from its
+ * second holds its connection forever. The guard keeps each connection's deadline (from its
  * start, or from the end of its previous answer, until its request is whole) and a thread
- * that shuts down the sockets past theirs. A connection leaves the list in libmicrohttpd's
+ * that shuts down the sockets past theirs. It also watches the clients of the requests being
+ * answered: libmicrohttpd does not look at a parked connection's socket, so a client that
+ * leaves while its answer waits on the engine is found here (its job hung up, unparked, and
+ * cancelled as the connection ends). A connection leaves the list in libmicrohttpd's
  * "closed" notice, which comes before the socket is closed, under the same lock as the
- * shutdown: the guard never touches a descriptor that another connection reuses. */
+ * shutdown and the polls: the guard never touches a descriptor that another connection
+ * reuses; a job leaves it (on_completed) before the HTTP side lets the job go. */
 typedef struct watched {
     int fd, busy, cut;            /* busy: its request is whole (being answered) */
     double since;
+    srv_job *job;                 /* the request being answered (no reference of its own) */
+    int left;                     /* its client left: the job was hung up */
     struct watched *prev, *next;
 } watched;
 
@@ -40,7 +48,35 @@ typedef struct guard {
     int stop, started;
     pthread_t th;
     srv_server *s;
+    struct pollfd *pf;            /* the clients polled in one turn, and their entries */
+    watched **pw;
+    size_t cap;
 } guard;
+
+/* The clients of the requests being answered that closed their end (or whose socket
+ * failed): their jobs hang up (under g->mu). */
+static void find_left(guard *g)
+{
+    size_t n = 0;
+    for (watched *w = g->head; w; w = w->next) {
+        if (!w->job || w->left || w->fd < 0)
+            continue;
+        if (n == g->cap) {
+            g->cap = g->cap ? 2 * g->cap : 32;
+            g->pf = mlsys_xrealloc(g->pf, g->cap * sizeof *g->pf);
+            g->pw = mlsys_xrealloc(g->pw, g->cap * sizeof *g->pw);
+        }
+        g->pf[n] = (struct pollfd){.fd = w->fd, .events = POLLRDHUP};
+        g->pw[n++] = w;
+    }
+    if (n == 0 || poll(g->pf, n, 0) <= 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (g->pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+            g->pw[i]->left = 1;
+            srv_job_unpark(g->pw[i]->job, 1);
+        }
+}
 
 static void *guard_main(void *arg)
 {
@@ -69,6 +105,7 @@ static void *guard_main(void *arg)
                     fprintf(stderr, "serve: a connection cut: no whole request within %g s\n",
                             limit);
             }
+        find_left(g);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -107,19 +144,51 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
 }
 
+static watched *watched_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 /* The connection's request is whole (busy 1), or its answer is done and the next request's
- * deadline starts (busy 0). */
+ * deadline starts (busy 0: its job, if any, is no longer watched). */
 static void watch_mark(srv_server *s, struct MHD_Connection *c, int busy)
 {
     guard *g = s->guard;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    watched *w = ci ? ci->socket_context : NULL;
+    watched *w = watched_of(c);
     if (!w)
         return;
     pthread_mutex_lock(&g->mu);
     w->busy = busy;
     w->since = mlsys_now_s();
+    if (!busy) {
+        w->job = NULL;
+        w->left = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+void srv_watch_job(conn_ctx *cx)
+{
+    guard *g = cx->s->guard;
+    watched *w = watched_of(cx->conn);
+    if (!w)
+        return;
+    pthread_mutex_lock(&g->mu);
+    w->job = cx->job;
+    w->left = 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Every request being answered stops (the server closes, under g->mu): a parked
+ * connection is unparked, and none parks again (srv_server.closing). */
+static void hang_up_all(guard *g)
+{
+    pthread_mutex_lock(&g->mu);
+    for (watched *w = g->head; w; w = w->next)
+        if (w->job)
+            srv_job_unpark(w->job, 1);
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -159,6 +228,8 @@ static void guard_stop(guard *g)
         g->head = w->next;
         free(w);
     }
+    free(g->pf);
+    free(g->pw);
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -225,7 +296,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx = mlsys_xcalloc(1, sizeof *cx);
         cx->s = s;
         cx->conn = c;
-        cx->fd = -1;
         *con_cls = cx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->o.max_body)
@@ -255,6 +325,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (cx->job)                  /* a whole answer, unparked */
+        return srv_completion_answer(c, cx);
     cx->t_recv = mlsys_now_s();
     watch_mark(s, c, 1);
     return route(c, cx, url, method);
@@ -337,7 +409,7 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
         return -1;
     }
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
         on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -363,7 +435,11 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
 void srv_http_stop(srv_server *s)
 {
     if (s->daemon) {
-        srv_loop_cancel_all(s->loop);   /* handler threads waiting on jobs return */
+        srv_loop_cancel_all(s->loop);
+        /* libmicrohttpd must not stop with a connection parked: none parks from now on, and
+         * the parked ones go back (their answers stop) */
+        __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
+        hang_up_all(s->guard);
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }

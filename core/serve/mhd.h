@@ -1,5 +1,5 @@
 /* mhd.h - what the two libmicrohttpd files share (only with HAVE_MHD): a connection's
- * state, the replies, and the completion handler. mhd.c: the daemon, the routes, the body
+ * state, the replies, the completion handler and the guard's watch on its client. mhd.c: the daemon, the routes, the body
  * and the end of a connection; mhd_answer.c: a completion answered whole or streamed. */
 #ifndef MLSYS_SERVE_MHD_H
 #define MLSYS_SERVE_MHD_H
@@ -17,7 +17,6 @@ typedef struct conn_ctx {
     size_t n, cap;
     int too_large, status;
     srv_job *job;
-    int fd;
     /* streaming, per choice: bytes of its text sent, its opening (chat: the role) and its
      * last chunk sent; then the end ([DONE]) */
     size_t sent[SRV_MAX_N];
@@ -39,5 +38,11 @@ enum MHD_Result srv_reply_error(struct MHD_Connection *c, conn_ctx *cx, int stat
  * handed to the engine, then answered whole (waiting, the client's socket watched) or as a
  * stream of server-sent events. */
 enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind kind);
+/* A whole answer's access handler call once its connection is unparked (and the first). */
+enum MHD_Result srv_completion_answer(struct MHD_Connection *c, conn_ctx *cx);
+/* mhd.c's guard watches the client of cx's job from now until the request's end: a client
+ * that leaves hangs the job up (and unparks its connection: libmicrohttpd watches no parked
+ * socket). */
+void srv_watch_job(conn_ctx *cx);
 
 #endif

@@ -1,24 +1,38 @@
 /* mhd_answer.c - a completion request at its end, on libmicrohttpd: the job made and handed
- * to the engine thread, then the answer whole (the handler thread waits on the job, polling
- * the client's socket between tokens: a client gone is cancelled at once) or streamed as
- * server-sent events (one event per batch of new text, a final chunk, then [DONE]). */
+ * to the engine thread, then the answer whole or streamed as server-sent events (one event
+ * per batch of new text, a final chunk, then [DONE]). One thread serves every connection:
+ * an answer with nothing to send parks its connection (libmicrohttpd suspends it) and the
+ * engine thread unparks it when the job has its next event or its end; mhd.c's guard
+ * unparks those whose client left. */
 #include "srv_internal.h"
 
 #ifdef HAVE_MHD
 #include "mhd.h"
 
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The client closed its end (or the socket failed). */
-static int client_gone(int fd)
+/* Unparks a connection (job.c calls it under the job's lock, once per parking). */
+static void resume_connection(void *u)
 {
-    if (fd < 0)
+    MHD_resume_connection(u);
+}
+
+/* Parks cx's connection until its job's progress reaches wake_at (or it ends), under the
+ * job's lock, from a libmicrohttpd callback of this connection (the only place where
+ * libmicrohttpd lets it be suspended). The lock is held across the suspension, so whoever
+ * unparks it resumes a connection that is suspended, never one about to be. 0 when the
+ * server is closing (nothing parks any more: srv_http_stop unparked the rest). */
+static int park(conn_ctx *cx, size_t wake_at)
+{
+    srv_job *j = cx->job;
+    if (__atomic_load_n(&cx->s->closing, __ATOMIC_ACQUIRE))
         return 0;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    j->wake_at = wake_at;
+    j->parked = 1;
+    MHD_suspend_connection(cx->conn);
+    return 1;
 }
 
 /* The answer moves: libmicrohttpd's idle clock starts again. It counts only the bytes it
@@ -68,10 +82,11 @@ static void pend_set(conn_ctx *cx, char *ev)
     cx->pend_off = 0;
 }
 
-/* The next event of the stream, or NULL when nothing is ready: per choice its opening, its
- * new text (once it has stream_interval new tokens, or at its end), its last chunk; once
- * every choice is closed, the end. */
-static char *next_event(conn_ctx *cx)
+/* The next event of the stream in *out (1): per choice its opening, its new text (once it
+ * has stream_interval new tokens, or at its end), its last chunk; once every choice is
+ * closed, the end. 0: nothing is ready and the connection is parked until the job has more;
+ * -1: nothing is ready and the stream stops (its client left, or the server closes). */
+static int next_event(conn_ctx *cx, char **out)
 {
     srv_job *j = cx->job;
     srv_server *s = cx->s;
@@ -110,8 +125,12 @@ static char *next_event(conn_ctx *cx)
         }
         cx->final_sent = 1;
     }
+    int rc = 1;
+    if (!ev)
+        rc = !j->hangup && park(cx, cx->seen + (size_t)s->o.stream_interval) ? 0 : -1;
     pthread_mutex_unlock(&j->mu);
-    return ev;
+    *out = ev;
+    return rc;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -130,55 +149,33 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (cx->final_sent)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        char *ev = next_event(cx);
-        if (ev) {
-            pend_set(cx, ev);
-            continue;
-        }
-        if (!srv_job_wait(cx->job, cx->seen + (size_t)cx->s->o.stream_interval - 1, 0.05) &&
-            client_gone(cx->fd))
+        char *ev;
+        int rc = next_event(cx, &ev);
+        if (rc < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (rc == 0)
+            return 0;               /* parked: called again once unparked */
+        pend_set(cx, ev);
     }
 }
 
-/* ---- a completion request at its end ---- */
-enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind kind)
+/* A whole answer: parked until its job ends, then written. MHD_YES while parked
+ * (libmicrohttpd calls the access handler again once it is unparked); MHD_NO closes the
+ * connection (on_completed cancels the job): its client left, or the server closes, before
+ * the end. */
+enum MHD_Result srv_completion_answer(struct MHD_Connection *c, conn_ctx *cx)
 {
     srv_server *s = cx->s;
-    char *body = NULL;
-    int rc = srv_make_job(s, kind, cx->body, cx->n, &cx->job, &body);
-    if (rc)
-        return srv_reply(c, cx, rc, "application/json", body);
     srv_job *j = cx->job;
-    j->t_recv = cx->t_recv;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    cx->fd = ci ? ci->connect_fd : -1;
-    srv_loop_submit(s->loop, j);
-    if (j->req.stream) {
-        for (int i = 0; i < j->n; i++)         /* only a chat stream opens with the role */
-            cx->opened[i] = kind != SRV_CHAT;
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
-                                                                   stream_read, cx, NULL);
-        if (!r)
-            return MHD_NO;
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        cx->status = 200;
-        srv_count(s, 200);
-        return ret;
-    }
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        int done = j->done;
-        pthread_mutex_unlock(&j->mu);
-        if (done)
-            break;
-        if (!srv_job_wait(j, (size_t)-1, 0.05) && client_gone(cx->fd))
-            return MHD_NO;          /* completed() cancels it */
-    }
+    pthread_mutex_lock(&j->mu);
+    int done = j->done, gone = j->hangup, parked = 0;
+    if (!done && !gone)
+        parked = park(cx, (size_t)-1);
+    pthread_mutex_unlock(&j->mu);
+    if (parked)
+        return MHD_YES;
+    if (!done)
+        return MHD_NO;
     if (j->failed)
         return srv_reply_error(c, cx, 400, j->err, "");
     if (j->finish == LLM_FINISH_ERROR)
@@ -212,6 +209,38 @@ enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind 
     s->http.overhead_count++;
     pthread_mutex_unlock(&s->mu);
     return ret;
+}
+
+/* ---- a completion request at its end ---- */
+enum MHD_Result srv_completion(struct MHD_Connection *c, conn_ctx *cx, srv_kind kind)
+{
+    srv_server *s = cx->s;
+    char *body = NULL;
+    int rc = srv_make_job(s, kind, cx->body, cx->n, &cx->job, &body);
+    if (rc)
+        return srv_reply(c, cx, rc, "application/json", body);
+    srv_job *j = cx->job;
+    j->t_recv = cx->t_recv;
+    j->resume = resume_connection;
+    j->resume_u = c;
+    srv_watch_job(cx);
+    srv_loop_submit(s->loop, j);
+    if (j->req.stream) {
+        for (int i = 0; i < j->n; i++)         /* only a chat stream opens with the role */
+            cx->opened[i] = kind != SRV_CHAT;
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+                                                                   stream_read, cx, NULL);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        cx->status = 200;
+        srv_count(s, 200);
+        return ret;
+    }
+    return srv_completion_answer(c, cx);
 }
 
 #endif

@@ -31,6 +31,8 @@ static struct {
     __typeof__(mlsys_mhd_queue_response) *queue_response;
     __typeof__(mlsys_mhd_destroy_response) *destroy_response;
     __typeof__(mlsys_mhd_set_connection_option) *set_connection_option;
+    __typeof__(mlsys_mhd_suspend_connection) *suspend_connection;
+    __typeof__(mlsys_mhd_resume_connection) *resume_connection;
 } g = {.once = PTHREAD_ONCE_INIT};
 
 static void load(void)
@@ -53,6 +55,8 @@ static void load(void)
         {(void **)&g.queue_response, "MHD_queue_response"},
         {(void **)&g.destroy_response, "MHD_destroy_response"},
         {(void **)&g.set_connection_option, "MHD_set_connection_option"},
+        {(void **)&g.suspend_connection, "MHD_suspend_connection"},
+        {(void **)&g.resume_connection, "MHD_resume_connection"},
     };
     const char *missing = mlsys_dl_bind(g.so, fns, sizeof fns / sizeof fns[0]);
     if (missing) {
@@ -147,6 +151,16 @@ enum MHD_Result mlsys_mhd_set_connection_option(struct MHD_Connection *connectio
     unsigned int v = va_arg(ap, unsigned int);
     va_end(ap);
     return g.set_connection_option(connection, option, v);
+}
+
+void mlsys_mhd_suspend_connection(struct MHD_Connection *connection)
+{
+    g.suspend_connection(connection);
+}
+
+void mlsys_mhd_resume_connection(struct MHD_Connection *connection)
+{
+    g.resume_connection(connection);
 }
 #else
 typedef int mhd_lib_unused;          /* ISO C: a translation unit is not empty */

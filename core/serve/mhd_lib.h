@@ -17,6 +17,8 @@
 #define MHD_queue_response mlsys_mhd_queue_response
 #define MHD_destroy_response mlsys_mhd_destroy_response
 #define MHD_set_connection_option mlsys_mhd_set_connection_option
+#define MHD_suspend_connection mlsys_mhd_suspend_connection
+#define MHD_resume_connection mlsys_mhd_resume_connection
 
 /* Load the library (once; every renamed call does it too). 0, or -1 with why in mhd_lib_why:
  * the renamed calls then fail as the library's do (NULL, MHD_NO). */

@@ -1,5 +1,5 @@
 /* srv_internal.h - what the files of the server room share: a parsed request (req_parse.c),
- * a job, the channel between one HTTP handler thread and the engine thread (job.c), the
+ * a job, the channel between the HTTP thread and the engine thread (job.c), the
  * engine loop (loop.c: every request, plain, JSON-mode or speculative, goes to the one
  * engine), the response writers (resp.c), the metrics text (metrics.c) and the HTTP glue
  * (mhd.c). */
@@ -36,7 +36,13 @@ void srv_req_free(srv_req *r);
 
 /* ---- job.c: one request in flight ----
  * Two owners: the HTTP side (until its response is gone) and the engine side (until the
- * final event of its last choice); the last one to let go frees it. */
+ * final event of its last choice); the last one to let go frees it.
+ * The HTTP side does not wait on a thread of its own: while its answer has nothing new to
+ * send, its connection is parked (set aside by the HTTP library, parked = 1), and whoever
+ * finds that it has something again (the engine thread, the end, a hang-up) unparks it
+ * through resume(resume_u). Parked moves from nonzero to 0 under mu, once: the one who
+ * moves it calls resume, so a connection is resumed once per parking and never after its
+ * end. */
 typedef struct srv_choice {       /* one of the request's n samples */
     char *text;                   /* its output (valid UTF-8: the engine holds back the rest) */
     size_t len, cap;
@@ -45,7 +51,6 @@ typedef struct srv_choice {       /* one of the request's n samples */
 } srv_choice;
 typedef struct srv_job {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int refs;
     srv_req req;
     int *prompt, n_prompt, max_tokens;
@@ -57,8 +62,8 @@ typedef struct srv_job {
     srv_choice ch[SRV_MAX_N];
     size_t progress;              /* tokens and ends over every choice: grows with every
                                      event a streamed answer may show */
-    size_t wake_at;               /* the progress its waiting handler wants (srv_job_wait):
-                                     the engine wakes it no sooner */
+    size_t wake_at;               /* the progress its parked stream wants: the engine
+                                     unparks it no sooner (a whole answer: at the end) */
     int n_out, done;              /* tokens over every choice; every choice has ended */
     llm_finish finish;            /* the job's end: an error if a choice failed, else the
                                      first choice's */
@@ -68,6 +73,11 @@ typedef struct srv_job {
     /* times (mlsys_now_s): received in full, handed to the engine, first token, final */
     double t_recv, t_submit, t_first, t_final;
     int n_cached;
+    /* the HTTP side's connection (under mu) */
+    int parked;                   /* 0 running; 1 parked; 2 parked, its unparking queued */
+    int hangup;                   /* its client left or the server closes: answer no more */
+    void (*resume)(void *u);      /* unparks the connection (set before the first park) */
+    void *resume_u;
     /* engine side */
     int engine_id;                /* -1 until submitted */
     int cancel_sent;
@@ -75,21 +85,24 @@ typedef struct srv_job {
     void *loop;                   /* the srv_loop it was handed to */
     struct srv_job *qnext;        /* the submission queue */
     struct srv_job *anext, *aprev;   /* the engine thread's list of jobs in flight */
+    struct srv_job *wnext;        /* the engine thread's list of jobs to unpark after a step */
 } srv_job;
 srv_job *srv_job_new(srv_req *req, int *prompt, int n_prompt, long serial);  /* takes both */
 void srv_job_unref(srv_job *j);
 /* The engine side delivers output of choice index (text may be NULL); finish != NONE ends
- * that choice, and the job with its last one. */
-void srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
-                     llm_finish finish, int n_cached);
-/* Every choice ends with finish (a cancel before the engine ran it, a drain). */
+ * that choice, and the job with its last one. Returns 1 when the job's connection is parked
+ * and now has what it waits for (a stream: its next event; a whole answer: the end): its
+ * parked is 2 and the caller unparks it later with srv_job_unpark (one wake of the HTTP
+ * thread for a whole step's events, not one per token per request). */
+int srv_job_deliver(srv_job *j, int index, const char *text, int len, int n_out,
+                    llm_finish finish, int n_cached);
+/* Every choice ends with finish (a cancel before the engine ran it, a drain); a parked
+ * connection is unparked. */
 void srv_job_end(srv_job *j, llm_finish finish);
 void srv_job_fail(srv_job *j, const char *err);
-/* Wait until the job's progress passes `have` (a streamed job: new tokens or a choice's
- * end), or it is done, or timeout_s passes (have = (size_t)-1: the end only); the engine
- * thread wakes the handler only then, not at every token.
- * Returns 1 when something new is there (or it is done), 0 on timeout. Locks itself. */
-int srv_job_wait(srv_job *j, size_t have, double timeout_s);
+/* Unparks j's connection if it is still parked (queued or not); with hangup, its answer
+ * stops too (the client left, or the server closes). */
+void srv_job_unpark(srv_job *j, int hangup);
 
 /* ---- loop.c: the engine thread ---- */
 typedef struct srv_loop srv_loop;
@@ -145,6 +158,8 @@ struct srv_server {
     pthread_mutex_t mu;           /* counters and serial */
     long serial;
     int open_jobs;                /* jobs made whose response is not finished (under mu) */
+    int closing;                  /* the daemon stops: no connection parks any more (read
+                                     under the job's mu, after srv_http_stop set it) */
     srv_http_counters http;
 };
 int srv_http_start(srv_server *s, char *err, size_t errlen);

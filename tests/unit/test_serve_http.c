@@ -1231,6 +1231,83 @@ static void *cut_main(void *u)
     return NULL;
 }
 
+/* Threads of this process (a test runs in a process of its own). */
+static int thread_count(void)
+{
+    int n = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* One HTTP thread serves every connection: 16 requests in flight (8 streamed, 8 answered
+ * whole, one sequence a step so most wait) add no thread per connection; then every
+ * client leaves: those parked while waiting on the engine are noticed all the same (the
+ * HTTP library watches no parked socket), cancelled in the engine, and their blocks freed. */
+START_TEST(connections_share_one_thread)
+{
+    char err[256];
+    load();
+    srv_opts o = {.port = 0, .engine = {.max_num_seqs = 1, .max_num_batched_tokens = 64}};
+    g_s = srv_start(&g_c, &g_w, &g_t, &o, err, sizeof err);
+    ck_assert_msg(g_s, "%s", err);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", srv_port(g_s));
+    int port = srv_port(g_s);
+    expect("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
+    int before = thread_count();
+    enum { NF = 16 };
+    int fd[NF];
+    for (int i = 0; i < NF; i++) {
+        char body[160], req[512];
+        int nb = snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
+                          "200,\"ignore_eos\":true,\"stream\":%s}", i % 2 ? "true" : "false");
+        int nr = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                          nb, body);
+        fd[i] = connect_from("127.0.0.1", port);
+        ck_assert_int_ge(fd[i], 0);
+        ck_assert_int_eq(send(fd[i], req, (size_t)nr, MSG_NOSIGNAL), nr);
+    }
+    /* every stream has its head: the server holds all 16 requests */
+    for (int i = 1; i < NF; i += 2) {
+        char buf[256];
+        struct timeval tv = {30, 0};
+        setsockopt(fd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ck_assert_int_gt(recv(fd[i], buf, sizeof buf, 0), 0);
+    }
+    /* and the whole ones are read too: 16 jobs made (the first was the warm-up) */
+    double t0 = mlsys_now_s();
+    for (;;) {
+        pthread_mutex_lock(&g_s->mu);
+        long made = g_s->serial;
+        pthread_mutex_unlock(&g_s->mu);
+        if (made >= NF + 1)
+            break;
+        ck_assert_msg(mlsys_now_s() - t0 < 60, "%ld requests came in, not %d", made - 1, NF);
+        usleep(2000);
+    }
+    int during = thread_count();
+    ck_assert_msg(during - before < 4, "%d threads with 16 requests in flight, %d before",
+                  during, before);
+    for (int i = 0; i < NF; i++)
+        close(fd[i]);
+    char *m = wait_idle();
+    ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
+    /* one sequence a step: only the first few can have finished (if the clients that wait
+     * whole were not noticed, their 8 would run to the end: 8 disconnects at most) */
+    ck_assert_double_ge(metric(m, "mlsys_http_client_disconnects_total"), NF - 3);
+    ck_assert_double_ge(metric(m, "mlsys_requests_cancelled_total"), NF - 3);
+    free(m);
+    expect("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
+    stop();
+}
+END_TEST
+
 /* A drain that runs out cuts the requests in flight: a non-streamed one answers 503 with
  * an error body, never 200 with partial text. One sequence a step, 32 requests of 100
  * tokens, a drain of 0 s once 4 of them are in: those are cut. */
@@ -1842,6 +1919,7 @@ int main(void)
     tcase_add_test(tc, n_choices_client_leaves);
     tcase_add_test(tc, responses_are_valid_utf8);
     tcase_add_test(tc, drain_cut_answers_503);
+    tcase_add_test(tc, connections_share_one_thread);
     tcase_add_test(tc, slow_clients_do_not_deny_service);
     tcase_add_test(tc, long_answers_outlive_the_request_deadline);
     tcase_add_test(tc, sigint_130_env_key);
