@@ -914,7 +914,7 @@ static void *spec_client_main(void *u)
 }
 
 /* --speculative 4: greedy requests are the target's own greedy text, one at a time and eight
- * at once (their rounds verified in the same target forwards: more rounds than steps); the
+ * at once (each of them speculating, beside the others); the
  * JSON and sampled requests beside them decode plainly; clients that walk away leave no
  * block in use. */
 START_TEST(speculative_greedy_exact)
@@ -974,8 +974,11 @@ START_TEST(speculative_greedy_exact)
     m = wait_idle();
     double rounds = metric(m, "mlsys_spec_rounds_total") - rounds0;
     double steps = metric(m, "mlsys_engine_steps_total") - steps0;
+    /* how many rounds share a target forward depends on how the 8 arrive (test_engine's
+     * speculation tests check the sharing on the engine itself, deterministically): here,
+     * that the six greedy requests speculated, at least one round each */
     printf("speculative server: 8 at once, %.0f rounds in %.0f steps\n", rounds, steps);
-    ck_assert_double_gt(rounds, steps);
+    ck_assert_double_ge(rounds, 6);
     free(m);
     /* some clients walking away: every block comes back */
     ck_assert_int_eq(run_loadgen("--url %s --concurrency 8 --requests 24 --max-tokens 64 "
