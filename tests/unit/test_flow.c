@@ -531,6 +531,85 @@ START_TEST(rlhf_from_a_real_run)
 }
 END_TEST
 
+/* The generator's KV pages in a real GRPO run (ch13/rlhf-loop, one rank, one iteration): the
+ * engine's paged cache writes its block records under the generator's pool alone (a group's
+ * samples fork their prompt: SHARE records, and a copy on write of its partial last block),
+ * no engine step gates (one frame per phase), and the generator's box during generate reads
+ * the peak the trace's own records give: blocks handed out (ALLOC, the copies included) less
+ * blocks whose count fell to 0 (FREE, COW), at its highest within the phase, and their
+ * bytes. */
+START_TEST(rlhf_grpo_kv_blocks_from_a_real_run)
+{
+    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    bin_result r = run_bin("run ch13/rlhf-loop --rl-algo grpo --iterations 1 --prompts 4 "
+                           "--rm-steps 20 --trace %s", path);
+    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
+    bin_result_free(&r);
+    mlsys_trace d;
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    fresh(d.nranks);
+    const int kv_pool = 4 * 4 + 3;      /* the generator's (role 4) KV cache (kind 3) */
+    int pools = 0, n_blocks = 0, held = 0, peak = -1, ph = -1, allocs = 0, shares = 0, cows = 0;
+    uint64_t block_bytes = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        const mlsys_event *e = &d.ev[i];
+        sm_event(sm, e);
+        ck_assert_msg(e->kind != MLSYS_EV_FLOW || e->flow.what != MLSYS_FLOW_REQUESTS,
+                      "an engine's request flow in the RLHF trace");
+        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE)
+            ph = e->flow.phase;
+        if (e->kind != MLSYS_EV_MEM || e->mem.pool != kv_pool)
+            continue;
+        switch (e->mem.op) {
+        case MLSYS_MEM_POOL:
+            pools++;
+            ck_assert_int_eq(e->mem.owner, 4);
+            n_blocks = e->mem.aux;
+            block_bytes = e->bytes;
+            break;
+        case MLSYS_MEM_ALLOC: allocs++; held++; break;
+        case MLSYS_MEM_COW:     /* the copy came by an ALLOC: the old block's count drops */
+            cows++;
+            held -= e->mem.refs == 0;
+            break;
+        case MLSYS_MEM_SHARE: shares++; break;
+        case MLSYS_MEM_FREE: held -= e->mem.refs == 0; break;
+        case MLSYS_MEM_USAGE:
+            ck_abort_msg("a USAGE gauge beside the KV cache's blocks");
+            break;
+        default: break;
+        }
+        ck_assert_int_ge(held, 0);
+        if (ph == 0 && held > peak)
+            peak = held;
+    }
+    sm_finish(sm);
+    ck_assert_int_eq(pools, 1);
+    ck_assert_int_gt(allocs, 0);
+    ck_assert_msg(shares > 0 && cows > 0, "%d shares, %d copies on write", shares, cows);
+    ck_assert_int_eq(held, 0);
+    ck_assert_int_gt(peak, 0);
+    ck_assert_int_eq(sm_nframes(sm), 1 + 5);
+    char *f = render_at(1, 120, 40, 1, 1.0), want[48], bytes[24];
+    ck_assert_msg(strstr(f, "[generate]"), "%s", f);
+    snprintf(want, sizeof want, " %d of %d blocks", peak, n_blocks);
+    ck_assert_msg(strstr(f, want), "the trace's peak is%s:\n%s", want, f);
+    view_fmt_bytes((uint64_t)peak * block_bytes, bytes, sizeof bytes);
+    ck_assert_msg(line_has(f, "kv cache", bytes), "kv cache %s:\n%s", bytes, f);
+    free(f);
+    f = render_at(2, 120, 40, 1, 1.0);
+    snprintf(want, sizeof want, " 0 of %d blocks", n_blocks);
+    ck_assert_msg(strstr(f, "[score]") && strstr(f, want), "%s", f);
+    free(f);
+    mlsys_trace_free(&d);
+    done();
+}
+END_TEST
+
 /* ch14/weight-update-demo's hand-over through its trace: a trainer and the generators, one
  * arrow trainer -> generator per version (never a role sending to itself, never a bucket), a
  * step per section of the measurement. */
@@ -640,6 +719,7 @@ int main(void)
     TCase *run = tcase_create("flow-real-run");     /* the lab on the shipped model */
     tcase_set_timeout(run, 240);
     tcase_add_test(run, rlhf_from_a_real_run);
+    tcase_add_test(run, rlhf_grpo_kv_blocks_from_a_real_run);
     tcase_add_test(run, wsync_from_a_real_run);
     suite_add_tcase(s, run);
     SRunner *sr = srunner_create(s);
