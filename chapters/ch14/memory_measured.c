@@ -97,17 +97,20 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
     int ph = -1;
     for (size_t i = 0; i < tb.n; i++) {
         const mlsys_event *e = &tb.ev[i];
-        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE)
+        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE) {
+            if (e->flow.version < 0)
+                continue;                   /* the phases named at the start */
             ph = e->flow.phase;
-        else if (e->kind == MLSYS_EV_MEM && e->rank >= 0 && e->rank < 64 &&
-                 e->mem.pool >= 0 && e->mem.pool < RL_ROLE_COUNT * RL_MEM_KINDS) {
+        } else if (e->kind == MLSYS_EV_MEM && e->rank >= 0 && e->rank < 64 &&
+                   e->mem.pool >= 0 && e->mem.pool < RL_ROLE_COUNT * RL_MEM_KINDS) {
             int rk = e->rank, pl = e->mem.pool;
             switch (e->mem.op) {
             case MLSYS_MEM_USAGE:
                 cur[rk][pl] = (double)e->bytes;
                 break;
             case MLSYS_MEM_POOL:
-                block_bytes[rk][pl] = e->mem.aux > 1 ? (double)e->bytes : 0;
+                /* a pool of blocks names its tokens per block in index */
+                block_bytes[rk][pl] = e->mem.index > 0 ? (double)e->bytes : 0;
                 continue;
             case MLSYS_MEM_ALLOC:
                 blocks[rk][pl]++;

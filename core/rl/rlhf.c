@@ -361,6 +361,10 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
             mlsys_flow_info f = {(int16_t)r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1, 0};
             mlsys_emit_flow(c, &f, 0, rl_role_name(r));
         }
+        for (int ph = 0; ph < RL_PH_COUNT; ph++) {  /* the phases of an iteration, in order */
+            mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, -1, -1, 0};
+            mlsys_emit_flow(c, &f, 0, rl_phase_name(ph));
+        }
     }
     uint64_t wbytes = (uint64_t)actor->n_floats * sizeof(float);
     if (h->gen) {
@@ -530,6 +534,13 @@ static uint64_t answer_seed(const rl_rlhf *h, int p, int i)
     return mix(h->k.seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)p)) + (uint64_t)i;
 }
 
+/* Answers per engine request: a group's G when every generator holds whole groups (the
+ * prompt prefilled once, its blocks forked), else 1. */
+static int answers_per_request(const rl_rlhf *h)
+{
+    return (h->N / h->n_gen) % h->k.group || h->k.no_fork ? 1 : h->k.group;
+}
+
 static int generate(rl_rlhf *h, char *err, size_t errlen)
 {
     const rl_rlhf_config *k = &h->k;
@@ -546,8 +557,7 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         /* this generator's sequences lo .. lo+rows-1, a group's G answers to one problem side
          * by side: one request per problem with n = G samples (the prompt prefilled once, its
          * blocks forked), or one per sequence when a generator's share cuts a group */
-        int lo = h->gen_idx * rows, n = rows % k->group || k->no_fork ? 1 : k->group;
-        int B = rows / n;
+        int lo = h->gen_idx * rows, n = answers_per_request(h), B = rows / n;
         uint64_t *seeds = mlsys_xcalloc((size_t)B, sizeof *seeds);
         int **pr = mlsys_xcalloc((size_t)B, sizeof *pr), *np = mlsys_xcalloc((size_t)B,
                                                                           sizeof(int));
@@ -607,9 +617,17 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         }
     }
     if (emits_flow(h)) {
-        int toks = 0;
+        int toks = 0, n = answers_per_request(h);
+        char what[32];
         for (int i = 0; i < h->N; i++)
             toks += h->nresp[i];
+        /* the engine's side: each prompt computed once, its answers forking its blocks */
+        if (n > 1)
+            snprintf(what, sizeof what, "prefills, %d forks each", n);
+        else
+            snprintf(what, sizeof what, "prefills");
+        flow(h, RL_ROLE_GENERATOR, RL_ROLE_GENERATOR, MLSYS_FLOW_TOKENS, h->N / n, 0, NAN,
+             what);
         flow(h, RL_ROLE_GENERATOR, RL_ROLE_ACTOR, MLSYS_FLOW_TOKENS, h->N,
              (uint64_t)toks * sizeof(int), NAN, NULL);
     }
