@@ -232,7 +232,9 @@ typedef struct mlsys_mem_info {
  * it on the arrow. bytes = the bytes moved. Roles are the lab's numbering across its ranks. */
 typedef enum {
     MLSYS_FLOW_ROLE,     /* name role `from` (label), no movement */
-    MLSYS_FLOW_PHASE,    /* a new phase begins (phase, label: "generate"; version = iteration) */
+    MLSYS_FLOW_PHASE,    /* a new phase begins (phase, label: "generate"; version = iteration);
+                            version -1: the lab names a phase before any begins (its phases
+                            in order, none current) */
     MLSYS_FLOW_TOKENS,   /* prompts or generated sequences */
     MLSYS_FLOW_LOGPROBS, /* per-token log-probabilities */
     MLSYS_FLOW_REWARDS,  /* scores or per-token rewards */

@@ -1,8 +1,9 @@
 /* memory_measured.c - the measured half of ch14/memory-timeline: the lab's own RLHF loop
  * (core/rl/rlhf.c on the shipped model) runs two iterations on two ranks, colocated and then
  * split, and the memory per role and phase is read back from the runtime's memory events
- * (USAGE gauges, summed over the ranks, the peak within each phase), printed next to the
- * estimates the chapter's formulas give for the same model in float32. */
+ * (USAGE gauges and the paged KV cache's block records, summed over the ranks, the peak
+ * within each phase), printed next to the estimates the chapter's formulas give for the same
+ * model in float32. */
 #include "../common/common.h"
 #include "../../core/rl/rlhf.h"
 #include "../../core/llm/model.h"
@@ -84,18 +85,48 @@ static int measure(rl_placement pl, int world, double peak[RL_PH_COUNT][RL_ROLE_
     }
     mlsys_trace_sort(&tb);
     static double cur[64][RL_ROLE_COUNT * RL_MEM_KINDS];
+    /* a pool of blocks (the generator's paged KV cache): its blocks in use, from the block
+     * records (ALLOC hands one out, the copy of a copy on write included; FREE or COW that
+     * leave a count of 0 give one back), times the bytes of a block its POOL record gives */
+    static long blocks[64][RL_ROLE_COUNT * RL_MEM_KINDS];
+    static double block_bytes[64][RL_ROLE_COUNT * RL_MEM_KINDS];
     memset(cur, 0, sizeof cur);
+    memset(blocks, 0, sizeof blocks);
+    memset(block_bytes, 0, sizeof block_bytes);
     memset(peak, 0, sizeof(double) * RL_PH_COUNT * RL_ROLE_COUNT);
     int ph = -1;
     for (size_t i = 0; i < tb.n; i++) {
         const mlsys_event *e = &tb.ev[i];
-        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE)
+        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE) {
+            if (e->flow.version < 0)
+                continue;                   /* the phases named at the start */
             ph = e->flow.phase;
-        else if (e->kind == MLSYS_EV_MEM && e->mem.op == MLSYS_MEM_USAGE && e->rank >= 0 &&
-                 e->rank < 64 && e->mem.pool >= 0 && e->mem.pool < RL_ROLE_COUNT * RL_MEM_KINDS)
-            cur[e->rank][e->mem.pool] = (double)e->bytes;
-        else
+        } else if (e->kind == MLSYS_EV_MEM && e->rank >= 0 && e->rank < 64 &&
+                   e->mem.pool >= 0 && e->mem.pool < RL_ROLE_COUNT * RL_MEM_KINDS) {
+            int rk = e->rank, pl = e->mem.pool;
+            switch (e->mem.op) {
+            case MLSYS_MEM_USAGE:
+                cur[rk][pl] = (double)e->bytes;
+                break;
+            case MLSYS_MEM_POOL:
+                /* a pool of blocks names its tokens per block in index */
+                block_bytes[rk][pl] = e->mem.index > 0 ? (double)e->bytes : 0;
+                continue;
+            case MLSYS_MEM_ALLOC:
+                blocks[rk][pl]++;
+                break;
+            case MLSYS_MEM_FREE:
+            case MLSYS_MEM_COW:
+                blocks[rk][pl] -= e->mem.refs == 0;
+                break;
+            default:
+                continue;
+            }
+            if (e->mem.op != MLSYS_MEM_USAGE)
+                cur[rk][pl] = (double)blocks[rk][pl] * block_bytes[rk][pl];
+        } else {
             continue;
+        }
         if (ph < 0 || ph >= RL_PH_COUNT)
             continue;
         for (int r = 0; r < RL_ROLE_COUNT; r++) {
@@ -138,8 +169,8 @@ int mt_measured(const lab_args *a)
     common_box(stdout, 68, "RLHF memory, measured");
     printf("\nThe lab's RLHF loop (ch13/rlhf-loop, PPO) on the shipped model (%zu parameters, "
            "float32),\n16 problems per iteration, 2 iterations on 2 ranks; memory from the "
-           "runtime's memory events\n(USAGE gauges per role, all ranks summed, the peak within "
-           "each phase), in MiB.\n", llm_param_count(&mc));
+           "runtime's memory events\n(USAGE gauges per role and the KV cache's blocks, all "
+           "ranks summed, the peak within each\nphase), in MiB.\n", llm_param_count(&mc));
     static const char *const pname[2] = {"colocated", "split"};
     for (int p = 0; p < 2; p++) {
         double peak[RL_PH_COUNT][RL_ROLE_COUNT], est[RL_ROLE_COUNT];

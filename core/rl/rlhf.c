@@ -12,6 +12,12 @@
 #include <string.h>
 #include <time.h>
 
+/* Tokens per block of the generator's KV cache. A row here is at most 15 tokens (BOS, the
+ * sum, the answer), so the usual 16 would give every sequence one block and leave nothing of
+ * a prompt for a group's samples to share: with 4 a prompt's full blocks stay shared and only
+ * its partial last block is copied on the first write (copy on write). */
+#define RL_KV_BLOCK 4
+
 
 /* ---- names ---- */
 
@@ -184,6 +190,7 @@ struct rl_rlhf {
     float *score;               /* [Nl] */
     int *judge;                 /* [Nl] */
     int iteration;
+    long prompt_rows;           /* the generator's prompt rows, last iteration */
     int phase, gates;           /* the phase running; the gates passed (steps of the job) */
     uint64_t mem[RL_ROLE_COUNT][RL_MEM_KINDS];
 };
@@ -354,6 +361,10 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
             mlsys_flow_info f = {(int16_t)r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, -1, 0};
             mlsys_emit_flow(c, &f, 0, rl_role_name(r));
         }
+        for (int ph = 0; ph < RL_PH_COUNT; ph++) {  /* the phases of an iteration, in order */
+            mlsys_flow_info f = {-1, -1, MLSYS_FLOW_PHASE, (int16_t)ph, 0, -1, -1, 0};
+            mlsys_emit_flow(c, &f, 0, rl_phase_name(ph));
+        }
     }
     uint64_t wbytes = (uint64_t)actor->n_floats * sizeof(float);
     if (h->gen) {
@@ -361,8 +372,17 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         if (heap_weights(&h->gw, mc, err, errlen))
             goto fail;
         copy_weights(&h->gw, actor);
+        /* The engine's paged cache is the generator's KV memory: its block records (ALLOC,
+         * SHARE when a group's samples fork their prompt, COW, FREE) go out under the
+         * generator's own pool, and nothing else of the engine (the loop passes its own
+         * gates, one per phase). No prefix cache: the weights change at every sync, so keys
+         * computed last iteration are stale (vLLM resets its prefix cache on a weight update
+         * for the same reason). */
         llm_engine_opts eo = {.max_num_seqs = rows, .max_num_batched_tokens = rows * h->t_cap,
-                              .max_model_len = h->t_cap};
+                              .max_model_len = h->t_cap, .block_size = RL_KV_BLOCK,
+                              .no_prefix_cache = 1, .mem_comm = c,
+                              .mem_pool = RL_ROLE_GENERATOR * RL_MEM_KINDS + RL_MEM_KV,
+                              .mem_role = RL_ROLE_GENERATOR};
         h->eng = llm_engine_create(mc, &h->gw, &eo, err, errlen);
         if (!h->eng)
             goto fail;
@@ -371,7 +391,6 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
         h->gen_act = llm_engine_bytes(mc, &eo) - kvb;
         declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_WEIGHTS, wbytes, wbytes, NULL);
         declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act, 0, NULL);
-        declare_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, kvb, 0, NULL);
     }
     if (h->train) {
         if (heap_weights(&h->aw, mc, err, errlen) || heap_weights(&h->ag, mc, err, errlen) ||
@@ -506,6 +525,22 @@ static void resp_text(const rl_rlhf *h, int i, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* The random stream of answer i to problem p of this iteration: the problem's seed + i. The
+ * same whatever the placement (a sequence's stream does not depend on the rank that draws
+ * it), and what the engine gives the n samples of one request (seed + i), so a group drawn
+ * as n = G forks of its prompt equals G requests of their own. */
+static uint64_t answer_seed(const rl_rlhf *h, int p, int i)
+{
+    return mix(h->k.seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)p)) + (uint64_t)i;
+}
+
+/* Answers per engine request: a group's G when every generator holds whole groups (the
+ * prompt prefilled once, its blocks forked), else 1. */
+static int answers_per_request(const rl_rlhf *h)
+{
+    return (h->N / h->n_gen) % h->k.group || h->k.no_fork ? 1 : h->k.group;
+}
+
 static int generate(rl_rlhf *h, char *err, size_t errlen)
 {
     const rl_rlhf_config *k = &h->k;
@@ -519,35 +554,33 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
     }
     int rows = h->N / h->n_gen;
     if (h->gen) {
-        int lo = h->gen_idx * rows;
-        uint64_t *seeds = mlsys_xcalloc((size_t)rows, sizeof *seeds);
-        int **pr = mlsys_xcalloc((size_t)rows, sizeof *pr), *np = mlsys_xcalloc((size_t)rows,
-                                                                             sizeof(int));
+        /* this generator's sequences lo .. lo+rows-1, a group's G answers to one problem side
+         * by side: one request per problem with n = G samples (the prompt prefilled once, its
+         * blocks forked), or one per sequence when a generator's share cuts a group */
+        int lo = h->gen_idx * rows, n = answers_per_request(h), B = rows / n;
+        uint64_t *seeds = mlsys_xcalloc((size_t)B, sizeof *seeds);
+        int **pr = mlsys_xcalloc((size_t)B, sizeof *pr), *np = mlsys_xcalloc((size_t)B,
+                                                                          sizeof(int));
         int **out = mlsys_xcalloc((size_t)rows, sizeof *out);
-        for (int b = 0; b < rows; b++) {
-            /* each sequence its own stream: the same samples whatever the placement */
-            seeds[b] = mix(k->seed ^ mix((uint64_t)h->iteration << 20 | (uint64_t)(lo + b)));
+        for (int b = 0; b < B; b++) {
+            int s = lo + b * n;
+            seeds[b] = answer_seed(h, s / k->group, s % k->group);
             pr[b] = mlsys_xmalloc((size_t)h->t_cap * sizeof(int));
-            np[b] = prompt_ids(h, &h->prob[lo + b], pr[b]);
-            out[b] = h->resp + (size_t)(lo + b) * k->max_new;
+            np[b] = prompt_ids(h, &h->prob[s], pr[b]);
         }
+        for (int b = 0; b < rows; b++)
+            out[b] = h->resp + (size_t)(lo + b) * k->max_new;
         llm_gen_opts o = {.max_new = k->max_new, .temperature = k->temperature, .top_p = 1.0f,
-                          .seeds = seeds};
+                          .n = n, .seeds = seeds};
         llm_gen_stats gs;
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, h->gen_act);
-        int rc = llm_generate(h->eng, rows, (const int *const *)pr, np, out, h->nresp + lo, &o,
+        int rc = llm_generate(h->eng, B, (const int *const *)pr, np, out, h->nresp + lo, &o,
                               &gs, err, errlen);
-        /* the positions the cache held at the end: each prompt and its answer but the last
-         * token drawn (never fed back) */
-        uint64_t pos = 0;
-        for (int b = 0; b < rows; b++)
-            pos += (uint64_t)np[b] + (uint64_t)(h->nresp[lo + b] > 0 ? h->nresp[lo + b] - 1 : 0);
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, pos * llm_kv_bytes(&h->mc));
+        h->prompt_rows = gs.prefill_tokens;
         for (int b = 0; b < rows; b++) {
-            free(pr[b]);
             /* the answer ends with its line: cut after the first token holding a newline */
-            int *t = out[b], n = h->nresp[lo + b];
-            for (int j = 0; j < n; j++) {
+            int *t = out[b], m = h->nresp[lo + b];
+            for (int j = 0; j < m; j++) {
                 int len;
                 const char *s = llm_bpe_token_bytes(h->tok, j ? t[j - 1] : -1, t[j], &len);
                 if (s && memchr(s, '\n', (size_t)len)) {
@@ -560,8 +593,9 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
                 h->nresp[lo + b] = 1;
             }
         }
-        set_mem(h, RL_ROLE_GENERATOR, RL_MEM_KV, 0);
         set_mem(h, RL_ROLE_GENERATOR, RL_MEM_ACTIVATIONS, 0);
+        for (int b = 0; b < B; b++)
+            free(pr[b]);
         free(seeds);
         free(pr);
         free(np);
@@ -583,9 +617,17 @@ static int generate(rl_rlhf *h, char *err, size_t errlen)
         }
     }
     if (emits_flow(h)) {
-        int toks = 0;
+        int toks = 0, n = answers_per_request(h);
+        char what[32];
         for (int i = 0; i < h->N; i++)
             toks += h->nresp[i];
+        /* the engine's side: each prompt computed once, its answers forking its blocks */
+        if (n > 1)
+            snprintf(what, sizeof what, "prefills, %d forks each", n);
+        else
+            snprintf(what, sizeof what, "prefills");
+        flow(h, RL_ROLE_GENERATOR, RL_ROLE_GENERATOR, MLSYS_FLOW_TOKENS, h->N / n, 0, NAN,
+             what);
         flow(h, RL_ROLE_GENERATOR, RL_ROLE_ACTOR, MLSYS_FLOW_TOKENS, h->N,
              (uint64_t)toks * sizeof(int), NAN, NULL);
     }
@@ -936,6 +978,7 @@ int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen)
     if (generate(h, err, errlen))
         return -1;
     st->phase_s[RL_PH_GENERATE] = mlsys_now_s() - t;
+    st->prompt_rows = h->gen ? h->prompt_rows : 0;
     if (phase(h, RL_PH_SCORE, err, errlen))
         return -1;
     t = mlsys_now_s();
@@ -1044,4 +1087,13 @@ int rl_rlhf_samples(const rl_rlhf *h, char (*lines)[64], int n)
         snprintf(lines[k], 64, "%.24s%.38s", pr, txt);
     }
     return k;
+}
+
+void rl_rlhf_answers(const rl_rlhf *h, const int **tok, const int **n, int *lo, int *count)
+{
+    int rows = h->N / h->n_gen;
+    *tok = h->resp;
+    *n = h->nresp;
+    *lo = h->gen ? h->gen_idx * rows : h->lo;
+    *count = h->gen ? rows : h->Nl;
 }

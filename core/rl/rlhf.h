@@ -121,6 +121,8 @@ typedef struct rl_rlhf_config {
     int epochs, minibatches;    /* per iteration; minibatches split each rank's sequences */
     size_t bucket_bytes;    /* split: the weight broadcast's bucket */
     uint64_t seed;
+    int no_fork;            /* 1: a group's answers as requests of their own, each prefilling
+                               the prompt (tests: the forks draw the same tokens) */
 } rl_rlhf_config;
 void rl_rlhf_defaults(rl_rlhf_config *k);
 /* Can k run on world ranks? 0, or -1 with one line in err. */
@@ -135,6 +137,9 @@ typedef struct rl_rlhf_stats {
     double kl;                      /* mean over responses of Σ_t (log π - log π_ref) */
     double policy_loss, value_loss, clipfrac, approx_kl;   /* last minibatch */
     double ratio_dev0;              /* max |ratio - 1| of the first update (0: exact) */
+    long prompt_rows;               /* prompt rows this rank's generator computed (none on a
+                                       split run's trainer): a group's prompt once, its G
+                                       answers forking its blocks */
     double phase_s[RL_PH_COUNT];    /* wall seconds, as the first trainer saw them */
     double total_s;
     double cpu_s;                   /* CPU seconds of the first trainer's process */
@@ -155,10 +160,17 @@ rl_rlhf *rl_rlhf_create(const rl_rlhf_config *k, mlsys_comm *c, const llm_config
  * it) and named by a MLSYS_FLOW_PHASE record, its moves between the roles in flow records.
  * 0, or -1 with err. */
 int rl_rlhf_iterate(rl_rlhf *h, rl_rlhf_stats *st, char *err, size_t errlen);
-/* Bytes this rank holds for role and memory kind (what its memory events said). */
+/* Bytes this rank holds for role and memory kind (what its USAGE events said). The
+ * generator's KV cache is the engine's paged cache, whose block records (ALLOC, SHARE, COW,
+ * FREE in pool RL_ROLE_GENERATOR · RL_MEM_KINDS + RL_MEM_KV, its POOL record owned by the
+ * generator) say what it holds: 0 here. */
 uint64_t rl_rlhf_mem(const rl_rlhf *h, int role, int kind);
 /* Up to n responses of the last iteration on this rank as text lines ("3 + 4 = 7"). */
 int rl_rlhf_samples(const rl_rlhf *h, char (*lines)[64], int n);
+/* The last iteration's answers as tokens, this rank's generated ones (on one process: all):
+ * answer s (of problem s / group) is (*tok)[s·max_new ..], (*n)[s] tokens cut after its
+ * newline; *lo, *count: the range s = lo .. lo+count-1 this rank generated. */
+void rl_rlhf_answers(const rl_rlhf *h, const int **tok, const int **n, int *lo, int *count);
 void rl_rlhf_free(rl_rlhf *h);
 
 /* GRPO's advantage of each of n samples of one group: (R_i - mean) / (std + 1e-6), std the

@@ -187,26 +187,44 @@ static void box_ranks(const char *frame, const char *name, char *out, size_t cap
     }
 }
 
+static void block_rec(int rank, int pool, int op, int block, int owner, int refs, int aux,
+                      uint64_t bytes)
+{
+    mlsys_event e = base(MLSYS_EV_MEM, rank);
+    e.mem = (mlsys_mem_info){(int16_t)pool, (int8_t)op, 0, block, owner, refs, -1, aux};
+    e.bytes = bytes;
+    if (op == MLSYS_MEM_POOL) {         /* as the paged cache names it, 4 tokens a block */
+        snprintf(e.label, sizeof e.label, "kv cache");
+        e.mem.index = 4;
+    }
+    sm_event(sm, &e);
+}
+
 /* Two iterations of the RLHF loop as ch13/rlhf-loop emits them under split placement on two
- * ranks: rank 0 generates, rank 1 holds the four models. Every rank passes a gate per phase;
- * the generator's KV cache fills and empties within generate (two different amounts, one per
- * iteration); the records of the roles come in the ranks' order (the generator's first), the
- * boxes in the order of the roles' ids. grpo: no critic, its advantages say so. */
+ * ranks: rank 0 generates, rank 1 holds the four models. The lab names its roles and its
+ * phases first; every rank passes a gate per phase; the generator's paged KV cache (a pool of
+ * blocks) fills and empties within generate (two different amounts, one per iteration, a
+ * block shared by two sequences); the records of the roles come in the ranks' order (the
+ * generator's first), the boxes in the order of the roles' ids. grpo: no critic, its
+ * advantages say so, and its prompts are prefilled once for 4 answers each. */
 static void rlhf_scene_opts(int grpo)
 {
     fresh(2);
     static const char *const roles[] = {"actor", "reference", "reward", "critic", "generator"};
+    static const char *const phases[] = {"generate", "score", "advantage", "train", "sync"};
     usage_on(0, 16, GEN, 4u << 20, "weights");
+    block_rec(0, 19, MLSYS_MEM_POOL, -1, GEN, 0, 32, 10u << 10);
     for (int r = 0; r < 5; r++)
         if (!(grpo && r == CRITIC))
             flow(r, -1, MLSYS_FLOW_ROLE, -1, 0, 0, 0, roles[r], NAN);
+    for (int p = 0; p < 5; p++)
+        flow(-1, -1, MLSYS_FLOW_PHASE, p, 0, -1, 0, phases[p], NAN);
     usage_on(1, 0, ACTOR, 8u << 20, "weights+grads");
     usage_on(1, 1, ACTOR, 8u << 20, "optimizer");
     usage_on(1, 4, REF, 4u << 20, "weights");
     usage_on(1, 8, REWARD, 512u << 10, "weights");
     if (!grpo)
         usage_on(1, 12, CRITIC, 8u << 20, "weights+grads");
-    static const char *const phases[] = {"generate", "score", "advantage", "train", "sync"};
     int k = 0;
     for (int it = 1; it <= 2; it++) {
         for (int p = 0; p < 5; p++) {
@@ -218,8 +236,14 @@ static void rlhf_scene_opts(int grpo)
             flow(-1, -1, MLSYS_FLOW_PHASE, p, 0, it, 0, phases[p], NAN);
             switch (p) {
             case P_GEN:
-                usage_on(0, 19, GEN, (uint64_t)(400 + 40 * it) << 10, "kv cache");
-                usage_on(0, 19, GEN, 0, "kv cache");
+                for (int b = 0; b < 8 + 2 * it; b++)
+                    block_rec(0, 19, MLSYS_MEM_ALLOC, b, 100 + b, 1, 0, 10u << 10);
+                block_rec(0, 19, MLSYS_MEM_SHARE, 0, 99, 2, 0, 10u << 10);
+                block_rec(0, 19, MLSYS_MEM_FREE, 0, 99, 1, 0, 10u << 10);
+                for (int b = 8 + 2 * it - 1; b >= 0; b--)
+                    block_rec(0, 19, MLSYS_MEM_FREE, b, 100 + b, 0, 0, 10u << 10);
+                flow(GEN, GEN, MLSYS_FLOW_TOKENS, p, grpo ? 2 : 8, it, 0,
+                     grpo ? "prefills, 4 forks each" : "prefills", NAN);
                 flow(GEN, ACTOR, MLSYS_FLOW_TOKENS, p, 8, it, 8 * 4 * 4, NULL, NAN);
                 break;
             case P_SCORE:
@@ -294,7 +318,7 @@ START_TEST(rlhf_properties)
     static const char *const phases[] = {"generate", "score", "advantage", "train", "sync"};
     /* the moves of each phase, as the loop emits them, in words under the chart */
     static const char *const says[5][3] = {
-        {"generator → actor: 8 sequences", NULL, NULL},
+        {"generator → actor: 8 sequences", "generator → generator: 8 prefills", NULL},
         {"reference → actor: 27 log-probs, KL", "reward → actor: 8 scores = ",
          "critic → actor: 27 values"},
         {"actor → actor: 27 advantages by GAE", NULL, NULL},
@@ -333,15 +357,23 @@ START_TEST(rlhf_properties)
     ck_assert_msg(strstr(f, "8 scores = 0.5"), "%s", f);
     free(f);
     /* the KV cache: the most it held during generate (it is empty again at the phase's end),
-     * each iteration its own amount; 0 in the other phases */
+     * each iteration its own amount, the shared block counted once; 0 in the other phases,
+     * and before the first (the pool is there, empty) */
     f = render_at(1, 120, 30, 1, 1.0);
-    ck_assert_msg(line_has(f, "kv cache", "440 KiB"), "%s", f);
+    ck_assert_msg(line_has(f, "kv cache", "100 KiB") && strstr(f, " 10 of 32 blocks"), "%s", f);
     free(f);
     f = render_at(6, 120, 30, 1, 1.0);
-    ck_assert_msg(line_has(f, "kv cache", "480 KiB"), "%s", f);
+    ck_assert_msg(line_has(f, "kv cache", "120 KiB") && strstr(f, " 12 of 32 blocks"), "%s", f);
     free(f);
-    f = render_at(7, 120, 30, 1, 1.0);
-    ck_assert_msg(strstr(f, "kv cache") && !strstr(f, "480 KiB"), "%s", f);
+    for (int k = 0; k <= 7; k += 7) {
+        f = render_at(k, 120, 30, 1, 1.0);
+        ck_assert_msg(line_has(f, "kv cache", " 0 B") && strstr(f, " 0 of 32 blocks"), "%s", f);
+        free(f);
+    }
+    /* the lab named its phases first: all five in order from the start, none current */
+    f = render_at(0, 120, 30, 0, 1.0);
+    ck_assert_msg(strstr(f, "generate → score → advantage → train → sync") && !strstr(f, "["),
+                  "%s", f);
     free(f);
     /* the actor's activations: 3 MiB at their most while scoring, 5 MiB while training */
     f = render_at(2, 120, 30, 1, 1.0);
@@ -411,20 +443,9 @@ START_TEST(rlhf_ranks_and_order)
 }
 END_TEST
 
-static void block_rec(int rank, int pool, int op, int block, int owner, int refs, int aux,
-                      uint64_t bytes)
-{
-    mlsys_event e = base(MLSYS_EV_MEM, rank);
-    e.mem = (mlsys_mem_info){(int16_t)pool, (int8_t)op, 0, block, owner, refs, -1, aux};
-    e.bytes = bytes;
-    if (op == MLSYS_MEM_POOL)
-        snprintf(e.label, sizeof e.label, "kv cache");   /* as the paged cache names it */
-    sm_event(sm, &e);
-}
-
-/* A paged KV cache whose POOL record names the generator: the box counts the blocks its
- * block records leave referenced (a shared block once, a copy on write one more) and shows
- * the most of them during the frame, with their bytes. */
+/* A paged KV cache whose POOL record names the generator: the box shows it from that record
+ * on, counts the blocks its block records leave referenced (a shared block once, a copy on
+ * write one more) and shows the most of them during the frame, with their bytes. */
 START_TEST(block_pool_counts_blocks)
 {
     fresh(1);
@@ -445,7 +466,11 @@ START_TEST(block_pool_counts_blocks)
     step_on(0, 1, "score 1");
     flow(-1, -1, MLSYS_FLOW_PHASE, P_SCORE, 0, 1, 0, "score", NAN);
     sm_finish(sm);
-    char *f = render_at(1, 100, 12, 1, 1.0);
+    /* before a block is used: the pool is there, empty */
+    char *f = render_at(0, 100, 12, 1, 1.0);
+    ck_assert_msg(line_has(f, "kv cache", "0 B") && strstr(f, "0 of 32 blocks"), "%s", f);
+    free(f);
+    f = render_at(1, 100, 12, 1, 1.0);
     ck_assert_msg(line_has(f, "kv cache", "96 KiB") && strstr(f, "6 of 32 blocks"), "%s", f);
     free(f);
     f = render_at(2, 100, 12, 1, 1.0);
@@ -526,6 +551,85 @@ START_TEST(rlhf_from_a_real_run)
         ck_assert_msg(line_has(f, "kv cache", " 0 B") == (k != 1), "frame %d:\n%s", k, f);
         free(f);
     }
+    mlsys_trace_free(&d);
+    done();
+}
+END_TEST
+
+/* The generator's KV pages in a real GRPO run (ch13/rlhf-loop, one rank, one iteration): the
+ * engine's paged cache writes its block records under the generator's pool alone (a group's
+ * samples fork their prompt: SHARE records, and a copy on write of its partial last block),
+ * no engine step gates (one frame per phase), and the generator's box during generate reads
+ * the peak the trace's own records give: blocks handed out (ALLOC, the copies included) less
+ * blocks whose count fell to 0 (FREE, COW), at its highest within the phase, and their
+ * bytes. */
+START_TEST(rlhf_grpo_kv_blocks_from_a_real_run)
+{
+    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    bin_result r = run_bin("run ch13/rlhf-loop --rl-algo grpo --iterations 1 --prompts 4 "
+                           "--rm-steps 20 --trace %s", path);
+    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
+    bin_result_free(&r);
+    mlsys_trace d;
+    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    fresh(d.nranks);
+    const int kv_pool = 4 * 4 + 3;      /* the generator's (role 4) KV cache (kind 3) */
+    int pools = 0, n_blocks = 0, held = 0, peak = -1, ph = -1, allocs = 0, shares = 0, cows = 0;
+    uint64_t block_bytes = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        const mlsys_event *e = &d.ev[i];
+        sm_event(sm, e);
+        ck_assert_msg(e->kind != MLSYS_EV_FLOW || e->flow.what != MLSYS_FLOW_REQUESTS,
+                      "an engine's request flow in the RLHF trace");
+        if (e->kind == MLSYS_EV_FLOW && e->flow.what == MLSYS_FLOW_PHASE)
+            ph = e->flow.phase;
+        if (e->kind != MLSYS_EV_MEM || e->mem.pool != kv_pool)
+            continue;
+        switch (e->mem.op) {
+        case MLSYS_MEM_POOL:
+            pools++;
+            ck_assert_int_eq(e->mem.owner, 4);
+            n_blocks = e->mem.aux;
+            block_bytes = e->bytes;
+            break;
+        case MLSYS_MEM_ALLOC: allocs++; held++; break;
+        case MLSYS_MEM_COW:     /* the copy came by an ALLOC: the old block's count drops */
+            cows++;
+            held -= e->mem.refs == 0;
+            break;
+        case MLSYS_MEM_SHARE: shares++; break;
+        case MLSYS_MEM_FREE: held -= e->mem.refs == 0; break;
+        case MLSYS_MEM_USAGE:
+            ck_abort_msg("a USAGE gauge beside the KV cache's blocks");
+            break;
+        default: break;
+        }
+        ck_assert_int_ge(held, 0);
+        if (ph == 0 && held > peak)
+            peak = held;
+    }
+    sm_finish(sm);
+    ck_assert_int_eq(pools, 1);
+    ck_assert_int_gt(allocs, 0);
+    ck_assert_msg(shares > 0 && cows > 0, "%d shares, %d copies on write", shares, cows);
+    ck_assert_int_eq(held, 0);
+    ck_assert_int_gt(peak, 0);
+    ck_assert_int_eq(sm_nframes(sm), 1 + 5);
+    char *f = render_at(1, 120, 40, 1, 1.0), want[48], bytes[24];
+    ck_assert_msg(strstr(f, "[generate]"), "%s", f);
+    snprintf(want, sizeof want, " %d of %d blocks", peak, n_blocks);
+    ck_assert_msg(strstr(f, want), "the trace's peak is%s:\n%s", want, f);
+    view_fmt_bytes((uint64_t)peak * block_bytes, bytes, sizeof bytes);
+    ck_assert_msg(line_has(f, "kv cache", bytes), "kv cache %s:\n%s", bytes, f);
+    free(f);
+    f = render_at(2, 120, 40, 1, 1.0);
+    snprintf(want, sizeof want, " 0 of %d blocks", n_blocks);
+    ck_assert_msg(strstr(f, "[score]") && strstr(f, want), "%s", f);
+    free(f);
     mlsys_trace_free(&d);
     done();
 }
@@ -640,6 +744,7 @@ int main(void)
     TCase *run = tcase_create("flow-real-run");     /* the lab on the shipped model */
     tcase_set_timeout(run, 240);
     tcase_add_test(run, rlhf_from_a_real_run);
+    tcase_add_test(run, rlhf_grpo_kv_blocks_from_a_real_run);
     tcase_add_test(run, wsync_from_a_real_run);
     suite_add_tcase(s, run);
     SRunner *sr = srunner_create(s);

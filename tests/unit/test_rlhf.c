@@ -450,6 +450,75 @@ START_TEST(short_run_raises_the_reward)
 }
 END_TEST
 
+/* GRPO's group on the engine: the G answers to one problem are one request with n = G
+ * samples, the prompt prefilled once and its blocks forked, and they draw exactly the tokens
+ * G requests of their own draw with the seeds seed + i (under the batch-invariant GEMM, so
+ * that a row's logits do not depend on how many rows share its forward): the whole
+ * iteration's figures agree, and the forks computed a quarter of the prompt rows. */
+START_TEST(grpo_group_forks_and_draws_as_separate_requests)
+{
+    ck_assert(nn_set_gemm_kernel(NN_GEMM_INVARIANT) == 0);
+    shipped s;
+    load_shipped(&s);
+    rl_rm rm;
+    char err[256];
+    ck_assert_int_eq(rl_rm_init(&rm, &s.dc, &s.dw, err, sizeof err), 0);
+    mlsys_rng r;
+    mlsys_rng_seed(&r, 5);
+    nn_init_normal(rm.head, (size_t)rm.c.dim + 1, 0.0f, 0.5f, &r);
+    enum { G = 4, P = 8, NS = G * P, IT = 2 };
+    rl_rlhf_stats st[2][IT];
+    static int ans[IT][NS * 12], len[IT][NS];
+    for (int v = 0; v < 2; v++) {
+        rl_rlhf_config k;
+        rl_rlhf_defaults(&k);
+        k.algo = RL_ALGO_GRPO;
+        k.group = G;
+        k.prompts = P;
+        k.no_fork = v;
+        rl_rlhf *h = rl_rlhf_create(&k, NULL, &s.c, &s.w, &rm, &s.t, err, sizeof err);
+        ck_assert_msg(h != NULL, "%s", err);
+        for (int it = 0; it < IT; it++) {     /* the second after an update and a sync */
+            ck_assert_msg(rl_rlhf_iterate(h, &st[v][it], err, sizeof err) == 0, "%s", err);
+            const int *tok, *n;
+            int lo, count, M = k.max_new;
+            rl_rlhf_answers(h, &tok, &n, &lo, &count);
+            ck_assert_int_eq(lo, 0);
+            ck_assert_int_eq(count, NS);
+            if (v == 0) {           /* the forks */
+                memcpy(ans[it], tok, sizeof(int) * (size_t)(NS * M));
+                memcpy(len[it], n, sizeof(int) * NS);
+                /* a group's answers are G different draws, not one copied */
+                int differ = 0;
+                for (int q = 0; q < NS; q++)
+                    differ += q % G && (n[q] != n[q - q % G] ||
+                                        memcmp(tok + q * M, tok + (q - q % G) * M,
+                                               sizeof(int) * (size_t)n[q]));
+                ck_assert_int_gt(differ, 0);
+                continue;
+            }
+            for (int q = 0; q < NS; q++)
+                ck_assert_msg(n[q] == len[it][q] && !memcmp(tok + q * M, ans[it] + q * M,
+                                                            sizeof(int) * (size_t)n[q]),
+                              "iteration %d: answer %d (problem %d, sample %d) differs between "
+                              "the forks and a request of its own", it + 1, q, q / G, q % G);
+        }
+        rl_rlhf_free(h);
+    }
+    for (int it = 0; it < IT; it++) {
+        ck_assert_double_eq(st[0][it].reward, st[1][it].reward);
+        ck_assert_double_eq(st[0][it].kl, st[1][it].kl);
+        ck_assert_double_eq(st[0][it].right, st[1][it].right);
+        ck_assert_int_eq(st[0][it].tokens, st[1][it].tokens);
+        /* every prompt computed once against once per answer */
+        ck_assert_int_gt(st[0][it].prompt_rows, P);
+        ck_assert_int_eq(st[1][it].prompt_rows, G * st[0][it].prompt_rows);
+    }
+    rl_rm_free(&rm);
+    free_shipped(&s);
+}
+END_TEST
+
 /* ---- the lab: placement and flags ---- */
 
 /* reward, right, no-sum and KL of the iteration line "   1   -1.796   15.6% ..." */
@@ -556,6 +625,7 @@ int main(void)
     tcase_add_test(tc, ratio_is_one_before_the_first_update);
     tcase_add_test(tc, first_kl_is_zero_and_placement_counts);
     tcase_add_test(tc, short_run_raises_the_reward);
+    tcase_add_test(tc, grpo_group_forks_and_draws_as_separate_requests);
     tcase_add_test(tc, split_and_colocated_agree_on_the_first_iteration);
     tcase_add_test(tc, flag_errors);
     tcase_add_test(tc, memory_timeline_measured);

@@ -201,14 +201,19 @@ static void mem_event(flow *f, const mlsys_event *e, int frame)
         free(d->refs);
         d->refs = NULL;
         d->nrefs = d->used = 0;
-        return;
+        if (m->index <= 0 || d->role < 0)
+            return;     /* a pool of bytes: its USAGE records make its gauge */
+        /* a pool of blocks (index: tokens per block) that a role holds: its gauge shows from
+         * now on, no block in use yet */
     }
     int blocks = -1;
     uint64_t bytes = e->bytes;
     if (m->op != MLSYS_MEM_USAGE) {     /* a block record: the blocks in use are the gauge */
         if (d->role < 0)
             return;                     /* a pool no role holds */
-        int ok = set_refs(d, m->block, m->op == MLSYS_MEM_ALLOC ? 1 : m->refs);
+        int ok = 1;
+        if (m->op != MLSYS_MEM_POOL)
+            ok = set_refs(d, m->block, m->op == MLSYS_MEM_ALLOC ? 1 : m->refs);
         if (m->op == MLSYS_MEM_COW)
             ok &= set_refs(d, m->aux, 1);
         if (!ok)
@@ -316,6 +321,8 @@ static void flow_event(void *data, const mlsys_event *e, int frame)
                      e->label[0] ? e->label : "phase");
             f->nph++;
         }
+        if (w->version < 0)
+            return;             /* the lab names its phases before they begin */
         if (k < f->nph && (f->cur_phase != k || f->iteration != w->version))
             f->nmv = 0;         /* a new phase: its own moves from here */
         f->cur_phase = k < f->nph ? k : f->cur_phase;
@@ -384,7 +391,8 @@ typedef struct box_line {
     int pool, nrk, rk[FLOW_GAUGES];
     char name[32];
     uint64_t bytes, cap;
-    int sub;                        /* 1: the blocks line: name only */
+    int sub;                        /* 1: the blocks line: blk of n_blocks */
+    int blk, n_blocks;
 } box_line;
 
 static int cmp_line(const void *a, const void *b)
@@ -424,7 +432,8 @@ static int box_lines(const role *r, int frame, box_line *out, int max)
             box_line *u = &out[n++];
             *u = *l;
             u->sub = 1;
-            snprintf(u->name, sizeof u->name, " %d of %d blocks", blk, a->n_blocks);
+            u->blk = blk;
+            u->n_blocks = a->n_blocks;
         }
     }
     /* in the order of the pools (the lab's numbering), then of the ranks, whichever record
@@ -461,8 +470,14 @@ static void draw_box(grid *g, int x, int y, int w, int h, const role *r, int idx
     for (int i = 0; i < nl && i < h - 2; i++) {
         const box_line *l = &ln[i];
         char v[24], name[48], lr[40] = "";
-        if (l->sub) {
-            view_put_clipped(g, x + 1, y + 1 + i, inner, l->name, GRID_DIM);
+        if (l->sub) {               /* the blocks held, in as many words as fit */
+            char b[48];
+            snprintf(b, sizeof b, " %d of %d blocks", l->blk, l->n_blocks);
+            if ((int)strlen(b) > inner)
+                snprintf(b, sizeof b, "%d/%d blocks", l->blk, l->n_blocks);
+            if ((int)strlen(b) > inner)
+                snprintf(b, sizeof b, "%d/%d", l->blk, l->n_blocks);
+            view_put_clipped(g, x + 1, y + 1 + i, inner, b, GRID_DIM);
             continue;
         }
         view_fmt_bytes(l->bytes, v, sizeof v);
@@ -679,7 +694,12 @@ static void flow_draw(void *data, grid *g, int x, int y, int w, int h, const vie
             grid_set(g, mid[r], yy, vline, GRID_DIM);
         if (b < 0 || b == a) {              /* kept, or to itself: a note beside */
             snprintf(line, sizeof line, "%s %s", ascii ? "*" : "↺", lb);
-            view_put_clipped(g, mid[a] + 2, yy, x + aw - mid[a] - 2, line, at);
+            int lw = grid_text_width(line, strlen(line)), right = x + aw - mid[a] - 2;
+            if (lw > right && mid[a] - 1 - x > right)      /* more room on the left */
+                view_put_clipped(g, lw < mid[a] - 1 - x ? mid[a] - 1 - lw : x, yy,
+                                 mid[a] - 1 - x, line, at);
+            else
+                view_put_clipped(g, mid[a] + 2, yy, right, line, at);
             continue;
         }
         int lo = mid[a] < mid[b] ? mid[a] : mid[b], hi = mid[a] < mid[b] ? mid[b] : mid[a];

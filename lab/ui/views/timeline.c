@@ -256,7 +256,7 @@ static void tl_event(void *data, const mlsys_event *e, int frame)
         t->nsec = 1;
     }
     if (e->kind == MLSYS_EV_FLOW) {     /* a phase: the sections begun in it carry its name */
-        if (e->flow.what == MLSYS_FLOW_PHASE)
+        if (e->flow.what == MLSYS_FLOW_PHASE && e->flow.version >= 0)   /* not a naming */
             snprintf(l->phase, sizeof l->phase, "%s", e->label);
         return;
     }
