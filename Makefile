@@ -177,7 +177,7 @@ no-check:
 # call through a prototype written by hand counts too). tests/deps_rule.sh names FILE:LINE;
 # deps_rule_test.sh proves it catches each kind.
 .PHONY: deps-rule
-deps-rule: $(CORE_OBJ) $(LAB_OBJ) $(BUILD)/lab/cli/main.o
+deps-rule: $(CORE_OBJ) $(LAB_OBJ) $(BUILD)/lab/cli/main.o $(BUILD)/lab/cli/rank_main.o
 	$(Q)sh tests/deps_rule_test.sh
 	$(Q)sh tests/deps_rule.sh . $(BUILD)
 
