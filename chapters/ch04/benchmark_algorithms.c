@@ -485,8 +485,13 @@ static void print_model(const lab_args *a, const uint64_t *sizes, int ns, const 
         printf("alpha and beta cannot be fitted to %s %d mean%s (too few sizes, or a "
                "negative fit); give them with --alpha US --beta GB/s\n", np == 1 ? "this" : "these",
                np, np == 1 ? "" : "s");
-        if (!(na == 2 && !strcmp(names[0], "ring") && !strcmp(names[1], "tree")))
+        /* what was measured is said whether or not a model fits it */
+        if (na == 2 && !strcmp(names[0], "ring") && !strcmp(names[1], "tree")) {
+            printf("\n");
+            print_measured_crossover(sizes, ns, cells, names);
+        } else {
             print_one_algo_note(names[0]);
+        }
         return;
     }
     double ab = alpha * beta * 1e3;               /* us x bytes/us: bytes */
