@@ -292,6 +292,7 @@ $(MPI_SO): $(MPI_SRC) core/mlsys.h core/internal.h core/coll/coll.h core/net_eve
 mpi-tests: all
 	$(Q)bash tests/mpi/run.sh $(BUILD)
 	$(Q)bash tests/mpi/labs.sh $(BUILD)
+	$(Q)bash tests/mpi/tp_serve.sh $(BUILD)
 	$(Q)bash tests/mpi/netns.sh $(BUILD)
 
 .PHONY: gpu fuzz-topo fuzz-llm fuzz-serve

@@ -46,6 +46,8 @@ struct mlsys_job {
     int failed;             /* first failing rank, -1 */
     int stopping;
     uint64_t stop_at;
+    int graceful;           /* rank 0 was asked to end the job (o.stop_grace_ms) */
+    uint64_t grace_until;
     int interrupted;
     char reason[256];
     mlsys_event *ev;
@@ -87,12 +89,12 @@ static int is_live_rank(pid_t pid)
     return 0;
 }
 
-static volatile sig_atomic_t g_stop_requested;
+static volatile sig_atomic_t g_stop_requested, g_stop_count;
 
 static void on_stop_signal(int sig)
 {
-    (void)sig;
-    g_stop_requested = 1;
+    g_stop_requested = sig;
+    g_stop_count++;
 }
 
 void mlsys_job_install_signal_stop(void)
@@ -109,6 +111,11 @@ void mlsys_job_install_signal_stop(void)
 int mlsys_job_stop_requested(void)
 {
     return g_stop_requested;
+}
+
+int mlsys_job_stop_count(void)
+{
+    return g_stop_count;
 }
 
 static void set_env_int(const char *k, long v)
@@ -412,6 +419,30 @@ static void begin_stop(mlsys_job *j)
         }
 }
 
+/* A stop with o.stop_grace_ms: rank 0 alone gets SIGUSR1 and ends the job its own way
+ * (a server drains, then tells the other ranks to stop); the ranks are stopped only if the
+ * job outlives the grace, or on a second stop. */
+static void begin_graceful(mlsys_job *j)
+{
+    j->graceful = 1;
+    j->grace_until = mlsys_now_ns() + (uint64_t)j->o.stop_grace_ms * 1000000ull;
+    if (!j->reaped[0])
+        kill(j->pid[0], SIGUSR1);
+}
+
+/* A stop asked for (a signal, mlsys_job_stop): gracefully the first time when the job was
+ * started so, else (or after that) every rank. */
+static void request_stop(mlsys_job *j)
+{
+    if (j->o.stop_grace_ms > 0 && !j->graceful) {
+        begin_graceful(j);
+        return;
+    }
+    j->interrupted = 1;
+    snprintf(j->reason, sizeof j->reason, "interrupted: the job was stopped");
+    begin_stop(j);
+}
+
 /* The state letter of a process ('R', 'S', 'T' stopped, 't' traced, 'Z'), 0 when gone. */
 static char proc_state(pid_t pid, pid_t *pgrp)
 {
@@ -463,6 +494,13 @@ static void note_exit(mlsys_job *j, int r, int status)
         s->code = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
     }
     int bad = !s->exited || s->code != 0;
+    if (bad && j->graceful && r == 0 && !s->exited && s->code == SIGUSR1) {
+        /* rank 0 had no handler yet for the graceful stop: it was stopped, not failed */
+        s->killed_by_us = 1;
+        j->interrupted = 1;
+        snprintf(j->reason, sizeof j->reason, "interrupted: the job was stopped");
+        begin_stop(j);
+    }
     if (bad && j->failed < 0 && !(j->stopping && s->killed_by_us)) {
         char what[96];
         if (s->exited)
@@ -687,11 +725,11 @@ int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *
     struct pollfd *pfd = mlsys_xcalloc((size_t)j->n * 3, sizeof *pfd);
     int result = 1;
     for (;;) {
-        if (g_stop_requested && !j->stopping && j->alive) {
-            j->interrupted = 1;
-            snprintf(j->reason, sizeof j->reason, "interrupted: the job was stopped");
-            begin_stop(j);
-        }
+        if (g_stop_requested && !j->stopping && j->alive &&
+            (!j->graceful || g_stop_count > 1 || mlsys_now_ns() > j->grace_until))
+            request_stop(j);
+        else if (j->graceful && !j->stopping && j->alive && mlsys_now_ns() > j->grace_until)
+            request_stop(j);        /* mlsys_job_stop's grace ran out */
         /* Sleep until output, an exit (the ranks' pidfds), or the next deadline: no polling
          * for exits, so the job ends as soon as its last rank does. */
         int np = 0, blind = 0;
@@ -710,6 +748,8 @@ int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *
         int tmo = j->h->ring_cap ? 2 : blind ? 20 : WAKE_MS;
         if (j->stopping && j->alive && ms_until(now, j->stop_at) < tmo)
             tmo = ms_until(now, j->stop_at);
+        if (j->graceful && !j->stopping && j->alive && ms_until(now, j->grace_until) < tmo)
+            tmo = ms_until(now, j->grace_until);
         if (!j->alive && j->swept && ms_until(now, j->drain_until) < tmo)
             tmo = ms_until(now, j->drain_until);
         if (step_ms >= 0) {
@@ -725,6 +765,7 @@ int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *
             for (int k = 0; k < 2; k++)
                 if (j->pipes[r][k] >= 0)
                     pump(j, sink, r, k);
+        fflush(stdout);         /* a line a rank printed is seen now (a server's "ready") */
         drain_events(j, sink);
         reap(j);
         now = mlsys_now_ns();
@@ -760,11 +801,8 @@ int mlsys_job_wait(mlsys_job *j, const mlsys_job_sink *sink, int step_ms, char *
 
 void mlsys_job_stop(mlsys_job *j)
 {
-    if (j->alive && !j->stopping) {
-        j->interrupted = 1;
-        snprintf(j->reason, sizeof j->reason, "interrupted: the job was stopped");
-        begin_stop(j);
-    }
+    if (j->alive && !j->stopping)
+        request_stop(j);
 }
 
 const mlsys_rank_status *mlsys_job_status(const mlsys_job *j, int rank)

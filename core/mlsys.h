@@ -390,6 +390,11 @@ typedef struct mlsys_launch_opts {
     const char *algo;        /* exported as MLSYS_ALGO, NULL = auto */
     const char *backend;     /* "shm" */
     int capture_output;      /* 1: stdout/stderr of ranks through pipes to the runner */
+    /* > 0: a stop (Ctrl-C, SIGTERM, mlsys_job_stop) first sends SIGUSR1 to rank 0 alone and
+     * leaves the job this long to end by itself (a server draining its requests and telling
+     * its other ranks to stop); a second stop, or the time running out, stops every rank.
+     * 0: every rank is stopped at once. */
+    int stop_grace_ms;
 } mlsys_launch_opts;
 
 typedef struct mlsys_job mlsys_job;
@@ -433,10 +438,13 @@ uint64_t mlsys_job_t0_ns(const mlsys_job *j);  /* when the job started (event ti
 int mlsys_job_gate_step(const mlsys_job *j, int rank);   /* step a rank waits at, -1 */
 /* SIGINT/SIGTERM/SIGHUP then only set a flag that mlsys_job_wait turns into a clean stop. */
 void mlsys_job_install_signal_stop(void);
+/* 0, or the signal of the last stop asked for that way (SIGINT, SIGTERM, SIGHUP). */
 /* In a child right after fork: die with the parent (deathsig), default signal handlers and
  * an empty mask, so nothing the parent set up leaks into the child. */
 void mlsys_child_tie(pid_t parent, int deathsig);
 int mlsys_job_stop_requested(void);
+/* How many stops were asked for that way (a second Ctrl-C cuts a graceful stop short). */
+int mlsys_job_stop_count(void);
 /* Convenience for tests: run fn on N ranks and wait. 0 when all ranks returned 0. */
 int mlsys_run_fn(int world_size, int timeout_ms, int (*fn)(mlsys_comm *, void *), void *arg,
                  char *why, size_t whylen);

@@ -62,7 +62,7 @@ const lab_short_flag lab_short_flags[] = {
     {'b', "backend", "-b was --batch-size in ch02/pipeline-simulation, ch06/tp-mlp, "
      "ch06/tp-attention, ch07/pipeline-schedule-viz, ch07/parallel-strategy-calculator and "
      "ch14/memory-timeline, and --minbytes in bench"},
-    {'t', "tp-size", NULL},
+    {'t', "tp-size|tensor-parallel-size", NULL},
     {'H', "hidden-size", NULL},
     {'s', "seq-len", "-s was --stages in ch07/pipeline-schedule-viz, now -P"},
     {'m', "microbatches|num-microbatches",

@@ -86,6 +86,12 @@ typedef struct lab {
      * instead (a schedule drawn slot by slot): *ev malloc'ed, returns the count. NULL: none. */
     size_t (*synth_events)(const lab_args *a, mlsys_event **ev);
     const char *view;           /* the view the front end opens: "ring", "log", "timeline" */
+    /* Seconds rank 0 may take to end the job after a stop (Ctrl-C, SIGTERM, the viewer's
+     * stop): it gets SIGUSR1 (under mpi every rank does: the others must ignore it), and
+     * the ranks are stopped only after that long or on a second stop. A server on
+     * tensor-parallel ranks drains its requests and tells its other ranks to stop. NULL,
+     * or 0 for these flags: every rank is stopped at once. */
+    double (*stop_grace_s)(const lab_args *a);
 } lab;
 
 struct exercise;                /* lab/exercise/exercise.h */

@@ -6,6 +6,7 @@
 #define CH08_H
 
 #include "../common/common.h"
+#include "../../core/llm/llm.h"
 
 #define CH08_NPROMPTS 8
 extern const char *const ch08_prompts[CH08_NPROMPTS];   /* request i asks prompt i mod 8 */
@@ -48,5 +49,12 @@ int ch08_simulate(FILE *out, const ch08_sim_opts *o, ch08_sim_result *r);
  * this process (headless), 0 inside the front end (serve in the rank). */
 int ch08_serve(const lab_args *a, mlsys_comm *comm);
 int ch08_serve_here(void);
+
+/* tensor_parallel.c: --tensor-parallel-size T */
+/* 0 when T ranks can split model c (T divides its heads, key/value heads and MLP hidden
+ * units); else 2 after one line on stderr naming the sizes that can. */
+int ch08_tp_check(const llm_config *c, int T);
+/* What each rank of tp computes, three lines for the banner. */
+void ch08_tp_banner(FILE *out, const llm_config *c, mlsys_comm *tp);
 
 #endif

@@ -11,7 +11,10 @@
 #include "ch08.h"
 #include "../common/load_model.h"
 #include "../../core/llm/engine.h"
+#include "../../core/llm/tp_step.h"
+#include "../../core/nn/nn.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +60,9 @@ static const lab_flag mis_flags[] = {
      "leaves the requests in flight before cancelling them"},
     {"stream-interval", 0, FLAG_INT, "1", NULL, 1, 1024, "--serve: a stream's event carries "
      "the text of this many new tokens (fewer events: less CPU per token)"},
+    {"tensor-parallel-size", 't', FLAG_INT, "1", NULL, 1, 8, "ranks the model is split over "
+     "(vLLM's flag), as chapter 6 splits a layer: each computes 1/T of every layer's heads "
+     "and MLP units, two all-reduces per layer; rank 0 schedules, samples and serves"},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}
 };
 
@@ -155,10 +161,24 @@ static int mis_before(const lab_args *a)
                 "probability, --temperature %g in [0, 100]\n", eos, temp);
         return 2;
     }
-    if (lab_arg_bool(a, "simulate"))
+    int T = (int)lab_arg_int(a, "tensor-parallel-size");
+    if (lab_arg_bool(a, "simulate")) {
+        if (T > 1) {
+            fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --tensor-parallel-size "
+                    "splits the lab's model over ranks; --simulate has no model\n");
+            return 2;
+        }
         return -1;
-    if (lab_arg_given(a, "serve"))
+    }
+    int serve = lab_arg_given(a, "serve");
+    if (serve && T == 1)
         return ch08_serve_here() ? ch08_serve(a, NULL) : -1;
+    if (serve) {            /* on T ranks: the model must split, then rank 0 serves */
+        llm_config c;
+        if (common_load_model(a, "ch08/minimal-inference-server", &c, NULL, NULL))
+            return 2;
+        return ch08_tp_check(&c, T) ? 2 : -1;
+    }
     int seqs = (int)lab_arg_int(a, "max-num-seqs");
     if (seqs == 0)
         seqs = (int)lab_arg_int(a, "batch-size");
@@ -175,6 +195,8 @@ static int mis_before(const lab_args *a)
         return 2;
     llm_weights_free(&w);
     llm_tokenizer_free(&t);
+    if (ch08_tp_check(&c, T))
+        return 2;
     int bs = (int)lab_arg_int(a, "block-size"), blocks = (int)lab_arg_int(a, "kv-blocks");
     if (bs > c.seq_len || (blocks > 0 && blocks < (c.seq_len + bs - 1) / bs)) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: --block-size %d and "
@@ -204,11 +226,18 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         .admit = is_static ? llm_admit_static : NULL,
         .tok = tok,
         .comm = verbose ? c : NULL,
+        .tp = mlsys_size(c) > 1 ? c : NULL,     /* --tensor-parallel-size: rank 0 leads */
     };
     int rc = 2;
+    if (o.tp && llm_tp_announce(cfg, &o, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+        return 2;
+    }
     llm_engine *s = llm_engine_create(cfg, w, &o, err, sizeof err);
     if (!s) {
         fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+        if (o.tp)
+            llm_tp_announce_cancel(c);      /* the others expected its steps */
         return 2;
     }
     lab_asset_path(lab_arg_str(a, "model"), mpath, sizeof mpath);    /* for the banner */
@@ -218,15 +247,18 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         common_box(stdout, 68, "Minimal inference server");
         printf("The lab's model (%s: dim %d, %d layers, context %d) behind its serving "
                "engine:\n%s batching, at most %d sequences and %d tokens per step, a paged KV "
-               "cache of\n%d blocks x %d tokens (%llu bytes per token), prefix caching on.\n"
+               "cache of\n%d blocks x %d tokens (%llu bytes per token%s), prefix caching on.\n"
                "%d requests, max_tokens %s%ld, temperature %g, seed %ld (request i: seed + "
                "i)\n", mpath, cfg->dim, cfg->n_layers, cfg->seq_len,
                is_static ? "static" : "continuous", seqs, o.max_num_batched_tokens,
                ps.n_blocks, ps.block_size,
-               (unsigned long long)(ps.bytes_per_block / (uint64_t)ps.block_size), N,
+               (unsigned long long)(ps.bytes_per_block / (uint64_t)ps.block_size),
+               o.tp ? " on each rank" : "", N,
                lab_arg_bool(a, "fixed-output") ? "" : "drawn per request, at most ",
                lab_arg_int(a, "max-tokens"), lab_arg_double(a, "temperature"),
                lab_arg_int(a, "seed"));
+        if (o.tp)
+            ch08_tp_banner(stdout, cfg, c);
     }
     mis_run m = {0};
     m.req = calloc((size_t)N, sizeof *m.req);
@@ -269,6 +301,7 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
      * gap since the last one ended: the wait for the viewer, and printing a line) */
     long cap = 64;
     double *waited = mlsys_xcalloc((size_t)cap, sizeof *waited), prev_end = mlsys_now_s();
+    uint64_t fwd_ns = 0;        /* the forwards' time, for the all-reduces' share */
     for (m.step = 1;; m.step++) {
         if (m.step + 1 >= cap) {
             cap *= 2;
@@ -288,6 +321,9 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
         }
         waited[m.step] = waited[m.step - 1] + (gated ? info.t_start - prev_end : 0.0);
         prev_end = info.t_end;
+        llm_step_stats ss;
+        llm_engine_last_stats(s, &ss);
+        fwd_ns += llm_phase_ns(&ss, LLM_PHASE_FORWARD);
         for (int i = 0; i < info.n_items; i++) {
             int id = info.items[i].id;
             if (info.items[i].prefill && id >= 0 && id < N && !sum->pre_step[id])
@@ -343,6 +379,14 @@ static int run_workload(mlsys_comm *c, const lab_args *a, const llm_config *cfg,
                "tokens found\n  %-24s in the prefix cache; %ld preemptions\n", "engine",
                met.prefill_tokens, met.decode_tokens, met.steps, met.prefix_hit_tokens,
                met.prefix_query_tokens, "", met.preemptions);
+        if (o.tp) {
+            uint64_t n_ar, ar_ns;
+            llm_engine_tp_stats(s, &n_ar, &ar_ns);
+            printf("  %-24s %d ranks: %llu all-reduces of [rows, %d] floats took %.2f ms of the\n"
+                   "  %-24s forwards' %.2f ms on rank 0 (%.1f%%)\n", "tensor parallel",
+                   mlsys_size(c), (unsigned long long)n_ar, cfg->dim, (double)ar_ns * 1e-6, "",
+                   (double)fwd_ns * 1e-6, fwd_ns ? 100.0 * (double)ar_ns / (double)fwd_ns : 0.0);
+        }
     }
     rc = 0;
 done:
@@ -420,6 +464,12 @@ static int mis_real(mlsys_comm *c, const lab_args *a)
            "     grows with the batch on a CPU (the chapter says why a GPU differs).\n"
            "  5. KV memory comes in blocks from one pool; when it runs out the newest request\n"
            "     is preempted and recomputed (try --kv-blocks 8 --num-requests 8).\n");
+    if (mlsys_size(c) > 1)
+        printf("  6. Tensor parallelism: every forward ran on %d ranks, each with 1/%d of every\n"
+               "     layer; the all-reduces above are what the split costs. On CPU cores that\n"
+               "     share one memory it only adds work; on GPUs each holds and reads 1/%d of\n"
+               "     the weights and KV cache, which is what a decode step waits for.\n",
+               mlsys_size(c), mlsys_size(c), mlsys_size(c));
     if (lab_arg_bool(a, "compare")) {
         /* the same workload quietly with each rule, the run above having warmed the caches;
          * then the two side by side */
@@ -454,7 +504,29 @@ out:
     return rc;
 }
 
-static int mis_rank(mlsys_comm *c, const lab_args *a)
+/* Ranks 1..T-1 of --tensor-parallel-size T: no scheduler, no HTTP; each runs its share of
+ * the forwards of every engine rank 0 runs, until rank 0 says it is done. */
+static int mis_follow(mlsys_comm *c, const lab_args *a)
+{
+    signal(SIGUSR1, SIG_IGN);       /* the launcher's stop is for rank 0, which drains */
+    if (lab_arg_given(a, "serve") && lab_arg_int(a, "speculative") > 0 && !getenv("MLSYS_GEMM"))
+        nn_set_gemm_kernel(NN_GEMM_INVARIANT);     /* as rank 0 (serve_http.c) */
+    llm_config cfg;
+    llm_weights w;
+    if (common_load_model(a, "ch08/minimal-inference-server", &cfg, &w, NULL))
+        return 2;
+    char err[512];
+    long engines, steps;
+    int rc = 0;
+    if (llm_tp_follow_engines(c, &cfg, &w, &engines, &steps, err, sizeof err)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: %s\n", err);
+        rc = 1;
+    }
+    llm_weights_free(&w);
+    return rc;
+}
+
+static int mis_lead(mlsys_comm *c, const lab_args *a)
 {
     if (lab_arg_given(a, "serve") && !lab_arg_bool(a, "simulate"))
         return ch08_serve(a, c);
@@ -485,6 +557,28 @@ static int mis_rank(mlsys_comm *c, const lab_args *a)
     return 0;
 }
 
+static int mis_rank(mlsys_comm *c, const lab_args *a)
+{
+    if (mlsys_size(c) > 1 && mlsys_rank(c) > 0)
+        return mis_follow(c, a);
+    int rc = mis_lead(c, a);
+    if (mlsys_size(c) > 1 && llm_tp_announce_end(c)) {
+        fprintf(stderr, "mlsys-lab: ch08/minimal-inference-server: telling the other ranks "
+                "that rank 0 is done: %s\n", mlsys_errmsg(c));
+        rc = rc ? rc : 1;
+    }
+    return rc;
+}
+
+/* A server on tensor-parallel ranks ends the job itself: rank 0 drains its requests, then
+ * stops the others (--drain-timeout, and a few seconds to spare). */
+static double mis_stop_grace(const lab_args *a)
+{
+    if (!lab_arg_given(a, "serve") || lab_arg_int(a, "tensor-parallel-size") < 2)
+        return 0.0;
+    return lab_arg_double(a, "drain-timeout") + 5.0;
+}
+
 const lab ch08_minimal_inference_server_lab = {
     .id = "ch08/minimal-inference-server",
     .title = "Minimal inference server",
@@ -492,8 +586,10 @@ const lab ch08_minimal_inference_server_lab = {
                "each step, TTFT, TPOT, latency",
     .flags = mis_flags,
     .min_ranks = 1,
-    .max_ranks = 1,
+    .max_ranks = 8,
+    .ranks_flag = "tensor-parallel-size",
     .before = mis_before,
     .rank_main = mis_rank,
     .view = "serve",
+    .stop_grace_s = mis_stop_grace,
 };

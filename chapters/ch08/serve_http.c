@@ -2,9 +2,11 @@
  * core/serve/'s OpenAI-compatible server (127.0.0.1 unless given; port 0: a free one), its
  * key from --api-key or MLSYS_LAB_API_KEY; a ready line, then it serves until SIGINT (exit 130)
  * or SIGTERM (exit 0), draining within --drain-timeout. Headless in the runner's process; in
- * the front end in the rank, with the engine's events for the views. */
+ * the front end in the rank, with the engine's events for the views; with
+ * --tensor-parallel-size T on rank 0 of T ranks (the others follow its engine). */
 #include "ch08.h"
 #include "../common/load_model.h"
+#include "../../core/llm/tp_step.h"
 #include "../../core/serve/http.h"
 #include "../../core/nn/nn.h"
 
@@ -101,8 +103,26 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     };
     if (o.engine.max_num_batched_tokens < seqs)
         o.engine.max_num_batched_tokens = seqs;
+    int T = comm ? mlsys_size(comm) : 1;
+    if (T > 1) {
+        /* --tensor-parallel-size: this engine leads the other ranks, which are told its
+         * shape first (the options the server's engine gets, speculation included) */
+        o.engine.tp = comm;
+        llm_engine_opts eo = o.engine;
+        eo.spec_k = k;
+        eo.draft_c = o.draft_c;
+        eo.draft_w = o.draft_w;
+        if (llm_tp_announce(&c, &eo, err, sizeof err)) {
+            fprintf(stderr, "%s: --tensor-parallel-size %d: %s\n", me, T, err);
+            goto out;
+        }
+        o.engine.n_blocks = eo.n_blocks;
+        o.engine.max_model_len = eo.max_model_len;
+    }
     srv_server *s = srv_start(&c, &w, &t, &o, err, sizeof err);
     if (!s) {
+        if (T > 1)
+            llm_tp_announce_cancel(comm);   /* the others expected its steps */
         if (key && strstr(err, "API key"))
             fprintf(stderr, "%s: %s: %s\n", me, key_from, err);
         else
@@ -116,6 +136,8 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     if (k > 0)
         printf("Speculative decoding with %s, k = %d: greedy requests draft k tokens a "
                "step, verified in the batch's forward\n", dpath, k);
+    if (T > 1)
+        ch08_tp_banner(stdout, &c, comm);
     printf("URL: http://%s:%d/v1  (GET /health, GET /metrics, GET /v1/models, "
            "POST /v1/completions, POST /v1/chat/completions)\n", addr, srv_port(s));
     printf("ready: listening on %s:%d (Ctrl-C or SIGTERM: drain and exit)\n", addr,
@@ -123,8 +145,12 @@ int ch08_serve(const lab_args *a, mlsys_comm *comm)
     fflush(stdout);
     double drain = lab_arg_double(a, "drain-timeout");
     int sig = srv_run_until_signal(s, drain);
-    printf("signal %d: stopped accepting; draining the requests in flight (at most %g s)\n",
-           sig, drain);
+    if (sig == SIGUSR1)         /* on T ranks: the launcher passes Ctrl-C or SIGTERM on so */
+        printf("stop asked for: stopped accepting; draining the requests in flight (at most "
+               "%g s)\n", drain);
+    else
+        printf("signal %d: stopped accepting; draining the requests in flight (at most %g s)\n",
+               sig, drain);
     fflush(stdout);
     srv_stop(s);
     printf("stopped cleanly\n");

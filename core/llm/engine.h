@@ -538,6 +538,24 @@ int llm_engine_plan(const llm_config *c, llm_engine_opts *o, char *err, size_t e
 /* Bytes the engine allocates with options o, n_blocks 0 sized by max_model_len as if it were
  * known (the free memory aside). Saturates at UINT64_MAX; 0 for bad options. */
 uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o);
+/* Tensor parallelism: what a follower must be made with to run the forwards of an engine
+ * created with o (opts.tp): its context, scratch rows (the chunks of a long step, so that
+ * every rank runs the same all-reduces), cache and rows of logits. */
+typedef struct llm_tp_shape {
+    int max_num_seqs;         /* block tables */
+    int n_slots;              /* n_blocks · block_size */
+    int max_model_len;
+    int fwd_rows;             /* the runner's llm_fwd rows */
+    int max_logits;           /* rows of logits a step may want */
+} llm_tp_shape;
+/* engine_mem.c: plans o (llm_engine_plan) and fills in its n_blocks and max_model_len, so
+ * that the engine created with o afterwards is sized as sh says whatever the free memory
+ * does meanwhile. 0, or -1 with one line in err. */
+int llm_engine_tp_shape(const llm_config *c, llm_engine_opts *o, llm_tp_shape *sh, char *err,
+                        size_t errlen);
+/* engine_stats.c: the all-reduces this engine's forwards ran on its tensor-parallel group and
+ * the time spent in them (zeros without opts.tp). Stepping thread, or after it stopped. */
+void llm_engine_tp_stats(const llm_engine *s, uint64_t *allreduces, uint64_t *ns);
 
 /* Events with a comm (typed records of core/mlsys.h; the label of a compute span is only a
  * caption):

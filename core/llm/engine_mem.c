@@ -158,3 +158,19 @@ uint64_t llm_engine_bytes(const llm_config *c, const llm_engine_opts *o)
     double b = (double)d.n_blocks * block_bytes(&run, d.block_size) + rest;
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
+
+int llm_engine_tp_shape(const llm_config *c, llm_engine_opts *o, llm_tp_shape *sh, char *err,
+                        size_t errlen)
+{
+    llm_engine_opts d = *o;
+    if (llm_engine_plan(c, &d, err, errlen))
+        return -1;
+    o->n_blocks = d.n_blocks;
+    o->max_model_len = d.max_model_len;
+    llm_config run = *c;
+    run.seq_len = d.max_model_len;
+    *sh = (llm_tp_shape){.max_num_seqs = d.max_num_seqs, .n_slots = d.n_blocks * d.block_size,
+                         .max_model_len = d.max_model_len,
+                         .fwd_rows = eng_runner_rows(&run, &d), .max_logits = eng_max_logits(&d)};
+    return 0;
+}

@@ -63,6 +63,12 @@ void eng_step_start(llm_engine *s, llm_step_info *info)
         memset(info, 0, sizeof *info);
 }
 
+void llm_engine_tp_stats(const llm_engine *s, uint64_t *allreduces, uint64_t *ns)
+{
+    *allreduces = s->run.e.tp_allreduces;
+    *ns = s->run.e.tp_allreduce_ns;
+}
+
 void llm_engine_last_stats(const llm_engine *s, llm_step_stats *st)
 {
     *st = s->last;

@@ -147,6 +147,17 @@ int llm_tp_lead_stop(llm_fwd *e)
 
 /* ---- a follower ---- */
 
+/* A broadcast from the leader that may be long in coming (the next step of an idle server,
+ * the next engine): no deadlock timeout while it waits; a torn-down job still ends it. */
+static int wait_leader(mlsys_comm *tp, int32_t *buf, size_t n)
+{
+    int limit = mlsys_timeout_ms(tp);
+    mlsys_set_timeout_ms(tp, 0);
+    int rc = mlsys_broadcast(tp, buf, n, MLSYS_I32, 0);
+    mlsys_set_timeout_ms(tp, limit);
+    return rc;
+}
+
 int llm_tp_follow(llm_fwd *e, llm_kv *kv, float *logits, long *steps, char *err,
                   size_t errlen)
 {
@@ -163,7 +174,7 @@ int llm_tp_follow(llm_fwd *e, llm_kv *kv, float *logits, long *steps, char *err,
     }
     for (;;) {
         int32_t head[2];
-        if (mlsys_broadcast(e->tp, head, 2, MLSYS_I32, 0)) {
+        if (wait_leader(e->tp, head, 2)) {
             snprintf(err, errlen, "rank %d: waiting for the leader's step: %s",
                      mlsys_rank(e->tp), mlsys_errmsg(e->tp));
             break;
@@ -210,5 +221,99 @@ int llm_tp_follow(llm_fwd *e, llm_kv *kv, float *logits, long *steps, char *err,
     }
     free(msg);
     free(want);
+    return rc;
+}
+
+/* ---- engine after engine ---- */
+
+enum { SHAPE_MORE, SHAPE_SEQS, SHAPE_SLOTS, SHAPE_LEN, SHAPE_ROWS, SHAPE_LOGITS, SHAPE_N };
+
+int llm_tp_announce(const llm_config *c, llm_engine_opts *o, char *err, size_t errlen)
+{
+    llm_tp_shape sh;
+    if (!o->tp) {
+        snprintf(err, errlen, "tensor parallelism: no group to announce the engine to");
+        return -1;
+    }
+    if (llm_engine_tp_shape(c, o, &sh, err, errlen))
+        return -1;
+    int32_t m[SHAPE_N] = {1, sh.max_num_seqs, sh.n_slots, sh.max_model_len, sh.fwd_rows,
+                          sh.max_logits};
+    if (mlsys_size(o->tp) > 1 && mlsys_broadcast(o->tp, m, SHAPE_N, MLSYS_I32, 0)) {
+        snprintf(err, errlen, "tensor parallelism: announcing the engine: %s",
+                 mlsys_errmsg(o->tp));
+        return -1;
+    }
+    return 0;
+}
+
+int llm_tp_announce_cancel(mlsys_comm *tp)
+{
+    int32_t head[2] = {-1, 0};
+    return mlsys_size(tp) > 1 ? mlsys_broadcast(tp, head, 2, MLSYS_I32, 0) : 0;
+}
+
+int llm_tp_announce_end(mlsys_comm *tp)
+{
+    int32_t m[SHAPE_N] = {0};
+    return mlsys_size(tp) > 1 ? mlsys_broadcast(tp, m, SHAPE_N, MLSYS_I32, 0) : 0;
+}
+
+int llm_tp_follow_engines(mlsys_comm *tp, const llm_config *c, const llm_weights *w,
+                          long *engines, long *steps, char *err, size_t errlen)
+{
+    int T = mlsys_size(tp), rank = mlsys_rank(tp);
+    long n_eng = 0, n_steps = 0;
+    int rc = 0;
+    if (rank == 0) {
+        snprintf(err, errlen, "tensor parallelism: rank 0 leads; it does not follow");
+        return -1;
+    }
+    for (;;) {
+        int32_t m[SHAPE_N];
+        if (wait_leader(tp, m, SHAPE_N)) {
+            snprintf(err, errlen, "rank %d: waiting for the leader's next engine: %s", rank,
+                     mlsys_errmsg(tp));
+            rc = -1;
+            break;
+        }
+        if (!m[SHAPE_MORE])
+            break;
+        if (m[SHAPE_SEQS] < 1 || m[SHAPE_LEN] < 1 || m[SHAPE_LEN] > c->seq_len ||
+            m[SHAPE_ROWS] < 1 || m[SHAPE_LOGITS] < 1 || m[SHAPE_LOGITS] > (1 << 20)) {
+            snprintf(err, errlen, "rank %d: a malformed engine shape from the leader", rank);
+            rc = -1;
+            break;
+        }
+        /* the engine's view of the model: its context cut to max_model_len */
+        llm_config cut = *c;
+        cut.seq_len = m[SHAPE_LEN];
+        llm_fwd e;
+        llm_kv kv;
+        if (llm_fwd_init_tp(&e, &cut, w, m[SHAPE_ROWS], tp, err, errlen)) {
+            rc = -1;
+            break;
+        }
+        if (llm_tp_follower_kv(&kv, &cut, T, m[SHAPE_SEQS], m[SHAPE_SLOTS], m[SHAPE_LEN], err,
+                               errlen)) {
+            llm_fwd_fini(&e);
+            rc = -1;
+            break;
+        }
+        float *logits = mlsys_xmalloc((size_t)m[SHAPE_LOGITS] * c->vocab_size * sizeof *logits);
+        long k = 0;
+        rc = llm_tp_follow(&e, &kv, logits, &k, err, errlen);
+        free(logits);
+        llm_kv_free(&kv);
+        llm_fwd_fini(&e);
+        n_eng++;
+        n_steps += k;
+        if (rc)
+            break;
+    }
+    if (engines)
+        *engines = n_eng;
+    if (steps)
+        *steps = n_steps;
     return rc;
 }

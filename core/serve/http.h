@@ -52,8 +52,8 @@ int srv_drain(srv_server *s, double drain_s);
 /* Stop the daemon and the engine thread and free everything (call srv_drain first for a
  * clean end: requests still in flight are cancelled). */
 void srv_stop(srv_server *s);
-/* Block until SIGINT or SIGTERM (installs the handlers), then srv_drain(drain_s). Returns
- * the signal number. */
+/* Block until SIGINT, SIGTERM or SIGUSR1 (the launcher's stop of a job on several ranks;
+ * installs the handlers), then srv_drain(drain_s). Returns the signal number. */
 int srv_run_until_signal(srv_server *s, double drain_s);
 
 #endif

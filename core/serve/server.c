@@ -218,12 +218,13 @@ static void on_signal(int sig)
 
 int srv_run_until_signal(srv_server *s, double drain_s)
 {
-    struct sigaction sa, old_int, old_term;
+    struct sigaction sa, old_int, old_term, old_usr1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1);     /* the launcher's stop of a job on several ranks */
     signal(SIGPIPE, SIG_IGN);
     while (!g_signal)
         usleep(20000);
@@ -231,5 +232,6 @@ int srv_run_until_signal(srv_server *s, double drain_s)
     srv_drain(s, drain_s);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     return sig;
 }

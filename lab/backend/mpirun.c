@@ -46,6 +46,8 @@ struct mpirun_job {
     int collected;                       /* its status is in status */
     int stopping, interrupted, cleaned;
     uint64_t t0, stop_at, ended_at;
+    int graceful;                        /* SIGUSR1 went to the ranks (o.stop_grace_ms) */
+    uint64_t grace_until;
     int fail_rank;
     char fail[200];
     uint64_t report_at;                  /* when mpirun reported a failure */
@@ -260,7 +262,7 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
     }
     argv[k++] = "--tag-output";
     /* -x NAME forwards the value child_setup puts in mpirun's environment */
-    const char *fwd[12];
+    const char *fwd[16];
     int nf = 0;
     fwd[nf++] = "MLSYS_BACKEND";
     fwd[nf++] = "MLSYS_TIMEOUT_MS";
@@ -277,6 +279,8 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
         fwd[nf++] = "MLSYS_PRINT_TAGS";
     if (getenv("MLSYS_DEBUG"))
         fwd[nf++] = "MLSYS_DEBUG";
+    if (getenv("MLSYS_GEMM"))       /* every host computes with the same kernel */
+        fwd[nf++] = "MLSYS_GEMM";
 #if defined(__SANITIZE_ADDRESS__)
     /* A sanitizer build: Open MPI's libraries are dlopened and gone by exit, so the leak
      * checker cannot name (or suppress) what they never free; ranks under mpirun skip it. */
@@ -539,6 +543,9 @@ static void handle_line(mpirun_job *j, const mlsys_job_sink *sink, int which, ch
             box_flush(j, sink, which, 0);
         return;
     }
+    /* mpirun passing on the graceful stop's SIGUSR1: what it means is rank 0's to say */
+    if (j->graceful && !strncmp(line, "mpirun: Forwarding signal ", 26) && !j->o.verbose)
+        return;
     deliver(sink, -1, which, line);
 }
 
@@ -745,12 +752,25 @@ static void begin_stop(mpirun_job *j)
     kill(j->pid, SIGTERM);
 }
 
+/* A stop asked for: with o.stop_grace_ms, the first one is SIGUSR1, which mpirun passes to
+ * every rank (rank 0 ends the job its own way; the others ignore it); after that, or when the
+ * grace runs out, SIGTERM. */
+static void request_stop(mpirun_job *j)
+{
+    if (j->o.stop_grace_ms > 0 && !j->graceful) {
+        j->graceful = 1;
+        j->grace_until = mlsys_now_ns() + (uint64_t)j->o.stop_grace_ms * 1000000ull;
+        kill(j->pid, SIGUSR1);
+        return;
+    }
+    j->interrupted = 1;
+    begin_stop(j);
+}
+
 void mpirun_stop(mpirun_job *j)
 {
-    if (!j->reaped && !j->stopping) {
-        j->interrupted = 1;
-        begin_stop(j);
-    }
+    if (!j->reaped && !j->stopping)
+        request_stop(j);
 }
 
 int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *why, size_t n)
@@ -758,10 +778,10 @@ int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *wh
     uint64_t start = mlsys_now_ns();
     struct pollfd pfd[MAX_POLL];
     for (;;) {
-        if (mlsys_job_stop_requested() && !j->stopping && !j->reaped) {
-            j->interrupted = 1;
-            begin_stop(j);
-        }
+        if (!j->stopping && !j->reaped &&
+            ((mlsys_job_stop_requested() && (!j->graceful || mlsys_job_stop_count() > 1)) ||
+             (j->graceful && mlsys_now_ns() > j->grace_until)))
+            request_stop(j);
         int np = 0;
         for (int k = 0; k < 2; k++)
             if (j->fd[k] >= 0)
@@ -949,6 +969,7 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
         .events = trace != NULL,
         .verbose = lab_arg_bool(a, "verbose"),
         .tagged = trace != NULL,        /* the trace keeps each output line's own rank */
+        .stop_grace_ms = lo.stop_grace_ms,
     };
     char **args = mlsys_xcalloc((size_t)argc + 3, sizeof(char *));
     args[0] = "worker";
@@ -988,7 +1009,9 @@ int runner_run_mpi(const lab *l, const lab_args *a, int argc, char **argv)
     int status = mpirun_exit_status(j);
     int interrupted = mlsys_job_stop_requested();
     mpirun_free(j);
-    if (rc) {
+    if (!rc && interrupted && o.stop_grace_ms > 0) {
+        rc = interrupted == SIGINT ? 130 : 0;   /* rank 0 ended the job as asked */
+    } else if (rc) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, why);
         rc = interrupted ? 130 : status > 0 && status < 128 ? status : 1;
     }

@@ -18,6 +18,9 @@ typedef struct mpirun_opts {
     int verbose;               /* print the mpirun line and mpirun's own reports */
     int tagged;                /* lines rank 0 prints for another rank keep their rank
                                   (MLSYS_PRINT_TAGS=1 for the ranks, as runner_spec's) */
+    int stop_grace_ms;         /* > 0: a stop first sends SIGUSR1 to mpirun, which passes it
+                                  to every rank, and gives the job this long to end itself
+                                  (mlsys_launch_opts.stop_grace_ms) */
 } mpirun_opts;
 
 typedef struct mpirun_job mpirun_job;
@@ -32,7 +35,8 @@ mpirun_job *mpirun_start(const mpirun_opts *o, const char *prog, char *const arg
 /* As mlsys_job_wait: 0 when every rank exited 0, 2 with the reason in why otherwise; with
  * step_ms >= 0 returns 1 after that long while the job still runs. */
 int mpirun_wait(mpirun_job *j, const mlsys_job_sink *sink, int step_ms, char *why, size_t n);
-void mpirun_stop(mpirun_job *j);                  /* SIGTERM to mpirun, SIGKILL after a grace */
+void mpirun_stop(mpirun_job *j);                  /* SIGTERM to mpirun, SIGKILL after a grace
+                                                     (SIGUSR1 first with o.stop_grace_ms) */
 int mpirun_exit_status(const mpirun_job *j);      /* mpirun's, once it ended (-1 before) */
 int mpirun_failed_rank(const mpirun_job *j);      /* as mpirun reported it, or -1 */
 uint64_t mpirun_t0_ns(const mpirun_job *j);

@@ -247,6 +247,8 @@ int runner_fill_opts(const lab *l, const lab_args *a, mlsys_launch_opts *o, char
     o->backend = "shm";
     o->capture_output = 1;
     o->gated = lab_arg_bool(a, "gated");
+    double grace = l->stop_grace_s ? l->stop_grace_s(a) : 0.0;
+    o->stop_grace_ms = grace > 0 ? (int)(grace < 86400 ? grace * 1000.0 : 86400e3) : 0;
     const char *algo = lab_arg_str(a, "algo");     /* validated by the flag parser */
     o->algo = algo && strcmp(algo, "auto") ? algo : NULL;
     /* a forced algorithm is checked against what ran (runner_algo_note): events needed */
@@ -436,7 +438,10 @@ int runner_run(const lab *l, int argc, char **argv)
         fprintf(stderr, "mlsys-lab: %s: %d process%s that the ranks started %s still running "
                 "when the job ended; killed\n", l->id, strays, strays == 1 ? "" : "es",
                 strays == 1 ? "was" : "were");
-    if (rc && solo_code >= 0 && !interrupted) {
+    if (!rc && interrupted && o.stop_grace_ms > 0) {
+        rc = interrupted == SIGINT ? 130 : 0;   /* rank 0 ended the job as asked: Ctrl-C is
+                                                   130, as every command */
+    } else if (rc && solo_code >= 0 && !interrupted) {
         rc = solo_code;             /* one process: its own exit status, as without --trace */
     } else if (rc) {
         fprintf(stderr, "mlsys-lab: %s: %s\n", l->id, why);

@@ -1,10 +1,12 @@
 /* cpu_of.c - run a command and print what it cost: "WALL_S USER_S SYS_S" with microsecond
  * resolution (GNU time rounds to 10 ms, as much as the start-up of a small program), its
- * output thrown away. The children it waited for are counted (ranks, mpirun's daemons).
- * Exit status: the command's. Usage: cpu_of COMMAND [ARGS...] */
+ * output thrown away (its stdout kept in the file $CPU_OF_OUT when that is set). The children
+ * it waited for are counted (ranks, mpirun's daemons). Exit status: the command's.
+ * Usage: cpu_of COMMAND [ARGS...] */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,8 +28,10 @@ int main(int argc, char **argv)
     double t0 = now_s();
     pid_t pid = fork();
     if (pid == 0) {
+        const char *keep = getenv("CPU_OF_OUT");
         int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
+        int out = keep ? open(keep, O_WRONLY | O_CREAT | O_TRUNC, 0644) : null;
+        dup2(out >= 0 ? out : null, 1);
         dup2(null, 2);
         execvp(argv[1], argv + 1);
         _exit(127);

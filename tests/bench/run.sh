@@ -230,4 +230,6 @@ awk '$4 != "fail" && $5 != "fail" && $4 + 0 > 0 {
 sh tests/bench/http.sh "$build"
 sh "$(dirname "$0")/rlhf.sh" "$build"
 sh "$(dirname "$0")/overlap.sh" "$build"
+# the server on tensor-parallel ranks, T = 2 beside T = 1 (its own load lines)
+sh "$(dirname "$0")/tp.sh" "$build"
 exit 0

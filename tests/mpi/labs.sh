@@ -5,7 +5,7 @@
 # PIDs, the backend's own name; a case masks what else its clock decides). The table is the
 # issue's list: chapters 1-3, ch04's benchmark, the DDP labs (ZeRO stages, buckets), train-lm,
 # the three tensor-parallel labs, the pipeline schedules run on ranks, PPO on N ranks, RLHF
-# colocated and split, the weight update.
+# colocated and split, the weight update, the inference server on tensor-parallel ranks.
 # Usage: tests/mpi/labs.sh [BUILD_DIR] [NAME...]   (NAME: only the cases whose name starts
 # so; skips, saying why, when mpirun or the MPI plugin is missing)
 build=${1:-build}
@@ -114,6 +114,12 @@ run_case "rlhf-loop colocated" "2 3" "$mask_rlhf" ch13/rlhf-loop -w {N} --iterat
     --prompts 12 --rm-steps 5
 run_case "rlhf-loop split" "2 3" "$mask_rlhf" ch13/rlhf-loop -w {N} --placement split \
     --iterations 2 --prompts 12 --rm-steps 5
+# the server on tensor-parallel ranks: the model's 4 heads and 2 key/value heads split over 2
+# (tests/mpi/tp_serve.sh holds it to T = 1's outputs and serves HTTP on both backends)
+run_case minimal-inference-server "2" 's/ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+  / # # #  /
+s/\(([0-9.]+%)\)$/(#%)/
+s/(p50|p90|p99) +[0-9.]+/\1 #/g' \
+    ch08/minimal-inference-server -t {N} --temperature 0 --num-requests 6
 run_case weight-update-demo "2 3" 's/^( +[0-9]+ [KMG]iB +#ms) .*/\1/
 s/^( +[0-9]+ [KMG]iB +[0-9]+ +[0-9]+) .*/\1/' \
     ch14/weight-update-demo -w {N} --measure-bytes 64K --iters 1 --bucket-size 64K

@@ -1,7 +1,8 @@
 /* test_launch.c - the launcher: failure propagation (a rank that segfaults, exits 3, or
  * hangs while others wait for it), stopping a job, cleanup (no process, no fd and no
  * /dev/shm segment left), two jobs at once, torchrun's environment, rank-ordered output,
- * events (pairs match, nothing lost, results unchanged) and the step gate. */
+ * events (pairs match, nothing lost, results unchanged), the step gate, and the graceful
+ * stop (rank 0 alone told, the job ending itself or stopped after the grace). */
 #include "../../core/mlsys.h"
 #include <check.h>
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,6 +158,74 @@ START_TEST(test_stop_job)
     pid_t p = mlsys_job_status(j, 2)->pid;
     mlsys_job_free(j);
     ck_assert(kill(p, 0) == -1 && errno == ESRCH);
+}
+END_TEST
+
+/* A job started with stop_grace_ms: a stop is rank 0's SIGUSR1 alone, and rank 0 ends the
+ * job (it tells the others, which wait for it without a timeout); ready: rank 0's handler is
+ * in place. mode 0: it drains; 1: it ignores the signal; 2: it has no handler (dies by it). */
+typedef struct graceful { volatile int ready, usr1_seen[3]; } graceful;
+static graceful *g_grace;
+static volatile sig_atomic_t g_usr1;
+static void on_usr1(int sig) { (void)sig; g_usr1 = 1; }
+
+static int graceful_rank(mlsys_comm *c, void *arg)
+{
+    int mode = *(int *)arg, r = mlsys_rank(c), stop = 0;
+    if (r == 0) {
+        if (mode == 0)
+            signal(SIGUSR1, on_usr1);
+        else if (mode == 1)
+            signal(SIGUSR1, SIG_IGN);
+        g_grace->ready = 1;
+        while (!g_usr1)
+            pause();
+        g_grace->usr1_seen[0] = 1;
+        stop = 1;
+        return mlsys_broadcast(c, &stop, 1, MLSYS_I32, 0) ? 1 : 0;
+    }
+    signal(SIGUSR1, on_usr1);       /* a rank but 0 must never get it under shm */
+    mlsys_set_timeout_ms(c, 0);
+    int rc = mlsys_broadcast(c, &stop, 1, MLSYS_I32, 0);
+    g_grace->usr1_seen[r] = g_usr1;
+    return rc || stop != 1 ? 1 : 0;
+}
+
+static int graceful_job(int mode, int grace_ms, char *why, size_t n, mlsys_rank_status *st)
+{
+    mlsys_launch_opts o = {.world_size = 3, .stop_grace_ms = grace_ms};
+    char err[256];
+    memset((void *)g_grace, 0, sizeof *g_grace);
+    mlsys_job *j = mlsys_job_start(&o, NULL, graceful_rank, &mode, err, sizeof err);
+    ck_assert_msg(j != NULL, "%s", err);
+    for (int i = 0; i < 6000 && !g_grace->ready; i++)      /* 60 s at most */
+        ck_assert_int_eq(mlsys_job_wait(j, NULL, 10, why, n), 1);
+    ck_assert(g_grace->ready);
+    mlsys_job_stop(j);
+    int rc = mlsys_job_wait(j, NULL, -1, why, n);
+    for (int r = 0; r < 3; r++)
+        st[r] = *mlsys_job_status(j, r);
+    mlsys_job_free(j);
+    return rc;
+}
+
+START_TEST(test_graceful_stop)
+{
+    char why[256];
+    mlsys_rank_status st[3];
+    /* rank 0 drains: the job ends by itself, nobody killed, only rank 0 signalled */
+    ck_assert_msg(graceful_job(0, 60000, why, sizeof why, st) == 0, "%s", why);
+    for (int r = 0; r < 3; r++)
+        ck_assert(st[r].exited && st[r].code == 0 && !st[r].killed_by_us);
+    ck_assert(g_grace->usr1_seen[0] && !g_grace->usr1_seen[1] && !g_grace->usr1_seen[2]);
+    /* rank 0 ignores it: after the grace every rank is stopped */
+    ck_assert_int_ne(graceful_job(1, 300, why, sizeof why, st), 0);
+    ck_assert_msg(strstr(why, "interrupted") != NULL, "%s", why);
+    ck_assert(st[0].killed_by_us && st[1].killed_by_us);
+    /* rank 0 has no handler yet: it dies by the signal, which is a stop, not a failure */
+    ck_assert_int_ne(graceful_job(2, 60000, why, sizeof why, st), 0);
+    ck_assert_msg(strstr(why, "interrupted") != NULL, "%s", why);
+    ck_assert(!st[0].exited && st[0].code == SIGUSR1);
 }
 END_TEST
 
@@ -496,12 +566,17 @@ static Suite *launch_suite(void)
     tcase_add_test(t, test_wait_sleeps_until_exit);
     tcase_add_test(t, test_strays_killed_at_job_end);
     tcase_add_test(t, test_stopped_rank_blamed);
+    tcase_add_test(t, test_graceful_stop);
     suite_add_tcase(s, t);
     return s;
 }
 
 int main(void)
 {
+    g_grace = mmap(NULL, sizeof *g_grace, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    if (g_grace == MAP_FAILED)
+        return 1;
     SRunner *sr = srunner_create(launch_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

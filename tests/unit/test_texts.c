@@ -670,6 +670,14 @@ static const tie_set tie_sets[] = {
          "request in step {1}"},
         {"\n  static ", "0", "static batching {0} steps and step {1}"},
     }},
+    {"assets/chapters/ch08.md", "run ch08/minimal-inference-server -t 2 --temperature 0", {
+        {"x 16 tokens (", "0", "{0} bytes per token on each rank"},
+        {"\n  engine ", "0", "the default workload's {2} steps cost"},
+        {"\n  tensor parallel ", "0", "cost {1} all-reduces of [rows, {2}] floats"},
+    }},
+    {"assets/chapters/ch08.md", "run ch08/minimal-inference-server --temperature 0", {
+        {"x 16 tokens (", "0", "on each rank instead of {0}"},
+    }},
     {"assets/chapters/ch09.md", "run ch09/kv-cache-calculator", {
         {"LLaMA-7B ", "g2", "| LLaMA-7B | {2} KiB | {3} GiB | {4} GiB |"},
         {"LLaMA-13B ", "g2", "| LLaMA-13B | {2} KiB | {3} GiB | {4} GiB |"},

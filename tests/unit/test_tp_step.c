@@ -5,13 +5,19 @@
  * 1e-5 · (1 + max |logit|) and its greedy tokens the same; every follower computes the
  * leader's logits bit for bit and runs exactly the leader's forwards; the stop ends them.
  * (A follower's map need only be one-to-one and the same from step to step: two positions
- * sharing a slot, the bug this would catch, change the leader's logits through the sums.) */
+ * sharing a slot, the bug this would catch, change the leader's logits through the sums.)
+ * Then engines one after another on one group (llm_tp_announce, llm_tp_follow_engines): two
+ * engines of different shapes (one cuts its prompts into chunks of 8 rows), an announced
+ * engine that was never made, an idle leader that keeps the followers waiting longer than
+ * the group's deadlock timeout: the greedy tokens are the unsplit engines', each follower
+ * runs exactly the leader's forwards and ends when told. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "../../core/llm/engine.h"
 #include "../../core/llm/tp_step.h"
 #include "../../core/nn/nn.h"
@@ -180,12 +186,129 @@ START_TEST(leader_and_followers)
 }
 END_TEST
 
+/* ---- engines one after another ---- */
+
+#define EREQ 3
+#define ENEW 6
+
+typedef struct eng_out {
+    int tok[2][EREQ][ENEW], n[2][EREQ];
+    long steps[2];
+    long f_engines[4], f_steps[4];
+    char err[4][200];
+} eng_out;
+
+static eng_out *g_eng;
+static int g_cur;               /* the engine whose tokens on_event records */
+
+static void on_tok(void *u, const llm_engine_event *ev)
+{
+    eng_out *o = u;
+    if (ev->token >= 0 && ev->id < EREQ && o->n[g_cur][ev->id] < ENEW)
+        o->tok[g_cur][ev->id][o->n[g_cur][ev->id]++] = ev->token;
+}
+
+/* Engine k: two shapes (the first chunks a 13-token prompt into steps of 8 rows). */
+static llm_engine_opts eng_opts(int k, mlsys_comm *tp)
+{
+    return k == 0 ? (llm_engine_opts){.max_num_seqs = 2, .max_num_batched_tokens = 8,
+                                      .block_size = 4, .max_model_len = MAXLEN, .tp = tp}
+                  : (llm_engine_opts){.max_num_seqs = 4, .max_num_batched_tokens = 64,
+                                      .block_size = 8, .tp = tp};
+}
+
+static int run_one(int k, mlsys_comm *tp, eng_out *o, char *err, size_t n)
+{
+    llm_engine_opts eo = eng_opts(k, tp);
+    if (tp && llm_tp_announce(&g_c, &eo, err, n))
+        return -1;
+    llm_engine *s = llm_engine_create(&g_c, &g_w, &eo, err, n);
+    if (!s)
+        return -1;
+    static const int p[13] = {5, 9, 100, 7, 3, 250, 42, 42, 8, 1, 77, 6, 5};
+    g_cur = k;
+    for (int i = 0; i < EREQ; i++) {
+        llm_request r = {.prompt = p + i, .n_prompt = 13 - 4 * i, .max_tokens = ENEW,
+                         .ignore_eos = 1, .on_event = on_tok, .u = o};
+        if (llm_engine_submit(s, &r, err, n) < 0) {
+            llm_engine_free(s);
+            return -1;
+        }
+    }
+    llm_engine_run(s);
+    llm_engine_metrics m;
+    llm_engine_metrics_get(s, &m);
+    o->steps[k] = m.steps;
+    llm_engine_free(s);
+    return m.finished == EREQ ? 0 : -1;
+}
+
+static int eng_rank(mlsys_comm *c, void *arg)
+{
+    int idle_ms = *(int *)arg, r = mlsys_rank(c);
+    char *err = g_eng->err[r];
+    size_t n = sizeof g_eng->err[r];
+    if (r > 0)
+        return llm_tp_follow_engines(c, &g_c, &g_w, &g_eng->f_engines[r], &g_eng->f_steps[r],
+                                     err, n) ? 1 : 0;
+    if (run_one(0, c, g_eng, err, n))
+        return 1;
+    /* announced, then never made: the followers go back to waiting for an engine */
+    llm_engine_opts eo = eng_opts(1, c);
+    if (llm_tp_announce(&g_c, &eo, err, n) || llm_tp_announce_cancel(c))
+        return 1;
+    if (idle_ms)
+        usleep((useconds_t)idle_ms * 1000);     /* a server with nothing to do */
+    if (run_one(1, c, g_eng, err, n))
+        return 1;
+    return llm_tp_announce_end(c) ? 1 : 0;
+}
+
+START_TEST(engines_one_after_another)
+{
+    static eng_out ref;
+    char err[200], why[256];
+    memset(&ref, 0, sizeof ref);
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(run_one(k, NULL, &ref, err, sizeof err) == 0, "%s", err);
+    for (int T = 2; T <= 4; T *= 2) {
+        /* on 2 ranks the leader idles 2.5 s between engines, past the 1 s timeout */
+        int idle_ms = T == 2 ? 2500 : 0;
+        memset(g_eng, 0, sizeof *g_eng);
+        int rc = mlsys_run_fn(T, 1000, eng_rank, &idle_ms, why, sizeof why);
+        ck_assert_msg(rc == 0, "T=%d: %s; %s | %s", T, why, g_eng->err[0], g_eng->err[1]);
+        for (int k = 0; k < 2; k++) {
+            ck_assert_int_eq(g_eng->steps[k], ref.steps[k]);
+            for (int i = 0; i < EREQ; i++) {
+                ck_assert_int_eq(g_eng->n[k][i], ENEW);
+                ck_assert_msg(memcmp(g_eng->tok[k][i], ref.tok[k][i], sizeof ref.tok[k][i]) == 0,
+                              "T=%d engine %d request %d: greedy tokens differ", T, k, i);
+            }
+        }
+        for (int r = 1; r < T; r++) {
+            ck_assert_int_eq(g_eng->f_engines[r], 3);
+            ck_assert_int_eq(g_eng->f_steps[r], g_eng->steps[0] + g_eng->steps[1]);
+        }
+        printf("T=%d: engines of %ld and %ld steps, one announced and never made%s: tokens "
+               "equal, each follower ran %ld forwards\n", T, ref.steps[0], ref.steps[1],
+               idle_ms ? ", 2.5 s idle past a 1 s timeout" : "", g_eng->f_steps[1]);
+    }
+    /* a group the model does not split over, and a follower that is rank 0: one line each */
+    memset(g_eng, 0, sizeof *g_eng);
+    ck_assert(mlsys_run_fn(3, 10000, eng_rank, &(int){0}, why, sizeof why) != 0);
+    ck_assert_msg(strstr(g_eng->err[0], "tensor-parallel") && !strchr(g_eng->err[0], '\n'),
+                  "%s", g_eng->err[0]);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
     nn_gemm_start(argv);
     g_out = mmap(NULL, sizeof *g_out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (g_out == MAP_FAILED)
+    g_eng = mmap(NULL, sizeof *g_eng, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                 0);
+    if (g_out == MAP_FAILED || g_eng == MAP_FAILED)
         return 1;
     g_c = (llm_config){.dim = 64, .hidden_dim = 128, .n_layers = 2, .n_heads = 8,
                        .n_kv_heads = 4, .vocab_size = V, .seq_len = MAXLEN,
@@ -201,6 +324,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("tp");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, leader_and_followers);
+    tcase_add_test(tc, engines_one_after_another);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
