@@ -1301,10 +1301,12 @@ START_TEST(connections_share_one_thread)
         close(fd[i]);
     char *m = wait_idle();
     ck_assert_double_eq(metric(m, "mlsys_kv_blocks_used"), 0);
-    /* one sequence a step: only the first few can have finished (if the clients that wait
-     * whole were not noticed, their 8 would run to the end: 8 disconnects at most) */
-    ck_assert_double_ge(metric(m, "mlsys_http_client_disconnects_total"), NF - 3);
-    ck_assert_double_ge(metric(m, "mlsys_requests_cancelled_total"), NF - 3);
+    /* one sequence a step, 200 tokens each: few can have finished before the clients left
+     * (how many depends on the machine's load). Were the parked clients that wait for a
+     * whole answer not noticed, their 8 would run to the end, and only the 8 streams could
+     * count as gone: more than 8 proves some parked ones were noticed too */
+    ck_assert_double_ge(metric(m, "mlsys_http_client_disconnects_total"), NF / 2 + 1);
+    ck_assert_double_ge(metric(m, "mlsys_requests_cancelled_total"), NF / 2 + 1);
     free(m);
     expect("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 200, NULL);
     stop();
