@@ -1,8 +1,8 @@
-/* test_engine_promises.c - promises of the generation engine that its other suites leave
- * unchecked, on the shipped model: the prefix cache keeps what a request generated (never a
- * future or a draft hashed into a block); n samples are admitted with the blocks their forks
- * will copy; JSON mode closes its value within the context; a time on a histogram bucket's
- * bound counts in that bucket; the overlap scheduler never plans a preemption ahead. */
+/* test_engine_promises.c - engine promises its other suites leave unchecked (shipped model):
+ * the prefix cache keeps what a request generated (no future or draft hashed); n samples wait
+ * for the blocks their forks copy; JSON closes within the context; a time on a histogram
+ * bound counts in that bucket; no plan made ahead preempts; the sampler breaks ties by the
+ * lower id and ends its nucleus where top_p is reached. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,6 +376,44 @@ START_TEST(overlap_never_preempts_ahead)
 }
 END_TEST
 
+/* ---- the sampler: ties and the nucleus's edge ---- */
+
+/* Equal probabilities are ordered by id, the lower first, so top-k over four equal logits
+ * keeps ids 0 and 1, never 2 or 3. The nucleus is the shortest head whose share reaches
+ * top_p: with two tokens of exactly 1/2 each, top_p 0.5 is reached by the first alone (the
+ * second is never drawn); top_p 0.75 needs both (each drawn about half the time). */
+START_TEST(sampler_ties_and_nucleus_edge)
+{
+    enum { V = 8, N = 400 };
+    float four[V], two[V];
+    for (int i = 0; i < V; i++) {
+        four[i] = i < 4 ? 1.0f : -1e30f;
+        two[i] = i < 2 ? 0.0f : -1e30f;
+    }
+    llm_sampler k2, p50, p75;
+    ck_assert(llm_sampler_init(&k2, V, 1.0f, 2, 1.0f, 11) == 0);
+    ck_assert(llm_sampler_init(&p50, V, 1.0f, 0, 0.5f, 12) == 0);
+    ck_assert(llm_sampler_init(&p75, V, 1.0f, 0, 0.75f, 13) == 0);
+    int cnt_k2[V] = {0}, cnt_p50[V] = {0}, cnt_p75[V] = {0};
+    for (int i = 0; i < N; i++) {
+        int a = llm_sample(&k2, four), b = llm_sample(&p50, two), c = llm_sample(&p75, two);
+        ck_assert(a >= 0 && a < V && b >= 0 && b < V && c >= 0 && c < V);
+        cnt_k2[a]++, cnt_p50[b]++, cnt_p75[c]++;
+    }
+    printf("sampler: top-k 2 of four equal logits drew ids 0..3 %d %d %d %d; top-p 0.5 of two "
+           "halves %d %d, top-p 0.75 %d %d\n", cnt_k2[0], cnt_k2[1], cnt_k2[2], cnt_k2[3],
+           cnt_p50[0], cnt_p50[1], cnt_p75[0], cnt_p75[1]);
+    ck_assert_msg(cnt_k2[0] + cnt_k2[1] == N, "top-k 2 over a tie kept higher ids");
+    ck_assert_msg(cnt_p50[0] == N, "top-p 0.5 over two halves drew the second %d times",
+                  cnt_p50[1]);
+    /* both, each in [150, 250] of 400: about 5 standard deviations either side of 200 */
+    ck_assert(cnt_p75[0] + cnt_p75[1] == N && cnt_p75[0] >= 150 && cnt_p75[0] <= 250);
+    llm_sampler_fini(&k2);
+    llm_sampler_fini(&p50);
+    llm_sampler_fini(&p75);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("engine_promises");
@@ -386,6 +424,7 @@ int main(void)
     tcase_add_test(tc, json_closes_within_the_context);
     tcase_add_test(tc, histogram_bound_is_its_bucket);
     tcase_add_test(tc, overlap_never_preempts_ahead);
+    tcase_add_test(tc, sampler_ties_and_nucleus_edge);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
