@@ -12,15 +12,11 @@ build=${1:-build}
 shift
 only=("$@")
 bin=$build/mlsys-lab
-pass=0
-fail=0
+. "$(dirname "$0")/../tap.sh"    # ok, bad, finish and their counts
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export LANG=C.UTF-8
 
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -40; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "skip: mpirun is not on PATH (apt-get install openmpi-bin libopenmpi-dev)"

@@ -9,8 +9,7 @@
 # Usage: tests/mpi/netns.sh [BUILD_DIR]   (skips, saying precisely why, when it cannot run)
 build=${1:-build}
 bin=$PWD/$build/mlsys-lab
-pass=0
-fail=0
+. "$(dirname "$0")/../tap.sh"    # ok, bad, finish and their counts
 tmp=$(mktemp -d)
 nsa=mlsys-a-$$
 nsb=mlsys-b-$$
@@ -28,9 +27,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -40; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 skip() { echo "skip: $1"; finish; }
 
 command -v mpirun >/dev/null 2>&1 || skip "mpirun is not on PATH (apt-get install openmpi-bin libopenmpi-dev)"

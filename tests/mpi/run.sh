@@ -9,16 +9,12 @@
 build=${1:-build}
 bin=$build/mlsys-lab
 plugin=$build/libmlsys-mpi.so
-pass=0
-fail=0
+. "$(dirname "$0")/../tap.sh"    # ok, bad, finish and their counts
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export LANG=C.UTF-8
 
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -30; }
 skip() { echo "skip - $1"; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 # Waits for a condition by the clock, not by a count of naps (a loaded machine naps longer):
 # up to MPI_TEST_WAIT seconds (60), then says how long it waited, for what, and what it saw.
 MPI_TEST_WAIT=${MPI_TEST_WAIT:-60}

@@ -13,16 +13,12 @@
 # Usage: tests/mpi/tp_serve.sh [BUILD_DIR]
 build=${1:-build}
 bin=$build/mlsys-lab
-pass=0
-fail=0
+. "$(dirname "$0")/../tap.sh"    # ok, bad, finish and their counts
 tmp=$(mktemp -d)
 runner=
 trap '[ -n "$runner" ] && kill -9 $runner 2>/dev/null; rm -rf "$tmp"' EXIT
 export LANG=C.UTF-8 MLSYS_GEMM=invariant
 
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -30; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 
 [ -x "$bin" ] || { echo "skip: $bin is not built (make BUILD=$build)"; finish; }
 if [ ! -f assets/models/model.bin ]; then

@@ -13,16 +13,12 @@
 build=${1:-build}
 bin=$PWD/$build/mlsys-lab
 rank=$PWD/$build/mlsys-lab-rank
-pass=0
-fail=0
+. "$(dirname "$0")/../tap.sh"    # ok, bad, finish and their counts
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export LANG=C.UTF-8
 
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "$2" ] && sed 's/^/    /' "$2" | head -30; }
 skip() { echo "skip - $1"; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 
 for p in "$bin" "$rank"; do
     [ -x "$p" ] || { bad "$p is not built (make BUILD=$build)"; finish; }

@@ -494,6 +494,22 @@ START_TEST(rlhf_grpo_without_a_critic)
 }
 END_TEST
 
+/* A lab run with --trace into a temporary file, read back into *d, and a fresh view model
+ * for its ranks. args: the command line before --trace. */
+static void traced_run(mlsys_trace *d, const char *args)
+{
+    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    bin_result r = run_bin("%s--trace %s", args, path);
+    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
+    bin_result_free(&r);
+    ck_assert_msg(mlsys_trace_load(path, d, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    fresh(d->nranks);
+}
+
 /* The real loop (ch13/rlhf-loop on the shipped model, split placement on two ranks, one
  * iteration) through its trace: a frame per phase and nothing else (the collectives inside the
  * phases mark no steps: one frame for the whole weight sync), each phase's moves in its own
@@ -501,18 +517,9 @@ END_TEST
  * and the weight broadcast's root named as a world rank (1), as its messages are. */
 START_TEST(rlhf_from_a_real_run)
 {
-    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    bin_result r = run_bin("run ch13/rlhf-loop --iterations 1 --prompts 8 --rm-steps 20 "
-                           "--placement split -w 2 --trace %s", path);
-    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
-    bin_result_free(&r);
     mlsys_trace d;
-    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
-    unlink(path);
-    fresh(d.nranks);
+    traced_run(&d, "run ch13/rlhf-loop --iterations 1 --prompts 8 --rm-steps 20 "
+                   "--placement split -w 2 ");
     int roots = 0;
     for (size_t i = 0; i < d.n; i++) {
         const mlsys_event *e = &d.ev[i];
@@ -565,18 +572,9 @@ END_TEST
  * bytes. */
 START_TEST(rlhf_grpo_kv_blocks_from_a_real_run)
 {
-    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    bin_result r = run_bin("run ch13/rlhf-loop --rl-algo grpo --iterations 1 --prompts 4 "
-                           "--rm-steps 20 --trace %s", path);
-    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
-    bin_result_free(&r);
     mlsys_trace d;
-    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
-    unlink(path);
-    fresh(d.nranks);
+    traced_run(&d, "run ch13/rlhf-loop --rl-algo grpo --iterations 1 --prompts 4 "
+                   "--rm-steps 20 ");
     const int kv_pool = 4 * 4 + 3;      /* the generator's (role 4) KV cache (kind 3) */
     int pools = 0, n_blocks = 0, held = 0, peak = -1, ph = -1, allocs = 0, shares = 0, cows = 0;
     uint64_t block_bytes = 0;
@@ -640,18 +638,9 @@ END_TEST
  * step per section of the measurement. */
 START_TEST(wsync_from_a_real_run)
 {
-    char path[] = "/tmp/mlsys-test-flow-XXXXXX", err[256];
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    bin_result r = run_bin("run ch14/weight-update-demo -w 3 --measure-bytes 1M --iters 2 "
-                           "--bucket-size 1M,64M --trace %s", path);
-    ck_assert_msg(r.status == 0, "the lab (it needs assets/models): %s", r.err);
-    bin_result_free(&r);
     mlsys_trace d;
-    ck_assert_msg(mlsys_trace_load(path, &d, err, sizeof err) == 0, "%s", err);
-    unlink(path);
-    fresh(d.nranks);
+    traced_run(&d, "run ch14/weight-update-demo -w 3 --measure-bytes 1M --iters 2 "
+                   "--bucket-size 1M,64M ");
     int seen[64] = {0}, moves = 0;
     for (size_t i = 0; i < d.n; i++) {
         const mlsys_event *e = &d.ev[i];
